@@ -1,0 +1,550 @@
+"""Frozen dataclasses and enums shared by every layer (DESIGN.md §4).
+
+Nothing here does I/O. Conversion to and from plain dicts (for JSON and the store) lives
+next to each class so that the on-disk shapes are defined in one place; numbers stay
+unformatted there, rounding belongs to the renderers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, ClassVar
+
+ParamValue = str | int | float | bool
+Params = Mapping[str, ParamValue]
+
+
+class Direction(str, Enum):
+    """Which way a metric gets better."""
+
+    LOWER_IS_BETTER = "lower"
+    HIGHER_IS_BETTER = "higher"
+
+
+class Verdict(str, Enum):
+    """Outcome of comparing one (benchmark, metric) against its baseline."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    NO_BASELINE = "no_baseline"
+    INCOMPARABLE = "incomparable"
+
+
+class Severity(str, Enum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The environment a run was measured in.
+
+    Stored whole. Only the fields in ``COMPARABLE_FIELDS`` take part in :meth:`key`, the
+    hash that keys a comparable history: two runs are compared only when their keys match.
+    Versions that change often without changing speed (kernel release, perfgate's own
+    version) are kept for the record but not hashed; ``timing_method`` is what changes
+    when perfgate changes *how* it measures.
+    """
+
+    device_kind: str
+    device_model: str
+    device_count: int
+    cpu_model: str
+    cpu_cores: int
+    os: str
+    python_version: str
+    torch_version: str
+    timing_method: str
+    params: Params = field(default_factory=dict)
+    host_label: str = ""
+    torch_npu_version: str = ""
+    cuda_version: str = ""
+    cann_version: str = ""
+    driver_version: str = ""
+    os_release: str = ""
+    perfgate_version: str = ""
+
+    COMPARABLE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "device_kind",
+        "device_model",
+        "device_count",
+        "cpu_model",
+        "cpu_cores",
+        "os",
+        "python_version",
+        "torch_version",
+        "torch_npu_version",
+        "cuda_version",
+        "cann_version",
+        "driver_version",
+        "timing_method",
+        "params",
+        "host_label",
+    )
+
+    def comparable(self) -> dict[str, Any]:
+        data = self.to_dict()
+        return {name: data[name] for name in self.COMPARABLE_FIELDS}
+
+    def key(self) -> str:
+        """Stable hash of the comparable part (16 hex digits)."""
+        digest = hashlib.sha256(_canonical_json(self.comparable()).encode()).hexdigest()
+        return digest[:16]
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Human-readable list of comparable fields that differ, ``field: mine != theirs``."""
+        mine, theirs = self.comparable(), other.comparable()
+        out: list[str] = []
+        for name in self.COMPARABLE_FIELDS:
+            if name == "params":
+                keys = sorted(set(mine["params"]) | set(theirs["params"]))
+                for k in keys:
+                    a, b = mine["params"].get(k), theirs["params"].get(k)
+                    if a != b:
+                        out.append(f"param {k}: {b!r} in baseline, {a!r} now")
+            elif mine[name] != theirs[name]:
+                out.append(f"{name}: {theirs[name]!r} in baseline, {mine[name]!r} now")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device_kind": self.device_kind,
+            "device_model": self.device_model,
+            "device_count": self.device_count,
+            "cpu_model": self.cpu_model,
+            "cpu_cores": self.cpu_cores,
+            "os": self.os,
+            "os_release": self.os_release,
+            "python_version": self.python_version,
+            "torch_version": self.torch_version,
+            "torch_npu_version": self.torch_npu_version,
+            "cuda_version": self.cuda_version,
+            "cann_version": self.cann_version,
+            "driver_version": self.driver_version,
+            "perfgate_version": self.perfgate_version,
+            "timing_method": self.timing_method,
+            "params": dict(sorted(self.params.items())),
+            "host_label": self.host_label,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
+        return cls(
+            device_kind=str(data["device_kind"]),
+            device_model=str(data["device_model"]),
+            device_count=int(data["device_count"]),
+            cpu_model=str(data["cpu_model"]),
+            cpu_cores=int(data["cpu_cores"]),
+            os=str(data["os"]),
+            os_release=str(data.get("os_release", "")),
+            python_version=str(data["python_version"]),
+            torch_version=str(data["torch_version"]),
+            torch_npu_version=str(data.get("torch_npu_version", "")),
+            cuda_version=str(data.get("cuda_version", "")),
+            cann_version=str(data.get("cann_version", "")),
+            driver_version=str(data.get("driver_version", "")),
+            perfgate_version=str(data.get("perfgate_version", "")),
+            timing_method=str(data["timing_method"]),
+            params=dict(data.get("params", {})),
+            host_label=str(data.get("host_label", "")),
+        )
+
+
+@dataclass(frozen=True)
+class MetricPolicy:
+    """How one metric is judged: which way is better and the smallest change that matters."""
+
+    direction: Direction
+    min_effect_pct: float
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """One benchmark to run: a built-in workload or a user ``module:function`` entry.
+
+    ``params`` are passed to the workload. Those named in ``treatment_params`` are knobs that
+    stand in for a code change (``slowdown``): they are recorded but kept out of the
+    fingerprint, so a run with them is compared against runs without them.
+    """
+
+    name: str
+    workload: str | None = None
+    entry: str | None = None
+    device: str = "cpu"
+    params: Params = field(default_factory=dict)
+    warmup: int = 5
+    measured: int = 30
+    profiled: int = 3
+    repeats: int = 3
+    treatment_params: frozenset[str] = frozenset({"slowdown"})
+
+    def target(self) -> str:
+        return self.entry if self.entry else f"perfgate.workloads:{self.workload}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "workload": self.workload,
+            "entry": self.entry,
+            "device": self.device,
+            "params": dict(sorted(self.params.items())),
+            "warmup": self.warmup,
+            "measured": self.measured,
+            "profiled": self.profiled,
+            "repeats": self.repeats,
+            "treatment_params": sorted(self.treatment_params),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkSpec:
+        return cls(
+            name=str(data["name"]),
+            workload=data.get("workload"),
+            entry=data.get("entry"),
+            device=str(data.get("device", "cpu")),
+            params=dict(data.get("params", {})),
+            warmup=int(data.get("warmup", 5)),
+            measured=int(data.get("measured", 30)),
+            profiled=int(data.get("profiled", 3)),
+            repeats=int(data.get("repeats", 3)),
+            treatment_params=frozenset(data.get("treatment_params", ["slowdown"])),
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary statistics of one measurement's samples.
+
+    ``centre`` is the value a run is represented by between runs: the median of the
+    per-repeat medians, so that each worker process counts once.
+    """
+
+    n: int
+    centre: float
+    median: float
+    mean: float
+    mad: float
+    p10: float
+    p90: float
+    p99: float
+    minimum: float
+    maximum: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "centre": self.centre,
+            "median": self.median,
+            "mean": self.mean,
+            "mad": self.mad,
+            "p10": self.p10,
+            "p90": self.p90,
+            "p99": self.p99,
+            "min": self.minimum,
+            "max": self.maximum,
+        }
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One metric of one run: raw samples grouped by repeat (worker process), and their summary."""
+
+    metric: str
+    unit: str
+    direction: Direction
+    repeats: tuple[tuple[float, ...], ...]
+    summary: Summary
+    deterministic: bool = False
+
+    @property
+    def samples(self) -> tuple[float, ...]:
+        return tuple(x for rep in self.repeats for x in rep)
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """One operator (or kernel) of a profile, normalised per profiled step."""
+
+    name: str
+    device: str
+    calls_per_step: float
+    self_time_ms_per_step: float
+    total_time_ms_per_step: float
+    op_type: str = ""
+    input_shapes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device": self.device,
+            "op_type": self.op_type,
+            "calls_per_step": self.calls_per_step,
+            "self_time_ms_per_step": self.self_time_ms_per_step,
+            "total_time_ms_per_step": self.total_time_ms_per_step,
+            "input_shapes": list(self.input_shapes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpStat:
+        return cls(
+            name=str(data["name"]),
+            device=str(data["device"]),
+            op_type=str(data.get("op_type", "")),
+            calls_per_step=float(data["calls_per_step"]),
+            self_time_ms_per_step=float(data["self_time_ms_per_step"]),
+            total_time_ms_per_step=float(data["total_time_ms_per_step"]),
+            input_shapes=tuple(data.get("input_shapes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where a step's time goes, in ms per step; ``None`` where the profile cannot tell."""
+
+    step_ms: float
+    compute_ms: float | None = None
+    communication_not_overlapped_ms: float | None = None
+    communication_overlapped_ms: float | None = None
+    free_ms: float | None = None
+    data_loading_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_ms": self.step_ms,
+            "compute_ms": self.compute_ms,
+            "communication_not_overlapped_ms": self.communication_not_overlapped_ms,
+            "communication_overlapped_ms": self.communication_overlapped_ms,
+            "free_ms": self.free_ms,
+            "data_loading_ms": self.data_loading_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepBreakdown:
+        def opt(name: str) -> float | None:
+            value = data.get(name)
+            return None if value is None else float(value)
+
+        return cls(
+            step_ms=float(data["step_ms"]),
+            compute_ms=opt("compute_ms"),
+            communication_not_overlapped_ms=opt("communication_not_overlapped_ms"),
+            communication_overlapped_ms=opt("communication_overlapped_ms"),
+            free_ms=opt("free_ms"),
+            data_loading_ms=opt("data_loading_ms"),
+        )
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """What a profiler saw over its window, normalised per step.
+
+    ``notes`` names every metric the source could not provide, and why.
+    """
+
+    source: str
+    steps: int
+    ops: tuple[OpStat, ...] = ()
+    breakdown: StepBreakdown | None = None
+    peak_memory_bytes: int | None = None
+    memory_per_step_bytes: tuple[float, ...] = ()
+    device_busy_fraction: float | None = None
+    op_calls_per_step: float | None = None
+    kernel_launches_per_step: float | None = None
+    rank: int | None = None
+    raw_files: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def top_ops(self, n: int = 10) -> tuple[OpStat, ...]:
+        return tuple(sorted(self.ops, key=lambda o: -o.self_time_ms_per_step)[:n])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "steps": self.steps,
+            "ops": [o.to_dict() for o in self.ops],
+            "breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "memory_per_step_bytes": list(self.memory_per_step_bytes),
+            "device_busy_fraction": self.device_busy_fraction,
+            "op_calls_per_step": self.op_calls_per_step,
+            "kernel_launches_per_step": self.kernel_launches_per_step,
+            "rank": self.rank,
+            "raw_files": list(self.raw_files),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileSummary:
+        breakdown = data.get("breakdown")
+        peak = data.get("peak_memory_bytes")
+        busy = data.get("device_busy_fraction")
+        calls = data.get("op_calls_per_step")
+        launches = data.get("kernel_launches_per_step")
+        rank = data.get("rank")
+        return cls(
+            source=str(data["source"]),
+            steps=int(data["steps"]),
+            ops=tuple(OpStat.from_dict(o) for o in data.get("ops", ())),
+            breakdown=None if breakdown is None else StepBreakdown.from_dict(breakdown),
+            peak_memory_bytes=None if peak is None else int(peak),
+            memory_per_step_bytes=tuple(float(x) for x in data.get("memory_per_step_bytes", ())),
+            device_busy_fraction=None if busy is None else float(busy),
+            op_calls_per_step=None if calls is None else float(calls),
+            kernel_launches_per_step=None if launches is None else float(launches),
+            rank=None if rank is None else int(rank),
+            raw_files=tuple(data.get("raw_files", ())),
+            notes=tuple(data.get("notes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class GitContext:
+    commit: str = ""
+    branch: str = ""
+    base_branch: str = ""
+    pr_number: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "branch": self.branch,
+            "base_branch": self.base_branch,
+            "pr_number": self.pr_number,
+        }
+
+
+@dataclass(frozen=True)
+class CIContext:
+    provider: str = ""
+    job_url: str = ""
+    trigger: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "job_url": self.job_url, "trigger": self.trigger}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One recorded run of one benchmark: its samples, profile and environment."""
+
+    id: str
+    project: str
+    benchmark: str
+    fingerprint: Fingerprint
+    git: GitContext
+    ci: CIContext
+    started_at: datetime
+    finished_at: datetime
+    measurements: tuple[Measurement, ...]
+    spec: BenchmarkSpec
+    profile: ProfileSummary | None = None
+    excluded: bool = False
+
+    def measurement(self, metric: str) -> Measurement | None:
+        for m in self.measurements:
+            if m.metric == metric:
+                return m
+        return None
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run's value of one metric, as the history query returns it (no raw samples)."""
+
+    run_id: str
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    branch: str
+    commit: str
+    fingerprint_key: str
+    started_at: datetime
+    centre: float
+    repeat_centres: tuple[float, ...]
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one (benchmark, metric) of the current run against its baseline window."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    verdict: Verdict
+    reason: str
+    current_run_id: str
+    current_centre: float | None
+    baseline_centre: float | None = None
+    baseline_run_ids: tuple[str, ...] = ()
+    baseline_commits: tuple[str, ...] = ()
+    change_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    min_effect_pct: float | None = None
+    mde_pct: float | None = None
+    fingerprint_differences: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "metric": self.metric,
+            "unit": self.unit,
+            "direction": self.direction.value,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "current_run_id": self.current_run_id,
+            "current": self.current_centre,
+            "baseline": self.baseline_centre,
+            "baseline_runs": list(self.baseline_run_ids),
+            "baseline_commits": list(self.baseline_commits),
+            "change_pct": self.change_pct,
+            "ci_low_pct": self.ci_low_pct,
+            "ci_high_pct": self.ci_high_pct,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
+            "min_effect_pct": self.min_effect_pct,
+            "mde_pct": self.mde_pct,
+            "fingerprint_differences": list(self.fingerprint_differences),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: Severity
+    location: str
+    message: str
+    suggestion: str
+    evidence: Mapping[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Everything one gate decided; renderers and the exit code are functions of it."""
+
+    branch: str
+    against: str
+    verdict: Verdict
+    comparisons: tuple[Comparison, ...]
+    findings: tuple[Finding, ...] = ()
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for c in self.comparisons if c.verdict is verdict)
