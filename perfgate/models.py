@@ -191,9 +191,6 @@ class BenchmarkSpec:
     repeats: int = 3
     treatment_params: frozenset[str] = frozenset({"slowdown"})
 
-    def target(self) -> str:
-        return self.entry if self.entry else f"perfgate.workloads:{self.workload}"
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

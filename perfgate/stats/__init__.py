@@ -1,0 +1,37 @@
+"""The decision procedure: is the current run slower than its comparable history?
+
+Assumptions, in plain words:
+
+* A run is represented by one number per metric, its *centre*: the median of the per-repeat
+  medians of its step samples. Each repeat is a separate worker process, so the centre
+  counts processes, not the thousands of autocorrelated steps inside them.
+* The noise of a run centre has two parts: process-level (seen as the spread of the repeat
+  medians inside a run) and job-level (seen only as the spread of centres between runs). The
+  larger of the two estimates is used, with the degrees of freedom of the one used, so a
+  history of three runs cannot pretend to be precise.
+* Between runs, the baseline window's centres are treated as exchangeable draws from the
+  distribution the current run would come from if nothing changed. The current centre is
+  tested against a prediction interval built on a robust centre (median) and scale (scaled
+  MAD), with Student-t quantiles: a single extreme baseline run moves neither much.
+* Across every (benchmark, metric) of one gate, p-values are adjusted with
+  Benjamini–Hochberg, so a gate over many metrics does not flag a random few of them.
+* A regression must be significant after adjustment *and* at least the metric's minimum
+  effect. A change past the minimum effect without enough evidence is ``inconclusive``, and
+  so is any change while the current run's own repeats disagree far more than usual (the
+  machine is noisy now): perfgate says it cannot tell rather than guess.
+* Deterministic metrics (operator counts) carry no noise: any change beyond their tolerance
+  is reported as such, without a test.
+"""
+
+from perfgate.stats.compare import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates
+from perfgate.stats.fdr import benjamini_hochberg
+from perfgate.stats.summary import summarize
+
+__all__ = [
+    "ALPHA",
+    "MIN_BASELINE_RUNS",
+    "Candidate",
+    "benjamini_hochberg",
+    "compare_candidates",
+    "summarize",
+]

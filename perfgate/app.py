@@ -1,0 +1,362 @@
+"""Use cases: run, record, compare, gate, history.
+
+Each function takes its collaborators (config, store) as arguments and returns dataclasses;
+the CLI renders them. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from perfgate.config import Config
+from perfgate.errors import ParseError, UsageError
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    Comparison,
+    Direction,
+    Fingerprint,
+    GateResult,
+    GitContext,
+    Measurement,
+    ParamValue,
+    ProfileSummary,
+    RunPoint,
+    RunRecord,
+    Verdict,
+)
+from perfgate.runner import BenchmarkOutcome, run_benchmark
+from perfgate.runner.fingerprint import build_fingerprint
+from perfgate.stats import Candidate, compare_candidates, summarize
+from perfgate.stats.summary import repeat_centres
+from perfgate.store import SqlStore
+
+ProgressFn = Callable[[str], None]
+
+
+# --- context -------------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def detect_git_context(
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    branch: str | None = None,
+    commit: str | None = None,
+    base_branch: str | None = None,
+) -> GitContext:
+    """Commit, branch and base from flags, else CI variables, else the git repository."""
+    ref_name = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or ""
+    ci_branch = (
+        env.get("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME") or env.get("CI_COMMIT_REF_NAME") or ref_name
+    )
+    ci_commit = env.get("CI_COMMIT_SHA") or env.get("GITHUB_SHA") or ""
+    ci_base = env.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") or env.get("GITHUB_BASE_REF") or ""
+    pr = env.get("CI_MERGE_REQUEST_IID") or ""
+    if not pr and env.get("GITHUB_REF", "").startswith("refs/pull/"):
+        pr = env["GITHUB_REF"].split("/")[2]
+    resolved_branch = branch or ci_branch or _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+    if resolved_branch == "HEAD":
+        resolved_branch = ""
+    return GitContext(
+        commit=commit or ci_commit or _git(cwd, "rev-parse", "HEAD"),
+        branch=resolved_branch,
+        base_branch=base_branch or ci_base,
+        pr_number=int(pr) if pr.isdigit() else None,
+    )
+
+
+def detect_ci_context(env: Mapping[str, str]) -> CIContext:
+    if env.get("GITHUB_ACTIONS") == "true":
+        server = env.get("GITHUB_SERVER_URL", "https://github.com")
+        url = ""
+        if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
+            url = f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+        return CIContext("github", url, env.get("GITHUB_EVENT_NAME", ""))
+    if env.get("GITLAB_CI") == "true":
+        return CIContext("gitlab", env.get("CI_JOB_URL", ""), env.get("CI_PIPELINE_SOURCE", ""))
+    return CIContext()
+
+
+# --- run and record ------------------------------------------------------------------------
+
+
+def _measurement(
+    metric: str, unit: str, direction: Direction, repeats: Sequence[Sequence[float]], **kw: bool
+) -> Measurement:
+    groups = tuple(tuple(float(x) for x in rep) for rep in repeats)
+    return Measurement(metric, unit, direction, groups, summarize(groups), **kw)
+
+
+def _profile(trace_path: str | None) -> ProfileSummary | None:
+    if trace_path is None:
+        return None
+    from perfgate.parsers import parse_torch_trace
+
+    return parse_torch_trace(trace_path)
+
+
+def build_record(
+    outcome: BenchmarkOutcome,
+    *,
+    run_id: str,
+    project: str,
+    git: GitContext,
+    ci: CIContext,
+    host_label: str,
+) -> RunRecord:
+    """A RunRecord from what the runner measured (pure apart from parsing the trace)."""
+    spec = outcome.spec
+    first = outcome.repeats[0]
+    comparable: dict[str, ParamValue] = {
+        k: v for k, v in first.params.items() if k not in spec.treatment_params
+    }
+    comparable["threads"] = outcome.threads
+    fingerprint = build_fingerprint(
+        first.env, device=spec.device, params=comparable, host_label=host_label
+    )
+    step_ms = [rep.step_ms for rep in outcome.repeats]
+    throughput = [[rep.batch_size * 1000.0 / t for t in rep.step_ms] for rep in outcome.repeats]
+    memory = [[float(rep.peak_memory_bytes)] for rep in outcome.repeats]
+    measurements = [
+        _measurement("step_time_ms", "ms", Direction.LOWER_IS_BETTER, step_ms),
+        _measurement("throughput_samples_per_s", "1/s", Direction.HIGHER_IS_BETTER, throughput),
+        _measurement("peak_memory_bytes", "bytes", Direction.LOWER_IS_BETTER, memory),
+    ]
+    profile = _profile(outcome.trace_path)
+    if profile is not None and profile.op_calls_per_step is not None:
+        measurements.append(
+            _measurement(
+                "op_calls_per_step",
+                "count",
+                Direction.LOWER_IS_BETTER,
+                [[profile.op_calls_per_step]],
+                deterministic=True,
+            )
+        )
+    recorded_spec = replace(spec, params={**spec.params, **first.params})
+    return RunRecord(
+        id=run_id,
+        project=project,
+        benchmark=spec.name,
+        fingerprint=fingerprint,
+        git=git,
+        ci=ci,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+        measurements=tuple(measurements),
+        spec=recorded_spec,
+        profile=profile,
+    )
+
+
+def run_and_record(
+    config: Config,
+    specs: Sequence[BenchmarkSpec],
+    store: SqlStore,
+    *,
+    git: GitContext,
+    ci: CIContext,
+    trace_root: Path,
+    sys_path: Sequence[str] = (),
+    progress: ProgressFn | None = None,
+) -> list[RunRecord]:
+    """Run each benchmark and record it as one run, in one transaction per run.
+
+    A benchmark that fails stops the command; the runs already recorded stay (each complete),
+    and nothing of the failed one is written.
+    """
+    if not specs:
+        raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
+    if not git.branch:
+        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    records = []
+    for spec in specs:
+        run_id = uuid.uuid4().hex
+        outcome = run_benchmark(
+            spec,
+            trace_dir=trace_root / run_id,
+            progress=progress,
+            sys_path=list(sys_path),
+        )
+        try:
+            record = build_record(
+                outcome,
+                run_id=run_id,
+                project=config.project,
+                git=git,
+                ci=ci,
+                host_label=config.host_label,
+            )
+        except ParseError as exc:
+            raise ParseError(f"benchmark {spec.name}: profiled window unreadable: {exc}") from exc
+        store.save_run(record)
+        records.append(record)
+    return records
+
+
+# --- compare and gate ----------------------------------------------------------------------
+
+
+def _point(record: RunRecord, m: Measurement) -> RunPoint:
+    return RunPoint(
+        run_id=record.id,
+        benchmark=record.benchmark,
+        metric=m.metric,
+        unit=m.unit,
+        direction=m.direction,
+        branch=record.git.branch,
+        commit=record.git.commit,
+        fingerprint_key=record.fingerprint.key(),
+        started_at=record.started_at,
+        centre=m.summary.centre,
+        repeat_centres=repeat_centres(m.repeats),
+        deterministic=m.deterministic,
+    )
+
+
+def _incomparable(
+    record: RunRecord, m: Measurement, against: str, others: Mapping[str, Fingerprint]
+) -> Comparison:
+    newest = next(iter(others.values()))
+    diffs = tuple(record.fingerprint.differences(newest))
+    return Comparison(
+        benchmark=record.benchmark,
+        metric=m.metric,
+        unit=m.unit,
+        direction=m.direction,
+        verdict=Verdict.INCOMPARABLE,
+        reason=(
+            f"no run on {against} with this environment; {len(others)} other environment"
+            f"{'s' if len(others) != 1 else ''} not compared ({'; '.join(diffs) or 'differs'})"
+        ),
+        current_run_id=record.id,
+        current_centre=m.summary.centre,
+        fingerprint_differences=diffs,
+    )
+
+
+def overall_verdict(comparisons: Sequence[Comparison]) -> Verdict:
+    seen = {c.verdict for c in comparisons}
+    for verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.IMPROVEMENT):
+        if verdict in seen:
+            return verdict
+    if Verdict.UNCHANGED in seen:
+        return Verdict.UNCHANGED
+    if Verdict.NO_BASELINE in seen or not seen:
+        return Verdict.NO_BASELINE
+    return Verdict.INCOMPARABLE
+
+
+def compare(
+    config: Config,
+    store: SqlStore,
+    *,
+    branch: str,
+    against: str,
+    benchmarks: Sequence[str] = (),
+) -> GateResult:
+    """Compare the latest run of each benchmark on ``branch`` with its window on ``against``.
+
+    Only runs with the same fingerprint key are compared; when the base branch has runs of
+    the benchmark only in other environments, the comparison is ``incomparable`` and says
+    which fields differ. With ``branch == against`` the latest run is compared with the runs
+    before it.
+    """
+    names = store.benchmarks(project=config.project, branch=branch)
+    if benchmarks:
+        missing = sorted(set(benchmarks) - set(names))
+        if missing:
+            raise UsageError(
+                f"no run of {', '.join(missing)} on branch {branch!r} in project {config.project!r}"
+            )
+        names = [n for n in names if n in set(benchmarks)]
+    if not names:
+        raise UsageError(
+            f"no runs on branch {branch!r} in project {config.project!r}: record one with "
+            "'perfgate run' first"
+        )
+    candidates: list[Candidate] = []
+    fixed: list[Comparison] = []
+    for name in names:
+        record = store.latest_run(project=config.project, benchmark=name, branch=branch)
+        if record is None:
+            continue
+        key = record.fingerprint.key()
+        window = store.history(
+            project=config.project,
+            benchmark=name,
+            branch=against,
+            before=record.started_at if branch == against else None,
+            exclude_run_ids=(record.id,),
+            fingerprint_key=key,
+            limit=config.baseline_window,
+        )
+        others: dict[str, Fingerprint] = {}
+        if not window:
+            others = {
+                k: fp
+                for k, fp in store.fingerprints(
+                    project=config.project, benchmark=name, branch=against
+                ).items()
+                if k != key
+            }
+        for m in record.measurements:
+            if others:
+                fixed.append(_incomparable(record, m, against, others))
+                continue
+            baseline = tuple(p for p in window if p.metric == m.metric)
+            candidates.append(Candidate(_point(record, m), baseline, config.policy(m.metric)))
+    comparisons = (*fixed, *compare_candidates(candidates))
+    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric)))
+    return GateResult(
+        branch=branch,
+        against=against,
+        verdict=overall_verdict(ordered),
+        comparisons=ordered,
+    )
+
+
+def gate_failed(config: Config, result: GateResult) -> bool:
+    """Whether the gate fails: any comparison whose verdict the policy fails on."""
+    return any(c.verdict in config.fail_on for c in result.comparisons)
+
+
+# --- history -------------------------------------------------------------------------------
+
+
+def history(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str | None,
+    branch: str | None,
+    metric: str,
+    limit: int,
+) -> list[RunPoint]:
+    """The last ``limit`` runs' values of ``metric``, oldest first, for one or all benchmarks."""
+    names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
+    points: list[RunPoint] = []
+    for name in names:
+        points.extend(
+            p
+            for p in store.history(
+                project=config.project, benchmark=name, branch=branch, limit=limit
+            )
+            if p.metric == metric
+        )
+    return points

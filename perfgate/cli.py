@@ -1,0 +1,371 @@
+"""The command line: parse options, call one function of :mod:`perfgate.app`, render, exit.
+
+The only module that imports click, and the one place where errors become exit codes
+(``0`` pass, ``1`` regression, ``2`` usage or configuration, ``3`` infrastructure,
+``4`` internal error).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from perfgate import __version__
+from perfgate.errors import ConfigError, ExitCode, PerfgateError
+from perfgate.models import BenchmarkSpec, ParamValue
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Group(click.Group):
+    """Maps perfgate's errors to one line on stderr and the exit-code table."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PerfgateError as exc:
+            click.echo(f"perfgate: error: {exc}", err=True)
+            ctx.exit(int(exc.exit_code))
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # a bug in perfgate: say so, distinctly from a regression
+            click.echo(f"perfgate: internal error: {type(exc).__name__}: {exc}", err=True)
+            if os.environ.get("PERFGATE_DEBUG"):
+                traceback.print_exc()
+            ctx.exit(int(ExitCode.INTERNAL))
+
+
+def store_options(func: F) -> F:
+    """Options every command that reads the store shares."""
+    options = [
+        click.option(
+            "--db",
+            "db_url",
+            metavar="URL",
+            help="Store URL (default sqlite:///.perfgate/perfgate.db; env PERFGATE_DATABASE_URL).",
+        ),
+        click.option(
+            "--suite",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Suite file (default ./perfgate.toml or [tool.perfgate] in ./pyproject.toml).",
+        ),
+        click.option("--project", help="Project name (env PERFGATE_PROJECT)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: Any) -> Any:
+    from perfgate.config import load_config
+
+    if suite is not None and not suite.is_file():
+        raise ConfigError(f"{suite}: suite file not found")
+    return load_config(suite, database_url=db_url, project=project, **kw)
+
+
+def _open_store(url: str) -> Any:
+    from perfgate.store import open_store
+
+    return open_store(url)
+
+
+def parse_param(text: str) -> tuple[str, ParamValue]:
+    """``key=value`` with the value read as bool, int, float or string, in that order."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--param {text!r}: expected KEY=VALUE")
+    value: ParamValue
+    if raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            try:
+                value = float(raw)
+            except ValueError:
+                value = raw
+    return key.strip(), value
+
+
+def _progress_fn() -> Callable[[str], None] | None:
+    if os.environ.get("CI") or not sys.stderr.isatty():
+        return None
+    return lambda line: click.echo(f"  … {line}", err=True)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perfgate")
+def cli() -> None:
+    """perfgate: a CI performance-regression gate for deep-learning training and inference.
+
+    \b
+    Typical use:
+        perfgate run --workload mlp --branch main      # record a baseline run
+        perfgate gate --branch feat --against main     # exit 1 on a regression
+    """
+
+
+@cli.command()
+@store_options
+@click.option(
+    "--workload", "workloads", multiple=True, help="Built-in workload (mlp, cnn, transformer)."
+)
+@click.option("--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter.")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat.")
+@click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat.")
+@click.option("--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat).")
+@click.option("--branch", help="Branch to record under (default: from CI or git).")
+@click.option("--commit", help="Commit to record (default: from CI or git).")
+@click.option("--base-branch", help="The branch this one targets (default: from CI).")
+@click.option("--host-label", help="Label of the runner class, part of the fingerprint.")
+@click.option(
+    "--trace-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".perfgate/traces"),
+    show_default=True,
+    help="Where profiled windows are written.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
+def run(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    workloads: tuple[str, ...],
+    benchmarks: tuple[str, ...],
+    params: tuple[str, ...],
+    device: str | None,
+    repeats: int | None,
+    warmup: int | None,
+    measured: int | None,
+    profiled: int | None,
+    branch: str | None,
+    commit: str | None,
+    base_branch: str | None,
+    host_label: str | None,
+    trace_dir: Path,
+    as_json: bool,
+) -> None:
+    """Run benchmarks and record one run each in the store.
+
+    \b
+    Example:
+        perfgate run --workload mlp --repeats 3 --branch main
+        perfgate run --suite perfgate.toml --benchmark resnet
+    """
+    from perfgate import app
+    from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
+    from perfgate.workloads import BUILTIN
+
+    config = _config(suite, db_url, project, host_label=host_label)
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "device": device,
+            "repeats": repeats,
+            "warmup": warmup,
+            "measured": measured,
+            "profiled": profiled,
+        }.items()
+        if v is not None
+    }
+    extra = dict(parse_param(p) for p in params)
+    specs: list[BenchmarkSpec] = []
+    for name in workloads:
+        if name not in BUILTIN:
+            raise ConfigError(f"--workload {name!r}: unknown (built-in: {', '.join(BUILTIN)})")
+        specs.append(BenchmarkSpec(name=name, workload=name, **config.defaults))
+    if not workloads:
+        specs = list(config.benchmarks)
+        if benchmarks:
+            unknown = sorted(set(benchmarks) - {s.name for s in specs})
+            if unknown:
+                raise ConfigError(f"--benchmark {', '.join(unknown)}: not in the suite")
+            specs = [s for s in specs if s.name in set(benchmarks)]
+    for s in specs:
+        if s.workload is not None and s.workload not in BUILTIN:
+            raise ConfigError(
+                f"benchmark {s.name}: unknown workload {s.workload!r} "
+                f"(built-in: {', '.join(BUILTIN)})"
+            )
+    specs = [replace(s, params={**s.params, **extra}, **overrides) for s in specs]
+    git = app.detect_git_context(
+        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
+    )
+    store = _open_store(config.database_url)
+    try:
+        suite_dir = str((suite or Path("perfgate.toml")).resolve().parent)
+        records = app.run_and_record(
+            config,
+            specs,
+            store,
+            git=git,
+            ci=app.detect_ci_context(os.environ),
+            trace_root=trace_dir,
+            sys_path=[suite_dir, str(Path.cwd())],
+            progress=_progress_fn(),
+        )
+    finally:
+        store.close()
+    if as_json:
+        click.echo(render_json(runs_to_dict(records)), nl=False)
+    else:
+        click.echo(render_runs_text(records), nl=False)
+        for r in records:
+            click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
+
+
+def _gate_common(func: F) -> F:
+    func = click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")(func)
+    func = click.option("--benchmark", "benchmarks", multiple=True, help="Only these.")(func)
+    func = click.option(
+        "--against", help="Base branch whose history is the baseline (default: base_branch)."
+    )(func)
+    func = click.option("--branch", help="Branch whose latest runs are judged (default: git).")(
+        func
+    )
+    return store_options(func)
+
+
+def _compare(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+) -> tuple[Any, Any]:
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+    if not git.branch:
+        raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
+    store = _open_store(config.database_url)
+    try:
+        result = app.compare(
+            config,
+            store,
+            branch=git.branch,
+            against=against or git.base_branch or config.base_branch,
+            benchmarks=benchmarks,
+        )
+    finally:
+        store.close()
+    return config, result
+
+
+@cli.command()
+@_gate_common
+def compare(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Report how the latest runs on a branch compare with a base branch (never fails).
+
+    \b
+    Example:
+        perfgate compare --branch feat --against main
+    """
+    from perfgate import app
+    from perfgate.reporters.render import gate_to_dict, render_json, render_text
+
+    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
+    if as_json:
+        click.echo(
+            render_json(gate_to_dict(result, failed=app.gate_failed(config, result))), nl=False
+        )
+    else:
+        click.echo(render_text(result), nl=False)
+
+
+@cli.command()
+@_gate_common
+def gate(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
+
+    \b
+    Example:
+        perfgate gate --branch feat --against main --json
+    """
+    from perfgate import app
+    from perfgate.reporters.render import gate_to_dict, render_json, render_text
+
+    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
+    failed = app.gate_failed(config, result)
+    if as_json:
+        click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
+    else:
+        click.echo(render_text(result), nl=False)
+    if failed:
+        sys.exit(int(ExitCode.REGRESSION))
+
+
+@cli.command()
+@store_options
+@click.option("--benchmark", help="One benchmark (default: all).")
+@click.option("--branch", help="One branch (default: all).")
+@click.option("--metric", default="step_time_ms", show_default=True, help="Metric to list.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Runs per benchmark."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def history(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str | None,
+    branch: str | None,
+    metric: str,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List the stored runs of a metric, oldest first.
+
+    \b
+    Example:
+        perfgate history --benchmark mlp --branch main
+    """
+    from perfgate import app
+    from perfgate.reporters.render import history_to_dict, render_history_text, render_json
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        points = app.history(
+            config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
+        )
+    finally:
+        store.close()
+    if as_json:
+        click.echo(render_json(history_to_dict(points)), nl=False)
+    else:
+        click.echo(render_history_text(points), nl=False)
+
+
+def main() -> None:
+    cli(prog_name="perfgate")

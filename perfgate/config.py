@@ -1,0 +1,286 @@
+"""Configuration: ``perfgate.toml`` (or ``[tool.perfgate]`` in pyproject.toml), ``PERFGATE_*``
+environment variables and command-line flags, merged into one frozen :class:`Config`.
+
+Precedence: flag > environment > file > default. Unknown keys are errors, named with the file
+and the key's path, so a typo never silently turns a setting off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ConfigError
+from perfgate.models import BenchmarkSpec, Direction, MetricPolicy, Verdict
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_DATABASE_URL = "sqlite:///.perfgate/perfgate.db"
+
+DEFAULT_METRICS: Mapping[str, MetricPolicy] = {
+    "step_time_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
+    "throughput_samples_per_s": MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0),
+    "peak_memory_bytes": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
+    "op_calls_per_step": MetricPolicy(Direction.LOWER_IS_BETTER, 0.5, deterministic=True),
+}
+FALLBACK_POLICY = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
+
+_TOP_KEYS = {
+    "project",
+    "database_url",
+    "base_branch",
+    "host_label",
+    "fail_on",
+    "baseline_window",
+    "defaults",
+    "metrics",
+    "benchmarks",
+}
+_DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
+_BENCH_KEYS = {"name", "workload", "entry", "params", "treatment_params"} | _DEFAULT_KEYS
+_METRIC_KEYS = {"direction", "min_effect_pct", "deterministic"}
+_DEVICES = {"cpu", "cuda", "npu"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a command needs to know that is not its own flags."""
+
+    project: str = "default"
+    database_url: str = DEFAULT_DATABASE_URL
+    base_branch: str = "main"
+    host_label: str = ""
+    fail_on: frozenset[Verdict] = frozenset({Verdict.REGRESSION})
+    baseline_window: int = 30
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, MetricPolicy] = field(default_factory=lambda: dict(DEFAULT_METRICS))
+    benchmarks: tuple[BenchmarkSpec, ...] = ()
+    source: str = ""
+
+    def policy(self, metric: str) -> MetricPolicy:
+        return self.metrics.get(metric, FALLBACK_POLICY)
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _where(source: str, key: str) -> str:
+    return f"{source}: {key}" if source else key
+
+
+def _check_keys(table: Mapping[str, Any], allowed: set[str], source: str, path: str) -> None:
+    for key in table:
+        if key not in allowed:
+            known = ", ".join(sorted(allowed))
+            raise ConfigError(
+                f"{_where(source, path + key)}: unknown key (known keys here: {known})"
+            )
+
+
+def _int(value: Any, source: str, path: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            f"{_where(source, path)}: expected an integer >= {minimum}, got {value!r}"
+        )
+    return value
+
+
+def _str(value: Any, source: str, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{_where(source, path)}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _params(value: Any, source: str, path: str) -> dict[str, str | int | float | bool]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{_where(source, path)}: expected a table of parameters")
+    out: dict[str, str | int | float | bool] = {}
+    for k, v in value.items():
+        if not isinstance(v, str | int | float | bool):
+            raise ConfigError(
+                f"{_where(source, f'{path}.{k}')}: parameters must be strings, numbers or booleans"
+            )
+        out[str(k)] = v
+    return out
+
+
+def parse_benchmark(
+    table: Mapping[str, Any], defaults: Mapping[str, Any], source: str, path: str
+) -> BenchmarkSpec:
+    """Validate one ``[[benchmarks]]`` table (merged over ``[defaults]``) into a spec."""
+    _check_keys(table, _BENCH_KEYS, source, path + ".")
+    merged = {**defaults, **table}
+    name = _str(merged.get("name"), source, f"{path}.name")
+    workload, entry = merged.get("workload"), merged.get("entry")
+    if (workload is None) == (entry is None):
+        raise ConfigError(
+            f"{_where(source, path)}: give exactly one of 'workload' (built-in) or "
+            "'entry' ('module:function')"
+        )
+    if entry is not None and (not isinstance(entry, str) or ":" not in entry):
+        raise ConfigError(
+            f"{_where(source, path + '.entry')}: expected 'module:function', got {entry!r}"
+        )
+    if workload is not None:
+        _str(workload, source, f"{path}.workload")
+    device = merged.get("device", "cpu")
+    if device not in _DEVICES:
+        raise ConfigError(
+            f"{_where(source, path + '.device')}: expected one of cpu, cuda, npu, got {device!r}"
+        )
+    treatment = merged.get("treatment_params", ["slowdown"])
+    if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
+        raise ConfigError(f"{_where(source, path + '.treatment_params')}: expected a list of names")
+    return BenchmarkSpec(
+        name=name,
+        workload=workload,
+        entry=entry,
+        device=device,
+        params=_params(merged.get("params", {}), source, f"{path}.params"),
+        warmup=_int(merged.get("warmup", 5), source, f"{path}.warmup", 0),
+        measured=_int(merged.get("measured", 30), source, f"{path}.measured", 2),
+        profiled=_int(merged.get("profiled", 3), source, f"{path}.profiled", 0),
+        repeats=_int(merged.get("repeats", 3), source, f"{path}.repeats", 1),
+        treatment_params=frozenset(treatment),
+    )
+
+
+def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
+    path = f"metrics.{name}"
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{_where(source, path)}: expected a table")
+    _check_keys(table, _METRIC_KEYS, source, path + ".")
+    base = DEFAULT_METRICS.get(name, FALLBACK_POLICY)
+    direction = table.get("direction", base.direction.value)
+    try:
+        parsed_direction = Direction(direction)
+    except ValueError:
+        raise ConfigError(
+            f"{_where(source, path + '.direction')}: expected 'lower' or 'higher', "
+            f"got {direction!r}"
+        ) from None
+    effect = table.get("min_effect_pct", base.min_effect_pct)
+    if isinstance(effect, bool) or not isinstance(effect, int | float) or not 0 <= effect < 1000:
+        raise ConfigError(
+            f"{_where(source, path + '.min_effect_pct')}: expected a percentage, got {effect!r}"
+        )
+    deterministic = table.get("deterministic", base.deterministic)
+    if not isinstance(deterministic, bool):
+        raise ConfigError(f"{_where(source, path + '.deterministic')}: expected true or false")
+    return MetricPolicy(parsed_direction, float(effect), deterministic)
+
+
+def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
+    """Validate a parsed TOML document (the perfgate table) into a Config."""
+    _check_keys(data, _TOP_KEYS, source, "")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, Mapping):
+        raise ConfigError(f"{_where(source, 'defaults')}: expected a table")
+    _check_keys(defaults, _DEFAULT_KEYS, source, "defaults.")
+    metrics = dict(DEFAULT_METRICS)
+    raw_metrics = data.get("metrics", {})
+    if not isinstance(raw_metrics, Mapping):
+        raise ConfigError(f"{_where(source, 'metrics')}: expected a table")
+    for name, table in raw_metrics.items():
+        metrics[name] = _parse_metric(name, table, source)
+    raw_benchmarks = data.get("benchmarks", [])
+    if not isinstance(raw_benchmarks, list):
+        raise ConfigError(f"{_where(source, 'benchmarks')}: expected [[benchmarks]] tables")
+    benchmarks = []
+    for i, table in enumerate(raw_benchmarks):
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{_where(source, f'benchmarks[{i}]')}: expected a table")
+        benchmarks.append(parse_benchmark(table, defaults, source, f"benchmarks[{i}]"))
+    names = [b.name for b in benchmarks]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(
+                f"{_where(source, 'benchmarks')}: benchmark name {name!r} is repeated"
+            )
+    fail_on_raw = data.get("fail_on", ["regression"])
+    try:
+        fail_on = frozenset(Verdict(v) for v in fail_on_raw)
+    except (ValueError, TypeError):
+        raise ConfigError(
+            f"{_where(source, 'fail_on')}: expected a list of verdicts "
+            f"({', '.join(v.value for v in Verdict)}), got {fail_on_raw!r}"
+        ) from None
+    return Config(
+        project=_str(data.get("project", "default"), source, "project"),
+        database_url=_str(data.get("database_url", DEFAULT_DATABASE_URL), source, "database_url"),
+        base_branch=_str(data.get("base_branch", "main"), source, "base_branch"),
+        host_label=str(data.get("host_label", "")),
+        fail_on=fail_on,
+        baseline_window=_int(data.get("baseline_window", 30), source, "baseline_window", 3),
+        defaults=dict(defaults),
+        metrics=metrics,
+        benchmarks=tuple(benchmarks),
+        source=source,
+    )
+
+
+def read_config_file(path: Path) -> Config:
+    """Read a perfgate.toml, or the ``[tool.perfgate]`` table of a pyproject.toml."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the suite file ({exc.strerror})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    if path.name == "pyproject.toml":
+        table = document.get("tool", {}).get("perfgate", {})
+        return config_from_mapping(table, f"{path} [tool.perfgate]")
+    return config_from_mapping(document, str(path))
+
+
+def find_config_file(start: Path) -> Path | None:
+    """perfgate.toml in ``start``, else a pyproject.toml there with a [tool.perfgate] table."""
+    candidate = start / "perfgate.toml"
+    if candidate.is_file():
+        return candidate
+    pyproject = start / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        if "perfgate" in document.get("tool", {}):
+            return pyproject
+    return None
+
+
+def load_config(
+    suite: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    database_url: str | None = None,
+    project: str | None = None,
+    base_branch: str | None = None,
+    host_label: str | None = None,
+) -> Config:
+    """Build the Config: defaults, then the file, then ``PERFGATE_*`` variables, then flags."""
+    environ = os.environ if env is None else env
+    path = suite if suite is not None else find_config_file(cwd or Path.cwd())
+    config = read_config_file(path) if path is not None else Config()
+    config = config.with_overrides(
+        database_url=environ.get("PERFGATE_DATABASE_URL") or None,
+        project=environ.get("PERFGATE_PROJECT") or None,
+        base_branch=environ.get("PERFGATE_BASE_BRANCH") or None,
+        host_label=environ.get("PERFGATE_HOST_LABEL") or None,
+    )
+    return config.with_overrides(
+        database_url=database_url,
+        project=project,
+        base_branch=base_branch,
+        host_label=host_label,
+    )

@@ -1,0 +1,660 @@
+"""Read a torch.profiler Chrome trace into a :class:`~perfgate.models.ProfileSummary`.
+
+The input is what ``prof.export_chrome_trace(path)`` or
+``torch.profiler.tensorboard_trace_handler`` writes (``*.json``, ``*.json.gz``,
+``*.pt.trace.json[.gz]``): one JSON object whose ``traceEvents`` list holds Chrome trace
+events. Timestamps and durations are in microseconds. What this module reads of it:
+
+- ``ph == "X"`` complete events, told apart by ``cat``:
+  ``user_annotation`` named ``ProfilerStep#K`` (one per active profiler step; they are the
+  step windows), other ``user_annotation`` (``record_function`` ranges, such as
+  ``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``, ``nccl:all_reduce`` or
+  ``gloo:all_reduce`` on gloo's worker threads), ``cpu_op`` (aten and autograd operators,
+  nested by time on one thread, ``args["Input Dims"]`` when ``record_shapes=True``),
+  ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (device activity; ``pid`` is the device and
+  ``tid`` the stream, ``args["correlation"]`` links to the launching runtime call) and
+  ``cuda_runtime`` / ``cuda_driver`` (host API calls such as ``cudaLaunchKernel``).
+  Traces from torch 1.x spell the categories ``Operator``, ``Kernel``, ``Memcpy``,
+  ``Memset`` and ``Runtime``; those are read too.
+- ``ph == "i"`` instant events named ``[memory]`` (``profile_memory=True``): one per
+  allocation or free, with ``args["Bytes"]`` (negative for a free), ``args["Total
+  Allocated"]`` (the allocator's running total after it) and ``args["Device Type"]``
+  (0 CPU, 1 CUDA, ...). On CPU the total counts only memory allocated since the profiler
+  started, so it is a lower bound of the process's real peak.
+
+Everything else (``M`` metadata, ``s``/``f`` flow arrows such as ``fwdbwd`` and ``ac2g``,
+``python_function`` stacks, the ``Trace`` span) is ignored. The module is pure: it
+imports neither torch nor anything that does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import math
+import os
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ParseError, UsageError
+from perfgate.models import OpStat, ProfileSummary, StepBreakdown
+
+__all__ = ["SOURCE", "parse_torch_trace"]
+
+SOURCE = "torch_trace"
+
+_STEP_PREFIX = "ProfilerStep#"
+_DATALOADER_PREFIX = "enumerate(DataLoader)"
+_STEP_CATS = frozenset({"user_annotation", "cpu_op", "operator", ""})
+_CPU_OP_CATS = frozenset({"cpu_op", "operator"})
+_ANNOTATION_CATS = frozenset({"user_annotation"})
+_KERNEL_CATS = frozenset({"kernel"})
+_DEVICE_OP_CATS: Mapping[str, str] = {
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
+_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
+_COMM_MARKERS = ("nccl", "gloo", "hccl")
+_COMM_CPU_NAMES = frozenset({"record_param_comms"})
+_MAX_SHAPES = 3
+_MAX_SHAPE_CHARS = 120
+_US_PER_MS = 1000.0
+
+Interval = tuple[float, float]
+
+
+def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None) -> ProfileSummary:
+    """Summarise a torch.profiler Chrome trace per profiled step.
+
+    Args:
+        path: the trace file, plain or gzip-compressed JSON (detected from its first bytes).
+        steps: how many steps the trace covers, used only when it has no ``ProfilerStep#``
+            annotations (then the whole trace is one window divided by ``steps``, default 1).
+
+    Returns:
+        A ProfileSummary with ``source="torch_trace"``. Op times and counts are per step and
+        cover only events that start inside a ``ProfilerStep#`` window when the trace has
+        them. ``notes`` names each metric that could not be computed and why.
+
+        - ops: every ``cpu_op`` name (device ``cpu``, op_type ``aten`` or ``op``) with its
+          calls, total time (outermost occurrences only, so an op nested in itself is not
+          counted twice) and self time (minus its direct child ops on the same thread), and
+          its three most frequent input shapes; every kernel / memcpy / memset name (device
+          ``cuda``, self == total), counted in the step whose runtime call launched it.
+          Sorted by self time, largest first.
+        - op_calls_per_step: cpu ops not nested in another cpu op (per thread).
+        - kernel_launches_per_step: ``cuda_runtime``/``cuda_driver`` events whose name
+          contains ``LaunchKernel``; None on a trace without runtime events.
+        - breakdown: ``step_ms`` is the mean ``ProfilerStep#`` duration. ``compute_ms`` is the
+          time per step covered by the union of top-level cpu ops (CPU-only trace) or of
+          kernels (GPU trace), communication excluded. Communication (names containing
+          nccl, gloo or hccl, ``c10d::*`` and ``record_param_comms``; on a GPU trace the
+          nccl kernels) splits into the part under compute (overlapped) and the rest (not
+          overlapped). ``free_ms`` = step - compute - communication not overlapped, >= 0.
+          ``data_loading_ms`` is the time under ``enumerate(DataLoader)`` annotations.
+        - memory: the largest ``Total Allocated`` of the ``[memory]`` events, of device
+          memory when the trace has any, else host memory; per step, the largest within the
+          step window (starting from the level left by the previous event).
+
+    Raises:
+        ParseError: the file is missing or unreadable, is not (complete) JSON or gzip, has no
+            ``traceEvents`` list or no ``cpu_op`` events, or an event has a negative, NaN or
+            non-numeric time. The message is one line and starts with the file name.
+        UsageError: ``steps`` is given and is not a positive integer.
+    """
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise UsageError(f"steps must be a positive integer, not {steps!r}")
+    label = str(path)
+    doc = _load_json(Path(path), label)
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise ParseError(f"{label}: no 'traceEvents' list; not a torch.profiler Chrome trace")
+    trace = _collect(doc["traceEvents"], label)
+    return _summarise(trace, doc, label, steps)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _load_json(path: Path, label: str) -> Any:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ParseError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise ParseError(f"{label}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except EOFError:
+            raise ParseError(f"{label}: truncated gzip (compressed data ends early)") from None
+        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise ParseError(f"{label}: corrupt gzip ({_one_line(exc)})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParseError(f"{label}: not JSON (not UTF-8 text)") from None
+    if not text.strip():
+        raise ParseError(f"{label}: empty file, not JSON")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno} column {exc.colno}"
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+            raise ParseError(f"{label}: truncated JSON ({exc.msg} at {at})") from None
+        raise ParseError(f"{label}: not valid JSON ({exc.msg} at {at})") from None
+    except RecursionError:
+        raise ParseError(f"{label}: JSON nested too deeply") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+@dataclass
+class _Trace:
+    """The events this module uses, in flat lists (one pass over ``traceEvents``)."""
+
+    windows: list[Interval] = field(default_factory=list)
+    # cpu ops, parallel lists
+    op_thread: list[tuple[Any, Any]] = field(default_factory=list)
+    op_ts: list[float] = field(default_factory=list)
+    op_dur: list[float] = field(default_factory=list)
+    op_name: list[str] = field(default_factory=list)
+    op_dims: list[Any] = field(default_factory=list)
+    cpu_comm: list[Interval] = field(default_factory=list)
+    data_loading: list[Interval] = field(default_factory=list)
+    # device activity: (ts, dur, name, op_type, correlation)
+    device: list[tuple[float, float, str, str, Any]] = field(default_factory=list)
+    runtime_ts: dict[Any, float] = field(default_factory=dict)
+    runtime_events: int = 0
+    launch_ts: list[float] = field(default_factory=list)
+    # [memory] events: (ts, total_allocated, device key)
+    memory: list[tuple[float, float, tuple[Any, Any]]] = field(default_factory=list)
+
+
+def _collect(events: Sequence[Any], label: str) -> _Trace:
+    t = _Trace()
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        ph = ev.get("ph")
+        name = ev.get("name")
+        if not isinstance(name, str):
+            continue
+        if ph == "X":
+            cat = ev.get("cat")
+            cat = cat.lower() if isinstance(cat, str) else ""
+            if name.startswith(_STEP_PREFIX) and cat in _STEP_CATS:
+                ts, dur = _times(ev, label)
+                t.windows.append((ts, ts + dur))
+            elif cat in _CPU_OP_CATS:
+                ts, dur = _times(ev, label)
+                args = ev.get("args")
+                t.op_thread.append((ev.get("pid"), ev.get("tid")))
+                t.op_ts.append(ts)
+                t.op_dur.append(dur)
+                t.op_name.append(name)
+                t.op_dims.append(args.get("Input Dims") if isinstance(args, dict) else None)
+            elif cat in _ANNOTATION_CATS:
+                if _is_comm(name):
+                    ts, dur = _times(ev, label)
+                    t.cpu_comm.append((ts, ts + dur))
+                elif name.startswith(_DATALOADER_PREFIX):
+                    ts, dur = _times(ev, label)
+                    t.data_loading.append((ts, ts + dur))
+            elif cat in _KERNEL_CATS or cat in _DEVICE_OP_CATS:
+                ts, dur = _times(ev, label)
+                op_type = _DEVICE_OP_CATS.get(cat, "kernel")
+                t.device.append((ts, dur, name, op_type, _correlation(ev)))
+            elif cat in _RUNTIME_CATS:
+                ts, dur = _times(ev, label)
+                t.runtime_events += 1
+                corr = _correlation(ev)
+                if corr is not None:
+                    t.runtime_ts[corr] = ts
+                if "LaunchKernel" in name:
+                    t.launch_ts.append(ts)
+        elif ph in ("i", "I") and name == "[memory]":
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                continue
+            ts_value = _finite(ev.get("ts"))
+            total = _finite(args.get("Total Allocated"))
+            if ts_value is None or total is None:
+                continue
+            dev = (args.get("Device Type", 0), args.get("Device Id", -1))
+            t.memory.append((ts_value, total, dev))
+    return t
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite JSON number, else None."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
+    return None
+
+
+def _times(ev: Mapping[str, Any], label: str) -> tuple[float, float]:
+    times: list[float] = []
+    for key in ("ts", "dur"):
+        value = _finite(ev.get(key))
+        if value is None:
+            raise ParseError(
+                f"{label}: event {_short(ev.get('name'))} has a missing, non-numeric or NaN "
+                f"{key!r} ({ev.get(key)!r})"
+            )
+        times.append(value)
+    ts, dur = times
+    if dur < 0:
+        raise ParseError(
+            f"{label}: event {_short(ev.get('name'))} at ts {ts} has a negative duration ({dur})"
+        )
+    return ts, dur
+
+
+def _short(name: Any) -> str:
+    text = repr(name)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _correlation(ev: Mapping[str, Any]) -> Any:
+    args = ev.get("args")
+    if not isinstance(args, dict):
+        return None
+    corr = args.get("correlation")
+    return corr if isinstance(corr, int | str) and not isinstance(corr, bool) else None
+
+
+def _is_comm(name: str) -> bool:
+    lowered = name.lower()
+    return (
+        any(marker in lowered for marker in _COMM_MARKERS)
+        or lowered.startswith("c10d::")
+        or name in _COMM_CPU_NAMES
+    )
+
+
+# --------------------------------------------------------------------------- summarising
+
+
+class _Windows:
+    """Step windows, sorted and non-overlapping; maps a timestamp to its step index."""
+
+    def __init__(self, windows: list[Interval]) -> None:
+        self.spans = sorted(windows)
+        self.starts = [lo for lo, _ in self.spans]
+
+    def index(self, ts: float) -> int:
+        i = bisect.bisect_right(self.starts, ts) - 1
+        if i >= 0 and ts <= self.spans[i][1]:
+            return i
+        return -1
+
+
+@dataclass
+class _OpAcc:
+    calls: int = 0
+    total_us: float = 0.0
+    self_us: float = 0.0
+    shapes: Counter[str] = field(default_factory=Counter)
+
+
+def _summarise(
+    t: _Trace, doc: Mapping[str, Any], label: str, steps_arg: int | None
+) -> ProfileSummary:
+    if not t.op_ts:
+        raise ParseError(
+            f"{label}: no cpu_op events (empty profiler window? with a schedule, export the "
+            "trace from on_trace_ready or use schedule(..., repeat=1))"
+        )
+    notes: list[str] = []
+    annotated = bool(t.windows)
+    if annotated:
+        n_steps = len(t.windows)
+        if steps_arg is not None and steps_arg != n_steps:
+            notes.append(
+                f"steps: {steps_arg} given but the trace has {n_steps} ProfilerStep "
+                f"annotations; using {n_steps}"
+            )
+        windows = _Windows(t.windows)
+    else:
+        n_steps = steps_arg if steps_arg is not None else 1
+        lo = min(t.op_ts)
+        hi = max(ts + dur for ts, dur in zip(t.op_ts, t.op_dur, strict=True))
+        for ts, dur, *_ in t.device:
+            lo, hi = min(lo, ts), max(hi, ts + dur)
+        windows = _Windows([(lo, hi)])
+        notes.append(
+            f"steps: no ProfilerStep annotations; the whole trace is taken as {n_steps} "
+            "step(s) and step_ms is its span divided by that"
+        )
+
+    ops: dict[tuple[str, str], _OpAcc] = {}
+    op_types: dict[tuple[str, str], str] = {}
+    top_level, compute_cpu, comm_cpu = _walk_cpu_ops(t, windows, ops, op_types)
+    has_shapes = any(dims is not None for dims in t.op_dims)
+
+    gpu = bool(t.device)
+    compute_gpu, comm_gpu = _account_device(t, windows, ops, op_types)
+
+    if gpu:
+        compute = _merge(compute_gpu)
+        comm = _merge(comm_gpu) if comm_gpu else _merge(comm_cpu + t.cpu_comm)
+    else:
+        compute = _merge(compute_cpu)
+        comm = _merge(comm_cpu + t.cpu_comm)
+    data_loading = _merge(t.data_loading)
+
+    step_us = compute_us = comm_us = overlap_us = loading_us = 0.0
+    overlapped = _intersect(comm, compute)
+    for lo, hi in windows.spans:
+        step_us += hi - lo
+        compute_us += _coverage(compute, lo, hi)
+        comm_us += _coverage(comm, lo, hi)
+        overlap_us += _coverage(overlapped, lo, hi)
+        loading_us += _coverage(data_loading, lo, hi)
+
+    step_ms = step_us / n_steps / _US_PER_MS
+    compute_ms = compute_us / n_steps / _US_PER_MS
+    comm_not_overlapped_ms: float | None = None
+    comm_overlapped_ms: float | None = None
+    if comm:
+        comm_not_overlapped_ms = (comm_us - overlap_us) / n_steps / _US_PER_MS
+        comm_overlapped_ms = overlap_us / n_steps / _US_PER_MS
+    else:
+        notes.append("communication_*_ms: no nccl/gloo/hccl operators or kernels in the trace")
+    data_loading_ms: float | None = None
+    if data_loading:
+        data_loading_ms = loading_us / n_steps / _US_PER_MS
+    else:
+        notes.append("data_loading_ms: no enumerate(DataLoader) annotations in the trace")
+    free_ms = max(0.0, step_ms - compute_ms - (comm_not_overlapped_ms or 0.0))
+    breakdown = StepBreakdown(
+        step_ms=step_ms,
+        compute_ms=compute_ms,
+        communication_not_overlapped_ms=comm_not_overlapped_ms,
+        communication_overlapped_ms=comm_overlapped_ms,
+        free_ms=free_ms,
+        data_loading_ms=data_loading_ms,
+    )
+    device_busy: float | None = None
+    if step_ms > 0:
+        device_busy = min(1.0, compute_ms / step_ms)
+    else:
+        notes.append("device_busy_fraction: the steps have zero duration")
+
+    launches: float | None = None
+    if t.runtime_events:
+        launched = sum(1 for ts in t.launch_ts if windows.index(ts) >= 0)
+        launches = launched / n_steps
+    else:
+        notes.append("kernel_launches_per_step: no CUDA runtime events (CPU-only trace)")
+
+    peak, per_step = _memory(t, windows if annotated else None)
+    if peak is None:
+        notes.append("peak_memory_bytes: no [memory] events (profile_memory=False?)")
+    if not per_step:
+        if peak is None:
+            notes.append("memory_per_step_bytes: no [memory] events")
+        else:
+            notes.append("memory_per_step_bytes: no ProfilerStep annotations to split steps by")
+    if not has_shapes:
+        notes.append("input_shapes: no 'Input Dims' in the trace (record_shapes=False?)")
+
+    op_stats = tuple(
+        sorted(
+            (_op_stat(key, acc, op_types[key], n_steps) for key, acc in ops.items()),
+            key=lambda o: (-o.self_time_ms_per_step, o.name, o.device),
+        )
+    )
+    info = doc.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return ProfileSummary(
+        source=SOURCE,
+        steps=n_steps,
+        ops=op_stats,
+        breakdown=breakdown,
+        peak_memory_bytes=peak,
+        memory_per_step_bytes=per_step,
+        device_busy_fraction=device_busy,
+        op_calls_per_step=top_level / n_steps,
+        kernel_launches_per_step=launches,
+        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        raw_files=(label,),
+        notes=tuple(notes),
+    )
+
+
+def _walk_cpu_ops(
+    t: _Trace,
+    windows: _Windows,
+    ops: dict[tuple[str, str], _OpAcc],
+    op_types: dict[tuple[str, str], str],
+) -> tuple[int, list[Interval], list[Interval]]:
+    """Nest the cpu ops of each thread by time and account the ones inside a step.
+
+    Returns the number of top-level ops inside steps, the intervals of top-level
+    non-communication ops (compute on CPU) and of communication ops (any depth).
+    """
+    threads: dict[tuple[Any, Any], list[int]] = {}
+    for i, key in enumerate(t.op_thread):
+        threads.setdefault(key, []).append(i)
+    ts_, dur_, name_ = t.op_ts, t.op_dur, t.op_name
+    top_level = 0
+    compute: list[Interval] = []
+    comm: list[Interval] = []
+    comm_names: dict[str, bool] = {}
+    shape_text: dict[str, str | None] = {}
+    for indices in threads.values():
+        indices.sort(key=lambda i: (ts_[i], -dur_[i]))
+        stack: list[int] = []
+        stack_end: list[float] = []
+        child_us: dict[int, float] = {}
+        open_names: Counter[str] = Counter()
+        records: list[tuple[int, bool, bool]] = []  # (index, top-level, outermost of name)
+        for i in indices:
+            start = ts_[i]
+            while stack_end and stack_end[-1] <= start:
+                stack_end.pop()
+                open_names[name_[stack.pop()]] -= 1
+            name = name_[i]
+            is_top = not stack
+            if not is_top:
+                parent = stack[-1]
+                child_us[parent] = child_us.get(parent, 0.0) + dur_[i]
+            records.append((i, is_top, open_names[name] == 0))
+            stack.append(i)
+            stack_end.append(start + dur_[i])
+            open_names[name] += 1
+        for i, is_top, outermost in records:
+            start, dur, name = ts_[i], dur_[i], name_[i]
+            comm_op = comm_names.get(name)
+            if comm_op is None:
+                comm_op = comm_names[name] = _is_comm(name)
+            if comm_op:
+                comm.append((start, start + dur))
+            if windows.index(start) < 0:
+                continue
+            key = (name, "cpu")
+            acc = ops.get(key)
+            if acc is None:
+                acc = ops[key] = _OpAcc()
+                op_types[key] = "aten" if name.startswith("aten::") else "op"
+            acc.calls += 1
+            acc.self_us += max(0.0, dur - child_us.get(i, 0.0))
+            if outermost:
+                acc.total_us += dur
+            dims = t.op_dims[i]
+            if dims is not None:
+                raw = repr(dims)
+                if raw not in shape_text:
+                    shape_text[raw] = _format_dims(dims)
+                shape = shape_text[raw]
+                if shape is not None:
+                    acc.shapes[shape] += 1
+            if is_top:
+                top_level += 1
+                if not comm_op:
+                    compute.append((start, start + dur))
+    return top_level, compute, comm
+
+
+def _account_device(
+    t: _Trace,
+    windows: _Windows,
+    ops: dict[tuple[str, str], _OpAcc],
+    op_types: dict[tuple[str, str], str],
+) -> tuple[list[Interval], list[Interval]]:
+    """Account kernels, memcpys and memsets to the step that launched them.
+
+    Returns the intervals of compute kernels and of communication kernels (all of them,
+    not only those inside steps: they are clipped to the step windows later).
+    """
+    compute: list[Interval] = []
+    comm: list[Interval] = []
+    for ts, dur, name, op_type, corr in t.device:
+        if op_type == "kernel":
+            (comm if _is_comm(name) else compute).append((ts, ts + dur))
+        launched_at = t.runtime_ts.get(corr, ts) if corr is not None else ts
+        if windows.index(launched_at) < 0:
+            continue
+        key = (name, "cuda")
+        acc = ops.get(key)
+        if acc is None:
+            acc = ops[key] = _OpAcc()
+            op_types[key] = op_type
+        acc.calls += 1
+        acc.self_us += dur
+        acc.total_us += dur
+    return compute, comm
+
+
+def _op_stat(key: tuple[str, str], acc: _OpAcc, op_type: str, n_steps: int) -> OpStat:
+    name, device = key
+    return OpStat(
+        name=name,
+        device=device,
+        calls_per_step=acc.calls / n_steps,
+        self_time_ms_per_step=acc.self_us / n_steps / _US_PER_MS,
+        total_time_ms_per_step=acc.total_us / n_steps / _US_PER_MS,
+        op_type=op_type,
+        input_shapes=tuple(shape for shape, _ in acc.shapes.most_common(_MAX_SHAPES)),
+    )
+
+
+def _format_dims(dims: Any) -> str | None:
+    """``[[32, 64], [], [128]]`` → ``"32x64, -, 128"``; None when no argument has a shape.
+
+    ``-`` stands for an argument without dims (a number, None, a 0-dim tensor); trailing
+    ones are dropped.
+    """
+    if not isinstance(dims, list):
+        return None
+    parts = [_format_dim(d) for d in dims]
+    while parts and parts[-1] == "-":
+        parts.pop()
+    if not parts:
+        return None
+    text = ", ".join(parts)
+    if len(text) > _MAX_SHAPE_CHARS:
+        text = text[: _MAX_SHAPE_CHARS - 3] + "..."
+    return text
+
+
+def _format_dim(dim: Any) -> str:
+    if not isinstance(dim, list) or not dim:
+        return "-"
+    if all(isinstance(x, int) for x in dim):
+        return "x".join(str(x) for x in dim)
+    return "[" + ", ".join(_format_dim(d) for d in dim) + "]"
+
+
+def _memory(t: _Trace, windows: _Windows | None) -> tuple[int | None, tuple[float, ...]]:
+    """Peak ``Total Allocated`` and its maximum in each step window.
+
+    Accelerator memory is preferred when the trace has any; CPU memory otherwise. A step
+    with no memory event of its own takes the level left by the last event before it.
+    """
+    events = [m for m in t.memory if m[2][0] != 0] or [m for m in t.memory if m[2][0] == 0]
+    if not events:
+        return None, ()
+    peak = int(max(total for _, total, _ in events))
+    if windows is None:
+        return peak, ()
+    events.sort(key=lambda m: m[0])
+    levels: dict[tuple[Any, Any], float] = {}
+    per_step: list[float] = []
+    j = 0
+    for lo, hi in windows.spans:
+        while j < len(events) and events[j][0] < lo:
+            levels[events[j][2]] = events[j][1]
+            j += 1
+        level = max(levels.values(), default=0.0)
+        while j < len(events) and events[j][0] <= hi:
+            levels[events[j][2]] = events[j][1]
+            level = max(level, events[j][1])
+            j += 1
+        per_step.append(level)
+    return peak, tuple(per_step)
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def _merge(intervals: list[Interval]) -> list[Interval]:
+    """Sorted union of intervals."""
+    out: list[Interval] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """Intersection of two merged interval lists (itself merged)."""
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _coverage(merged: list[Interval], lo: float, hi: float) -> float:
+    """Length of ``[lo, hi]`` covered by a merged interval list."""
+    covered = 0.0
+    for start, end in _iter_from(merged, lo):
+        if start >= hi:
+            break
+        covered += max(0.0, min(end, hi) - max(start, lo))
+    return covered
+
+
+def _iter_from(merged: list[Interval], lo: float) -> Iterator[Interval]:
+    i = max(0, bisect.bisect_right(merged, (lo, math.inf)) - 1)
+    for k in range(i, len(merged)):
+        yield merged[k]

@@ -1,0 +1,191 @@
+"""Pure renderers of a GateResult and of history: terminal text and versioned JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from perfgate import __version__
+from perfgate.models import Comparison, GateResult, RunPoint, RunRecord, Verdict
+
+FORMAT_VERSION = 1
+
+_MARK = {
+    Verdict.REGRESSION: "REGRESSION",
+    Verdict.IMPROVEMENT: "improvement",
+    Verdict.UNCHANGED: "unchanged",
+    Verdict.INCONCLUSIVE: "inconclusive",
+    Verdict.NO_BASELINE: "no baseline",
+    Verdict.INCOMPARABLE: "incomparable",
+}
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A metric value with its unit, rounded for people."""
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        for scale, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+            if abs(value) >= scale:
+                return f"{value / scale:.1f} {name}"
+        return f"{value:.0f} B"
+    if unit == "ms":
+        return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
+    if unit == "1/s":
+        return f"{value:.4g}/s"
+    return f"{value:.4g}"
+
+
+def format_change(c: Comparison) -> str:
+    if c.change_pct is None:
+        return "-"
+    if c.ci_low_pct is None or c.ci_high_pct is None:
+        return f"{c.change_pct:+.1f}%"
+    return f"{c.change_pct:+.1f}% [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
+
+
+def headline(result: GateResult) -> str:
+    """One line: what the gate found, e.g. '1 regression, 2 unchanged in 1 benchmark'."""
+    parts = []
+    for verdict in Verdict:
+        n = result.count(verdict)
+        if n:
+            word = _MARK[verdict].lower()
+            if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and n != 1:
+                word += "s"
+            parts.append(f"{n} {word}")
+    benchmarks = len({c.benchmark for c in result.comparisons})
+    noun = "benchmark" if benchmarks == 1 else "benchmarks"
+    found = ", ".join(parts) or "nothing compared"
+    return f"{found} in {benchmarks} {noun} — {result.branch} vs {result.against}"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for j, row in enumerate(rows):
+        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def render_text(result: GateResult) -> str:
+    """The terminal report: headline, a table, then each non-trivial verdict's reason."""
+    rows: list[list[str]] = [
+        ["benchmark", "metric", "baseline", "current", "change [95% CI]", "verdict"]
+    ]
+    for c in result.comparisons:
+        rows.append(
+            [
+                c.benchmark,
+                c.metric,
+                format_value(c.baseline_centre, c.unit),
+                format_value(c.current_centre, c.unit),
+                format_change(c),
+                _MARK[c.verdict],
+            ]
+        )
+    lines = [f"perfgate: {headline(result)}", "", *_table(rows), ""]
+    for c in result.comparisons:
+        detail = c.reason
+        if c.baseline_run_ids:
+            detail += f" [window: {len(c.baseline_run_ids)} runs"
+            commits = [x[:8] for x in c.baseline_commits if x]
+            if commits:
+                detail += f", commits {commits[0]}..{commits[-1]}"
+            detail += "]"
+        lines.append(f"{c.benchmark} {c.metric}: {detail}")
+    return "\n".join(lines) + "\n"
+
+
+def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "perfgate_version": __version__,
+        "verdict": result.verdict.value,
+        "failed": failed,
+        "branch": result.branch,
+        "against": result.against,
+        "summary": {v.value: result.count(v) for v in Verdict},
+        "comparisons": [c.to_dict() for c in result.comparisons],
+    }
+
+
+def render_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def runs_to_dict(records: Sequence[RunRecord]) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "runs": [
+            {
+                "id": r.id,
+                "project": r.project,
+                "benchmark": r.benchmark,
+                "branch": r.git.branch,
+                "commit": r.git.commit,
+                "fingerprint_key": r.fingerprint.key(),
+                "fingerprint": r.fingerprint.to_dict(),
+                "started_at": r.started_at.isoformat(),
+                "measurements": {
+                    m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements
+                },
+                "profile": None if r.profile is None else r.profile.to_dict(),
+            }
+            for r in records
+        ],
+    }
+
+
+def render_runs_text(records: Sequence[RunRecord]) -> str:
+    rows = [["run", "benchmark", "branch", "step time", "throughput", "peak memory"]]
+    for r in records:
+        cells = []
+        for metric in ("step_time_ms", "throughput_samples_per_s", "peak_memory_bytes"):
+            m = r.measurement(metric)
+            cells.append("-" if m is None else format_value(m.summary.centre, m.unit))
+        rows.append([r.id[:12], r.benchmark, r.git.branch, *cells])
+    return "\n".join(_table(rows)) + "\n"
+
+
+def history_to_dict(points: Sequence[RunPoint]) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "points": [
+            {
+                "run_id": p.run_id,
+                "benchmark": p.benchmark,
+                "metric": p.metric,
+                "unit": p.unit,
+                "branch": p.branch,
+                "commit": p.commit,
+                "fingerprint_key": p.fingerprint_key,
+                "started_at": p.started_at.isoformat(),
+                "value": p.centre,
+                "repeat_values": list(p.repeat_centres),
+            }
+            for p in points
+        ],
+    }
+
+
+def render_history_text(points: Sequence[RunPoint]) -> str:
+    if not points:
+        return "no runs\n"
+    rows = [["started (UTC)", "run", "benchmark", "branch", "commit", "value", "environment"]]
+    for p in points:
+        rows.append(
+            [
+                p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                p.run_id[:12],
+                p.benchmark,
+                p.branch,
+                p.commit[:8],
+                format_value(p.centre, p.unit),
+                p.fingerprint_key[:8],
+            ]
+        )
+    return "\n".join(_table(rows)) + "\n"

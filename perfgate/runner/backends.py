@@ -1,0 +1,157 @@
+"""Device backends: how to synchronise, read peak memory and profile on each device.
+
+Imported only inside worker processes: this is the one module of the runner that touches
+torch, and it imports it lazily. The NPU backend arrives with torch_npu support; asking for
+it now is a clear error rather than a silent fallback to CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+from typing import Any, Protocol
+
+
+class Backend(Protocol):
+    name: str
+    device: str
+
+    def synchronize(self) -> None: ...
+
+    def reset_peak_memory(self) -> None: ...
+
+    def peak_memory_bytes(self) -> int: ...
+
+    def profiler_activities(self) -> list[Any]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def cpu_model_name() -> str:
+    """The CPU's marketing name from /proc/cpuinfo, else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _rss_peak_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _base_description() -> dict[str, Any]:
+    import torch
+
+    return {
+        "torch_version": torch.__version__.split("+")[0],
+        "torch_build": torch.__version__,
+        "cpu_model": cpu_model_name(),
+        "cpu_cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "intra_op_threads": torch.get_num_threads(),
+    }
+
+
+class CpuBackend:
+    """CPU: nothing to synchronise; peak memory is the worker process's peak RSS."""
+
+    name = "cpu"
+    device = "cpu"
+
+    def synchronize(self) -> None:
+        return None
+
+    def reset_peak_memory(self) -> None:
+        return None
+
+    def peak_memory_bytes(self) -> int:
+        return _rss_peak_bytes()
+
+    def profiler_activities(self) -> list[Any]:
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU]
+
+    def describe(self) -> dict[str, Any]:
+        info = _base_description()
+        info.update(device_model=info["cpu_model"], device_count=1)
+        return info
+
+
+class CudaBackend:
+    """CUDA: steps end with ``torch.cuda.synchronize()`` so the clock sees the device's work;
+    peak memory is the caching allocator's ``max_memory_allocated``."""
+
+    name = "cuda"
+    device = "cuda"
+
+    def __init__(self) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' asked for, but torch.cuda.is_available() is False")
+        self._torch = torch
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def reset_peak_memory(self) -> None:
+        self._torch.cuda.reset_peak_memory_stats()
+
+    def peak_memory_bytes(self) -> int:
+        return int(self._torch.cuda.max_memory_allocated())
+
+    def profiler_activities(self) -> list[Any]:
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+    def describe(self) -> dict[str, Any]:
+        torch = self._torch
+        info = _base_description()
+        props = torch.cuda.get_device_properties(0)
+        info.update(
+            device_model=torch.cuda.get_device_name(0),
+            device_count=torch.cuda.device_count(),
+            cuda_version=torch.version.cuda or "",
+            device_memory_bytes=int(props.total_memory),
+            compute_capability=f"{props.major}.{props.minor}",
+        )
+        driver = _nvidia_driver_version()
+        if driver:
+            info["driver_version"] = driver
+        return info
+
+
+def _nvidia_driver_version() -> str:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            first = fh.readline()
+    except OSError:
+        return ""
+    for token in first.split():
+        if token.count(".") >= 1 and token.replace(".", "").isdigit():
+            return token
+    return ""
+
+
+def get_backend(device: str) -> Backend:
+    """The backend for ``device`` (``cpu``, ``cuda`` or ``npu``)."""
+    if device == "cpu":
+        return CpuBackend()
+    if device == "cuda":
+        return CudaBackend()
+    if device == "npu":
+        raise RuntimeError(
+            "device 'npu' is not supported by this perfgate yet (the torch_npu backend is "
+            "planned); ingest a torch_npu profile instead"
+        )
+    raise RuntimeError(f"unknown device {device!r} (expected cpu, cuda or npu)")

@@ -1,0 +1,187 @@
+"""One repeat of one benchmark, in a fresh interpreter.
+
+Run as ``python -m perfgate.runner.worker REQUEST.json``. The request names the entry, its
+parameters and the step counts; the result (or the error) is written as JSON to the path
+the request gives, never to stdout, which belongs to the benchmark's own code.
+
+Order inside the worker: build the workload (seeded), warm-up steps, measured steps timed
+with a monotonic clock and device synchronisation with the profiler off, then - only if a
+trace path was given - a separate profiled window exported as a Chrome trace. Profiled
+steps are never used for timing.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import inspect
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+class EntryError(Exception):
+    """The benchmark entry cannot be imported, called or understood (a configuration error)."""
+
+
+def load_entry(target: str) -> Callable[..., Any]:
+    module_name, _, func_name = target.partition(":")
+    if not module_name or not func_name:
+        raise EntryError(f"entry {target!r} is not of the form 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise EntryError(
+            f"cannot import module {module_name!r} of entry {target!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    func = getattr(module, func_name, None)
+    if func is None or not callable(func):
+        raise EntryError(f"module {module_name!r} has no callable {func_name!r}")
+    return func  # type: ignore[no-any-return]
+
+
+def build_workload(
+    func: Callable[..., Any], device: str, params: Mapping[str, Any]
+) -> tuple[Callable[[], object], int, dict[str, Any]]:
+    """Call the entry and normalise what it returns to (step, batch_size, params)."""
+    kwargs = dict(params)
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        if "device" in signature.parameters or accepts_any:
+            kwargs["device"] = device
+        unknown = [k for k in params if k not in signature.parameters and not accepts_any]
+        if unknown:
+            known = [n for n in signature.parameters if n != "device"]
+            raise EntryError(
+                f"unknown parameter(s) {', '.join(sorted(unknown))} "
+                f"(it takes: {', '.join(known) or 'none'})"
+            )
+    built = func(**kwargs)
+    step = getattr(built, "step", None)
+    if isinstance(built, Mapping):
+        step = built.get("step")
+        batch_size = built.get("batch_size", params.get("batch_size", 1))
+        effective = dict(built.get("params", params))
+    elif step is not None:
+        batch_size = getattr(built, "batch_size", params.get("batch_size", 1))
+        effective = dict(getattr(built, "params", params))
+    elif callable(built):
+        step, batch_size, effective = built, params.get("batch_size", 1), dict(params)
+    else:
+        raise EntryError(
+            f"the entry returned {type(built).__name__}; expected a Workload, a dict with "
+            "'step', or a step callable"
+        )
+    if not callable(step):
+        raise EntryError("the entry's 'step' is not callable")
+    return step, int(batch_size), effective
+
+
+def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
+    from perfgate.runner.backends import get_backend
+
+    threads = int(request["threads"])
+    params = dict(request["params"])
+    seed = int(request["seed"])
+    random.seed(seed)
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    try:
+        backend = get_backend(str(request["device"]))
+    except RuntimeError as exc:
+        raise EntryError(str(exc)) from exc
+    func = load_entry(str(request["target"]))
+    try:
+        step, batch_size, effective = build_workload(func, backend.device, params)
+    except TypeError as exc:
+        raise EntryError(f"cannot build the workload: {exc}") from exc
+
+    sync = backend.synchronize
+    clock = time.perf_counter_ns
+    for _ in range(int(request["warmup"])):
+        step()
+    sync()
+    gc.collect()
+    backend.reset_peak_memory()
+    measured = int(request["measured"])
+    samples_ns = [0] * measured
+    for i in range(measured):
+        t0 = clock()
+        step()
+        sync()
+        samples_ns[i] = clock() - t0
+    peak = backend.peak_memory_bytes()
+
+    trace_path = request.get("trace_path")
+    profiled = int(request["profiled"])
+    if trace_path and profiled > 0:
+        from torch.profiler import profile, schedule
+
+        with profile(
+            activities=backend.profiler_activities(),
+            record_shapes=True,
+            profile_memory=True,
+            # repeat=1: one cycle only, else the export after the loop holds an empty new cycle
+            schedule=schedule(wait=0, warmup=1, active=profiled, repeat=1),
+        ) as prof:
+            for _ in range(1 + profiled):
+                step()
+                sync()
+                prof.step()
+        prof.export_chrome_trace(str(trace_path))
+    return {
+        "ok": True,
+        "step_ns": samples_ns,
+        "batch_size": batch_size,
+        "params": effective,
+        "peak_memory_bytes": peak,
+        "env": backend.describe(),
+        "trace_path": trace_path if trace_path and profiled > 0 else None,
+    }
+
+
+def main(argv: list[str]) -> int:
+    request_path = argv[0]
+    with open(request_path, encoding="utf-8") as fh:
+        request = json.load(fh)
+    result_path = request["result_path"]
+    for path in request.get("sys_path", []):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        result = _measure(request)
+        code = 0
+    except EntryError as exc:
+        result = {"ok": False, "kind": "config", "message": str(exc)}
+        code = 2
+    except BaseException as exc:  # the benchmark's own code failed: report it, whatever it was
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        result = {
+            "ok": False,
+            "kind": "runner",
+            "message": f"{type(exc).__name__}: {exc}{where}",
+            "traceback": traceback.format_exc(),
+        }
+        code = 3
+    tmp = result_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, result_path)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

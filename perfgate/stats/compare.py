@@ -1,0 +1,273 @@
+"""Current run against its baseline window: prediction-interval test, FDR, verdicts.
+
+See the package docstring for the assumptions.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.stats.fdr import benjamini_hochberg
+from perfgate.stats.summary import mad
+
+ALPHA = 0.01
+"""False discovery rate of one gate: the share of flagged metrics allowed to be false."""
+
+MIN_BASELINE_RUNS = 3
+MAD_TO_SD = 1.4826
+SCALE_FLOOR = 0.002
+"""Smallest noise assumed, as a fraction of the centre: no timer is better than 0.2%."""
+OUTLIER_MADS = 5.0
+MEDIAN_VARIANCE_FACTOR = math.pi / 2
+NOISY_NOW_FACTOR = 3.0
+NOISY_NOW_MIN_COV = 0.02
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (benchmark, metric) to judge: the current run's point and its comparable window."""
+
+    current: RunPoint
+    baseline: tuple[RunPoint, ...]
+    policy: MetricPolicy
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    centre: float
+    change_pct: float
+    ci_low_pct: float
+    ci_high_pct: float
+    p_value: float
+    mde_pct: float
+    noisy_now: str
+
+
+def _within_run_scale(points: Sequence[RunPoint]) -> tuple[float, int, float]:
+    """Pooled spread of repeat centres inside runs.
+
+    Returns (sd of one repeat centre, degrees of freedom, mean repeats per run).
+    """
+    ss, dof, total = 0.0, 0, 0
+    for p in points:
+        r = p.repeat_centres
+        total += max(len(r), 1)
+        if len(r) >= 2:
+            mean = sum(r) / len(r)
+            ss += sum((x - mean) ** 2 for x in r)
+            dof += len(r) - 1
+    mean_repeats = total / len(points) if points else 1.0
+    if dof == 0:
+        return 0.0, 0, mean_repeats
+    return math.sqrt(ss / dof), dof, mean_repeats
+
+
+def _trimmed_scale(values: np.ndarray, centre: float) -> tuple[float, int]:
+    """Standard deviation of the values within OUTLIER_MADS scaled MADs of the centre.
+
+    Nearly as efficient as the plain SD on clean data, yet one spike cannot inflate it;
+    returns (scale, degrees of freedom).
+    """
+    robust = MAD_TO_SD * mad(values)
+    kept = values if robust == 0 else values[np.abs(values - centre) <= OUTLIER_MADS * robust]
+    if kept.size < 2:
+        return 0.0, 1
+    return float(np.std(kept, ddof=1)), int(kept.size - 1)
+
+
+def _cov(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    if mean == 0:
+        return 0.0
+    var = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
+    return math.sqrt(var) / abs(mean)
+
+
+def _evidence(candidate: Candidate) -> _Evidence:
+    current, baseline = candidate.current, candidate.baseline
+    centres = np.asarray([p.centre for p in baseline], dtype=float)
+    k = centres.size
+    centre = float(np.median(centres))
+    s_between, dof_between = _trimmed_scale(centres, centre)
+    s_repeat, dof_within, mean_repeats = _within_run_scale((*baseline, current))
+    s_within = s_repeat / math.sqrt(mean_repeats)
+    if s_between >= s_within:
+        scale, dof = s_between, dof_between
+    else:
+        scale, dof = s_within, dof_within
+    scale = max(scale, SCALE_FLOOR * abs(centre))
+    # The baseline centre is a median: its variance is about pi/2 times that of a mean.
+    # Noise the current run shows beyond what runs usually show inside themselves is added
+    # to the prediction: a run measured while the machine is noisy needs a larger change to
+    # count, rather than being trusted or thrown away.
+    current_cov = _cov(current.repeat_centres)
+    usual = [_cov(p.repeat_centres) for p in baseline if len(p.repeat_centres) >= 2]
+    usual_cov = statistics.median(usual) if usual else 0.0
+    usual_high = float(np.quantile(usual, 0.9)) if usual else 0.0
+    reps = max(len(current.repeat_centres), 1)
+    excess = max(current_cov**2 - usual_high**2, 0.0) * current.centre**2 / reps
+    spread = math.sqrt(scale**2 * (1.0 + MEDIAN_VARIANCE_FACTOR / k) + excess)
+    t_stat = (current.centre - centre) / spread
+    p_value = float(2.0 * special.stdtr(dof, -abs(t_stat)))
+    to_pct = 100.0 / abs(centre)
+    change_pct = (current.centre - centre) * to_pct
+    half_ci = float(special.stdtrit(dof, 0.975)) * spread * to_pct
+    mde_pct = float(special.stdtrit(dof, 1.0 - ALPHA / 2.0)) * spread * to_pct
+
+    noisy_now = ""
+    if current_cov > NOISY_NOW_MIN_COV and current_cov > NOISY_NOW_FACTOR * usual_cov:
+        noisy_now = (
+            f"this run's repeats disagree ({current_cov:.1%} spread against a usual "
+            f"{usual_cov:.1%}): the machine looks noisy now"
+        )
+    return _Evidence(
+        centre=centre,
+        change_pct=change_pct,
+        ci_low_pct=change_pct - half_ci,
+        ci_high_pct=change_pct + half_ci,
+        p_value=p_value,
+        mde_pct=mde_pct,
+        noisy_now=noisy_now,
+    )
+
+
+def _worse(direction: Direction, change_pct: float) -> bool:
+    return change_pct > 0 if direction is Direction.LOWER_IS_BETTER else change_pct < 0
+
+
+def _run_ids(candidate: Candidate) -> tuple[str, ...]:
+    return tuple(p.run_id for p in candidate.baseline)
+
+
+def _commits(candidate: Candidate) -> tuple[str, ...]:
+    return tuple(p.commit for p in candidate.baseline)
+
+
+def _no_baseline(candidate: Candidate) -> Comparison:
+    cur, k = candidate.current, len(candidate.baseline)
+    return Comparison(
+        benchmark=cur.benchmark,
+        metric=cur.metric,
+        unit=cur.unit,
+        direction=cur.direction,
+        verdict=Verdict.NO_BASELINE,
+        reason=(
+            f"only {k} comparable baseline run{'s' if k != 1 else ''} "
+            f"(at least {MIN_BASELINE_RUNS} needed)"
+        ),
+        current_run_id=cur.run_id,
+        current_centre=cur.centre,
+        min_effect_pct=candidate.policy.min_effect_pct,
+        baseline_run_ids=_run_ids(candidate),
+        baseline_commits=_commits(candidate),
+    )
+
+
+def _deterministic(candidate: Candidate) -> Comparison:
+    cur, policy = candidate.current, candidate.policy
+    centre = float(np.median([p.centre for p in candidate.baseline]))
+    change_pct = 0.0 if centre == cur.centre else (cur.centre - centre) * 100.0 / abs(centre or 1.0)
+    if abs(change_pct) <= policy.min_effect_pct:
+        verdict = Verdict.UNCHANGED
+        reason = f"deterministic metric, {cur.centre:g} against {centre:g}: within tolerance"
+    else:
+        verdict = Verdict.REGRESSION if _worse(cur.direction, change_pct) else Verdict.IMPROVEMENT
+        reason = (
+            f"deterministic metric changed from {centre:g} to {cur.centre:g} "
+            f"({change_pct:+.1f}%, tolerance {policy.min_effect_pct:g}%)"
+        )
+    return Comparison(
+        benchmark=cur.benchmark,
+        metric=cur.metric,
+        unit=cur.unit,
+        direction=cur.direction,
+        verdict=verdict,
+        reason=reason,
+        current_run_id=cur.run_id,
+        current_centre=cur.centre,
+        baseline_centre=centre,
+        change_pct=change_pct,
+        min_effect_pct=policy.min_effect_pct,
+        baseline_run_ids=_run_ids(candidate),
+        baseline_commits=_commits(candidate),
+    )
+
+
+def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison:
+    cur, policy = candidate.current, candidate.policy
+    k = len(candidate.baseline)
+    significant = p_adjusted < ALPHA
+    big_enough = abs(ev.change_pct) >= policy.min_effect_pct
+    worse = _worse(cur.direction, ev.change_pct)
+    if cur.unit == "ms":
+        word = "slower" if ev.change_pct > 0 else "faster"
+    else:
+        word = "higher" if ev.change_pct > 0 else "lower"
+    size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment"
+    if significant and big_enough:
+        verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+        reason = f"{size}, {evidence}, beyond the {policy.min_effect_pct:g}% minimum effect"
+    elif big_enough:
+        verdict = Verdict.INCONCLUSIVE
+        reason = (
+            f"{size}, but not significant ({evidence}); with this noise only changes "
+            f"above {ev.mde_pct:.1f}% can be told apart"
+        )
+        if ev.noisy_now:
+            reason += f" ({ev.noisy_now})"
+    else:
+        verdict = Verdict.UNCHANGED
+        reason = (
+            f"{abs(ev.change_pct):.1f}% {word}, within the {policy.min_effect_pct:g}% "
+            f"minimum effect ({evidence})"
+        )
+    return Comparison(
+        benchmark=cur.benchmark,
+        metric=cur.metric,
+        unit=cur.unit,
+        direction=cur.direction,
+        verdict=verdict,
+        reason=reason,
+        current_run_id=cur.run_id,
+        current_centre=cur.centre,
+        baseline_centre=ev.centre,
+        change_pct=ev.change_pct,
+        ci_low_pct=ev.ci_low_pct,
+        ci_high_pct=ev.ci_high_pct,
+        p_value=ev.p_value,
+        p_adjusted=p_adjusted,
+        min_effect_pct=policy.min_effect_pct,
+        mde_pct=ev.mde_pct,
+        baseline_run_ids=_run_ids(candidate),
+        baseline_commits=_commits(candidate),
+    )
+
+
+def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...]:
+    """Judge every candidate of one gate, with FDR control across the noisy ones.
+
+    The order of the result follows the input.
+    """
+    results: list[Comparison | None] = [None] * len(candidates)
+    tested: list[tuple[int, _Evidence]] = []
+    for i, cand in enumerate(candidates):
+        if len(cand.baseline) < MIN_BASELINE_RUNS:
+            results[i] = _no_baseline(cand)
+        elif cand.policy.deterministic:
+            results[i] = _deterministic(cand)
+        else:
+            tested.append((i, _evidence(cand)))
+    adjusted = benjamini_hochberg([ev.p_value for _, ev in tested])
+    for (i, ev), p_adj in zip(tested, adjusted, strict=True):
+        results[i] = _judge(candidates[i], ev, p_adj)
+    return tuple(r for r in results if r is not None)

@@ -1,0 +1,221 @@
+"""From a database URL to a configured SQLAlchemy engine, and database errors to one line.
+
+SQLite connections get ``busy_timeout`` and ``foreign_keys`` on every connection, and WAL
+journal mode (with ``synchronous = NORMAL``, SQLite's recommended pairing) once the database
+is known to be a perfgate store: setting WAL rewrites the file header, which must not happen
+to a database that turns out to belong to someone else.
+SQLAlchemy emits ``BEGIN`` itself (the pysqlite recipe), and ``BEGIN IMMEDIATE`` for
+connections marked with the ``perfgate_write`` execution option, so that a writer takes the
+write lock up front and waits on ``busy_timeout`` instead of failing half-way.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
+
+from perfgate.errors import StoreError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+#: Execution option that makes SQLite start the transaction with ``BEGIN IMMEDIATE``.
+WRITE_OPTION = "perfgate_write"
+
+_SQLITE_NOTADB = 26
+_SQLITE_CORRUPT = 11
+_SQLITE_CANTOPEN = 14
+
+
+@dataclass
+class SqliteSettings:
+    """Per-engine switches read by the SQLite connect hook."""
+
+    path: Path | None
+    wal: bool = False
+
+
+@dataclass
+class Target:
+    """An engine plus how to name its database in messages."""
+
+    engine: Engine
+    url: str  # the URL with any password masked
+    where: str  # the file path for SQLite, the masked URL otherwise
+    sqlite: SqliteSettings | None = field(default=None)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.sqlite is not None
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+
+def mask_url(raw: str) -> str:
+    """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``."""
+    try:
+        return make_url(raw).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", raw)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of the driver's message (SQLAlchemy's own adds SQL and links)."""
+    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    for line in str(inner).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(inner).__name__
+
+
+def sqlite_error_code(exc: BaseException) -> int | None:
+    inner = exc.orig if isinstance(exc, DBAPIError) else exc
+    if not isinstance(inner, sqlite3.Error):
+        return None
+    code = getattr(inner, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF
+    text = str(inner).lower()
+    if "file is not a database" in text:
+        return _SQLITE_NOTADB
+    if "malformed" in text:
+        return _SQLITE_CORRUPT
+    if "unable to open database file" in text:
+        return _SQLITE_CANTOPEN
+    return None
+
+
+def open_failure(target: Target, exc: SQLAlchemyError) -> StoreError:
+    """The one-line error for a failure while connecting to and checking a store."""
+    if target.sqlite is not None:
+        code = sqlite_error_code(exc)
+        if code in (_SQLITE_NOTADB, _SQLITE_CORRUPT):
+            return StoreError(
+                f"{target.where} is not a SQLite database (file is corrupt or of another kind)"
+            )
+        if code == _SQLITE_CANTOPEN:
+            return StoreError(f"cannot open SQLite database {target.where}: {first_line(exc)}")
+        return StoreError(f"cannot open store {target.where}: {first_line(exc)}")
+    if isinstance(exc, OperationalError):
+        # psycopg reports an unreachable, refusing or unknown server/database this way.
+        return StoreError(f"cannot connect to {target.where}: {first_line(exc)}")
+    return StoreError(f"cannot open store {target.where}: {first_line(exc)}")
+
+
+def make_target(raw: str) -> Target:
+    """Parse ``raw`` and build its engine. Nothing connects yet."""
+    masked = mask_url(raw)
+    try:
+        url = make_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreError(
+            f"cannot parse database URL {masked!r}: expected sqlite:///PATH or postgresql://..."
+        ) from exc
+
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_target(url)
+    if backend in ("postgresql", "postgres"):
+        return _postgres_target(url)
+    raise StoreError(
+        f"unsupported database URL {masked}: perfgate stores runs in SQLite (sqlite:///PATH) "
+        "or PostgreSQL (postgresql://USER@HOST/DB)"
+    )
+
+
+def _sqlite_target(url: URL) -> Target:
+    database = url.database or ""
+    path: Path | None = None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        path = Path(database).expanduser().absolute()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the directory for SQLite database {path}: {exc.strerror or exc}"
+            ) from exc
+        url = url.set(database=str(path))
+    settings = SqliteSettings(path=path)
+    engine = create_engine(url)
+    _install_sqlite_hooks(engine, settings)
+    shown = f"sqlite:///{path}" if path is not None else f"sqlite:///{database}"
+    return Target(
+        engine=engine,
+        url=shown,
+        where=str(path) if path is not None else shown,
+        sqlite=settings,
+    )
+
+
+def _install_sqlite_hooks(engine: Engine, settings: SqliteSettings) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when a transaction begins.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if settings.wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                # In WAL mode NORMAL never corrupts; a power cut may lose the last commits.
+                cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def enable_wal(target: Target, conn: Connection) -> None:
+    """Switch the SQLite file to WAL (outside a transaction); new connections set it too."""
+    if target.sqlite is None:
+        return
+    driver_connection = conn.connection.driver_connection
+    if driver_connection is None:  # pragma: no cover - a checked-out connection always has one
+        return
+    try:
+        driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
+        driver_connection.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error:
+        # A read-only file (or directory) cannot switch; it can still be read as it is.
+        return
+    target.sqlite.wal = True
+
+
+def _postgres_target(url: URL) -> Target:
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
+    if "application_name" not in url.query:
+        connect_args["application_name"] = "perfgate"
+    masked = url.render_as_string(hide_password=True)
+    try:
+        engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise StoreError(
+            f"cannot use {masked}: the PostgreSQL driver is not installed "
+            "(pip install 'perfgate[postgres]')"
+        ) from exc
+    return Target(engine=engine, url=masked, where=masked)

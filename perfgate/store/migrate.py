@@ -1,0 +1,105 @@
+"""Check what a database holds and bring a perfgate store to the head schema revision.
+
+The schema is only ever created or changed by the alembic revisions shipped in
+``migrations/``, run here on perfgate's own connection (no alembic.ini). Before anything is
+written the database is classified:
+
+* no tables at all: a new store, migrated from scratch;
+* a ``perfgate_meta`` table naming perfgate: ours; upgraded if its revision is older than
+  head, refused untouched if the revision is unknown (written by a newer perfgate);
+* anything else (another application's tables, even alembic-managed ones): refused untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import Connection
+
+from perfgate.errors import StoreError
+from perfgate.store.schema import APPLICATION, perfgate_meta
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+VERSION_TABLE = "alembic_version"
+
+#: Key of the PostgreSQL advisory lock that serialises concurrent first opens.
+POSTGRES_LOCK_KEY = 0x70657266676174  # "perfgat"
+
+
+def alembic_config(conn: Connection | None = None) -> Config:
+    """An in-memory alembic config pointing at the packaged migrations."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    config.set_main_option("path_separator", "os")
+    if conn is not None:
+        config.attributes["connection"] = conn
+    return config
+
+
+@functools.cache
+def _revisions() -> tuple[frozenset[str], str]:
+    """The revisions this perfgate knows, and its head (read once per process)."""
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    if head is None:  # pragma: no cover - the package always ships revisions
+        raise StoreError("perfgate is installed without its store migrations")
+    return frozenset(rev.revision for rev in script.walk_revisions()), head
+
+
+def head_revision() -> str:
+    return _revisions()[1]
+
+
+def needs_upgrade(conn: Connection, where: str) -> bool:
+    """Whether the database behind ``conn`` must be created or upgraded to head.
+
+    Reads only. Returns False for a perfgate store already at head.
+
+    Raises:
+        StoreError: the database is not a perfgate store, or is one of a newer schema.
+    """
+    known, head = _revisions()
+    inspector = inspect(conn)
+    tables = set(inspector.get_table_names())
+    if not tables and not inspector.get_view_names():
+        return True
+
+    if perfgate_meta.name not in tables:
+        others = sorted(tables | set(inspector.get_view_names()))
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise StoreError(
+            f"{where} is not a perfgate store: it holds other tables ({shown}); "
+            "point perfgate at a new or empty database"
+        )
+    marker = conn.execute(
+        select(perfgate_meta.c.value).where(perfgate_meta.c.key == "application")
+    ).scalar()
+    if marker != APPLICATION:
+        raise StoreError(
+            f"{where} is not a perfgate store: its perfgate_meta table does not name perfgate"
+        )
+
+    if VERSION_TABLE not in tables:
+        raise StoreError(f"{where}: perfgate store without a schema revision ({VERSION_TABLE})")
+    revisions = list(conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+    if len(revisions) != 1:
+        raise StoreError(
+            f"{where}: perfgate store with {len(revisions)} schema revisions, expected one"
+        )
+    revision = str(revisions[0])
+    if revision not in known:
+        raise StoreError(
+            f"{where}: schema revision {revision} is newer than this perfgate understands; "
+            "upgrade perfgate"
+        )
+    return revision != head
+
+
+def upgrade(conn: Connection) -> None:
+    """Run the migrations up to head on ``conn``, inside its open transaction."""
+    command.upgrade(alembic_config(conn), "head")

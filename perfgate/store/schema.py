@@ -1,0 +1,135 @@
+"""The store's tables, as SQLAlchemy Core objects that the queries in ``sql.py`` use.
+
+The database schema itself is created and changed only by the alembic revisions in
+``migrations/versions``; this module must describe the same tables as the head revision
+(``tests/test_store.py`` checks that the two agree).
+
+JSON documents (fingerprint, spec, CI context, samples, profile summary) are stored as TEXT
+written by :func:`json.dumps`, which reads back identically on SQLite and PostgreSQL.
+Timestamps are timezone-aware UTC in Python; SQLite keeps them as sortable naive-UTC text,
+PostgreSQL as ``timestamptz``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+#: The value of ``perfgate_meta.application`` that marks a database as a perfgate store.
+APPLICATION = "perfgate"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware datetime that always reads back in UTC.
+
+    Naive datetimes are refused: a run's time must say which clock it was read from.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value.isoformat()} (a timezone is required)")
+        value = value.astimezone(timezone.utc)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected a datetime from the database, got {type(value).__name__}")
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+metadata = MetaData()
+
+perfgate_meta = Table(
+    "perfgate_meta",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("project", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("branch", Text, nullable=False),
+    Column("commit", Text, nullable=False),
+    Column("base_branch", Text, nullable=False),
+    Column("pr_number", Integer, nullable=True),
+    Column("fingerprint_key", Text, nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("spec", Text, nullable=False),
+    Column("ci", Text, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=False),
+    Column("excluded", Boolean, nullable=False),
+    Column("perfgate_version", Text, nullable=False),
+    # History and latest-run queries: equality on the leading columns, newest first by
+    # (started_at, id), so the index order is the query order and LIMIT stops early.
+    Index("ix_runs_history", "project", "benchmark", "started_at", "id"),
+    Index("ix_runs_branch_history", "project", "benchmark", "branch", "started_at", "id"),
+    Index(
+        "ix_runs_fingerprint_history",
+        "project",
+        "benchmark",
+        "fingerprint_key",
+        "started_at",
+        "id",
+    ),
+)
+
+measurements = Table(
+    "measurements",
+    metadata,
+    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("metric", Text, primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("direction", Text, nullable=False),
+    Column("deterministic", Boolean, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("centre", Double, nullable=False),
+    Column("median", Double, nullable=False),
+    Column("mean", Double, nullable=False),
+    Column("mad", Double, nullable=False),
+    Column("p10", Double, nullable=False),
+    Column("p90", Double, nullable=False),
+    Column("p99", Double, nullable=False),
+    Column("min", Double, nullable=False),
+    Column("max", Double, nullable=False),
+    Column("repeat_centres", Text, nullable=False),
+    Column("samples", Text, nullable=False),
+)
+
+profiles = Table(
+    "profiles",
+    metadata,
+    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("summary", Text, nullable=False),
+)

@@ -1,0 +1,526 @@
+"""SqlStore: runs in and out of a SQLite or PostgreSQL database (SQLAlchemy Core).
+
+One run is written in one transaction: the run row, one row per measurement (raw samples
+grouped by repeat, summary statistics and per-repeat medians) and the profile summary.
+Reads rebuild the full :class:`~perfgate.models.RunRecord`; the history query returns
+:class:`~perfgate.models.RunPoint` rows only, without raw samples, so that a gate over many
+benchmarks stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from alembic.util import CommandError
+from sqlalchemy import ColumnElement, Engine, func, insert, select
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from perfgate.errors import StoreError
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    Direction,
+    Fingerprint,
+    GitContext,
+    Measurement,
+    ProfileSummary,
+    RunPoint,
+    RunRecord,
+    Summary,
+)
+from perfgate.store.connect import (
+    WRITE_OPTION,
+    Target,
+    enable_wal,
+    first_line,
+    make_target,
+    open_failure,
+)
+from perfgate.store.migrate import POSTGRES_LOCK_KEY, needs_upgrade, upgrade
+from perfgate.store.schema import measurements, profiles, runs
+
+#: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
+MIN_ID_PREFIX = 6
+
+_SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
+
+
+def open_store(url: str) -> SqlStore:
+    """Open the store at ``url``, creating or upgrading its schema as needed.
+
+    Args:
+        url: ``sqlite:///PATH`` (parent directories are created) or ``postgresql://...``
+            (``postgresql+psycopg://`` is used for plain ``postgresql://``).
+
+    Raises:
+        StoreError: the database cannot be reached or read, is not a perfgate store, or has
+            a schema newer than this perfgate. Such a database is left as it was.
+    """
+    target = make_target(url)
+    try:
+        with target.engine.connect() as conn:
+            # Look first without taking any lock; most opens find a store at head.
+            with conn.begin():
+                pending = needs_upgrade(conn, target.where)
+            if pending:
+                # Then again under the write lock, as a concurrent open may have migrated.
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    if target.is_postgres:
+                        conn.execute(select(func.pg_advisory_xact_lock(POSTGRES_LOCK_KEY)))
+                    if needs_upgrade(conn, target.where):
+                        upgrade(conn)
+            enable_wal(target, conn)
+    except StoreError:
+        target.engine.dispose()
+        raise
+    except SQLAlchemyError as exc:
+        target.engine.dispose()
+        raise open_failure(target, exc) from exc
+    except CommandError as exc:
+        target.engine.dispose()
+        raise StoreError(f"cannot migrate store {target.where}: {first_line(exc)}") from exc
+    return SqlStore(target)
+
+
+class SqlStore:
+    """The baseline store. Build it with :func:`open_store`; close it when done."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._engine = target.engine
+        self.url: str = target.url  # password masked
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.url!r})"
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for exports and tests; the schema is the store's own)."""
+        return self._engine
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def save_run(self, run: RunRecord) -> None:
+        """Store ``run`` with its measurements and profile, all or nothing.
+
+        Saving a run whose id is already stored does nothing.
+
+        Raises:
+            StoreError: the run holds values the store cannot keep (non-finite numbers,
+                naive timestamps, a metric twice), or the database failed; nothing is written.
+        """
+        run_row, measurement_rows, profile_row = _rows_of(run)
+        try:
+            with self._write() as conn:
+                if self._has_run(conn, run.id):
+                    return
+                conn.execute(insert(runs), [run_row])
+                if measurement_rows:
+                    conn.execute(insert(measurements), measurement_rows)
+                if profile_row is not None:
+                    conn.execute(insert(profiles), [profile_row])
+        except IntegrityError as exc:
+            # Another writer may have stored the same run id first: then it is stored once.
+            if self._run_exists(run.id):
+                return
+            raise self._failure(f"save run {run.id}", exc) from exc
+        except SQLAlchemyError as exc:
+            raise self._failure(f"save run {run.id}", exc) from exc
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run with id ``run_id``, or the one run whose id starts with it (>= 6 chars).
+
+        Raises:
+            StoreError: no such run, or the prefix matches several.
+        """
+        with self._read(f"read run {run_id}") as conn:
+            row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+            if row is None and len(run_id) >= MIN_ID_PREFIX:
+                matches = (
+                    conn.execute(
+                        select(runs)
+                        .where(runs.c.id.startswith(run_id, autoescape=True))
+                        .order_by(runs.c.id)
+                        .limit(3)
+                    )
+                    .mappings()
+                    .all()
+                )
+                if len(matches) > 1:
+                    shown = ", ".join(m["id"] for m in matches[:2])
+                    raise StoreError(
+                        f"run id prefix {run_id!r} is ambiguous in {self._target.where} "
+                        f"(matches {shown}{', ...' if len(matches) > 2 else ''})"
+                    )
+                row = matches[0] if matches else None
+            if row is None:
+                hint = "" if len(run_id) >= MIN_ID_PREFIX else f" (prefixes need {MIN_ID_PREFIX}+)"
+                raise StoreError(f"no run {run_id!r} in {self._target.where}{hint}")
+            return _load_run(conn, row)
+
+    def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
+        """The most recently started run of ``benchmark`` on ``branch`` that is not excluded."""
+        with self._read(f"read the latest run of {benchmark}") as conn:
+            row = (
+                conn.execute(
+                    select(runs)
+                    .where(
+                        runs.c.project == project,
+                        runs.c.benchmark == benchmark,
+                        runs.c.branch == branch,
+                        runs.c.excluded.is_(False),
+                    )
+                    .order_by(runs.c.started_at.desc(), runs.c.id.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
+            return None if row is None else _load_run(conn, row)
+
+    def benchmarks(self, *, project: str, branch: str | None = None) -> list[str]:
+        """Sorted names of the benchmarks with stored runs (excluded runs count too)."""
+        conditions: list[ColumnElement[bool]] = [runs.c.project == project]
+        if branch is not None:
+            conditions.append(runs.c.branch == branch)
+        with self._read("list benchmarks") as conn:
+            return sorted(_distinct(conn, runs.c.benchmark, conditions))
+
+    def history(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 30,
+    ) -> list[RunPoint]:
+        """One point per (run, metric) of the last ``limit`` eligible runs, oldest run first.
+
+        Eligible runs are those of ``benchmark`` on ``branch`` (any branch if ``None``), not
+        excluded, not in ``exclude_run_ids``, started strictly before ``before`` and with
+        ``fingerprint_key`` when these are given.
+        """
+        if limit <= 0:
+            return []
+        if before is not None:
+            _require_aware(before, "history(before=...)")
+        if isinstance(exclude_run_ids, str):
+            exclude_run_ids = (exclude_run_ids,)
+        r = runs.c
+        conditions: list[ColumnElement[bool]] = [
+            r.project == project,
+            r.benchmark == benchmark,
+            r.excluded.is_(False),
+        ]
+        if branch is not None:
+            conditions.append(r.branch == branch)
+        if before is not None:
+            conditions.append(r.started_at < before)
+        if exclude_run_ids:
+            conditions.append(r.id.not_in(list(exclude_run_ids)))
+        if fingerprint_key is not None:
+            conditions.append(r.fingerprint_key == fingerprint_key)
+        window = (
+            select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
+            .where(*conditions)
+            .order_by(r.started_at.desc(), r.id.desc())
+            .limit(limit)
+            .subquery("recent")
+        )
+        m = measurements.c
+        query = (
+            select(
+                window.c.id,
+                window.c.branch,
+                window.c.commit,
+                window.c.fingerprint_key,
+                window.c.started_at,
+                m.metric,
+                m.unit,
+                m.direction,
+                m.deterministic,
+                m.centre,
+                m.repeat_centres,
+            )
+            .join_from(window, measurements, m.run_id == window.c.id)
+            .order_by(window.c.started_at, window.c.id, m.seq)
+        )
+        points: list[RunPoint] = []
+        with self._read(f"read the history of {benchmark}") as conn:
+            for (
+                run_id,
+                run_branch,
+                commit,
+                key,
+                started_at,
+                metric,
+                unit,
+                direction,
+                deterministic,
+                centre,
+                repeat_centres,
+            ) in conn.execute(query):
+                points.append(
+                    RunPoint(
+                        run_id=run_id,
+                        benchmark=benchmark,
+                        metric=metric,
+                        unit=unit,
+                        direction=Direction(direction),
+                        branch=run_branch,
+                        commit=commit,
+                        fingerprint_key=key,
+                        started_at=started_at,
+                        centre=float(centre),
+                        repeat_centres=tuple(float(x) for x in json.loads(repeat_centres)),
+                        deterministic=bool(deterministic),
+                    )
+                )
+        return points
+
+    def fingerprints(
+        self, *, project: str, benchmark: str, branch: str | None
+    ) -> dict[str, Fingerprint]:
+        """Each fingerprint key seen for ``benchmark`` on ``branch`` (any if ``None``), with
+        the fingerprint of its most recent non-excluded run."""
+        r = runs.c
+        conditions: list[ColumnElement[bool]] = [
+            r.project == project,
+            r.benchmark == benchmark,
+            r.excluded.is_(False),
+        ]
+        if branch is not None:
+            conditions.append(r.branch == branch)
+        found: dict[str, Fingerprint] = {}
+        with self._read(f"read the fingerprints of {benchmark}") as conn:
+            for key in sorted(_distinct(conn, r.fingerprint_key, conditions)):
+                doc = conn.execute(
+                    select(r.fingerprint)
+                    .where(*conditions, r.fingerprint_key == key)
+                    .order_by(r.started_at.desc(), r.id.desc())
+                    .limit(1)
+                ).scalar_one()
+                found[key] = Fingerprint.from_dict(json.loads(doc))
+        return found
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except SQLAlchemyError as exc:
+            raise self._failure(action, exc) from exc
+        except (ValueError, KeyError) as exc:
+            # A stored JSON document or enum value that does not decode: a damaged row.
+            raise StoreError(
+                f"store {self._target.where}: cannot {action}: stored data is damaged ({exc!r})"
+            ) from exc
+
+    @staticmethod
+    def _has_run(conn: Connection, run_id: str) -> bool:
+        return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
+
+    def _run_exists(self, run_id: str) -> bool:
+        with self._read(f"read run {run_id}") as conn:
+            return self._has_run(conn, run_id)
+
+    def _failure(self, action: str, exc: SQLAlchemyError) -> StoreError:
+        return StoreError(f"store {self._target.where}: cannot {action}: {first_line(exc)}")
+
+
+def _distinct(
+    conn: Connection, column: ColumnElement[str], conditions: Sequence[ColumnElement[bool]]
+) -> list[str]:
+    """Distinct non-null values of ``column`` in the runs matching ``conditions``.
+
+    A loose index scan (a recursive ``MIN(column) > previous``): one index seek per value
+    instead of reading every matching run, which matters with thousands of runs per name.
+    """
+    found = select(func.min(column).label("value")).where(*conditions).cte("found", recursive=True)
+    following = select(func.min(column)).where(*conditions, column > found.c.value)
+    found = found.union_all(select(following.scalar_subquery()).where(found.c.value.is_not(None)))
+    query = select(found.c.value).where(found.c.value.is_not(None))
+    return [str(value) for value in conn.execute(query).scalars()]
+
+
+# -- RunRecord <-> rows ------------------------------------------------------------------
+
+
+def _require_aware(value: datetime, what: str) -> None:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise StoreError(f"{what} is a naive datetime ({value.isoformat()}); a timezone is needed")
+
+
+def _dumps(value: Any, run_id: str, what: str) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise StoreError(f"run {run_id}: {what} holds a non-finite number") from exc
+    except TypeError as exc:
+        raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
+
+
+def _rows_of(
+    run: RunRecord,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    """Validate ``run`` and turn it into table rows; raises StoreError before any write."""
+    if not run.id:
+        raise StoreError("cannot save a run without an id")
+    _require_aware(run.started_at, f"run {run.id}: started_at")
+    _require_aware(run.finished_at, f"run {run.id}: finished_at")
+
+    run_row: dict[str, Any] = {
+        "id": run.id,
+        "project": run.project,
+        "benchmark": run.benchmark,
+        "branch": run.git.branch,
+        "commit": run.git.commit,
+        "base_branch": run.git.base_branch,
+        "pr_number": run.git.pr_number,
+        "fingerprint_key": run.fingerprint.key(),
+        "fingerprint": _dumps(run.fingerprint.to_dict(), run.id, "the fingerprint"),
+        "spec": _dumps(run.spec.to_dict(), run.id, "the benchmark spec"),
+        "ci": _dumps(run.ci.to_dict(), run.id, "the CI context"),
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "excluded": run.excluded,
+        "perfgate_version": run.fingerprint.perfgate_version,
+    }
+
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for seq, m in enumerate(run.measurements):
+        rows.append(_measurement_row(run.id, seq, m, seen))
+
+    profile_row = None
+    if run.profile is not None:
+        profile_row = {
+            "run_id": run.id,
+            "summary": _dumps(run.profile.to_dict(), run.id, "the profile summary"),
+        }
+    return run_row, rows, profile_row
+
+
+def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> dict[str, Any]:
+    where = f"run {run_id}: metric {m.metric!r}"
+    if m.metric in seen:
+        raise StoreError(f"{where} appears more than once")
+    seen.add(m.metric)
+    if not m.repeats or any(len(rep) == 0 for rep in m.repeats):
+        raise StoreError(f"{where} has a repeat without samples")
+    repeats = [[float(x) for x in rep] for rep in m.repeats]
+    if not all(math.isfinite(x) for rep in repeats for x in rep):
+        raise StoreError(f"{where} has a non-finite sample")
+    summary = m.summary.to_dict()
+    for name in _SUMMARY_COLUMNS:
+        if not math.isfinite(float(summary[name])):
+            raise StoreError(f"{where} has a non-finite summary value ({name})")
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "metric": m.metric,
+        "seq": seq,
+        "unit": m.unit,
+        "direction": Direction(m.direction).value,
+        "deterministic": m.deterministic,
+        "n": int(summary["n"]),
+        "repeat_centres": _dumps(
+            [statistics.median(rep) for rep in repeats], run_id, f"metric {m.metric!r}"
+        ),
+        "samples": _dumps(repeats, run_id, f"metric {m.metric!r}"),
+    }
+    for name in _SUMMARY_COLUMNS:
+        row[name] = float(summary[name])
+    return row
+
+
+def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
+    run_id = str(row["id"])
+    measurement_rows = conn.execute(
+        select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.seq)
+    ).mappings()
+    profile_doc = conn.execute(
+        select(profiles.c.summary).where(profiles.c.run_id == run_id)
+    ).scalar()
+    ci: Mapping[str, Any] = json.loads(row["ci"])
+    return RunRecord(
+        id=run_id,
+        project=row["project"],
+        benchmark=row["benchmark"],
+        fingerprint=Fingerprint.from_dict(json.loads(row["fingerprint"])),
+        git=GitContext(
+            commit=row["commit"],
+            branch=row["branch"],
+            base_branch=row["base_branch"],
+            pr_number=row["pr_number"],
+        ),
+        ci=CIContext(
+            provider=str(ci.get("provider", "")),
+            job_url=str(ci.get("job_url", "")),
+            trigger=str(ci.get("trigger", "")),
+        ),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        measurements=tuple(_measurement_of(m) for m in measurement_rows),
+        spec=BenchmarkSpec.from_dict(json.loads(row["spec"])),
+        profile=None if profile_doc is None else ProfileSummary.from_dict(json.loads(profile_doc)),
+        excluded=bool(row["excluded"]),
+    )
+
+
+def _measurement_of(row: RowMapping) -> Measurement:
+    return Measurement(
+        metric=row["metric"],
+        unit=row["unit"],
+        direction=Direction(row["direction"]),
+        repeats=tuple(tuple(float(x) for x in rep) for rep in json.loads(row["samples"])),
+        summary=Summary(
+            n=int(row["n"]),
+            centre=float(row["centre"]),
+            median=float(row["median"]),
+            mean=float(row["mean"]),
+            mad=float(row["mad"]),
+            p10=float(row["p10"]),
+            p90=float(row["p90"]),
+            p99=float(row["p99"]),
+            minimum=float(row["min"]),
+            maximum=float(row["max"]),
+        ),
+        deterministic=bool(row["deterministic"]),
+    )

@@ -1,0 +1,41 @@
+"""A 3-layer MLP classifier training step."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from perfgate.workloads.base import Workload, extra_rows
+
+
+def build(
+    device: str = "cpu",
+    batch_size: int = 128,
+    features: int = 512,
+    hidden: int = 1024,
+    classes: int = 10,
+    slowdown: float = 0.0,
+) -> Workload:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(features, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, classes),
+    ).to(device)
+    rows = batch_size + extra_rows(batch_size, slowdown)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(rows, features, device=device)
+    y = torch.randint(0, classes, (rows,), device=device)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    params = {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes}
+    return Workload(step=step, batch_size=batch_size, params={**params, "slowdown": slowdown})

@@ -1,0 +1,45 @@
+"""A small transformer encoder block (self-attention + MLP) trained on a regression target."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from perfgate.workloads.base import Workload, extra_rows
+
+
+def build(
+    device: str = "cpu",
+    batch_size: int = 16,
+    seq_len: int = 32,
+    d_model: int = 128,
+    heads: int = 4,
+    layers: int = 2,
+    slowdown: float = 0.0,
+) -> Workload:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(
+        d_model, heads, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True
+    )
+    model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).to(device)
+    rows = batch_size + extra_rows(batch_size, slowdown)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(rows, seq_len, d_model, device=device)
+    target = torch.randn(rows, seq_len, d_model, device=device)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.mse_loss(model(x), target)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    params = {
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "d_model": d_model,
+        "heads": heads,
+        "layers": layers,
+    }
+    return Workload(step=step, batch_size=batch_size, params={**params, "slowdown": slowdown})

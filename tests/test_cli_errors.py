@@ -1,0 +1,203 @@
+"""Bad input: one clear line on stderr, exit 2 (usage/config) or 3 (infrastructure), and
+nothing half-written in the store."""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import cli, parse_param
+from perfgate.errors import ConfigError
+from perfgate.store import open_store
+
+
+def invoke(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    runner = CliRunner()
+    result = runner.invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def run_count(url: str) -> int:
+    store = open_store(url)
+    try:
+        return len(store.benchmarks(project="default"))
+    finally:
+        store.close()
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("perfgate: error: ")
+    return lines[0]
+
+
+def write_suite(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "perfgate.toml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def test_suite_with_unknown_key_is_a_config_error(tmp_path: Path) -> None:
+    suite = write_suite(
+        tmp_path,
+        """
+        [[benchmarks]]
+        name = "mlp"
+        workload = "mlp"
+        warmpu = 3
+        """,
+    )
+    code, _, err = invoke(
+        tmp_path, "run", "--suite", str(suite), "--db", db_url(tmp_path), "--branch", "main"
+    )
+    assert code == 2
+    line = one_line(err)
+    assert "perfgate.toml: benchmarks[0].warmpu: unknown key" in line
+    assert not (tmp_path / "store.db").exists()
+
+
+def test_suite_that_is_not_toml(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, "[[benchmarks]\nname=")
+    code, _, err = invoke(tmp_path, "gate", "--suite", str(suite), "--branch", "main")
+    assert code == 2
+    assert "not valid TOML" in one_line(err)
+
+
+def test_unknown_workload_and_bad_param(tmp_path: Path) -> None:
+    code, _, err = invoke(
+        tmp_path, "run", "--workload", "resnet9000", "--db", db_url(tmp_path), "--branch", "m"
+    )
+    assert code == 2
+    assert "unknown (built-in: mlp, cnn, transformer)" in one_line(err)
+    with pytest.raises(ConfigError):
+        parse_param("slowdown")
+    assert parse_param("slowdown=0.3") == ("slowdown", 0.3)
+    assert parse_param("batch_size=64") == ("batch_size", 64)
+    assert parse_param("fused=true") == ("fused", True)
+    assert parse_param("dtype=bf16") == ("dtype", "bf16")
+
+
+@pytest.mark.slow
+def test_entry_that_cannot_be_imported_records_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    suite = write_suite(
+        tmp_path,
+        """
+        [[benchmarks]]
+        name = "mine"
+        entry = "no_such_module_here:build"
+        repeats = 1
+        """,
+    )
+    url = db_url(tmp_path)
+    code, _, err = invoke(tmp_path, "run", "--suite", str(suite), "--db", url, "--branch", "main")
+    assert code == 2
+    line = one_line(err)
+    assert "benchmark mine, repeat 1/1" in line
+    assert "cannot import module 'no_such_module_here'" in line
+    assert run_count(url) == 0
+
+
+@pytest.mark.slow
+def test_step_that_raises_records_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "flaky_bench.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            def build(device="cpu", fail_after=3):
+                calls = [0]
+                def step():
+                    calls[0] += 1
+                    if calls[0] > fail_after:
+                        raise ValueError("loss became NaN at step %d" % calls[0])
+                    return torch.ones(4).sum()
+                return {"step": step, "batch_size": 4}
+            """
+        ),
+        encoding="utf-8",
+    )
+    suite = write_suite(
+        tmp_path,
+        """
+        [[benchmarks]]
+        name = "ok"
+        workload = "mlp"
+        repeats = 1
+        measured = 3
+        warmup = 1
+        profiled = 0
+
+        [[benchmarks]]
+        name = "flaky"
+        entry = "flaky_bench:build"
+        repeats = 1
+        warmup = 1
+        measured = 5
+        """,
+    )
+    url = db_url(tmp_path)
+    code, _, err = invoke(tmp_path, "run", "--suite", str(suite), "--db", url, "--branch", "main")
+    assert code == 3
+    line = one_line(err)
+    assert "benchmark flaky, repeat 1/1: the step raised ValueError: loss became NaN" in line
+    store = open_store(url)
+    try:
+        # the benchmark that finished is recorded whole; nothing of the failed one is
+        assert store.benchmarks(project="default") == ["ok"]
+    finally:
+        store.close()
+
+
+def test_corrupt_database_file_is_an_infrastructure_error(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(b"this is not a database at all" * 100)
+    before = path.read_bytes()
+    code, _, err = invoke(tmp_path, "history", "--db", f"sqlite:///{path}")
+    assert code == 3
+    assert str(path) in one_line(err)
+    assert path.read_bytes() == before
+
+
+def test_database_of_another_application_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table invoices (id integer primary key, total real)")
+    code, _, err = invoke(tmp_path, "gate", "--db", f"sqlite:///{path}", "--branch", "main")
+    assert code == 3
+    assert "not a perfgate store" in one_line(err)
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+    assert tables == {"invoices"}
+
+
+def test_database_with_a_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    open_store(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("update alembic_version set version_num = '9999_from_the_future'")
+    before = path.read_bytes()
+    code, _, err = invoke(tmp_path, "history", "--db", f"sqlite:///{path}")
+    assert code == 3
+    line = one_line(err)
+    assert "newer" in line and "9999_from_the_future" in line
+    assert path.read_bytes() == before
+
+
+def test_help_works_and_every_command_has_help() -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name, command in cli.commands.items():
+        assert command.help, f"{name} has no help"
+        assert name in result.stdout

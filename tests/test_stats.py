@@ -1,0 +1,170 @@
+"""Known-answer and simulation tests of the decision procedure (no torch, fixed seeds)."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.stats import Candidate, benjamini_hochberg, compare_candidates, summarize
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+TIME = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
+
+
+def point(
+    i: int,
+    repeats: list[float],
+    *,
+    metric: str = "step_time_ms",
+    direction: Direction = Direction.LOWER_IS_BETTER,
+    benchmark: str = "b",
+) -> RunPoint:
+    return RunPoint(
+        run_id=f"run{i}",
+        benchmark=benchmark,
+        metric=metric,
+        unit="ms",
+        direction=direction,
+        branch="main",
+        commit=f"c{i:07d}",
+        fingerprint_key="k",
+        started_at=T0 + timedelta(minutes=i),
+        centre=statistics.median(repeats),
+        repeat_centres=tuple(repeats),
+    )
+
+
+def simulate_run(
+    rng: np.random.Generator, i: int, centre: float, cov: float, r: int = 3
+) -> RunPoint:
+    job = rng.lognormal(0.0, cov / 2)
+    return point(i, [centre * job * rng.lognormal(0.0, cov) for _ in range(r)])
+
+
+def test_benjamini_hochberg_known_answer() -> None:
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert benjamini_hochberg([]) == []
+    assert benjamini_hochberg([0.9, 0.8]) == pytest.approx([0.9, 0.9])
+
+
+def test_summarize_centre_is_median_of_repeat_medians() -> None:
+    s = summarize([[1.0, 2.0, 3.0], [10.0, 11.0, 12.0], [5.0, 5.0, 100.0]])
+    assert s.centre == 5.0
+    assert s.n == 9
+    assert s.median == 5.0
+    assert s.minimum == 1.0 and s.maximum == 100.0
+    with pytest.raises(ValueError):
+        summarize([[1.0, float("nan")]])
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_fewer_than_three_baseline_runs_is_no_baseline() -> None:
+    base = (point(0, [10.0, 10.1, 9.9]), point(1, [10.0, 10.2, 9.8]))
+    (c,) = compare_candidates([Candidate(point(9, [20.0, 20.0, 20.0]), base, TIME)])
+    assert c.verdict is Verdict.NO_BASELINE
+    assert "only 2 comparable baseline runs" in c.reason
+
+
+def test_clear_slowdown_is_a_regression_with_its_numbers() -> None:
+    rng = np.random.default_rng(1)
+    base = tuple(simulate_run(rng, i, 20.0, 0.02) for i in range(5))
+    current = point(9, [25.1, 24.8, 25.3])
+    (c,) = compare_candidates([Candidate(current, base, TIME)])
+    assert c.verdict is Verdict.REGRESSION
+    assert c.change_pct == pytest.approx(25.0, abs=4.0)
+    assert c.ci_low_pct is not None and c.ci_high_pct is not None
+    assert c.ci_low_pct < c.change_pct < c.ci_high_pct
+    assert c.p_adjusted is not None and c.p_adjusted < 0.01
+    assert c.mde_pct is not None and c.mde_pct < 25.0
+    assert c.baseline_run_ids == tuple(f"run{i}" for i in range(5))
+    assert "slower" in c.reason
+
+
+def test_higher_is_better_metric_reads_direction() -> None:
+    base = tuple(point(i, [100.0 + d, 100.5 + d, 99.5 + d]) for i, d in enumerate([0, 1, -1, 0.5]))
+    policy = MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0)
+    lower = point(9, [80.0, 80.5, 79.5], direction=Direction.HIGHER_IS_BETTER)
+    higher = point(10, [120.0, 120.5, 119.5], direction=Direction.HIGHER_IS_BETTER)
+    worse, better = compare_candidates(
+        [
+            Candidate(lower, tuple(replace_dir(p) for p in base), policy),
+            Candidate(higher, tuple(replace_dir(p) for p in base), policy),
+        ]
+    )
+    assert worse.verdict is Verdict.REGRESSION
+    assert better.verdict is Verdict.IMPROVEMENT
+
+
+def replace_dir(p: RunPoint) -> RunPoint:
+    from dataclasses import replace
+
+    return replace(p, direction=Direction.HIGHER_IS_BETTER)
+
+
+def test_small_change_is_unchanged_even_when_precise() -> None:
+    base = tuple(point(i, [10.0, 10.001, 9.999]) for i in range(10))
+    (c,) = compare_candidates([Candidate(point(11, [10.2, 10.2, 10.2]), base, TIME)])
+    assert c.verdict is Verdict.UNCHANGED
+    assert "within the 3% minimum effect" in c.reason
+
+
+def test_noisy_current_run_is_inconclusive_not_a_regression() -> None:
+    base = tuple(point(i, [10.0, 10.05, 9.95]) for i in range(6))
+    (c,) = compare_candidates([Candidate(point(9, [10.0, 14.0, 18.0]), base, TIME)])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "noisy now" in c.reason
+
+
+def test_large_but_uncertain_change_is_inconclusive_and_says_what_it_can_see() -> None:
+    base = (point(0, [10.0]), point(1, [12.0]), point(2, [8.5]))
+    (c,) = compare_candidates([Candidate(point(9, [11.0]), base, TIME)])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "only changes above" in c.reason
+
+
+def test_deterministic_metric_is_compared_exactly() -> None:
+    policy = MetricPolicy(Direction.LOWER_IS_BETTER, 0.5, deterministic=True)
+    base = tuple(point(i, [412.0], metric="op_calls_per_step") for i in range(3))
+    same, more = compare_candidates(
+        [
+            Candidate(point(9, [412.0], metric="op_calls_per_step"), base, policy),
+            Candidate(point(10, [530.0], metric="op_calls_per_step"), base, policy),
+        ]
+    )
+    assert same.verdict is Verdict.UNCHANGED
+    assert more.verdict is Verdict.REGRESSION
+    assert "412 to 530" in more.reason
+    assert more.p_value is None
+
+
+def test_simulated_a_a_gates_rarely_raise_a_false_regression() -> None:
+    """300 gates of 20 metrics, 30 runs of history, CoV 3%: the share with any false alarm."""
+    rng = np.random.default_rng(2026)
+    gates_with_alarm = 0
+    for _ in range(300):
+        candidates = []
+        for m in range(20):
+            base = tuple(simulate_run(rng, i, 50.0, 0.03) for i in range(30))
+            current = simulate_run(rng, 99, 50.0, 0.03)
+            candidates.append(
+                Candidate(point(99, list(current.repeat_centres), benchmark=f"b{m}"), base, TIME)
+            )
+        if any(c.verdict is Verdict.REGRESSION for c in compare_candidates(candidates)):
+            gates_with_alarm += 1
+    assert gates_with_alarm / 300 <= 0.01
+
+
+def test_simulated_ten_percent_slowdowns_are_mostly_found() -> None:
+    rng = np.random.default_rng(7)
+    found = 0
+    for _ in range(200):
+        base = tuple(simulate_run(rng, i, 50.0, 0.03) for i in range(30))
+        slow = simulate_run(rng, 99, 55.0, 0.03)
+        (c,) = compare_candidates([Candidate(slow, base, TIME)])
+        found += c.verdict is Verdict.REGRESSION
+    assert found / 200 >= 0.8
