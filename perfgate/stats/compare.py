@@ -100,6 +100,11 @@ def _evidence(candidate: Candidate) -> _Evidence:
     s_between, dof_between = _trimmed_scale(centres, centre)
     s_repeat, dof_within, mean_repeats = _within_run_scale((*baseline, current))
     s_within = s_repeat / math.sqrt(mean_repeats)
+    if dof_within == 0:
+        # Runs of one repeat: the step-level (block bootstrap) error is all we know inside.
+        ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
+        if ses:
+            s_within, dof_within = math.sqrt(sum(x * x for x in ses) / len(ses)), len(ses)
     if s_between >= s_within:
         scale, dof = s_between, dof_between
     else:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from perfgate.models import Summary
+from perfgate.stats.steady import block_bootstrap_se, steady_start
 
 
 def mad(values: Sequence[float] | np.ndarray) -> float:
@@ -17,23 +18,34 @@ def mad(values: Sequence[float] | np.ndarray) -> float:
     return float(np.median(np.abs(arr - np.median(arr))))
 
 
-def summarize(repeats: Sequence[Sequence[float]]) -> Summary:
+def summarize(repeats: Sequence[Sequence[float]], *, steady: bool = False) -> Summary:
     """Summarise samples grouped by repeat; ``centre`` is the median of the repeat medians.
+
+    With ``steady=True`` (series of steps) each repeat's warm-up transient is found and left
+    out of every statistic, and the centre gets a block-bootstrap standard error.
 
     Raises:
         ValueError: no samples, or a sample that is not a finite number.
     """
-    groups = [np.asarray(rep, dtype=float) for rep in repeats if len(rep) > 0]
-    if not groups:
+    raw = [np.asarray(rep, dtype=float) for rep in repeats if len(rep) > 0]
+    if not raw:
         raise ValueError("no samples to summarise")
-    flat = np.concatenate(groups)
-    if not np.all(np.isfinite(flat)):
+    if not all(np.all(np.isfinite(g)) for g in raw):
         raise ValueError("samples must be finite numbers")
+    starts = [steady_start(g) if steady else 0 for g in raw]
+    groups = [g[s:] for g, s in zip(raw, starts, strict=True)]
+    flat = np.concatenate(groups)
     p10, p90, p99 = np.percentile(flat, [10, 90, 99])
-    centre = float(np.median([np.median(g) for g in groups]))
+    centres = tuple(float(np.median(g)) for g in groups)
+    centre_se = None
+    if steady:
+        ses = [block_bootstrap_se(g) for g in groups]
+        finite = [x for x in ses if np.isfinite(x)]
+        if finite:
+            centre_se = float(np.sqrt(np.mean(np.square(finite)) / len(groups)))
     return Summary(
         n=int(flat.size),
-        centre=centre,
+        centre=float(np.median(centres)),
         median=float(np.median(flat)),
         mean=float(np.mean(flat)),
         mad=mad(flat),
@@ -42,6 +54,9 @@ def summarize(repeats: Sequence[Sequence[float]]) -> Summary:
         p99=float(p99),
         minimum=float(np.min(flat)),
         maximum=float(np.max(flat)),
+        repeat_centres=centres,
+        dropped=int(sum(starts)),
+        centre_se=centre_se,
     )
 
 

@@ -125,6 +125,8 @@ measurements = Table(
     Column("max", Double, nullable=False),
     Column("repeat_centres", Text, nullable=False),
     Column("samples", Text, nullable=False),
+    Column("dropped", Integer, nullable=False, server_default="0"),
+    Column("centre_se", Double, nullable=True),
 )
 
 profiles = Table(

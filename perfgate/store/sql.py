@@ -269,6 +269,7 @@ class SqlStore:
                 m.deterministic,
                 m.centre,
                 m.repeat_centres,
+                m.centre_se,
             )
             .join_from(window, measurements, m.run_id == window.c.id)
             .order_by(window.c.started_at, window.c.id, m.seq)
@@ -287,6 +288,7 @@ class SqlStore:
                 deterministic,
                 centre,
                 repeat_centres,
+                centre_se,
             ) in conn.execute(query):
                 points.append(
                     RunPoint(
@@ -302,6 +304,7 @@ class SqlStore:
                         centre=float(centre),
                         repeat_centres=tuple(float(x) for x in json.loads(repeat_centres)),
                         deterministic=bool(deterministic),
+                        centre_se=None if centre_se is None else float(centre_se),
                     )
                 )
         return points
@@ -438,6 +441,14 @@ def _rows_of(
     return run_row, rows, profile_row
 
 
+def _finite_or_none(value: float | None, where: str) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise StoreError(f"{where} has a non-finite standard error")
+    return float(value)
+
+
 def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> dict[str, Any]:
     where = f"run {run_id}: metric {m.metric!r}"
     if m.metric in seen:
@@ -461,8 +472,12 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
         "deterministic": m.deterministic,
         "n": int(summary["n"]),
         "repeat_centres": _dumps(
-            [statistics.median(rep) for rep in repeats], run_id, f"metric {m.metric!r}"
+            list(m.summary.repeat_centres) or [statistics.median(rep) for rep in repeats],
+            run_id,
+            f"metric {m.metric!r}",
         ),
+        "dropped": int(m.summary.dropped),
+        "centre_se": _finite_or_none(m.summary.centre_se, where),
         "samples": _dumps(repeats, run_id, f"metric {m.metric!r}"),
     }
     for name in _SUMMARY_COLUMNS:
@@ -521,6 +536,9 @@ def _measurement_of(row: RowMapping) -> Measurement:
             p99=float(row["p99"]),
             minimum=float(row["min"]),
             maximum=float(row["max"]),
+            repeat_centres=tuple(float(x) for x in json.loads(row["repeat_centres"])),
+            dropped=int(row["dropped"]),
+            centre_se=None if row["centre_se"] is None else float(row["centre_se"]),
         ),
         deterministic=bool(row["deterministic"]),
     )

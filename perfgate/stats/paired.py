@@ -1,0 +1,350 @@
+"""Paired A/B gating: the head against the base measured right next to it, in the same job.
+
+``perfgate run --ab REF`` runs repeats of the base (REF) and of the head in pairs, on one
+machine, in one job, in random order inside each pair. This module decides from those pairs.
+
+Assumptions, in plain words:
+
+* A pair is two numbers: the centre of one base repeat (one worker process) and the centre of
+  the head repeat run right next to it. Pairs are independent of each other.
+* Noise that hits the whole job or drifts slowly (a slower machine, a neighbour that stays for
+  minutes) slows both members of a pair alike and is multiplicative, so it cancels in the
+  ratio head/base. What is left is process-level noise, and the spread of the pair ratios
+  measures it now, on this machine: no history is needed and none is used.
+* Work on log-ratios ``log(head/base)``. When the head does not change speed they are
+  symmetric around zero (the order inside a pair is random). The test is the one-sample
+  Student t on the log-ratios, two-sided: exact when they are normal, conservative when they
+  are heavy-tailed (one wild pair widens the interval instead of making a finding). Rank tests
+  are not used to decide: with n pairs the smallest two-sided Wilcoxon (or sign-flip) p is
+  2/2^n, so fewer than 8 pairs could never reach 0.01, and one-in-a-thousand false alarms
+  need more pairs than a CI job runs. Trimming outlying pairs before the t test was tried and
+  rejected: with 5 pairs it made false alarms 2-4 times more frequent than the nominal rate.
+* The change reported (and held against the minimum effect) is the Hodges-Lehmann estimate of
+  the log-ratios, the median of all pairwise means: one bad pair among five barely moves it.
+  The 95% interval, the p-value and the minimum detectable effect come from the t model.
+* No timer is better than 0.2%: the spread of one log-ratio is taken as at least
+  ``SCALE_FLOOR * sqrt(2)``, so identical pairs cannot make any tiny change significant.
+* Verdicts mean what they mean in :mod:`perfgate.stats.compare`: p-values are adjusted with
+  Benjamini-Hochberg across every metric of the gate; a regression is significant after
+  adjustment *and* at least the metric's minimum effect; a change past the minimum effect
+  without enough evidence is ``inconclusive``, with an estimate of how many pairs would settle
+  it (taking the observed change and spread as true, for 80% power at ``ALPHA``); anything
+  smaller is ``unchanged``. A single pair cannot show its own noise, so it is never
+  significant. Deterministic metrics are compared exactly, without a test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import special
+
+from perfgate.models import Comparison, Direction, MetricPolicy, Verdict
+from perfgate.stats.compare import ALPHA, SCALE_FLOOR
+from perfgate.stats.fdr import benjamini_hochberg
+
+POWER = 0.8
+"""Chance of detecting a change of the observed size that ``pairs_needed`` aims at."""
+MAX_PAIRS = 1000
+"""Largest number of pairs ``pairs_needed`` reports; beyond it the metric is too noisy."""
+MIN_PAIRS_ADVISED = 3
+"""Pairs suggested when a single pair leaves the noise unknown."""
+LOG_RATIO_FLOOR = SCALE_FLOOR * math.sqrt(2.0)
+"""Smallest spread of one log-ratio: two members, each at least ``SCALE_FLOOR`` noisy."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One base repeat and the head repeat run right next to it (their centres)."""
+
+    base: float
+    head: float
+
+
+@dataclass(frozen=True)
+class PairedEvidence:
+    """What the pairs of one (benchmark, metric) show, before the gate-wide adjustment.
+
+    ``p_value`` is ``None`` where no test was made (fewer than two pairs, or a deterministic
+    metric); ``change_pct`` is ``None`` only when there are no pairs. ``pairs_needed`` (in all,
+    for 80% power at the observed change and spread) is computed only for a change past the
+    minimum effect, and is ``None`` there when more than ``MAX_PAIRS`` would be needed.
+    """
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    policy: MetricPolicy
+    run_id: str
+    base_run_id: str
+    base_commit: str
+    n_pairs: int
+    base_centre: float | None
+    head_centre: float | None
+    change_pct: float | None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    p_value: float | None = None
+    mde_pct: float | None = None
+    log_ratio_sd: float | None = None
+    pairs_needed: int | None = None
+
+
+def _to_pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
+
+
+def hodges_lehmann(values: Sequence[float] | np.ndarray) -> float:
+    """Median of the Walsh averages ``(x_i + x_j) / 2`` over ``i <= j``."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("no values")
+    i, j = np.triu_indices(x.size)
+    return float(np.median((x[i] + x[j]) / 2.0))
+
+
+def pairs_for_power(log_sd: float, effect_log: float, *, start: int = 2) -> int | None:
+    """Smallest number of pairs (at least ``start``) that would detect the effect.
+
+    Detect means: the two-sided t test at ``ALPHA`` rejects with chance ``POWER`` (exact, from
+    the noncentral t) when the true change is ``effect_log`` (a log-ratio) and one log-ratio
+    has spread ``log_sd``; ``None`` past ``MAX_PAIRS``.
+    """
+    effect = abs(effect_log)
+    scale = max(log_sd, LOG_RATIO_FLOOR)
+    low = max(start, 2)
+    width = 16
+    while effect > 0.0 and low <= MAX_PAIRS:
+        n = np.arange(low, min(low + width, MAX_PAIRS + 1), dtype=float)
+        dof = n - 1
+        critical = special.stdtrit(dof, 1.0 - ALPHA / 2.0)
+        shift = effect * np.sqrt(n) / scale
+        power = 1.0 - special.nctdtr(dof, shift, critical) + special.nctdtr(dof, shift, -critical)
+        ok = np.nonzero(power >= POWER)[0]
+        if ok.size:
+            return int(n[ok[0]])
+        low, width = low + width, width * 4
+    return None
+
+
+def _check(pairs: Sequence[Pair], *, positive: bool) -> tuple[np.ndarray, np.ndarray]:
+    base = np.asarray([p.base for p in pairs], dtype=float)
+    head = np.asarray([p.head for p in pairs], dtype=float)
+    bad = ~(np.isfinite(base) & np.isfinite(head))
+    if positive:
+        bad |= (base <= 0) | (head <= 0)
+    if np.any(bad):
+        i = int(np.nonzero(bad)[0][0])
+        need = "positive finite numbers" if positive else "finite numbers"
+        raise ValueError(f"pair {i}: base and head must be {need}, got {pairs[i]!r}")
+    return base, head
+
+
+def compare_pairs(
+    pairs: Sequence[Pair],
+    *,
+    benchmark: str,
+    metric: str,
+    unit: str,
+    direction: Direction,
+    policy: MetricPolicy,
+    run_id: str,
+    base_run_id: str,
+    base_commit: str = "",
+) -> PairedEvidence:
+    """Evidence of one (benchmark, metric) from its base/head pairs; see the module docstring.
+
+    Raises:
+        ValueError: a base or head value that is not finite, or (for a noisy metric) not
+            positive: a ratio needs both.
+    """
+    empty = PairedEvidence(
+        benchmark=benchmark,
+        metric=metric,
+        unit=unit,
+        direction=direction,
+        policy=policy,
+        run_id=run_id,
+        base_run_id=base_run_id,
+        base_commit=base_commit,
+        n_pairs=len(pairs),
+        base_centre=None,
+        head_centre=None,
+        change_pct=None,
+    )
+    if not pairs:
+        return empty
+    base, head = _check(pairs, positive=not policy.deterministic)
+    base_centre, head_centre = float(np.median(base)), float(np.median(head))
+    if policy.deterministic:
+        change = (
+            0.0
+            if base_centre == head_centre
+            else (head_centre - base_centre) * 100.0 / abs(base_centre or 1.0)
+        )
+        return replace(empty, base_centre=base_centre, head_centre=head_centre, change_pct=change)
+    d = np.log(head / base)
+    n = d.size
+    centre = hodges_lehmann(d)
+    if n < 2:
+        return replace(
+            empty, base_centre=base_centre, head_centre=head_centre, change_pct=_to_pct(centre)
+        )
+    # Only a change past the minimum effect can be inconclusive, so only there is the
+    # number of pairs that would settle it worth computing.
+    big_enough = abs(_to_pct(centre)) >= policy.min_effect_pct
+    mean = float(np.mean(d))
+    sd = max(float(np.std(d, ddof=1)), LOG_RATIO_FLOOR)
+    se = sd / math.sqrt(n)
+    dof = n - 1
+    p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
+    half_ci = float(special.stdtrit(dof, 0.975)) * se
+    mde = float(special.stdtrit(dof, 1.0 - ALPHA / 2.0)) * se
+    return replace(
+        empty,
+        base_centre=base_centre,
+        head_centre=head_centre,
+        change_pct=_to_pct(centre),
+        ci_low_pct=_to_pct(mean - half_ci),
+        ci_high_pct=_to_pct(mean + half_ci),
+        p_value=p_value,
+        mde_pct=_to_pct(mde),
+        log_ratio_sd=sd,
+        pairs_needed=pairs_for_power(sd, centre, start=n + 1) if big_enough else None,
+    )
+
+
+def _worse(direction: Direction, change_pct: float) -> bool:
+    return change_pct > 0 if direction is Direction.LOWER_IS_BETTER else change_pct < 0
+
+
+def _words(ev: PairedEvidence, change_pct: float) -> str:
+    if ev.unit == "ms":
+        word = "slower" if change_pct > 0 else "faster"
+    else:
+        word = "higher" if change_pct > 0 else "lower"
+    return f"{abs(change_pct):.1f}% {word}"
+
+
+def _pairs(n: int) -> str:
+    return f"{n} pair{'s' if n != 1 else ''}"
+
+
+def _comparison(
+    ev: PairedEvidence, verdict: Verdict, reason: str, p_adjusted: float | None = None
+) -> Comparison:
+    return Comparison(
+        benchmark=ev.benchmark,
+        metric=ev.metric,
+        unit=ev.unit,
+        direction=ev.direction,
+        verdict=verdict,
+        reason=reason,
+        current_run_id=ev.run_id,
+        current_centre=ev.head_centre,
+        baseline_centre=ev.base_centre,
+        baseline_run_ids=(ev.base_run_id,),
+        baseline_commits=(ev.base_commit,) if ev.base_commit else (),
+        change_pct=ev.change_pct,
+        ci_low_pct=ev.ci_low_pct,
+        ci_high_pct=ev.ci_high_pct,
+        p_value=ev.p_value,
+        p_adjusted=p_adjusted,
+        min_effect_pct=ev.policy.min_effect_pct,
+        mde_pct=ev.mde_pct,
+    )
+
+
+def _deterministic(ev: PairedEvidence, change: float) -> Comparison:
+    base, head = ev.base_centre, ev.head_centre
+    tolerance = ev.policy.min_effect_pct
+    if abs(change) <= tolerance:
+        reason = f"deterministic metric, {head:g} against {base:g} in the base: within tolerance"
+        return _comparison(ev, Verdict.UNCHANGED, reason)
+    verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
+    reason = (
+        f"deterministic metric changed from {base:g} in the base to {head:g} "
+        f"({change:+.1f}%, tolerance {tolerance:g}%)"
+    )
+    return _comparison(ev, verdict, reason)
+
+
+def _single_pair(ev: PairedEvidence, change: float) -> Comparison:
+    size = f"{_words(ev, change)} than the base measured alongside it (1 pair)"
+    if abs(change) >= ev.policy.min_effect_pct:
+        reason = (
+            f"{size}, but a single pair cannot show its own noise; run at least "
+            f"{MIN_PAIRS_ADVISED} pairs"
+        )
+        return _comparison(ev, Verdict.INCONCLUSIVE, reason)
+    reason = (
+        f"{_words(ev, change)}, within the {ev.policy.min_effect_pct:g}% minimum effect "
+        "(a single pair: its noise is unknown)"
+    )
+    return _comparison(ev, Verdict.UNCHANGED, reason)
+
+
+def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
+    min_effect = ev.policy.min_effect_pct
+    significant = p_adjusted < ALPHA
+    big_enough = abs(change) >= min_effect
+    size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)})"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment"
+    mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
+    if significant and big_enough:
+        verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
+        reason = f"{size}, {evidence}, beyond the {min_effect:g}% minimum effect"
+    elif big_enough:
+        verdict = Verdict.INCONCLUSIVE
+        if ev.pairs_needed is None:
+            more = f"more than {MAX_PAIRS} pairs would be needed: the pairs disagree too much"
+        else:
+            extra = ev.pairs_needed - ev.n_pairs
+            more = (
+                f"about {extra} more pair{'s' if extra != 1 else ''} "
+                f"({ev.pairs_needed} in all) would settle a change this size"
+            )
+        reason = (
+            f"{size}, but not significant ({evidence}); with this noise only changes "
+            f"above {mde:.1f}% can be told apart; {more}"
+        )
+    else:
+        verdict = Verdict.UNCHANGED
+        reason = (
+            f"{_words(ev, change)}, within the {min_effect:g}% minimum effect "
+            f"({evidence}, {_pairs(ev.n_pairs)})"
+        )
+        if mde > min_effect:
+            reason += f"; these pairs could only tell apart changes above {mde:.1f}%"
+    return _comparison(ev, verdict, reason, p_adjusted)
+
+
+def decide_paired(evidences: Sequence[PairedEvidence]) -> tuple[Comparison, ...]:
+    """Verdicts for every (benchmark, metric) of one A/B gate, in the input order.
+
+    p-values are adjusted with Benjamini-Hochberg across the metrics that were tested.
+    """
+    tested = [i for i, ev in enumerate(evidences) if ev.p_value is not None]
+    adjusted = dict(
+        zip(
+            tested,
+            benjamini_hochberg([float(evidences[i].p_value or 0.0) for i in tested]),
+            strict=True,
+        )
+    )
+    results: list[Comparison] = []
+    for i, ev in enumerate(evidences):
+        change = ev.change_pct
+        if change is None:
+            results.append(_comparison(ev, Verdict.NO_BASELINE, "no base/head pairs were measured"))
+        elif ev.policy.deterministic:
+            results.append(_deterministic(ev, change))
+        elif i not in adjusted:
+            results.append(_single_pair(ev, change))
+        else:
+            results.append(_judge(ev, change, adjusted[i]))
+    return tuple(results)
