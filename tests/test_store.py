@@ -681,3 +681,33 @@ def test_postgres_url_uses_the_psycopg_driver(store: SqlStore, store_url: str) -
 def test_unsupported_urls_are_refused(url: str) -> None:
     with pytest.raises(StoreError, match="URL"):
         open_store(url)
+
+
+def test_a_store_of_an_older_revision_is_upgraded_and_keeps_its_runs(tmp_path: Path) -> None:
+    """A store written at revision 0001 (before steady-state columns) opens, is upgraded to
+    head in place, keeps its runs, and takes new ones."""
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from perfgate.store.migrate import alembic_config, head_revision
+
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0001")
+        conn.exec_driver_sql(
+            "insert into runs values ('r-old', 'default', 'mlp', 'main', 'c1', '', null, 'k',"
+            " '{}', '{}', '{}', '2026-01-01 00:00:00', '2026-01-01 00:00:01', 0, '0.1.0')"
+        )
+    engine.dispose()
+    store = open_store(f"sqlite:///{path}")
+    try:
+        assert store.benchmarks(project="default") == ["mlp"]
+        store.save_run(make_run("r-new"))
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        (version,) = conn.execute("select version_num from alembic_version").fetchone()
+        columns = {r[1] for r in conn.execute("pragma table_info(measurements)")}
+    assert version == head_revision() != "0001"
+    assert {"dropped", "centre_se"} <= columns

@@ -55,7 +55,9 @@ def steady_start(samples: Sequence[float] | np.ndarray, batch: int = MSER_BATCH)
     return d * batch
 
 
-def block_bootstrap_se(samples: Sequence[float] | np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> float:
+def block_bootstrap_se(
+    samples: Sequence[float] | np.ndarray, *, seed: int = BOOTSTRAP_SEED
+) -> float:
     """Standard error of the median by a moving block bootstrap (deterministic seed)."""
     x = np.asarray(samples, dtype=float)
     n = x.size

@@ -1,0 +1,274 @@
+"""Known-answer and simulation tests of paired A/B gating (no torch, fixed seeds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from perfgate.models import Direction, MetricPolicy, Verdict
+from perfgate.stats import benjamini_hochberg
+from perfgate.stats.paired import (
+    ALPHA,
+    MAX_PAIRS,
+    Pair,
+    PairedEvidence,
+    compare_pairs,
+    decide_paired,
+    hodges_lehmann,
+    pairs_for_power,
+)
+
+TIME = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
+
+
+def evidence(
+    pairs: list[Pair],
+    *,
+    metric: str = "step_time_ms",
+    unit: str = "ms",
+    policy: MetricPolicy = TIME,
+    benchmark: str = "b",
+) -> PairedEvidence:
+    return compare_pairs(
+        pairs,
+        benchmark=benchmark,
+        metric=metric,
+        unit=unit,
+        direction=policy.direction,
+        policy=policy,
+        run_id="head-run",
+        base_run_id="base-run",
+        base_commit="abc1234",
+    )
+
+
+def from_log_ratios(ratios: list[float], base: float = 10.0) -> list[Pair]:
+    return [Pair(base, base * math.exp(r)) for r in ratios]
+
+
+def simulate_pairs(
+    rng: np.random.Generator,
+    n: int,
+    slowdown: float,
+    noise: float,
+    job: float = 0.0,
+    centre: float = 20.0,
+) -> list[Pair]:
+    """n pairs; each member has its own log-normal noise, both share a job-level factor."""
+    shared = rng.uniform(1.0 - job, 1.0 + job, n)
+    base = centre * shared * rng.lognormal(0.0, noise, n)
+    head = centre * (1.0 + slowdown) * shared * rng.lognormal(0.0, noise, n)
+    return [Pair(float(b), float(h)) for b, h in zip(base, head, strict=True)]
+
+
+def test_known_answer_matches_scipy_t_test() -> None:
+    ratios = [0.031, 0.052, 0.044, 0.060, 0.038]
+    ev = evidence(from_log_ratios(ratios))
+    ref = stats.ttest_1samp(ratios, 0.0)
+    assert ev.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    low, high = ref.confidence_interval(0.95)
+    assert ev.ci_low_pct == pytest.approx(math.expm1(low) * 100, rel=1e-9)
+    assert ev.ci_high_pct == pytest.approx(math.expm1(high) * 100, rel=1e-9)
+    # Hodges-Lehmann by hand: the median of the 15 Walsh averages.
+    walsh = sorted((a + b) / 2 for i, a in enumerate(ratios) for b in ratios[i:])
+    assert ev.change_pct == pytest.approx(math.expm1(walsh[7]) * 100, rel=1e-9)
+    sd = float(np.std(ratios, ddof=1))
+    mde = stats.t.ppf(1 - ALPHA / 2, 4) * sd / math.sqrt(5)
+    assert ev.mde_pct == pytest.approx(math.expm1(mde) * 100, rel=1e-9)
+    assert ev.n_pairs == 5 and ev.base_centre == 10.0
+
+
+def test_hodges_lehmann_resists_one_wild_pair() -> None:
+    assert hodges_lehmann([1.0, 2.0, 3.0]) == 2.0
+    assert hodges_lehmann([0.10, 0.11, 0.09, 0.10, -0.60]) == pytest.approx(0.095)
+    with pytest.raises(ValueError):
+        hodges_lehmann([])
+
+
+def test_pairs_for_power_is_the_exact_smallest_n() -> None:
+    def power(n: int, sd: float, effect: float) -> float:
+        crit = stats.t.ppf(1 - ALPHA / 2, n - 1)
+        shift = effect * math.sqrt(n) / sd
+        return float(stats.nct.sf(crit, n - 1, shift) + stats.nct.cdf(-crit, n - 1, shift))
+
+    for sd, effect in [(0.08, 0.10), (0.02, 0.05), (0.05, 0.03)]:
+        n = pairs_for_power(sd, effect)
+        assert n is not None
+        assert power(n, sd, effect) >= 0.8 > power(n - 1, sd, effect)
+    assert pairs_for_power(0.08, 0.10) == 11
+    assert pairs_for_power(1.0, 0.01) is None
+    assert pairs_for_power(0.01, 0.0) is None
+
+
+def test_clear_ten_percent_slowdown_with_five_quiet_pairs_is_a_regression() -> None:
+    rng = np.random.default_rng(11)
+    (c,) = decide_paired([evidence(simulate_pairs(rng, 5, 0.10, 0.01))])
+    assert c.verdict is Verdict.REGRESSION
+    assert c.change_pct == pytest.approx(10.0, abs=2.0)
+    assert c.ci_low_pct is not None and c.ci_high_pct is not None
+    assert c.ci_low_pct < c.change_pct < c.ci_high_pct
+    assert c.p_adjusted is not None and c.p_adjusted < ALPHA
+    assert c.baseline_run_ids == ("base-run",)
+    assert c.baseline_commits == ("abc1234",)
+    assert c.current_run_id == "head-run"
+    assert "slower than the base measured alongside it (5 pairs)" in c.reason
+
+
+def test_ten_percent_with_three_noisy_pairs_is_inconclusive_with_pairs_needed() -> None:
+    # Log-ratios 10% apart around +10%: spread 8% between pairs.
+    ev = evidence(from_log_ratios([0.02, 0.10, 0.18]))
+    (c,) = decide_paired([ev])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert ev.pairs_needed == 11
+    assert "about 8 more pairs (11 in all) would settle a change this size" in c.reason
+    assert "only changes above" in c.reason
+    # The same, simulated: the verdict is inconclusive and asks for more pairs.
+    rng = np.random.default_rng(5)
+    asked = 0
+    for _ in range(20):
+        sim = evidence(simulate_pairs(rng, 3, 0.10, 0.08 / math.sqrt(2)))
+        (s,) = decide_paired([sim])
+        assert s.verdict is not Verdict.IMPROVEMENT
+        if s.verdict is Verdict.INCONCLUSIVE:
+            assert sim.pairs_needed is not None and sim.pairs_needed > 3
+            asked += 1
+    assert asked >= 10
+
+
+def test_a_a_pairs_are_unchanged() -> None:
+    rng = np.random.default_rng(3)
+    results = decide_paired(
+        [evidence(simulate_pairs(rng, 5, 0.0, 0.01), benchmark=f"b{i}") for i in range(10)]
+    )
+    assert all(c.verdict is Verdict.UNCHANGED for c in results)
+    assert all("within the 3% minimum effect" in c.reason for c in results)
+
+
+def test_job_level_noise_cancels_in_pairs() -> None:
+    """Each pair shifted by up to +-20% (both members alike): a 5% slowdown is still found."""
+    rng = np.random.default_rng(17)
+    found = 0
+    for _ in range(50):
+        pairs = simulate_pairs(rng, 5, 0.05, 0.005, job=0.20)
+        (c,) = decide_paired([evidence(pairs)])
+        found += c.verdict is Verdict.REGRESSION
+        assert c.verdict is not Verdict.IMPROVEMENT
+    assert found >= 45
+    # The same pairs without pairing (base and head pooled) would be hopeless.
+    base = [p.base for p in pairs]
+    head = [p.head for p in pairs]
+    assert stats.ttest_ind(head, base).pvalue > ALPHA
+
+
+def test_simulated_false_alarm_rate_of_a_b_gates() -> None:
+    """500 A/A gates of 20 metrics, 5 pairs, 2% noise per member: gates with any alarm."""
+    rng = np.random.default_rng(2026)
+    gates_with_alarm = 0
+    raw_below_alpha = 0
+    for _ in range(500):
+        evs = [evidence(simulate_pairs(rng, 5, 0.0, 0.02), benchmark=f"b{m}") for m in range(20)]
+        raw_below_alpha += sum(ev.p_value is not None and ev.p_value < ALPHA for ev in evs)
+        if any(c.verdict is Verdict.REGRESSION for c in decide_paired(evs)):
+            gates_with_alarm += 1
+    assert gates_with_alarm / 500 <= 0.01
+    # The raw test holds its level: p < 0.01 in about 1% of the 10,000 metrics.
+    assert raw_below_alpha / 10_000 == pytest.approx(ALPHA, abs=0.004)
+
+
+def test_heavy_tailed_pairs_do_not_raise_the_raw_false_alarm_rate() -> None:
+    rng = np.random.default_rng(9)
+    ratios = rng.standard_t(3, size=(4000, 5)) * 0.02
+    below = sum(
+        (evidence(from_log_ratios(list(r))).p_value or 1.0) < ALPHA for r in ratios.tolist()
+    )
+    assert below / 4000 <= ALPHA * 1.3
+
+
+def test_fdr_adjusts_across_the_gate() -> None:
+    evs = [
+        evidence(from_log_ratios([0.05, 0.06, 0.04, 0.055, 0.045]), benchmark="slow"),
+        evidence(from_log_ratios([0.10, -0.02, 0.08, 0.01, 0.12]), benchmark="meh"),
+        evidence(from_log_ratios([0.001, -0.002, 0.0, 0.002, -0.001]), benchmark="same"),
+    ]
+    results = decide_paired(evs)
+    raw = [ev.p_value for ev in evs]
+    assert all(p is not None for p in raw)
+    expected = benjamini_hochberg([float(p or 0.0) for p in raw])
+    assert [c.p_adjusted for c in results] == pytest.approx(expected)
+    assert [c.benchmark for c in results] == ["slow", "meh", "same"]
+    assert results[0].verdict is Verdict.REGRESSION
+    assert results[2].verdict is Verdict.UNCHANGED
+
+
+def test_higher_is_better_and_improvements() -> None:
+    tput = MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0)
+    lower = evidence(
+        from_log_ratios([-0.10, -0.11, -0.09, -0.10, -0.105], base=500.0),
+        metric="throughput_samples_per_s",
+        unit="samples/s",
+        policy=tput,
+    )
+    faster = evidence(from_log_ratios([-0.10, -0.11, -0.09, -0.10, -0.105]))
+    worse, better = decide_paired([lower, faster])
+    assert worse.verdict is Verdict.REGRESSION
+    assert "lower than the base" in worse.reason
+    assert better.verdict is Verdict.IMPROVEMENT
+    assert "faster" in better.reason
+
+
+def test_small_precise_change_is_unchanged() -> None:
+    ev = evidence(from_log_ratios([0.010, 0.011, 0.009, 0.010, 0.0105]))
+    (c,) = decide_paired([ev])
+    assert ev.p_value is not None and ev.p_value < 1e-4
+    assert c.verdict is Verdict.UNCHANGED
+    assert ev.pairs_needed is None
+
+
+def test_identical_pairs_use_the_noise_floor() -> None:
+    ev = evidence(from_log_ratios([0.02] * 4))
+    assert ev.log_ratio_sd == pytest.approx(0.002 * math.sqrt(2))
+    assert ev.p_value is not None and 0.0 < ev.p_value < ALPHA
+
+
+def test_no_pairs_and_one_pair() -> None:
+    none, one_big, one_small = decide_paired(
+        [
+            evidence([]),
+            evidence([Pair(10.0, 12.0)]),
+            evidence([Pair(10.0, 10.1)]),
+        ]
+    )
+    assert none.verdict is Verdict.NO_BASELINE
+    assert one_big.verdict is Verdict.INCONCLUSIVE
+    assert "a single pair cannot show its own noise" in one_big.reason
+    assert one_big.p_value is None
+    assert one_small.verdict is Verdict.UNCHANGED
+    assert one_big.change_pct == pytest.approx(20.0)
+
+
+def test_too_noisy_to_settle_says_so() -> None:
+    (c,) = decide_paired([evidence(from_log_ratios([0.9, -0.8, 0.05]))])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert f"more than {MAX_PAIRS} pairs would be needed" in c.reason
+
+
+def test_deterministic_metric_is_compared_exactly() -> None:
+    policy = MetricPolicy(Direction.LOWER_IS_BETTER, 0.5, deterministic=True)
+    same = evidence([Pair(412.0, 412.0)] * 3, metric="op_calls_per_step", unit="", policy=policy)
+    more = evidence([Pair(412.0, 530.0)] * 3, metric="op_calls_per_step", unit="", policy=policy)
+    zero = evidence([Pair(0.0, 0.0)] * 3, metric="op_calls_per_step", unit="", policy=policy)
+    a, b, z = decide_paired([same, more, zero])
+    assert a.verdict is Verdict.UNCHANGED and z.verdict is Verdict.UNCHANGED
+    assert b.verdict is Verdict.REGRESSION
+    assert "412 in the base to 530" in b.reason
+    assert b.p_value is None
+
+
+def test_bad_values_are_refused() -> None:
+    with pytest.raises(ValueError, match="pair 1"):
+        evidence([Pair(10.0, 10.0), Pair(0.0, 10.0)])
+    with pytest.raises(ValueError, match="finite"):
+        evidence([Pair(10.0, float("nan"))])
