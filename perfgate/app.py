@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfgate.config import Config
@@ -344,6 +344,43 @@ def compare(
 def gate_failed(config: Config, result: GateResult) -> bool:
     """Whether the gate fails: any comparison whose verdict the policy fails on."""
     return any(c.verdict in config.fail_on for c in result.comparisons)
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """How noisy one (benchmark, metric) is on a branch, against its minimum effect."""
+
+    benchmark: str
+    metric: str
+    runs: int
+    mde_pct: float | None
+    min_effect_pct: float | None
+
+    @property
+    def too_noisy(self) -> bool:
+        return (
+            self.mde_pct is not None
+            and self.min_effect_pct is not None
+            and self.mde_pct > self.min_effect_pct
+        )
+
+
+def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
+    """Minimum detectable effect of every noisy metric: the latest run on ``branch`` judged
+    against the runs before it. A metric whose MDE exceeds its minimum effect cannot be
+    gated at that threshold: a real regression of that size would read as inconclusive."""
+    result = compare(config, store, branch=branch, against=branch)
+    return [
+        NoiseRow(
+            benchmark=c.benchmark,
+            metric=c.metric,
+            runs=len(c.baseline_run_ids),
+            mde_pct=c.mde_pct,
+            min_effect_pct=c.min_effect_pct,
+        )
+        for c in result.comparisons
+        if not config.policy(c.metric).deterministic
+    ]
 
 
 # --- history -------------------------------------------------------------------------------

@@ -367,5 +367,33 @@ def history(
         click.echo(render_history_text(points), nl=False)
 
 
+@cli.command()
+@store_options
+@click.option("--branch", help="Branch whose history is measured (default: base_branch).")
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def noise(
+    suite: Path | None, db_url: str | None, project: str | None, branch: str | None, as_json: bool
+) -> None:
+    """List how small a change each benchmark can detect, and which are too noisy to gate.
+
+    \b
+    Example:
+        perfgate noise --branch main
+    """
+    from perfgate import app
+    from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        rows = app.noise(config, store, branch=branch or config.base_branch)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(render_json(noise_to_dict(rows)), nl=False)
+    else:
+        click.echo(render_noise_text(rows), nl=False)
+
+
 def main() -> None:
     cli(prog_name="perfgate")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
 from perfgate.models import Comparison, GateResult, RunPoint, RunRecord, Verdict
+
+if TYPE_CHECKING:
+    from perfgate.app import NoiseRow
 
 FORMAT_VERSION = 1
 
@@ -74,7 +77,7 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 def render_text(result: GateResult) -> str:
     """The terminal report: headline, a table, then each non-trivial verdict's reason."""
     rows: list[list[str]] = [
-        ["benchmark", "metric", "baseline", "current", "change [95% CI]", "verdict"]
+        ["benchmark", "metric", "baseline", "current", "change [95% CI]", "detectable", "verdict"]
     ]
     for c in result.comparisons:
         rows.append(
@@ -84,6 +87,7 @@ def render_text(result: GateResult) -> str:
                 format_value(c.baseline_centre, c.unit),
                 format_value(c.current_centre, c.unit),
                 format_change(c),
+                "-" if c.mde_pct is None else f"{c.mde_pct:.1f}%",
                 _MARK[c.verdict],
             ]
         )
@@ -189,3 +193,41 @@ def render_history_text(points: Sequence[RunPoint]) -> str:
             ]
         )
     return "\n".join(_table(rows)) + "\n"
+
+
+def noise_to_dict(rows: Sequence[NoiseRow]) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "metrics": [
+            {
+                "benchmark": r.benchmark,
+                "metric": r.metric,
+                "runs": r.runs,
+                "mde_pct": r.mde_pct,
+                "min_effect_pct": r.min_effect_pct,
+                "too_noisy": r.too_noisy,
+            }
+            for r in rows
+        ],
+    }
+
+
+def render_noise_text(rows: Sequence[NoiseRow]) -> str:
+    table = [["benchmark", "metric", "runs", "detectable change", "minimum effect", "gate"]]
+    for r in rows:
+        mde = "-" if r.mde_pct is None else f"{r.mde_pct:.1f}%"
+        effect = "-" if r.min_effect_pct is None else f"{r.min_effect_pct:g}%"
+        if r.mde_pct is None:
+            status = "needs 3+ runs"
+        else:
+            status = "TOO NOISY" if r.too_noisy else "ok"
+        table.append([r.benchmark, r.metric, str(r.runs), mde, effect, status])
+    noisy = sum(r.too_noisy for r in rows)
+    lines = _table(table)
+    lines.append("")
+    lines.append(
+        f"{noisy} of {len(rows)} metrics cannot see a change as small as their minimum effect"
+        if noisy
+        else "every metric with a baseline can see its minimum effect"
+    )
+    return "\n".join(lines) + "\n"

@@ -53,9 +53,9 @@ from scipy import special, stats
 
 from perfgate.errors import ParseError
 
-MIN_EFFECT_PCT = 1.0
+MIN_EFFECT_PCT = 1.5
 """Smallest move between segment medians reported, in percent."""
-ALPHA = 0.001
+ALPHA = 0.01
 """Largest p-value of a reported change point (scan-adjusted, per segment)."""
 MIN_SEGMENT = 5
 """Runs a new level must hold (and the old one must have held) to count: the persistence rule."""
@@ -67,7 +67,8 @@ LOCAL_FRACTION = 0.5
 """The local jump must be at least this share of ``min_effect_pct``, in the same direction."""
 MAD_TO_SD = 1.4826
 OUTLIER_MADS = 4.0
-DRIFT_GAIN = 6.0
+DRIFT_BIC_WEIGHT = 1.0
+DRIFT_GAIN = 0.0
 ABRUPT_WIDTH = 2
 LOCATE_SLACK = 5
 
@@ -188,12 +189,12 @@ class _Judged:
     p_value: float
     change_pct: float
     local_pct: float
-    drift_gain: float
     before: float
     after: float
 
 
 def _ramp_widths(n: int) -> list[int]:
+    """Widths of the gradual transitions tried: geometric from ABRUPT_WIDTH + 1 to 2n."""
     widths, w = [], float(ABRUPT_WIDTH + 1)
     while w < 2 * n:
         widths.append(int(w))
@@ -201,53 +202,93 @@ def _ramp_widths(n: int) -> list[int]:
     return sorted(set(widths))
 
 
-def _drift_gain(x: np.ndarray, k: int) -> float:
-    """How much better a gradual transition explains x than an abrupt one at k.
+def _best_ramp_sse(
+    t: np.ndarray, y: np.ndarray, widths: Sequence[int], first: int, last: int
+) -> float:
+    """Least sum of squares of y (centred, at increasing times t) on one ramp between levels.
 
-    Both models are two flat levels joined by a linear ramp: of at most ABRUPT_WIDTH runs
-    (a step) or of any longer width (a drift; a ramp across the whole segment is a straight
-    line). Each is fitted by least squares on log values (the values themselves if any is
-    not positive) with the ramp placed anywhere within LOCATE_SLACK runs of k, leaving out
-    the runs more than OUTLIER_MADS robust deviations off the step fit, so that spikes
-    decide nothing. The result is the drop in the sum of squares, in units of the residual
-    variance: a chi-square-like number, about 0-5 for a true step.
+    The ramp ``g(t) = clip((t - start) / w, 0, 1)``, of one of ``widths`` runs, must overlap
+    [first - LOCATE_SLACK, last + LOCATE_SLACK]; it may run past either end of the segment
+    (a straight line is a ramp wider than the segment). Every (start, width) is scored at
+    once from prefix sums, in time independent of the segment's length.
+    """
+    syy = float(np.dot(y, y))
+    starts_list, widths_list = [], []
+    for w in widths:
+        stride = max(1, w // 8)
+        grid = np.arange(first - w - LOCATE_SLACK, last + LOCATE_SLACK + 1, stride, dtype=float)
+        starts_list.append(grid)
+        widths_list.append(np.full(grid.size, float(w)))
+    if not starts_list:
+        return syy
+    start = np.concatenate(starts_list)
+    width = np.concatenate(widths_list)
+    zero = np.zeros(1)
+    c0 = np.arange(t.size + 1, dtype=float)
+    c1 = np.concatenate((zero, np.cumsum(t)))
+    c2 = np.concatenate((zero, np.cumsum(t * t)))
+    y0 = np.concatenate((zero, np.cumsum(y)))
+    y1 = np.concatenate((zero, np.cumsum(t * y)))
+    lo = np.searchsorted(t, start, side="right")  # t <= start: g = 0
+    hi = np.searchsorted(t, start + width, side="left")  # t >= start + w: g = 1
+    m0, m1, m2 = c0[hi] - c0[lo], c1[hi] - c1[lo], c2[hi] - c2[lo]
+    my0, my1 = y0[hi] - y0[lo], y1[hi] - y1[lo]
+    tail0, taily = t.size - hi, y0[-1] - y0[hi]
+    sg = (m1 - start * m0) / width + tail0
+    sgg = (m2 - 2.0 * start * m1 + start * start * m0) / (width * width) + tail0
+    sgy = (my1 - start * my0) / width + taily
+    sgg_c = sgg - sg * sg / t.size
+    sgy_c = sgy - sg * y0[-1] / t.size
+    ok = sgg_c > 1e-9 * t.size
+    if not ok.any():
+        return syy
+    return float(np.min(syy - sgy_c[ok] ** 2 / sgg_c[ok]))
+
+
+def _drift_gain(x: np.ndarray, steps: Sequence[int]) -> float:
+    """How much better one gradual ramp explains the segment x than steps at ``steps``.
+
+    The step model is flat levels between the given change points; the drift model two flat
+    levels joined by one linear ramp wider than ABRUPT_WIDTH runs, placed anywhere around
+    the steps. Both are fitted by least squares on log values (on the values themselves if
+    any is not positive), leaving out runs more than OUTLIER_MADS robust deviations off the
+    step fit so that spikes decide nothing. The result is the drop in the sum of squares in
+    units of the residual variance (a chi-square-like number, a few units at most when the
+    steps are real), plus STEP_PENALTY for each step beyond the first, so that a ramp cut
+    into several small steps is recognised as one drift.
     """
     y = np.log(x) if bool(np.all(x > 0.0)) else x.astype(float)
     n = y.size
-    level = np.where(np.arange(n) < k, np.median(y[:k]), np.median(y[k:]))
-    resid = y - level
+    bounds = [0, *steps, n]
+    piece = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    medians = np.array([np.median(y[bounds[i] : bounds[i + 1]]) for i in range(len(steps) + 1)])
+    resid = y - medians[piece]
     spread = MAD_TO_SD * float(np.median(np.abs(resid - np.median(resid))))
     keep = np.abs(resid) <= OUTLIER_MADS * spread if spread > 0.0 else np.ones(n, dtype=bool)
     t = np.arange(n, dtype=float)[keep]
     y = y[keep] - float(np.mean(y[keep]))
-    if y.size < 6:
+    piece = piece[keep]
+    dof = y.size - 2 * len(steps) - 1
+    if dof < 3:
         return 0.0
-    syy = float(np.dot(y, y))
-
-    def best_sse(widths: Sequence[int]) -> float:
-        rows = []
-        for w in widths:
-            lo, hi = k - w - LOCATE_SLACK, k + LOCATE_SLACK
-            stride = max(1, w // 8)
-            for start in range(lo, hi + 1, stride):
-                rows.append(np.clip((t - start) / w, 0.0, 1.0))
-        if not rows:
-            return syy
-        g = np.asarray(rows)
-        g -= g.mean(axis=1, keepdims=True)
-        sgg = np.einsum("ij,ij->i", g, g)
-        sgy = g @ y
-        ok = sgg > 0.0
-        if not ok.any():
-            return syy
-        return float(np.min(syy - sgy[ok] ** 2 / sgg[ok]))
-
-    abrupt = best_sse(range(1, ABRUPT_WIDTH + 1))
-    gradual = min(best_sse(_ramp_widths(n)), abrupt)
-    variance = abrupt / max(y.size - 3, 1)
+    counts = np.bincount(piece, minlength=len(steps) + 1)
+    if np.any(counts == 0):
+        return 0.0
+    means = np.bincount(piece, weights=y) / counts
+    step_sse = float(np.sum((y - means[piece]) ** 2))
+    if len(steps) == 1:
+        # A step found by the rank scan may sit a run or two off: let it move, and be a
+        # transition of up to ABRUPT_WIDTH runs, before it is compared with a drift.
+        abrupt = range(1, ABRUPT_WIDTH + 1)
+        step_sse = min(step_sse, _best_ramp_sse(t, y, abrupt, steps[0], steps[0]))
+    ramp_sse = _best_ramp_sse(t, y, _ramp_widths(n), steps[0], steps[-1])
+    variance = step_sse / dof
     if variance <= 0.0:
         return 0.0
-    return (abrupt - gradual) / variance
+    # Bayesian information criterion: the steps model has 2m + 1 parameters (levels and
+    # locations), the drift model 4 (two levels, start, width).
+    penalty = DRIFT_BIC_WEIGHT * math.log(n) * (2 * len(steps) - 3)
+    return (step_sse - ramp_sse) / variance + penalty
 
 
 def _judge(x: np.ndarray, a: int, k: int, b: int, min_segment: int) -> _Judged:
@@ -263,7 +304,6 @@ def _judge(x: np.ndarray, a: int, k: int, b: int, min_segment: int) -> _Judged:
         p_value=split.p_value,
         change_pct=_pct(before, after),
         local_pct=_pct(local_before, local_after),
-        drift_gain=_drift_gain(x[a:b], k - a),
         before=before,
         after=after,
     )
@@ -276,19 +316,52 @@ def _judge_all(x: np.ndarray, cps: Sequence[int], min_segment: int) -> list[_Jud
     ]
 
 
-def _failure(j: _Judged, alpha: float, min_effect_pct: float) -> tuple[int, float] | None:
-    """Why j fails, as a sortable badness (rule rank, strength), or None when it passes."""
-    if j.p_value >= alpha:
-        return (2, j.p_value)
-    if abs(j.change_pct) < min_effect_pct:
-        return (1, -abs(j.change_pct))
-    if j.drift_gain > DRIFT_GAIN:
-        return (0, -abs(j.change_pct))
+def _weakest_failing(
+    judged: Sequence[_Judged], alpha: float, min_effect_pct: float
+) -> int | None:
+    """Position of the change point to drop first (None when all pass the per-point rules).
+
+    Not significant goes first (largest p-value), then too small (smallest change), then no
+    local jump in the same direction (smallest local jump).
+    """
     local_needed = LOCAL_FRACTION * min_effect_pct
-    same_way = j.local_pct * j.change_pct > 0.0
-    if not same_way or abs(j.local_pct) < local_needed:
-        return (0, -abs(j.local_pct))
-    return None
+    worst: tuple[tuple[int, float], int] | None = None
+    for i, j in enumerate(judged):
+        if j.p_value >= alpha:
+            badness = (2, j.p_value)
+        elif abs(j.change_pct) < min_effect_pct:
+            badness = (1, -abs(j.change_pct))
+        elif j.local_pct * j.change_pct <= 0.0 or abs(j.local_pct) < local_needed:
+            badness = (0, -abs(j.local_pct))
+        else:
+            continue
+        if worst is None or badness > worst[0]:
+            worst = (badness, i)
+    return None if worst is None else worst[1]
+
+
+def _drifting(x: np.ndarray, judged: Sequence[_Judged]) -> int | None:
+    """Position of the change point to drop as part of a drift (None when none is).
+
+    Consecutive change points moving the same way form a group, bounded by the change
+    points around it (or the series ends). When one ramp explains the group's segment
+    better than its steps by more than DRIFT_GAIN, its least significant point is dropped.
+    """
+    n, i = len(judged), 0
+    worst: tuple[float, int] | None = None
+    while i < n:
+        j = i
+        while j + 1 < n and judged[j + 1].change_pct * judged[i].change_pct > 0.0:
+            j += 1
+        a = judged[i - 1].index if i > 0 else 0
+        b = judged[j + 1].index if j + 1 < n else x.size
+        steps = [judged[m].index - a for m in range(i, j + 1)]
+        if _drift_gain(x[a:b], steps) > DRIFT_GAIN:
+            m = max(range(i, j + 1), key=lambda q: judged[q].p_value)
+            if worst is None or judged[m].p_value > worst[0]:
+                worst = (judged[m].p_value, m)
+        i = j + 1
+    return None if worst is None else worst[1]
 
 
 def _relocate(x: np.ndarray, cps: list[int], min_segment: int) -> list[int]:
@@ -335,20 +408,21 @@ def detect_change_points(
     cps = _segment_search(x, min_segment, min(0.5, alpha * SPLIT_ALPHA_FACTOR))
     judged = _judge_all(x, cps, min_segment)
     while judged:
-        failures = [
-            (f, i) for i, j in enumerate(judged) if (f := _failure(j, alpha, min_effect_pct))
-        ]
-        if not failures:
+        drop = _weakest_failing(judged, alpha, min_effect_pct)
+        if drop is None:
+            drop = _drifting(x, judged)
+        if drop is None:
             break
-        _, worst = max(failures)
-        del cps[worst]
+        del cps[drop]
         judged = _judge_all(x, cps, min_segment)
     # Once weaker neighbours are gone, a change point may sit better elsewhere between the
     # ones left; move it there only if it still passes every rule.
     moved = _relocate(x, cps, min_segment)
     if moved != cps:
         moved_judged = _judge_all(x, moved, min_segment)
-        if all(_failure(j, alpha, min_effect_pct) is None for j in moved_judged):
+        if _weakest_failing(moved_judged, alpha, min_effect_pct) is None and (
+            _drifting(x, moved_judged) is None
+        ):
             judged = moved_judged
     return [
         ChangePoint(

@@ -36,6 +36,7 @@ Assumptions, in plain words:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -98,13 +99,12 @@ def _to_pct(log_ratio: float) -> float:
     return math.expm1(log_ratio) * 100.0
 
 
-def hodges_lehmann(values: Sequence[float] | np.ndarray) -> float:
+def hodges_lehmann(values: Sequence[float]) -> float:
     """Median of the Walsh averages ``(x_i + x_j) / 2`` over ``i <= j``."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
+    if not values:
         raise ValueError("no values")
-    i, j = np.triu_indices(x.size)
-    return float(np.median((x[i] + x[j]) / 2.0))
+    x = list(values)
+    return statistics.median((a + b) / 2.0 for i, a in enumerate(x) for b in x[i:])
 
 
 def pairs_for_power(log_sd: float, effect_log: float, *, start: int = 2) -> int | None:
@@ -131,17 +131,14 @@ def pairs_for_power(log_sd: float, effect_log: float, *, start: int = 2) -> int 
     return None
 
 
-def _check(pairs: Sequence[Pair], *, positive: bool) -> tuple[np.ndarray, np.ndarray]:
-    base = np.asarray([p.base for p in pairs], dtype=float)
-    head = np.asarray([p.head for p in pairs], dtype=float)
-    bad = ~(np.isfinite(base) & np.isfinite(head))
-    if positive:
-        bad |= (base <= 0) | (head <= 0)
-    if np.any(bad):
-        i = int(np.nonzero(bad)[0][0])
-        need = "positive finite numbers" if positive else "finite numbers"
-        raise ValueError(f"pair {i}: base and head must be {need}, got {pairs[i]!r}")
-    return base, head
+def _check(pairs: Sequence[Pair], *, positive: bool) -> None:
+    for i, p in enumerate(pairs):
+        ok = math.isfinite(p.base) and math.isfinite(p.head)
+        if ok and positive:
+            ok = p.base > 0 and p.head > 0
+        if not ok:
+            need = "positive finite numbers" if positive else "finite numbers"
+            raise ValueError(f"pair {i}: base and head must be {need}, got {p!r}")
 
 
 def compare_pairs(
@@ -178,8 +175,9 @@ def compare_pairs(
     )
     if not pairs:
         return empty
-    base, head = _check(pairs, positive=not policy.deterministic)
-    base_centre, head_centre = float(np.median(base)), float(np.median(head))
+    _check(pairs, positive=not policy.deterministic)
+    base_centre = float(statistics.median(p.base for p in pairs))
+    head_centre = float(statistics.median(p.head for p in pairs))
     if policy.deterministic:
         change = (
             0.0
@@ -187,8 +185,8 @@ def compare_pairs(
             else (head_centre - base_centre) * 100.0 / abs(base_centre or 1.0)
         )
         return replace(empty, base_centre=base_centre, head_centre=head_centre, change_pct=change)
-    d = np.log(head / base)
-    n = d.size
+    d = [math.log(p.head / p.base) for p in pairs]
+    n = len(d)
     centre = hodges_lehmann(d)
     if n < 2:
         return replace(
@@ -197,8 +195,8 @@ def compare_pairs(
     # Only a change past the minimum effect can be inconclusive, so only there is the
     # number of pairs that would settle it worth computing.
     big_enough = abs(_to_pct(centre)) >= policy.min_effect_pct
-    mean = float(np.mean(d))
-    sd = max(float(np.std(d, ddof=1)), LOG_RATIO_FLOOR)
+    mean = statistics.fmean(d)
+    sd = max(statistics.stdev(d, mean), LOG_RATIO_FLOOR)
     se = sd / math.sqrt(n)
     dof = n - 1
     p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
