@@ -32,6 +32,7 @@ from perfgate.models import (
 from perfgate.runner import BenchmarkOutcome, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import Candidate, compare_candidates, summarize
+from perfgate.stats.paired import Pair, compare_pairs, decide_paired
 from perfgate.stats.summary import repeat_centres
 from perfgate.store import SqlStore
 
@@ -218,6 +219,72 @@ def run_and_record(
     return records
 
 
+def run_ab_and_record(
+    config: Config,
+    specs: Sequence[BenchmarkSpec],
+    store: SqlStore,
+    *,
+    ref: str,
+    repo: Path,
+    suite_dir: Path,
+    git: GitContext,
+    ci: CIContext,
+    trace_root: Path,
+    progress: ProgressFn | None = None,
+) -> list[tuple[RunRecord, RunRecord]]:
+    """``run --ab REF``: each benchmark measured in alternating base/head pairs, recorded as
+    a base run (branch ``<branch>:base``, commit REF) and a head run naming it, both in one
+    transaction.
+
+    Args:
+        ref: the base commit (e.g. the merge-base with main).
+        repo: a directory inside the git checkout holding the head.
+        suite_dir: the suite's directory relative to the repository root.
+    """
+    from perfgate.runner.ab import base_worktree, resolve_commit, run_pairs
+
+    if not specs:
+        raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
+    if not git.branch:
+        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    base_commit = resolve_commit(repo, ref)
+    head_dir = Path(_git(repo, "rev-parse", "--show-toplevel"))
+    base_git = GitContext(commit=base_commit, branch=f"{git.branch}:base", base_branch=ref)
+    pairs = []
+    with base_worktree(repo, base_commit) as base_dir:
+        for spec in specs:
+            head_id, base_id = uuid.uuid4().hex, uuid.uuid4().hex
+            base_out, head_out, _ = run_pairs(
+                spec,
+                head_dir=head_dir,
+                base_dir=base_dir,
+                suite_dir=suite_dir,
+                trace_dir=trace_root / head_id,
+                seed=int(head_id[:8], 16),
+                progress=progress,
+            )
+            base = build_record(
+                base_out,
+                run_id=base_id,
+                project=config.project,
+                git=base_git,
+                ci=ci,
+                host_label=config.host_label,
+            )
+            head = build_record(
+                head_out,
+                run_id=head_id,
+                project=config.project,
+                git=git,
+                ci=ci,
+                host_label=config.host_label,
+            )
+            head = replace(head, paired_with=base.id)
+            store.save_runs([base, head])
+            pairs.append((base, head))
+    return pairs
+
+
 # --- compare and gate ----------------------------------------------------------------------
 
 
@@ -302,10 +369,13 @@ def compare(
         )
     candidates: list[Candidate] = []
     fixed: list[Comparison] = []
+    paired: list[RunRecord] = []
     for name in names:
         record = store.latest_run(project=config.project, benchmark=name, branch=branch)
         if record is None:
             continue
+        if record.paired_with:
+            paired.append(record)
         key = record.fingerprint.key()
         window = store.history(
             project=config.project,
@@ -331,19 +401,55 @@ def compare(
                 continue
             baseline = tuple(p for p in window if p.metric == m.metric)
             candidates.append(Candidate(_point(record, m), baseline, config.policy(m.metric)))
-    comparisons = (*fixed, *compare_candidates(candidates))
-    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric)))
-    return GateResult(
-        branch=branch,
-        against=against,
-        verdict=overall_verdict(ordered),
-        comparisons=ordered,
+    comparisons = (*fixed, *compare_candidates(candidates), *_paired(config, store, paired))
+    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+    result = GateResult(
+        branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
     )
+    return replace(result, verdict=overall_verdict(deciding(result)))
+
+
+def _paired(config: Config, store: SqlStore, heads: Sequence[RunRecord]) -> tuple[Comparison, ...]:
+    """Each head run against the base run measured beside it, pair by pair."""
+    evidences = []
+    for head in heads:
+        assert head.paired_with is not None
+        base = store.get_run(head.paired_with)
+        for m in head.measurements:
+            b = base.measurement(m.metric)
+            if b is None:
+                continue
+            evidences.append(
+                compare_pairs(
+                    [
+                        Pair(base=x, head=y)
+                        for x, y in zip(
+                            b.summary.repeat_centres, m.summary.repeat_centres, strict=True
+                        )
+                    ],
+                    benchmark=head.benchmark,
+                    metric=m.metric,
+                    unit=m.unit,
+                    direction=m.direction,
+                    policy=config.policy(m.metric),
+                    run_id=head.id,
+                    base_run_id=base.id,
+                    base_commit=base.git.commit,
+                )
+            )
+    return tuple(replace(c, method="paired") for c in decide_paired(evidences))
+
+
+def deciding(result: GateResult) -> tuple[Comparison, ...]:
+    """The comparisons the gate decides on: for a benchmark measured in A/B pairs its paired
+    comparisons (job-level noise cancels there); for the others, history."""
+    paired = {c.benchmark for c in result.comparisons if c.method == "paired"}
+    return tuple(c for c in result.comparisons if c.method == "paired" or c.benchmark not in paired)
 
 
 def gate_failed(config: Config, result: GateResult) -> bool:
-    """Whether the gate fails: any comparison whose verdict the policy fails on."""
-    return any(c.verdict in config.fail_on for c in result.comparisons)
+    """Whether the gate fails: any deciding comparison whose verdict the policy fails on."""
+    return any(c.verdict in config.fail_on for c in deciding(result))
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,13 @@ def cli() -> None:
     show_default=True,
     help="Where profiled windows are written.",
 )
+@click.option(
+    "--ab",
+    "ab_ref",
+    metavar="REF",
+    help="Also measure commit REF (e.g. the merge-base), alternating its repeats with the "
+    "head's in pairs; the gate then compares the pairs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
     suite: Path | None,
@@ -155,6 +162,7 @@ def run(
     base_branch: str | None,
     host_label: str | None,
     trace_dir: Path,
+    ab_ref: str | None,
     as_json: bool,
 ) -> None:
     """Run benchmarks and record one run each in the store.
@@ -163,6 +171,7 @@ def run(
     Example:
         perfgate run --workload mlp --repeats 3 --branch main
         perfgate run --suite perfgate.toml --benchmark resnet
+        perfgate run --suite perfgate.toml --ab origin/main   # paired A/B in one job
     """
     from perfgate import app
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
@@ -205,17 +214,32 @@ def run(
     )
     store = _open_store(config.database_url)
     try:
-        suite_dir = str((suite or Path("perfgate.toml")).resolve().parent)
-        records = app.run_and_record(
-            config,
-            specs,
-            store,
-            git=git,
-            ci=app.detect_ci_context(os.environ),
-            trace_root=trace_dir,
-            sys_path=[suite_dir, str(Path.cwd())],
-            progress=_progress_fn(),
-        )
+        suite_dir = (suite or Path("perfgate.toml")).resolve().parent
+        if ab_ref is not None:
+            pairs = app.run_ab_and_record(
+                config,
+                specs,
+                store,
+                ref=ab_ref,
+                repo=suite_dir,
+                suite_dir=_relative_to_repo(suite_dir),
+                git=git,
+                ci=app.detect_ci_context(os.environ),
+                trace_root=trace_dir,
+                progress=_progress_fn(),
+            )
+            records = [r for pair in pairs for r in pair]
+        else:
+            records = app.run_and_record(
+                config,
+                specs,
+                store,
+                git=git,
+                ci=app.detect_ci_context(os.environ),
+                trace_root=trace_dir,
+                sys_path=[str(suite_dir), str(Path.cwd())],
+                progress=_progress_fn(),
+            )
     finally:
         store.close()
     if as_json:
@@ -224,6 +248,21 @@ def run(
         click.echo(render_runs_text(records), nl=False)
         for r in records:
             click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
+
+
+def _relative_to_repo(directory: Path) -> Path:
+    import subprocess
+
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if not top:
+        raise ConfigError(f"--ab needs a git checkout; {directory} is not inside one")
+    return directory.relative_to(Path(top).resolve())
 
 
 def _gate_common(func: F) -> F:

@@ -458,6 +458,9 @@ class RunRecord:
     spec: BenchmarkSpec
     profile: ProfileSummary | None = None
     excluded: bool = False
+    paired_with: str | None = None
+    """For a head run recorded by ``run --ab``: the id of the base run measured beside it,
+    repeat by repeat (repeat i of each ran next to the other)."""
 
     def measurement(self, metric: str) -> Measurement | None:
         for m in self.measurements:
@@ -508,6 +511,9 @@ class Comparison:
     min_effect_pct: float | None = None
     mde_pct: float | None = None
     fingerprint_differences: tuple[str, ...] = ()
+    method: str = "history"
+    """``history`` (against the base branch's window) or ``paired`` (against the base run
+    measured beside it by ``run --ab``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -530,6 +536,7 @@ class Comparison:
             "min_effect_pct": self.min_effect_pct,
             "mde_pct": self.mde_pct,
             "fingerprint_differences": list(self.fingerprint_differences),
+            "method": self.method,
         }
 
 

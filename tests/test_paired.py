@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import math
+import statistics
+from datetime import datetime, timezone
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from perfgate.models import Direction, MetricPolicy, Verdict
+from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import benjamini_hochberg
 from perfgate.stats.paired import (
     ALPHA,
     MAX_PAIRS,
     Pair,
     PairedEvidence,
+    PairNoise,
     compare_pairs,
     decide_paired,
     hodges_lehmann,
+    pair_noise_from_history,
+    pair_noise_from_repeats,
     pairs_for_power,
 )
 
@@ -31,6 +36,7 @@ def evidence(
     unit: str = "ms",
     policy: MetricPolicy = TIME,
     benchmark: str = "b",
+    noise: PairNoise | None = None,
 ) -> PairedEvidence:
     return compare_pairs(
         pairs,
@@ -42,6 +48,7 @@ def evidence(
         run_id="head-run",
         base_run_id="base-run",
         base_commit="abc1234",
+        noise=noise,
     )
 
 
@@ -222,7 +229,7 @@ def test_higher_is_better_and_improvements() -> None:
 def test_small_precise_change_is_unchanged() -> None:
     ev = evidence(from_log_ratios([0.010, 0.011, 0.009, 0.010, 0.0105]))
     (c,) = decide_paired([ev])
-    assert ev.p_value is not None and ev.p_value < 1e-4
+    assert ev.p_value is not None and ev.p_value < ALPHA
     assert c.verdict is Verdict.UNCHANGED
     assert ev.pairs_needed is None
 
@@ -272,3 +279,97 @@ def test_bad_values_are_refused() -> None:
         evidence([Pair(10.0, 10.0), Pair(0.0, 10.0)])
     with pytest.raises(ValueError, match="finite"):
         evidence([Pair(10.0, float("nan"))])
+
+
+def test_pair_noise_from_repeats_known_answer() -> None:
+    runs = [[10.0, 11.0, 12.0], [20.0, 20.5], [7.0]]
+    logs = [[math.log(x) for x in r] for r in runs[:2]]
+    ss = sum(sum((x - statistics.fmean(r)) ** 2 for x in r) for r in logs)
+    noise = pair_noise_from_repeats(runs)
+    assert noise is not None
+    assert noise.dof == 3
+    assert noise.log_sd == pytest.approx(math.sqrt(2 * ss / 3))
+    assert pair_noise_from_repeats([[5.0], [6.0]]) is None
+    points = [
+        RunPoint(
+            run_id=f"r{i}",
+            benchmark="b",
+            metric="step_time_ms",
+            unit="ms",
+            direction=Direction.LOWER_IS_BETTER,
+            branch="main",
+            commit=f"c{i}",
+            fingerprint_key="k",
+            started_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+            centre=statistics.median(r),
+            repeat_centres=tuple(r),
+        )
+        for i, r in enumerate(runs)
+    ]
+    from_points = pair_noise_from_history(points)
+    assert from_points is not None
+    assert from_points.log_sd == pytest.approx(noise.log_sd)
+    assert from_points.source == "3 base-branch runs"
+
+
+def test_history_noise_is_used_when_larger_with_its_degrees_of_freedom() -> None:
+    ratios = [0.051, 0.049, 0.050]
+    prior = PairNoise(log_sd=0.02, dof=60, source="30 base-branch runs")
+    ev = evidence(from_log_ratios(ratios), noise=prior)
+    t = statistics.fmean(ratios) / (0.02 / math.sqrt(3))
+    assert ev.p_value == pytest.approx(2 * stats.t.sf(t, 60), rel=1e-9)
+    assert ev.dof == 60 and ev.noise_from == "30 base-branch runs"
+    (c,) = decide_paired([ev])
+    assert c.verdict is Verdict.REGRESSION
+    assert "pair noise from 30 base-branch runs" in c.reason
+    # Without the history three pairs have 2 degrees of freedom: the same data is weaker.
+    alone = evidence(from_log_ratios(ratios))
+    assert alone.dof == 2 and alone.noise_from == "pairs"
+    # Pairs noisier than the history says are judged by their own spread.
+    noisy = evidence(from_log_ratios([0.02, 0.10, 0.18]), noise=prior)
+    assert noisy.noise_from == "pairs" and noisy.dof == 2
+    assert noisy.p_value == pytest.approx(stats.ttest_1samp([0.02, 0.10, 0.18], 0.0).pvalue)
+
+
+def test_single_pair_with_history_noise_is_tested() -> None:
+    prior = PairNoise(log_sd=0.015, dof=40)
+    (c,) = decide_paired([evidence([Pair(10.0, 11.0)], noise=prior)])
+    assert c.verdict is Verdict.REGRESSION
+    assert c.p_value == pytest.approx(2 * stats.t.sf(math.log(1.1) / 0.015, 40), rel=1e-9)
+
+
+def test_pairs_for_power_with_known_noise_needs_fewer_pairs() -> None:
+    own = pairs_for_power(0.03, 0.05)
+    known = pairs_for_power(0.03, 0.05, dof=60)
+    assert own is not None and known is not None and known < own
+    crit = stats.t.ppf(1 - ALPHA / 2, 60)
+    shift = 0.05 * math.sqrt(known) / 0.03
+    assert stats.nct.sf(crit, 60, shift) >= 0.8
+
+
+def test_history_noise_keeps_false_alarms_down_and_finds_slowdowns() -> None:
+    """Job noise +-20% per pair, 1% per process; the history's runs carry the job noise too."""
+    rng = np.random.default_rng(31)
+
+    def history_noise() -> PairNoise | None:
+        job = rng.uniform(0.8, 1.2, (30, 1))
+        return pair_noise_from_repeats((20.0 * job * rng.lognormal(0.0, 0.01, (30, 3))).tolist())
+
+    alarms = 0
+    for _ in range(150):
+        evs = [
+            evidence(simulate_pairs(rng, 3, 0.0, 0.01, job=0.2), noise=history_noise())
+            for _ in range(20)
+        ]
+        alarms += any(c.verdict is Verdict.REGRESSION for c in decide_paired(evs))
+    assert alarms / 150 <= 0.02
+    # A 5% slowdown with 3 pairs: their own 2 degrees of freedom rarely suffice; when the
+    # history's estimate is the larger one it is used, with its 60.
+    found, found_alone = 0, 0
+    for _ in range(100):
+        pairs = simulate_pairs(rng, 3, 0.05, 0.01, job=0.2)
+        ev = evidence(pairs, noise=history_noise())
+        found += decide_paired([ev])[0].verdict is Verdict.REGRESSION
+        found_alone += decide_paired([evidence(pairs)])[0].verdict is Verdict.REGRESSION
+    assert found >= 50
+    assert found >= found_alone + 20

@@ -83,7 +83,7 @@ def render_text(result: GateResult) -> str:
         rows.append(
             [
                 c.benchmark,
-                c.metric,
+                c.metric if c.method == "history" else f"{c.metric} (A/B)",
                 format_value(c.baseline_centre, c.unit),
                 format_value(c.current_centre, c.unit),
                 format_change(c),
@@ -100,7 +100,8 @@ def render_text(result: GateResult) -> str:
             if commits:
                 detail += f", commits {commits[0]}..{commits[-1]}"
             detail += "]"
-        lines.append(f"{c.benchmark} {c.metric}: {detail}")
+        tag = "" if c.method == "history" else " (A/B)"
+        lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
     return "\n".join(lines) + "\n"
 
 

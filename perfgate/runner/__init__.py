@@ -78,7 +78,7 @@ def resolve_target(spec: BenchmarkSpec) -> str:
     return BUILTIN[spec.workload]
 
 
-def _run_worker(
+def run_repeat(
     spec: BenchmarkSpec,
     repeat: int,
     *,
@@ -88,8 +88,12 @@ def _run_worker(
     workdir: Path,
     sys_path: list[str],
     timeout_s: float,
+    cwd: Path | None = None,
+    label: str = "",
 ) -> RepeatResult:
-    result_path = workdir / f"result-{repeat}.json"
+    """One worker process: one repeat of ``spec``; see :func:`run_benchmark`."""
+    tag = f"{label}-{repeat}" if label else str(repeat)
+    result_path = workdir / f"result-{tag}.json"
     request = {
         "target": resolve_target(spec),
         "device": spec.device,
@@ -103,11 +107,13 @@ def _run_worker(
         "result_path": str(result_path),
         "sys_path": sys_path,
     }
-    request_path = workdir / f"request-{repeat}.json"
+    request_path = workdir / f"request-{tag}.json"
     request_path.write_text(json.dumps(request), encoding="utf-8")
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")
-    where = f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}"
+    where = (
+        f"benchmark {spec.name}{f' ({label})' if label else ''}, repeat {repeat + 1}/{spec.repeats}"
+    )
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "perfgate.runner.worker", str(request_path)],
@@ -115,6 +121,7 @@ def _run_worker(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
+            cwd=cwd,
             timeout=timeout_s,
             check=False,
         )
@@ -172,7 +179,7 @@ def run_benchmark(
                 trace_dir.mkdir(parents=True, exist_ok=True)
                 trace_path = trace_dir / f"{spec.name}.pt.trace.json"
             results.append(
-                _run_worker(
+                run_repeat(
                     spec,
                     repeat,
                     threads=threads,

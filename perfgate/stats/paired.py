@@ -10,7 +10,15 @@ Assumptions, in plain words:
 * Noise that hits the whole job or drifts slowly (a slower machine, a neighbour that stays for
   minutes) slows both members of a pair alike and is multiplicative, so it cancels in the
   ratio head/base. What is left is process-level noise, and the spread of the pair ratios
-  measures it now, on this machine: no history is needed and none is used.
+  measures it now, on this machine: no history is needed.
+* With few pairs that spread is itself uncertain (3 pairs give 2 degrees of freedom), which
+  makes the test weak. Optionally the caller passes what the base branch's own runs say
+  about process noise (:func:`pair_noise_from_history`: the pooled spread of repeat centres
+  inside runs, times sqrt(2) for two members). That spread was measured across whole runs,
+  so it includes drift that adjacent pair members do not share: it can only overstate the
+  pair noise. As in :mod:`perfgate.stats.compare`, the larger of the two estimates is used,
+  with the degrees of freedom of the one used: pairs noisier than usual are judged by their
+  own spread, and pairs cannot look more precise than the machine usually is.
 * Work on log-ratios ``log(head/base)``. When the head does not change speed they are
   symmetric around zero (the order inside a pair is random). The test is the one-sample
   Student t on the log-ratios, two-sided: exact when they are normal, conservative when they
@@ -29,21 +37,22 @@ Assumptions, in plain words:
   adjustment *and* at least the metric's minimum effect; a change past the minimum effect
   without enough evidence is ``inconclusive``, with an estimate of how many pairs would settle
   it (taking the observed change and spread as true, for 80% power at ``ALPHA``); anything
-  smaller is ``unchanged``. A single pair cannot show its own noise, so it is never
-  significant. Deterministic metrics are compared exactly, without a test.
+  smaller is ``unchanged``. A single pair cannot show its own noise: without a history
+  estimate it is never significant. Deterministic metrics are compared exactly, without a
+  test.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
 
-from perfgate.models import Comparison, Direction, MetricPolicy, Verdict
+from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.compare import ALPHA, SCALE_FLOOR
 from perfgate.stats.fdr import benjamini_hochberg
 
@@ -66,11 +75,52 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class PairNoise:
+    """Spread of one pair's log-ratio known from elsewhere, with its degrees of freedom."""
+
+    log_sd: float
+    dof: int
+    source: str = "the base branch's runs"
+
+
+def pair_noise_from_repeats(
+    runs: Iterable[Sequence[float]], source: str = "the base branch's runs"
+) -> PairNoise | None:
+    """Pair noise implied by repeat centres grouped by run: ``sqrt(2)`` times the pooled
+    standard deviation of the log repeat centres around their run's mean.
+
+    Runs with fewer than two positive finite repeat centres add nothing; ``None`` when no run
+    has two.
+    """
+    ss, dof = 0.0, 0
+    for run in runs:
+        logs = [math.log(x) for x in run if math.isfinite(x) and x > 0]
+        if len(logs) >= 2:
+            mean = statistics.fmean(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            dof += len(logs) - 1
+    if dof == 0:
+        return None
+    return PairNoise(log_sd=math.sqrt(2.0 * ss / dof), dof=dof, source=source)
+
+
+def pair_noise_from_history(points: Sequence[RunPoint]) -> PairNoise | None:
+    """:func:`pair_noise_from_repeats` over a metric's baseline window (its RunPoints)."""
+    k = len(points)
+    return pair_noise_from_repeats(
+        (p.repeat_centres for p in points),
+        source=f"{k} base-branch run{'s' if k != 1 else ''}",
+    )
+
+
+@dataclass(frozen=True)
 class PairedEvidence:
     """What the pairs of one (benchmark, metric) show, before the gate-wide adjustment.
 
     ``p_value`` is ``None`` where no test was made (fewer than two pairs, or a deterministic
-    metric); ``change_pct`` is ``None`` only when there are no pairs. ``pairs_needed`` (in all,
+    metric); ``change_pct`` is ``None`` only when there are no pairs. ``noise_from`` says
+    whose spread the test used (``"pairs"`` or the history's source), ``dof`` its degrees of
+    freedom. ``pairs_needed`` (in all,
     for 80% power at the observed change and spread) is computed only for a change past the
     minimum effect, and is ``None`` there when more than ``MAX_PAIRS`` would be needed.
     """
@@ -92,6 +142,8 @@ class PairedEvidence:
     p_value: float | None = None
     mde_pct: float | None = None
     log_ratio_sd: float | None = None
+    dof: int | None = None
+    noise_from: str = ""
     pairs_needed: int | None = None
 
 
@@ -107,23 +159,26 @@ def hodges_lehmann(values: Sequence[float]) -> float:
     return statistics.median((a + b) / 2.0 for i, a in enumerate(x) for b in x[i:])
 
 
-def pairs_for_power(log_sd: float, effect_log: float, *, start: int = 2) -> int | None:
+def pairs_for_power(
+    log_sd: float, effect_log: float, *, start: int = 2, dof: int | None = None
+) -> int | None:
     """Smallest number of pairs (at least ``start``) that would detect the effect.
 
     Detect means: the two-sided t test at ``ALPHA`` rejects with chance ``POWER`` (exact, from
     the noncentral t) when the true change is ``effect_log`` (a log-ratio) and one log-ratio
-    has spread ``log_sd``; ``None`` past ``MAX_PAIRS``.
+    has spread ``log_sd``, known with ``dof`` degrees of freedom (``None``: estimated from the
+    n pairs themselves, n - 1); ``None`` past ``MAX_PAIRS``.
     """
     effect = abs(effect_log)
     scale = max(log_sd, LOG_RATIO_FLOOR)
-    low = max(start, 2)
+    low = max(start, 2 if dof is None else 1)
     width = 16
     while effect > 0.0 and low <= MAX_PAIRS:
         n = np.arange(low, min(low + width, MAX_PAIRS + 1), dtype=float)
-        dof = n - 1
-        critical = special.stdtrit(dof, 1.0 - ALPHA / 2.0)
+        df = n - 1 if dof is None else np.full_like(n, float(dof))
+        critical = special.stdtrit(df, 1.0 - ALPHA / 2.0)
         shift = effect * np.sqrt(n) / scale
-        power = 1.0 - special.nctdtr(dof, shift, critical) + special.nctdtr(dof, shift, -critical)
+        power = 1.0 - special.nctdtr(df, shift, critical) + special.nctdtr(df, shift, -critical)
         ok = np.nonzero(power >= POWER)[0]
         if ok.size:
             return int(n[ok[0]])
@@ -152,8 +207,12 @@ def compare_pairs(
     run_id: str,
     base_run_id: str,
     base_commit: str = "",
+    noise: PairNoise | None = None,
 ) -> PairedEvidence:
     """Evidence of one (benchmark, metric) from its base/head pairs; see the module docstring.
+
+    ``noise``: the pair noise the base branch's runs imply (:func:`pair_noise_from_history`);
+    used when larger than the pairs' own spread, or when there is a single pair.
 
     Raises:
         ValueError: a base or head value that is not finite, or (for a noisy metric) not
@@ -188,17 +247,21 @@ def compare_pairs(
     d = [math.log(p.head / p.base) for p in pairs]
     n = len(d)
     centre = hodges_lehmann(d)
-    if n < 2:
+    mean = statistics.fmean(d)
+    own = max(statistics.stdev(d, mean), LOG_RATIO_FLOOR) if n >= 2 else None
+    prior = max(noise.log_sd, LOG_RATIO_FLOOR) if noise is not None else None
+    if own is not None and (prior is None or own >= prior):
+        sd, dof, noise_from, fixed_dof = own, n - 1, "pairs", None
+    elif noise is not None and prior is not None:
+        sd, dof, noise_from, fixed_dof = prior, noise.dof, noise.source, noise.dof
+    else:
         return replace(
             empty, base_centre=base_centre, head_centre=head_centre, change_pct=_to_pct(centre)
         )
     # Only a change past the minimum effect can be inconclusive, so only there is the
     # number of pairs that would settle it worth computing.
     big_enough = abs(_to_pct(centre)) >= policy.min_effect_pct
-    mean = statistics.fmean(d)
-    sd = max(statistics.stdev(d, mean), LOG_RATIO_FLOOR)
     se = sd / math.sqrt(n)
-    dof = n - 1
     p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
     half_ci = float(special.stdtrit(dof, 0.975)) * se
     mde = float(special.stdtrit(dof, 1.0 - ALPHA / 2.0)) * se
@@ -212,7 +275,11 @@ def compare_pairs(
         p_value=p_value,
         mde_pct=_to_pct(mde),
         log_ratio_sd=sd,
-        pairs_needed=pairs_for_power(sd, centre, start=n + 1) if big_enough else None,
+        dof=dof,
+        noise_from=noise_from,
+        pairs_needed=(
+            pairs_for_power(sd, centre, start=n + 1, dof=fixed_dof) if big_enough else None
+        ),
     )
 
 
@@ -254,6 +321,7 @@ def _comparison(
         p_adjusted=p_adjusted,
         min_effect_pct=ev.policy.min_effect_pct,
         mde_pct=ev.mde_pct,
+        method="paired",
     )
 
 
@@ -290,7 +358,9 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     min_effect = ev.policy.min_effect_pct
     significant = p_adjusted < ALPHA
     big_enough = abs(change) >= min_effect
-    size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)})"
+    borrowed = ev.noise_from not in ("", "pairs")
+    note = f"; pair noise from {ev.noise_from}" if borrowed else ""
+    size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
     evidence = f"p={p_adjusted:.2g} after FDR adjustment"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
     if significant and big_enough:

@@ -90,6 +90,7 @@ runs = Table(
     Column("finished_at", UTCDateTime, nullable=False),
     Column("excluded", Boolean, nullable=False),
     Column("perfgate_version", Text, nullable=False),
+    Column("paired_with", Text, nullable=True),
     # History and latest-run queries: equality on the leading columns, newest first by
     # (started_at, id), so the index order is the query order and LIMIT stops early.
     Index("ix_runs_history", "project", "benchmark", "started_at", "id"),

@@ -132,23 +132,32 @@ class SqlStore:
             StoreError: the run holds values the store cannot keep (non-finite numbers,
                 naive timestamps, a metric twice), or the database failed; nothing is written.
         """
-        run_row, measurement_rows, profile_row = _rows_of(run)
+        self.save_runs([run])
+
+    def save_runs(self, batch: Sequence[RunRecord]) -> None:
+        """Store several runs in one transaction (a paired base and head): all or none.
+
+        Runs whose id is already stored are skipped.
+        """
+        prepared = [(run, *_rows_of(run)) for run in batch]
+        ids = ", ".join(run.id for run in batch)
         try:
             with self._write() as conn:
-                if self._has_run(conn, run.id):
-                    return
-                conn.execute(insert(runs), [run_row])
-                if measurement_rows:
-                    conn.execute(insert(measurements), measurement_rows)
-                if profile_row is not None:
-                    conn.execute(insert(profiles), [profile_row])
+                for run, run_row, measurement_rows, profile_row in prepared:
+                    if self._has_run(conn, run.id):
+                        continue
+                    conn.execute(insert(runs), [run_row])
+                    if measurement_rows:
+                        conn.execute(insert(measurements), measurement_rows)
+                    if profile_row is not None:
+                        conn.execute(insert(profiles), [profile_row])
         except IntegrityError as exc:
-            # Another writer may have stored the same run id first: then it is stored once.
-            if self._run_exists(run.id):
+            # Another writer may have stored the same run ids first: then they are stored once.
+            if all(self._run_exists(run.id) for run in batch):
                 return
-            raise self._failure(f"save run {run.id}", exc) from exc
+            raise self._failure(f"save run {ids}", exc) from exc
         except SQLAlchemyError as exc:
-            raise self._failure(f"save run {run.id}", exc) from exc
+            raise self._failure(f"save run {ids}", exc) from exc
 
     # -- reading -------------------------------------------------------------------------
 
@@ -425,6 +434,7 @@ def _rows_of(
         "finished_at": run.finished_at,
         "excluded": run.excluded,
         "perfgate_version": run.fingerprint.perfgate_version,
+        "paired_with": run.paired_with,
     }
 
     rows: list[dict[str, Any]] = []
@@ -516,6 +526,7 @@ def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
         spec=BenchmarkSpec.from_dict(json.loads(row["spec"])),
         profile=None if profile_doc is None else ProfileSummary.from_dict(json.loads(profile_doc)),
         excluded=bool(row["excluded"]),
+        paired_with=row["paired_with"],
     )
 
 

@@ -1,0 +1,120 @@
+"""Paired A/B measurement in one job: the base commit and the head, repeat by repeat.
+
+``git worktree`` checks the base commit out beside the working tree; the two sides'
+repeats then alternate on the same machine (the order inside each pair drawn at random
+with a recorded seed), so load that comes and goes during the job hits both sides alike and
+cancels in the pairwise ratios. Each side's user code is imported from its own tree; the
+perfgate that measures is the one installed.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate.errors import RunnerError, UsageError
+from perfgate.models import BenchmarkSpec
+from perfgate.runner import BenchmarkOutcome, ProgressFn, RepeatResult, run_repeat, split_threads
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    """The full commit id ``ref`` names in ``repo``."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise UsageError(f"--ab {ref}: {repo} is not inside a git checkout")
+    out = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UsageError(f"--ab {ref}: no such commit in {top.stdout.strip()}")
+    return out.stdout.strip()
+
+
+@contextmanager
+def base_worktree(repo: Path, commit: str) -> Iterator[Path]:
+    """A detached worktree of ``commit``, removed afterwards whatever happens."""
+    top = Path(_git(repo, "rev-parse", "--show-toplevel").stdout.strip())
+    parent = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
+    path = parent / "base"
+    added = _git(top, "worktree", "add", "--detach", str(path), commit)
+    if added.returncode != 0:
+        shutil.rmtree(parent, ignore_errors=True)
+        message = (added.stderr.strip().splitlines() or ["git worktree add failed"])[-1]
+        raise RunnerError(f"cannot check {commit[:12]} out for the A/B run: {message}")
+    try:
+        yield path
+    finally:
+        _git(top, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(parent, ignore_errors=True)
+        _git(top, "worktree", "prune")
+
+
+def run_pairs(
+    spec: BenchmarkSpec,
+    *,
+    head_dir: Path,
+    base_dir: Path,
+    suite_dir: Path,
+    trace_dir: Path | None,
+    seed: int,
+    progress: ProgressFn | None = None,
+    timeout_s: float = 3600.0,
+) -> tuple[BenchmarkOutcome, BenchmarkOutcome, tuple[str, ...]]:
+    """Alternate ``spec.repeats`` pairs of base and head repeats.
+
+    ``suite_dir`` is the suite's directory relative to the repository root; each side
+    imports user entries from that directory of its own tree.
+
+    Returns:
+        (base outcome, head outcome, the order of each pair, "BA" or "AB" with A = base).
+    """
+    threads, params = split_threads(spec)
+    rng = random.Random(seed)
+    started = datetime.now(timezone.utc)
+    base_results: list[RepeatResult] = []
+    head_results: list[RepeatResult] = []
+    orders: list[str] = []
+    sides = {"A": (base_dir, base_results, "base"), "B": (head_dir, head_results, "head")}
+    with tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+        for i in range(spec.repeats):
+            order = "AB" if rng.random() < 0.5 else "BA"
+            orders.append(order)
+            for side in order:
+                tree, results, label = sides[side]
+                if progress is not None:
+                    progress(f"{spec.name}: pair {i + 1}/{spec.repeats}, {label}")
+                trace_path = None
+                if trace_dir is not None and i == 0 and spec.profiled > 0:
+                    (trace_dir / label).mkdir(parents=True, exist_ok=True)
+                    trace_path = trace_dir / label / f"{spec.name}.pt.trace.json"
+                code_dir = tree / suite_dir
+                results.append(
+                    run_repeat(
+                        spec,
+                        i,
+                        threads=threads,
+                        params=params,
+                        trace_path=trace_path,
+                        workdir=Path(tmp),
+                        sys_path=[str(code_dir), str(tree)],
+                        timeout_s=timeout_s,
+                        cwd=code_dir,
+                        label=label,
+                    )
+                )
+    finished = datetime.now(timezone.utc)
+
+    def outcome(results: list[RepeatResult]) -> BenchmarkOutcome:
+        return BenchmarkOutcome(spec, threads, tuple(results), started, finished)
+
+    return outcome(base_results), outcome(head_results), tuple(orders)

@@ -1,0 +1,273 @@
+"""Known-answer tests of the history analysis (change points), on fixed series."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfgate.errors import ParseError, UsageError
+from perfgate.stats.changepoints import (
+    MIN_SEGMENT,
+    ChangePoint,
+    change_points_to_json,
+    detect_change_points,
+    read_series_csv,
+)
+
+
+def noisy(n: int, cov: float, seed: int, level: float = 100.0) -> np.ndarray:
+    """n runs of log-normal noise at CoV ``cov`` around ``level`` (fixed seed)."""
+    return level * np.exp(cov * np.random.default_rng(seed).standard_normal(n))
+
+
+def stepped(n: int, cov: float, seed: int, steps: dict[int, float]) -> np.ndarray:
+    """Noise with level changes: ``steps`` maps the first run of a new level to its factor."""
+    x = noisy(n, cov, seed)
+    for index, factor in steps.items():
+        x[index:] *= factor
+    return x
+
+
+def indexes(values: np.ndarray | list[float], **kwargs: float) -> list[int]:
+    return [p.index for p in detect_change_points(list(values), **kwargs)]  # type: ignore[arg-type]
+
+
+# Known answers -------------------------------------------------------------------------------
+
+
+def test_single_step_up() -> None:
+    points = detect_change_points(list(stepped(60, 0.01, 1, {30: 1.10})))
+    assert [p.index for p in points] == [30]
+    (p,) = points
+    assert p.before == pytest.approx(100.0, rel=0.01)
+    assert p.after == pytest.approx(110.0, rel=0.01)
+    assert p.change_pct == pytest.approx(10.0, abs=1.0)
+    assert p.p_value < 1e-6
+    assert p.confidence == pytest.approx(1.0 - p.p_value)
+
+
+def test_single_step_down() -> None:
+    points = detect_change_points(list(stepped(80, 0.02, 2, {40: 0.92})))
+    assert [p.index for p in points] == [40]
+    assert points[0].change_pct == pytest.approx(-8.0, abs=1.5)
+
+
+def test_two_steps_up_then_back_down() -> None:
+    assert indexes(stepped(130, 0.01, 3, {40: 1.06, 90: 1 / 1.06})) == [40, 90]
+
+
+def test_three_steps_in_noisy_heavy_series() -> None:
+    x = stepped(300, 0.03, 4, {70: 1.12, 150: 0.90, 230: 1.07})
+    assert indexes(x) == [70, 150, 230]
+
+
+def test_single_run_spikes_are_not_change_points() -> None:
+    x = noisy(100, 0.02, 5)
+    for i in (10, 37, 38, 60, 85, 99):
+        x[i] *= 1.5
+    x[20] *= 0.7
+    assert indexes(x) == []
+
+
+def test_blip_shorter_than_min_segment_is_not_a_change_point() -> None:
+    x = noisy(100, 0.01, 6)
+    x[50 : 50 + MIN_SEGMENT - 1] *= 1.2
+    assert indexes(x) == []
+    x = noisy(100, 0.01, 6)
+    x[50 : 50 + MIN_SEGMENT + 5] *= 1.2  # held long enough: up, then back down
+    assert indexes(x) == [50, 50 + MIN_SEGMENT + 5]
+
+
+def test_flat_noise_has_no_change_point() -> None:
+    assert indexes(noisy(200, 0.03, 7)) == []
+
+
+def test_flat_noise_false_alarms_are_rare() -> None:
+    alarms = sum(len(indexes(noisy(150, 0.03, seed))) for seed in range(100, 140))
+    assert alarms <= 1
+
+
+def test_step_below_min_effect_is_not_reported() -> None:
+    x = stepped(100, 0.001, 8, {50: 1.008})  # 0.8%: highly significant, but small
+    assert indexes(x) == []
+    assert indexes(x, min_effect_pct=0.5) == [50]
+
+
+def test_change_in_the_last_runs_waits_for_min_segment_runs() -> None:
+    # A 10% step 3 runs before the end: only 3 runs of the new level, fewer than
+    # MIN_SEGMENT, so it is not reported yet; with MIN_SEGMENT runs after it, it is.
+    assert MIN_SEGMENT == 5
+    assert indexes(stepped(60, 0.01, 9, {57: 1.10})) == []
+    assert indexes(stepped(62, 0.01, 9, {57: 1.10})) == [57]
+
+
+def test_heavy_tailed_outliers_do_not_fake_or_hide_a_change() -> None:
+    rng = np.random.default_rng(10)
+    x = 100.0 * np.exp(0.01 * rng.standard_t(2, size=200))  # Student-t, 2 degrees of freedom
+    x[[15, 33, 120, 121, 170]] *= [3.0, 0.5, 2.5, 2.0, 10.0]
+    assert indexes(x) == []
+    x[100:] *= 1.05
+    assert indexes(x) == [100]
+
+
+def test_slow_drift_is_not_a_change_point() -> None:
+    ramp = np.clip((np.arange(250) - 50) / 150, 0.0, 1.0)  # +6% over 150 runs
+    x = noisy(250, 0.01, 11) * 1.06**ramp
+    assert indexes(x) == []
+
+
+def test_step_inside_a_drift_is_still_found() -> None:
+    ramp = np.clip(np.arange(250) / 250, 0.0, 1.0)  # +4% over the whole series
+    x = noisy(250, 0.01, 12) * 1.04**ramp
+    x[140:] *= 1.08
+    assert indexes(x) == [140]
+
+
+def test_variance_change_alone_is_not_a_change_point() -> None:
+    rng = np.random.default_rng(13)
+    sigma = np.where(np.arange(200) < 100, 0.01, 0.03)
+    x = 100.0 * np.exp(sigma * rng.standard_normal(200))
+    assert indexes(x) == []
+
+
+def test_short_constant_and_tied_series() -> None:
+    assert indexes([1.0] * (2 * MIN_SEGMENT - 1)) == []
+    assert indexes([5.0] * 50) == []
+    assert indexes([1.0] * 20 + [2.0] * 20) == [20]
+    assert indexes([]) == []
+
+
+def test_non_positive_values_are_allowed() -> None:
+    x = np.concatenate([np.zeros(20), np.full(20, 3.0)]) + noisy(40, 0.01, 14) - 100.0
+    points = detect_change_points(list(x))
+    assert [p.index for p in points] == [20]
+    assert math.isfinite(points[0].change_pct)
+
+
+def test_deterministic_and_input_type_independent() -> None:
+    x = stepped(300, 0.05, 15, {80: 1.07, 200: 0.95})
+    first = detect_change_points(list(x))
+    assert detect_change_points(list(x)) == first
+    assert detect_change_points(tuple(float(v) for v in x)) == first
+    assert detect_change_points(x) == first  # type: ignore[arg-type]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(UsageError):
+        detect_change_points([1.0, 2.0], min_segment=1)
+    with pytest.raises(UsageError):
+        detect_change_points([1.0, 2.0], alpha=0.0)
+    with pytest.raises(UsageError):
+        detect_change_points([1.0, 2.0], min_effect_pct=-1.0)
+    with pytest.raises(UsageError):
+        detect_change_points([1.0, float("nan")] * 10)
+
+
+def test_p_value_is_calibrated_on_change_free_segments() -> None:
+    # The scan p-value of the best split of pure noise is roughly uniform: about 10% of
+    # change-free series have one below 0.1, whatever the noise distribution.
+    from perfgate.stats.changepoints import _best_split
+
+    rng = np.random.default_rng(16)
+    ps = []
+    for _ in range(400):
+        split = _best_split(rng.standard_exponential(120), MIN_SEGMENT)
+        assert split is not None
+        ps.append(split.p_value)
+    share = float(np.mean(np.asarray(ps) < 0.1))
+    assert 0.05 < share < 0.15
+
+
+def test_runtime_on_a_long_series_is_small() -> None:
+    import time
+
+    x = stepped(1000, 0.01, 17, {150: 1.05, 400: 1.1, 420: 1 / 1.1, 700: 0.95})
+    t0 = time.perf_counter()
+    found = indexes(x)
+    assert time.perf_counter() - t0 < 1.0
+    assert found == [150, 400, 420, 700]
+
+
+# JSON ---------------------------------------------------------------------------------------
+
+
+def test_json_shape() -> None:
+    points = detect_change_points(list(stepped(60, 0.01, 1, {30: 1.10})))
+    obj = change_points_to_json(points)
+    assert list(obj) == ["change_points", "details"]
+    assert obj["change_points"] == [30]
+    details = obj["details"]
+    assert isinstance(details, list)
+    assert list(details[0]) == ["index", "before", "after", "change_pct", "p_value", "confidence"]
+    assert details[0]["index"] == 30
+    assert json.loads(json.dumps(obj)) == obj
+    assert change_points_to_json([]) == {"change_points": [], "details": []}
+
+
+def test_json_non_finite_change_becomes_null() -> None:
+    point = ChangePoint(
+        index=5, before=0.0, after=1.0, change_pct=math.inf, p_value=0.0, confidence=1.0
+    )
+    obj = change_points_to_json([point])
+    text = json.dumps(obj, allow_nan=False)
+    assert json.loads(text)["details"][0]["change_pct"] is None
+
+
+# CSV ----------------------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "series.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_series_csv(tmp_path: Path) -> None:
+    path = write(tmp_path, "index,value\n0,1.5\n1, 2\n\n3,1e1\n")
+    assert read_series_csv(path) == [1.5, 2.0, 10.0]
+    assert read_series_csv(str(path)) == [1.5, 2.0, 10.0]
+
+
+def test_read_series_csv_then_detect(tmp_path: Path) -> None:
+    x = stepped(60, 0.01, 1, {30: 1.10})
+    rows = "".join(f"{i},{v!r}\n" for i, v in enumerate(x.tolist()))
+    path = write(tmp_path, "index,value\n" + rows)
+    assert indexes(read_series_csv(path)) == [30]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "words"),
+    [
+        ("idx,value\n0,1\n", ":1:", "header"),
+        ("index,value,extra\n0,1,2\n", ":1:", "header"),
+        ("", ":1:", "empty"),
+        ("index,value\n0,1\n1,fast\n", ":3:", "not a number"),
+        ("index,value\n0,1\n1,nan\n", ":3:", "not finite"),
+        ("index,value\n0,inf\n", ":2:", "not finite"),
+        ("index,value\n0,1\n1,-Infinity\n", ":3:", "not finite"),
+        ("index,value\n0,1\n2,1\n2,1\n", ":4:", "not greater"),
+        ("index,value\n3,1\n1,1\n", ":3:", "not greater"),
+        ("index,value\n0,1\nx,1\n", ":3:", "not an integer"),
+        ("index,value\n0,1\n1\n", ":3:", "2 fields"),
+        ("index,value\n", "", "empty"),
+        ("index,value\n\n\n", "", "empty"),
+    ],
+)
+def test_read_series_csv_errors(tmp_path: Path, text: str, where: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ParseError) as info:
+        read_series_csv(path)
+    message = str(info.value)
+    assert message.startswith(str(path) + where)
+    assert words in message
+    assert "\n" not in message
+
+
+def test_read_series_csv_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.csv"
+    with pytest.raises(ParseError, match="nope.csv: no such file"):
+        read_series_csv(path)
