@@ -29,9 +29,10 @@ from perfgate.models import (
     RunRecord,
     Verdict,
 )
-from perfgate.runner import BenchmarkOutcome, run_benchmark
+from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
-from perfgate.stats import Candidate, compare_candidates, summarize
+from perfgate.stats import ALPHA, Candidate, compare_candidates, summarize
+from perfgate.stats.changepoints import ChangePoint, detect_change_points
 from perfgate.stats.paired import Pair, compare_pairs, decide_paired
 from perfgate.stats.summary import repeat_centres
 from perfgate.store import SqlStore
@@ -285,6 +286,116 @@ def run_ab_and_record(
     return pairs
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """What ``run --confirm`` did for one benchmark."""
+
+    benchmark: str
+    original: RunRecord
+    folded: RunRecord | None
+    extra_repeats: int
+    note: str
+
+
+def _extend(record: RunRecord, rep: RepeatResult) -> tuple[Measurement, ...]:
+    """The record's measurements with one more repeat's samples appended."""
+    added = {
+        "step_time_ms": rep.step_ms,
+        "throughput_samples_per_s": tuple(rep.batch_size * 1000.0 / t for t in rep.step_ms),
+        "peak_memory_bytes": (float(rep.peak_memory_bytes),),
+    }
+    out = []
+    for m in record.measurements:
+        if m.metric in added and not m.deterministic:
+            steady = m.metric != "peak_memory_bytes"
+            m = _measurement(
+                m.metric, m.unit, m.direction, (*m.repeats, added[m.metric]), steady=steady
+            )
+        out.append(m)
+    return tuple(out)
+
+
+def confirm_and_record(
+    config: Config,
+    specs: Sequence[BenchmarkSpec],
+    store: SqlStore,
+    *,
+    branch: str,
+    against: str,
+    extra: int,
+    sys_path: Sequence[str] = (),
+    progress: ProgressFn | None = None,
+) -> list[Confirmation]:
+    """``run --confirm N``: for each benchmark whose latest run on ``branch`` is judged
+    inconclusive or a regression, run up to ``extra`` more repeats one at a time, judge after
+    each at its alpha-spending level (:mod:`perfgate.stats.sequential`), stop once decided,
+    and record the extended run in place of the original (marked excluded, same transaction).
+    """
+    import tempfile
+
+    from perfgate.runner import run_repeat, split_threads
+    from perfgate.stats.sequential import look_alpha
+
+    if extra < 1:
+        raise UsageError("--confirm needs at least 1 extra repeat")
+    done = []
+    for spec in specs:
+        original = store.latest_run(project=config.project, benchmark=spec.name, branch=branch)
+        if original is None:
+            raise UsageError(f"nothing to confirm: no run of {spec.name} on branch {branch!r}")
+        first = compare_records(config, store, [original], branch=branch, against=against)
+        doubtful = {
+            c.metric
+            for c in deciding(first)
+            if c.verdict in (Verdict.INCONCLUSIVE, Verdict.REGRESSION) and c.method == "history"
+        }
+        if not doubtful:
+            done.append(Confirmation(spec.name, original, None, 0, "nothing to confirm"))
+            continue
+        step = original.measurement("step_time_ms")
+        initial = len(step.repeats) if step is not None else original.spec.repeats
+        threads, params = split_threads(original.spec)
+        record, note, looks = original, "", 0
+        with tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+            for look in range(1, extra + 1):
+                if progress is not None:
+                    progress(f"{spec.name}: confirming, extra repeat {look}/{extra}")
+                rep = run_repeat(
+                    replace(original.spec, repeats=initial + extra),
+                    initial + look - 1,
+                    threads=threads,
+                    params=params,
+                    trace_path=None,
+                    workdir=Path(tmp),
+                    sys_path=list(sys_path),
+                    timeout_s=3600.0,
+                )
+                alpha = look_alpha(look, initial_repeats=initial, extra_repeats=extra)
+                looks = look
+                record = replace(
+                    record,
+                    id=uuid.uuid4().hex,
+                    measurements=_extend(record, rep),
+                    spec=replace(
+                        record.spec, repeats=initial + look, looks=look, confirm_alpha=alpha
+                    ),
+                )
+                judged = compare_records(config, store, [record], branch=branch, against=against)
+                open_metrics = [
+                    c
+                    for c in deciding(judged)
+                    if c.metric in doubtful and c.verdict is Verdict.INCONCLUSIVE
+                ]
+                if not open_metrics:
+                    note = f"settled after {look} extra repeat{'s' if look > 1 else ''}"
+                    break
+            else:
+                note = f"still inconclusive after {extra} extra repeats"
+        store.save_runs([record], supersedes=[original.id])
+        done.append(Confirmation(spec.name, original, record, looks, note))
+    return done
+
+
 # --- compare and gate ----------------------------------------------------------------------
 
 
@@ -367,13 +478,45 @@ def compare(
             f"no runs on branch {branch!r} in project {config.project!r}: record one with "
             "'perfgate run' first"
         )
+    records = []
+    for name in names:
+        record = store.latest_run(project=config.project, benchmark=name, branch=branch)
+        if record is not None:
+            records.append(record)
+    return compare_records(config, store, records, branch=branch, against=against)
+
+
+HISTORY_SCAN_RUNS = 300
+"""Runs of history scanned for change points before the baseline window is cut."""
+
+
+def since_last_change(series: Sequence[RunPoint], config: Config) -> list[RunPoint]:
+    """The runs after the last change point of the series: an accepted change (a detected
+    shift that persisted) starts a new baseline, so a gate never judges against a level the
+    project has already moved away from. Deterministic metrics keep their whole window."""
+    if len(series) < 2 * MIN_SEGMENT or (series and series[0].deterministic):
+        return list(series)
+    points = detect_change_points([p.centre for p in series])
+    if not points:
+        return list(series)
+    return list(series[points[-1].index :])
+
+
+def compare_records(
+    config: Config,
+    store: SqlStore,
+    records: Sequence[RunRecord],
+    *,
+    branch: str,
+    against: str,
+) -> GateResult:
+    """Judge the given runs (one per benchmark) against their windows on ``against``; the
+    runs need not be stored yet (``run --confirm`` judges a run before recording it)."""
     candidates: list[Candidate] = []
     fixed: list[Comparison] = []
     paired: list[RunRecord] = []
-    for name in names:
-        record = store.latest_run(project=config.project, benchmark=name, branch=branch)
-        if record is None:
-            continue
+    for record in records:
+        name = record.benchmark
         if record.paired_with:
             paired.append(record)
         key = record.fingerprint.key()
@@ -384,7 +527,7 @@ def compare(
             before=record.started_at if branch == against else None,
             exclude_run_ids=(record.id,),
             fingerprint_key=key,
-            limit=config.baseline_window,
+            limit=HISTORY_SCAN_RUNS,
         )
         others: dict[str, Fingerprint] = {}
         if not window:
@@ -395,12 +538,16 @@ def compare(
                 ).items()
                 if k != key
             }
+        alpha = record.spec.confirm_alpha or ALPHA
         for m in record.measurements:
             if others:
                 fixed.append(_incomparable(record, m, against, others))
                 continue
-            baseline = tuple(p for p in window if p.metric == m.metric)
-            candidates.append(Candidate(_point(record, m), baseline, config.policy(m.metric)))
+            series = [p for p in window if p.metric == m.metric]
+            baseline = tuple(since_last_change(series, config)[-config.baseline_window :])
+            candidates.append(
+                Candidate(_point(record, m), baseline, config.policy(m.metric), alpha=alpha)
+            )
     comparisons = (*fixed, *compare_candidates(candidates), *_paired(config, store, paired))
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     result = GateResult(
@@ -490,6 +637,74 @@ def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
 
 
 # --- history -------------------------------------------------------------------------------
+
+
+MIN_SEGMENT = 5
+
+
+@dataclass(frozen=True)
+class DetectedChange:
+    """A change point of one stored series, with the commits it lies between."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    branch: str
+    fingerprint_key: str
+    point: ChangePoint
+    last_run_before: str
+    first_run_after: str
+    commit_before: str
+    commit_after: str
+    runs_in_series: int
+
+    @property
+    def verdict(self) -> Verdict:
+        worse = self.point.change_pct > 0
+        if self.direction is Direction.HIGHER_IS_BETTER:
+            worse = not worse
+        return Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+
+
+def analyze_history(
+    config: Config,
+    store: SqlStore,
+    *,
+    branch: str,
+    benchmark: str | None = None,
+    limit: int = 1000,
+) -> list[DetectedChange]:
+    """Change points of every noisy metric's series on ``branch`` (one series per
+    benchmark, metric and environment), oldest first."""
+    names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
+    found: list[DetectedChange] = []
+    for name in names:
+        points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
+        series: dict[tuple[str, str], list[RunPoint]] = {}
+        for p in points:
+            if not p.deterministic:
+                series.setdefault((p.metric, p.fingerprint_key), []).append(p)
+        for (metric, key), runs in sorted(series.items()):
+            for cp in detect_change_points([r.centre for r in runs]):
+                before, after = runs[cp.index - 1], runs[cp.index]
+                found.append(
+                    DetectedChange(
+                        benchmark=name,
+                        metric=metric,
+                        unit=after.unit,
+                        direction=after.direction,
+                        branch=branch,
+                        fingerprint_key=key,
+                        point=cp,
+                        last_run_before=before.run_id,
+                        first_run_after=after.run_id,
+                        commit_before=before.commit,
+                        commit_after=after.commit,
+                        runs_in_series=len(runs),
+                    )
+                )
+    return found
 
 
 def history(

@@ -144,6 +144,15 @@ def cli() -> None:
     help="Also measure commit REF (e.g. the merge-base), alternating its repeats with the "
     "head's in pairs; the gate then compares the pairs.",
 )
+@click.option(
+    "--confirm",
+    "confirm",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Instead of a new run: give the latest run of each benchmark judged inconclusive or "
+    "a regression up to N more repeats, one at a time (alpha spending), and record the result.",
+)
+@click.option("--against", help="Base branch for --confirm (default: base_branch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
     suite: Path | None,
@@ -163,6 +172,8 @@ def run(
     host_label: str | None,
     trace_dir: Path,
     ab_ref: str | None,
+    confirm: int | None,
+    against: str | None,
     as_json: bool,
 ) -> None:
     """Run benchmarks and record one run each in the store.
@@ -172,6 +183,7 @@ def run(
         perfgate run --workload mlp --repeats 3 --branch main
         perfgate run --suite perfgate.toml --benchmark resnet
         perfgate run --suite perfgate.toml --ab origin/main   # paired A/B in one job
+        perfgate run --workload mlp --confirm 5              # settle an inconclusive gate
     """
     from perfgate import app
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
@@ -215,7 +227,23 @@ def run(
     store = _open_store(config.database_url)
     try:
         suite_dir = (suite or Path("perfgate.toml")).resolve().parent
-        if ab_ref is not None:
+        if confirm is not None:
+            if not git.branch:
+                raise ConfigError("cannot tell the branch: pass --branch")
+            confirmations = app.confirm_and_record(
+                config,
+                specs,
+                store,
+                branch=git.branch,
+                against=against or git.base_branch or config.base_branch,
+                extra=confirm,
+                sys_path=[str(suite_dir), str(Path.cwd())],
+                progress=_progress_fn(),
+            )
+            records = [c.folded for c in confirmations if c.folded is not None]
+            for c in confirmations:
+                click.echo(f"{c.benchmark}: {c.note}", err=True)
+        elif ab_ref is not None:
             pairs = app.run_ab_and_record(
                 config,
                 specs,
@@ -364,7 +392,7 @@ def gate(
         sys.exit(int(ExitCode.REGRESSION))
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @store_options
 @click.option("--benchmark", help="One benchmark (default: all).")
 @click.option("--branch", help="One branch (default: all).")
@@ -373,7 +401,9 @@ def gate(
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Runs per benchmark."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+@click.pass_context
 def history(
+    ctx: click.Context,
     suite: Path | None,
     db_url: str | None,
     project: str | None,
@@ -383,12 +413,15 @@ def history(
     limit: int,
     as_json: bool,
 ) -> None:
-    """List the stored runs of a metric, oldest first.
+    """List the stored runs of a metric, oldest first ('history analyze' finds change points).
 
     \b
     Example:
         perfgate history --benchmark mlp --branch main
+        perfgate history analyze --branch main --json
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from perfgate import app
     from perfgate.reporters.render import history_to_dict, render_history_text, render_json
 
@@ -404,6 +437,98 @@ def history(
         click.echo(render_json(history_to_dict(points)), nl=False)
     else:
         click.echo(render_history_text(points), nl=False)
+
+
+@history.command("analyze")
+@store_options
+@click.option("--benchmark", help="One benchmark (default: all).")
+@click.option("--branch", help="Branch to analyse (default: base_branch).")
+@click.option(
+    "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def history_analyze(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str | None,
+    branch: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Find change points in every stored series, each with the commits it lies between.
+
+    A change point is a shift of level that persisted for at least 5 runs; the gate's
+    baseline window starts at the last one, so an accepted change stops being compared
+    against the level before it.
+
+    \b
+    Example:
+        perfgate history analyze --branch main --benchmark mlp
+    """
+    from perfgate import app
+    from perfgate.reporters.render import changes_to_dict, render_changes_text, render_json
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        changes = app.analyze_history(
+            config, store, branch=branch or config.base_branch, benchmark=benchmark, limit=limit
+        )
+    finally:
+        store.close()
+    if as_json:
+        click.echo(render_json(changes_to_dict(changes)), nl=False)
+    else:
+        click.echo(render_changes_text(changes), nl=False)
+
+
+@cli.command()
+@click.argument("series", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--direction",
+    type=click.Choice(["lower", "higher"]),
+    default="lower",
+    show_default=True,
+    help="Which way is better, to label each change a regression or an improvement.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def detect(series: Path, direction: str, as_json: bool) -> None:
+    """Find change points in a series file (CSV 'index,value', oldest run first).
+
+    Uses exactly the code of 'history analyze', so the detector can be scored on any
+    labelled data.
+
+    \b
+    Example:
+        perfgate detect step_times.csv --json
+    """
+    from perfgate.reporters.render import render_json
+    from perfgate.stats.changepoints import (
+        change_points_to_json,
+        detect_change_points,
+        read_series_csv,
+    )
+
+    values = read_series_csv(series)
+    points = detect_change_points(values)
+    data = change_points_to_json(points)
+    details = data["details"]
+    assert isinstance(details, list)
+    better_lower = direction == "lower"
+    for item, cp in zip(details, points, strict=True):
+        worse = cp.change_pct > 0 if better_lower else cp.change_pct < 0
+        item["verdict"] = "regression" if worse else "improvement"
+    if as_json:
+        click.echo(render_json(data), nl=False)
+    else:
+        if not points:
+            click.echo(f"no change points in {len(values)} values")
+        for item, cp in zip(details, points, strict=True):
+            click.echo(
+                f"index {cp.index}: {cp.before:.4g} -> {cp.after:.4g} ({cp.change_pct:+.1f}%, "
+                f"{item['verdict']}, confidence {cp.confidence:.3f})"
+            )
 
 
 @cli.command()

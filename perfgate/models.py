@@ -190,6 +190,10 @@ class BenchmarkSpec:
     profiled: int = 3
     repeats: int = 3
     treatment_params: frozenset[str] = frozenset({"slowdown"})
+    looks: int = 0
+    """Extra repeats folded in by ``run --confirm`` (0: none)."""
+    confirm_alpha: float | None = None
+    """The significance level of the last confirmation look (alpha spending)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -203,6 +207,8 @@ class BenchmarkSpec:
             "profiled": self.profiled,
             "repeats": self.repeats,
             "treatment_params": sorted(self.treatment_params),
+            "looks": self.looks,
+            "confirm_alpha": self.confirm_alpha,
         }
 
     @classmethod
@@ -218,6 +224,10 @@ class BenchmarkSpec:
             profiled=int(data.get("profiled", 3)),
             repeats=int(data.get("repeats", 3)),
             treatment_params=frozenset(data.get("treatment_params", ["slowdown"])),
+            looks=int(data.get("looks", 0)),
+            confirm_alpha=(
+                None if data.get("confirm_alpha") is None else float(data["confirm_alpha"])
+            ),
         )
 
 

@@ -142,3 +142,44 @@ def test_noise_view_flags_benchmarks_too_noisy_for_their_minimum_effect(tmp_path
     assert rows["noisy"]["too_noisy"] is True and rows["noisy"]["mde_pct"] > 10.0
     text = CliRunner().invoke(cli, ["noise", "--db", url, "--branch", "main"]).stdout
     assert "TOO NOISY" in text and "1 of 2 metrics" in text
+
+
+def test_history_analyze_names_the_commit_range_and_resets_the_window(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    runs = [record(i, 20.0, noise=0.01) for i in range(30)]
+    runs += [record(i, 24.0, noise=0.01) for i in range(30, 42)]
+    fill(url, runs)
+    result = CliRunner().invoke(
+        cli, ["history", "analyze", "--db", url, "--branch", "main", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (change,) = json.loads(result.stdout)["change_points"]
+    assert change["index"] == 30
+    assert change["verdict"] == "regression"
+    assert change["commit_range"] == [f"{29:040x}", f"{30:040x}"]
+    assert change["change_pct"] > 15
+    # the gate's window starts at the accepted change: the new level is not a regression
+    code, data = gate(url, "--branch", "main", "--against", "main")
+    (c,) = data["comparisons"]  # type: ignore[misc]
+    assert c["verdict"] == "unchanged", c["reason"]
+    assert c["baseline_runs"][0] == "mlp-main-030"
+    assert code == 0
+
+
+def test_detect_reads_a_series_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    values = np.r_[rng.normal(100, 1, 40), rng.normal(110, 1, 40)]
+    series = tmp_path / "s.csv"
+    series.write_text("index,value\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    result = CliRunner().invoke(cli, ["detect", str(series), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["change_points"] == [40]
+    assert data["details"][0]["verdict"] == "regression"
+    higher = CliRunner().invoke(cli, ["detect", str(series), "--direction", "higher", "--json"])
+    assert json.loads(higher.stdout)["details"][0]["verdict"] == "improvement"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("index,value\n0,1.0\n1,abc\n")
+    result = CliRunner().invoke(cli, ["detect", str(bad)])
+    assert result.exit_code == 2
+    assert str(bad) in result.stderr and ":3" in result.stderr

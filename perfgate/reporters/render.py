@@ -10,7 +10,7 @@ from perfgate import __version__
 from perfgate.models import Comparison, GateResult, RunPoint, RunRecord, Verdict
 
 if TYPE_CHECKING:
-    from perfgate.app import NoiseRow
+    from perfgate.app import DetectedChange, NoiseRow
 
 FORMAT_VERSION = 1
 
@@ -232,3 +232,54 @@ def render_noise_text(rows: Sequence[NoiseRow]) -> str:
         else "every metric with a baseline can see its minimum effect"
     )
     return "\n".join(lines) + "\n"
+
+
+def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "change_points": [
+            {
+                "benchmark": c.benchmark,
+                "metric": c.metric,
+                "unit": c.unit,
+                "branch": c.branch,
+                "fingerprint_key": c.fingerprint_key,
+                "index": c.point.index,
+                "runs_in_series": c.runs_in_series,
+                "verdict": c.verdict.value,
+                "before": c.point.before,
+                "after": c.point.after,
+                "change_pct": c.point.change_pct,
+                "p_value": c.point.p_value,
+                "confidence": c.point.confidence,
+                "last_run_before": c.last_run_before,
+                "first_run_after": c.first_run_after,
+                "commit_range": [c.commit_before, c.commit_after],
+            }
+            for c in changes
+        ],
+    }
+
+
+def render_changes_text(changes: Sequence[DetectedChange]) -> str:
+    if not changes:
+        return "no change points\n"
+    rows = [["benchmark", "metric", "commits", "before", "after", "change", "verdict", "conf."]]
+    for c in changes:
+        commits = f"{c.commit_before[:8] or '?'}..{c.commit_after[:8] or '?'}"
+        rows.append(
+            [
+                c.benchmark,
+                c.metric,
+                commits,
+                format_value(c.point.before, c.unit),
+                format_value(c.point.after, c.unit),
+                f"{c.point.change_pct:+.1f}%",
+                c.verdict.value,
+                f"{c.point.confidence:.3f}",
+            ]
+        )
+    note = (
+        "a change lies in the commit range shown: after the first, up to and including the second"
+    )
+    return "\n".join([*_table(rows), "", note]) + "\n"

@@ -17,8 +17,10 @@ Assumptions, in plain words:
   Benjamini–Hochberg, so a gate over many metrics does not flag a random few of them.
 * A regression must be significant after adjustment *and* at least the metric's minimum
   effect. A change past the minimum effect without enough evidence is ``inconclusive``, and
-  so is any change while the current run's own repeats disagree far more than usual (the
-  machine is noisy now): perfgate says it cannot tell rather than guess.
+  so is a small change when the noise is so large that only changes of several times the
+  minimum effect could have been seen: perfgate says it cannot tell rather than guess. Noise
+  the current run shows beyond what runs usually show inside themselves (the machine is
+  noisy now) widens the prediction interval.
 * Deterministic metrics (operator counts) carry no noise: any change beyond their tolerance
   is reported as such, without a test.
 """

@@ -27,6 +27,9 @@ SCALE_FLOOR = 0.002
 OUTLIER_MADS = 5.0
 MEDIAN_VARIANCE_FACTOR = math.pi / 2
 NOISY_NOW_FACTOR = 3.0
+BLIND_FACTOR = 4.0
+"""A small change is only called ``unchanged`` when the data could have seen a change of
+BLIND_FACTOR times the minimum effect; past that the gate is blind and says inconclusive."""
 NOISY_NOW_MIN_COV = 0.02
 
 
@@ -37,6 +40,9 @@ class Candidate:
     current: RunPoint
     baseline: tuple[RunPoint, ...]
     policy: MetricPolicy
+    alpha: float = ALPHA
+    """Significance level for this candidate: less than ALPHA at a look of a sequential
+    confirmation (see :mod:`perfgate.stats.sequential`)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,7 @@ def _evidence(candidate: Candidate) -> _Evidence:
     to_pct = 100.0 / abs(centre)
     change_pct = (current.centre - centre) * to_pct
     half_ci = float(special.stdtrit(dof, 0.975)) * spread * to_pct
-    mde_pct = float(special.stdtrit(dof, 1.0 - ALPHA / 2.0)) * spread * to_pct
+    mde_pct = float(special.stdtrit(dof, 1.0 - candidate.alpha / 2.0)) * spread * to_pct
 
     noisy_now = ""
     if current_cov > NOISY_NOW_MIN_COV and current_cov > NOISY_NOW_FACTOR * usual_cov:
@@ -210,7 +216,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
 def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison:
     cur, policy = candidate.current, candidate.policy
     k = len(candidate.baseline)
-    significant = p_adjusted < ALPHA
+    significant = p_adjusted < candidate.alpha
     big_enough = abs(ev.change_pct) >= policy.min_effect_pct
     worse = _worse(cur.direction, ev.change_pct)
     if cur.unit == "ms":
@@ -230,11 +236,19 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         )
         if ev.noisy_now:
             reason += f" ({ev.noisy_now})"
+    elif ev.mde_pct > BLIND_FACTOR * max(policy.min_effect_pct, 1.0):
+        verdict = Verdict.INCONCLUSIVE
+        reason = (
+            f"{abs(ev.change_pct):.1f}% {word}, but too noisy to call it unchanged: only "
+            f"changes above {ev.mde_pct:.1f}% can be told apart ({evidence})"
+        )
+        if ev.noisy_now:
+            reason += f" ({ev.noisy_now})"
     else:
         verdict = Verdict.UNCHANGED
         reason = (
             f"{abs(ev.change_pct):.1f}% {word}, within the {policy.min_effect_pct:g}% "
-            f"minimum effect ({evidence})"
+            f"minimum effect ({evidence}); changes above {ev.mde_pct:.1f}% would have shown"
         )
     return Comparison(
         benchmark=cur.benchmark,

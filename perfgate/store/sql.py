@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from alembic.util import CommandError
-from sqlalchemy import ColumnElement, Engine, func, insert, select
+from sqlalchemy import ColumnElement, Engine, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -134,10 +134,12 @@ class SqlStore:
         """
         self.save_runs([run])
 
-    def save_runs(self, batch: Sequence[RunRecord]) -> None:
+    def save_runs(self, batch: Sequence[RunRecord], *, supersedes: Sequence[str] = ()) -> None:
         """Store several runs in one transaction (a paired base and head): all or none.
 
-        Runs whose id is already stored are skipped.
+        Runs whose id is already stored are skipped. The runs named in ``supersedes`` (a run
+        that ``run --confirm`` extended into a new one) are marked excluded in the same
+        transaction, so history never holds both.
         """
         prepared = [(run, *_rows_of(run)) for run in batch]
         ids = ", ".join(run.id for run in batch)
@@ -151,6 +153,10 @@ class SqlStore:
                         conn.execute(insert(measurements), measurement_rows)
                     if profile_row is not None:
                         conn.execute(insert(profiles), [profile_row])
+                if supersedes:
+                    conn.execute(
+                        update(runs).where(runs.c.id.in_(list(supersedes))).values(excluded=True)
+                    )
         except IntegrityError as exc:
             # Another writer may have stored the same run ids first: then they are stored once.
             if all(self._run_exists(run.id) for run in batch):
