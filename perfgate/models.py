@@ -518,6 +518,7 @@ class Comparison:
     ci_high_pct: float | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
+    p_rank: float | None = None
     min_effect_pct: float | None = None
     mde_pct: float | None = None
     fingerprint_differences: tuple[str, ...] = ()
@@ -543,6 +544,7 @@ class Comparison:
             "ci_high_pct": self.ci_high_pct,
             "p_value": self.p_value,
             "p_adjusted": self.p_adjusted,
+            "p_rank": self.p_rank,
             "min_effect_pct": self.min_effect_pct,
             "mde_pct": self.mde_pct,
             "fingerprint_differences": list(self.fingerprint_differences),

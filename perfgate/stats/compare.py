@@ -27,6 +27,8 @@ SCALE_FLOOR = 0.002
 OUTLIER_MADS = 5.0
 MEDIAN_VARIANCE_FACTOR = math.pi / 2
 NOISY_NOW_FACTOR = 3.0
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 7
 BLIND_FACTOR = 4.0
 """A small change is only called ``unchanged`` when the data could have seen a change of
 BLIND_FACTOR times the minimum effect; past that the gate is blind and says inconclusive."""
@@ -54,6 +56,40 @@ class _Evidence:
     p_value: float
     mde_pct: float
     noisy_now: str
+    p_rank: float
+
+
+def _bootstrap_change_ci(
+    centres: np.ndarray, current: float, excess: float, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
+    """95% percentile interval of the relative change by a residual bootstrap.
+
+    A new run is modelled as its true level plus a residual drawn from the baseline runs'
+    own residuals around their median (inflated for the degrees of freedom, plus any excess
+    noise the current run shows); the baseline median is resampled with its runs. The
+    interval is of (current - residual) / resampled median - 1, in percent.
+    """
+    k = centres.size
+    rng = np.random.default_rng(seed)
+    median = float(np.median(centres))
+    residuals = (centres - median) * math.sqrt(k / max(k - 1, 1))
+    idx = rng.integers(0, k, size=(BOOTSTRAP_RESAMPLES, k))
+    base = np.median(centres[idx], axis=1)
+    noise = residuals[rng.integers(0, k, size=BOOTSTRAP_RESAMPLES)]
+    if excess > 0:
+        noise = noise + rng.normal(0.0, math.sqrt(excess), size=BOOTSTRAP_RESAMPLES)
+    change = ((current - noise) / base - 1.0) * 100.0
+    low, high = np.percentile(change, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _rank_p(centres: np.ndarray, current: float) -> float:
+    """Two-sided rank (conformal) p-value of the current centre among the baseline's:
+    exact under exchangeability, with no assumption on the shape of the noise."""
+    k = centres.size
+    above = int(np.sum(centres >= current)) + 1
+    below = int(np.sum(centres <= current)) + 1
+    return min(1.0, 2.0 * min(above, below) / (k + 1))
 
 
 def _within_run_scale(points: Sequence[RunPoint]) -> tuple[float, int, float]:
@@ -140,14 +176,18 @@ def _evidence(candidate: Candidate) -> _Evidence:
             f"this run's repeats disagree ({current_cov:.1%} spread against a usual "
             f"{usual_cov:.1%}): the machine looks noisy now"
         )
+    # The reported interval covers both the t-based prediction interval and the residual
+    # bootstrap's: the first is honest for short histories, the second for skewed noise.
+    boot_low, boot_high = _bootstrap_change_ci(centres, current.centre, excess)
     return _Evidence(
         centre=centre,
         change_pct=change_pct,
-        ci_low_pct=change_pct - half_ci,
-        ci_high_pct=change_pct + half_ci,
+        ci_low_pct=min(change_pct - half_ci, boot_low),
+        ci_high_pct=max(change_pct + half_ci, boot_high),
         p_value=p_value,
         mde_pct=mde_pct,
         noisy_now=noisy_now,
+        p_rank=_rank_p(centres, current.centre),
     )
 
 
@@ -224,8 +264,17 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
     else:
         word = "higher" if ev.change_pct > 0 else "lower"
     size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment"
-    if significant and big_enough:
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
+    # Rank guard: a run that is not beyond every baseline run in the direction of the change
+    # is not called a change, whatever the interval says (heavy-tailed histories).
+    beyond_all = ev.p_rank <= 2.0 / (k + 1) + 1e-12
+    if significant and big_enough and not beyond_all:
+        verdict = Verdict.INCONCLUSIVE
+        reason = (
+            f"{size}, {evidence}, but {int(round((1 - ev.p_rank / 2) * (k + 1))) - 1} of the "
+            f"{k} baseline runs are already as far out; more runs would settle it"
+        )
+    elif significant and big_enough:
         verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
         reason = f"{size}, {evidence}, beyond the {policy.min_effect_pct:g}% minimum effect"
     elif big_enough:
@@ -267,6 +316,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         p_adjusted=p_adjusted,
         min_effect_pct=policy.min_effect_pct,
         mde_pct=ev.mde_pct,
+        p_rank=ev.p_rank,
         baseline_run_ids=_run_ids(candidate),
         baseline_commits=_commits(candidate),
     )
