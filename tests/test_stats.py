@@ -189,3 +189,16 @@ def test_rank_guard_reports_where_the_run_falls_among_the_baseline() -> None:
     (c,) = compare_candidates([Candidate(point(9, [10.8, 10.8, 10.8]), base, TIME)])
     assert c.p_rank == pytest.approx(2 * 2 / 6)
     assert c.verdict is not Verdict.REGRESSION
+
+
+def test_prediction_interval_p_value_known_answer() -> None:
+    """Five baseline runs 9, 10, 11, 10, 10 (one repeat each) and a run at 12: the scale is
+    their SD (0.7071, 4 degrees of freedom), the median's variance factor pi/2 over 5, so
+    t = 2 / (0.7071 * sqrt(1 + pi/10)) and p = 2 * P(T_4 > t)."""
+    from scipy import stats as sps
+
+    base = tuple(point(i, [v]) for i, v in enumerate([9.0, 10.0, 11.0, 10.0, 10.0]))
+    (c,) = compare_candidates([Candidate(point(9, [12.0]), base, TIME)])
+    t = 2.0 / (statistics.stdev([9.0, 10.0, 11.0, 10.0, 10.0]) * (1 + np.pi / 10) ** 0.5)
+    assert c.p_value == pytest.approx(2 * sps.t.sf(t, 4), rel=1e-9)
+    assert c.change_pct == pytest.approx(20.0)
