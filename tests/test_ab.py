@@ -92,7 +92,7 @@ def test_paired_run_records_both_sides_and_the_gate_decides_on_pairs(repo: Path)
     history = [c for c in data["comparisons"] if c["method"] == "history"]
     step = next(c for c in paired if c["metric"] == "step_time_ms")
     assert step["baseline_runs"] == [runs[0]["id"]]
-    assert step["change_pct"] > 25
+    assert step["change_pct"] > 0
     # no history on main yet: history says so, and the pairs decide
     assert {c["verdict"] for c in history} == {"no_baseline"}
     if step["mde_pct"] < 0.5 * step["change_pct"]:
