@@ -33,7 +33,7 @@ from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import ALPHA, Candidate, compare_candidates, summarize
 from perfgate.stats.changepoints import ChangePoint, detect_change_points
-from perfgate.stats.paired import Pair, compare_pairs, decide_paired
+from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
 from perfgate.stats.summary import repeat_centres
 from perfgate.store import SqlStore
 
@@ -548,7 +548,11 @@ def compare_records(
             candidates.append(
                 Candidate(_point(record, m), baseline, config.policy(m.metric), alpha=alpha)
             )
-    comparisons = (*fixed, *compare_candidates(candidates), *_paired(config, store, paired))
+    comparisons = (
+        *fixed,
+        *compare_candidates(candidates),
+        *_paired(config, store, paired, against),
+    )
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     result = GateResult(
         branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
@@ -556,16 +560,28 @@ def compare_records(
     return replace(result, verdict=overall_verdict(deciding(result)))
 
 
-def _paired(config: Config, store: SqlStore, heads: Sequence[RunRecord]) -> tuple[Comparison, ...]:
-    """Each head run against the base run measured beside it, pair by pair."""
+def _paired(
+    config: Config, store: SqlStore, heads: Sequence[RunRecord], against: str
+) -> tuple[Comparison, ...]:
+    """Each head run against the base run measured beside it, pair by pair; the spread of
+    repeats inside the base branch's runs, where there is a history, bounds the pair noise
+    from below (a few pairs cannot show their own noise)."""
     evidences = []
     for head in heads:
         assert head.paired_with is not None
         base = store.get_run(head.paired_with)
+        window = store.history(
+            project=config.project,
+            benchmark=head.benchmark,
+            branch=against,
+            fingerprint_key=head.fingerprint.key(),
+            limit=config.baseline_window,
+        )
         for m in head.measurements:
             b = base.measurement(m.metric)
             if b is None:
                 continue
+            noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
             evidences.append(
                 compare_pairs(
                     [
@@ -582,6 +598,7 @@ def _paired(config: Config, store: SqlStore, heads: Sequence[RunRecord]) -> tupl
                     run_id=head.id,
                     base_run_id=base.id,
                     base_commit=base.git.commit,
+                    noise=noise,
                 )
             )
     return tuple(replace(c, method="paired") for c in decide_paired(evidences))

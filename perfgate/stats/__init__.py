@@ -11,8 +11,11 @@ Assumptions, in plain words:
   history of three runs cannot pretend to be precise.
 * Between runs, the baseline window's centres are treated as exchangeable draws from the
   distribution the current run would come from if nothing changed. The current centre is
-  tested against a prediction interval built on a robust centre (median) and scale (scaled
-  MAD), with Student-t quantiles: a single extreme baseline run moves neither much.
+  tested against a prediction interval built on a robust centre (median) and the standard
+  deviation of the runs within 5 MADs of it (trimming only from 10 runs on: the MAD of fewer
+  is too unstable), with Student-t quantiles, so a single extreme baseline run moves neither
+  much; and the run must lie beyond all but one in ten of the baseline runs (a rank check
+  that assumes no shape of the noise).
 * Across every (benchmark, metric) of one gate, p-values are adjusted with
   Benjamini–Hochberg, so a gate over many metrics does not flag a random few of them.
 * A regression must be significant after adjustment *and* at least the metric's minimum

@@ -25,6 +25,7 @@ MAD_TO_SD = 1.4826
 SCALE_FLOOR = 0.002
 """Smallest noise assumed, as a fraction of the centre: no timer is better than 0.2%."""
 OUTLIER_MADS = 5.0
+TRIM_MIN_RUNS = 10
 MEDIAN_VARIANCE_FACTOR = math.pi / 2
 NOISY_NOW_FACTOR = 3.0
 BOOTSTRAP_RESAMPLES = 1000
@@ -118,7 +119,11 @@ def _trimmed_scale(values: np.ndarray, centre: float) -> tuple[float, int]:
     returns (scale, degrees of freedom).
     """
     robust = MAD_TO_SD * mad(values)
-    kept = values if robust == 0 else values[np.abs(values - centre) <= OUTLIER_MADS * robust]
+    if robust == 0 or values.size < TRIM_MIN_RUNS:
+        # a MAD of a handful of runs is too unstable to judge outliers by
+        kept = values
+    else:
+        kept = values[np.abs(values - centre) <= OUTLIER_MADS * robust]
     if kept.size < 2:
         return 0.0, 1
     return float(np.std(kept, ddof=1)), int(kept.size - 1)
@@ -265,10 +270,13 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         word = "higher" if ev.change_pct > 0 else "lower"
     size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
     evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
-    # Rank guard: a run that is not beyond every baseline run in the direction of the change
-    # is not called a change, whatever the interval says (heavy-tailed histories).
-    beyond_all = ev.p_rank <= 2.0 / (k + 1) + 1e-12
-    if significant and big_enough and not beyond_all:
+    # Rank guard: a run that is not beyond (nearly) every baseline run in the direction of
+    # the change is not called a change, whatever the interval says (heavy-tailed histories).
+    # One baseline run in ten may be a spike that reverted; more than that as far out as
+    # the current run means the history itself reaches there.
+    allowed = k // 10
+    beyond = ev.p_rank <= 2.0 * (allowed + 1) / (k + 1) + 1e-12
+    if significant and big_enough and not beyond:
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{size}, {evidence}, but {int(round((1 - ev.p_rank / 2) * (k + 1))) - 1} of the "

@@ -26,7 +26,7 @@ Assumptions, in plain words:
   are not used to decide: with n pairs the smallest two-sided Wilcoxon (or sign-flip) p is
   2/2^n, so fewer than 8 pairs could never reach 0.01, and one-in-a-thousand false alarms
   need more pairs than a CI job runs. Trimming outlying pairs before the t test was tried and
-  rejected: with 5 pairs it made false alarms 2-4 times more frequent than the nominal rate.
+  rejected: with 5 pairs it made false alarms 3-5 times more frequent than the nominal rate.
 * The change reported (and held against the minimum effect) is the Hodges-Lehmann estimate of
   the log-ratios, the median of all pairwise means: one bad pair among five barely moves it.
   The 95% interval, the p-value and the minimum detectable effect come from the t model.
@@ -36,10 +36,14 @@ Assumptions, in plain words:
   Benjamini-Hochberg across every metric of the gate; a regression is significant after
   adjustment *and* at least the metric's minimum effect; a change past the minimum effect
   without enough evidence is ``inconclusive``, with an estimate of how many pairs would settle
-  it (taking the observed change and spread as true, for 80% power at ``ALPHA``); anything
-  smaller is ``unchanged``. A single pair cannot show its own noise: without a history
-  estimate it is never significant. Deterministic metrics are compared exactly, without a
-  test.
+  it (taking the observed change and spread as true, for 80% power at the significance
+  level); a smaller change is ``unchanged`` only when the pairs could have seen a change of
+  ``BLIND_FACTOR`` times the minimum effect, else ``inconclusive`` too. A single pair cannot
+  show its own noise: without a history estimate it is never significant and never called
+  unchanged. Deterministic metrics are compared exactly, without a test.
+* compare.py's rank guard (a run must lie beyond every baseline run) has no counterpart
+  here: it protects a prediction interval from heavy-tailed histories, whereas the t test
+  on symmetric log-ratios only becomes more cautious when they are heavy-tailed.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ import numpy as np
 from scipy import special
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
-from perfgate.stats.compare import ALPHA, SCALE_FLOOR
+from perfgate.stats.compare import ALPHA, BLIND_FACTOR, SCALE_FLOOR
 from perfgate.stats.fdr import benjamini_hochberg
 
 POWER = 0.8
@@ -117,12 +121,12 @@ def pair_noise_from_history(points: Sequence[RunPoint]) -> PairNoise | None:
 class PairedEvidence:
     """What the pairs of one (benchmark, metric) show, before the gate-wide adjustment.
 
-    ``p_value`` is ``None`` where no test was made (fewer than two pairs, or a deterministic
-    metric); ``change_pct`` is ``None`` only when there are no pairs. ``noise_from`` says
-    whose spread the test used (``"pairs"`` or the history's source), ``dof`` its degrees of
-    freedom. ``pairs_needed`` (in all,
-    for 80% power at the observed change and spread) is computed only for a change past the
-    minimum effect, and is ``None`` there when more than ``MAX_PAIRS`` would be needed.
+    ``p_value`` is ``None`` where no test was made (a single pair and no history noise, or
+    a deterministic metric); ``change_pct`` is ``None`` only when there are no pairs.
+    ``noise_from`` says whose spread the test used (``"pairs"`` or the history's source),
+    ``dof`` its degrees of freedom. ``pairs_needed``: pairs in all for 80% power against the
+    observed change (at least the minimum effect) at the spread used; ``None`` when untested
+    or past ``MAX_PAIRS``.
     """
 
     benchmark: str
@@ -134,6 +138,7 @@ class PairedEvidence:
     base_run_id: str
     base_commit: str
     n_pairs: int
+    alpha: float
     base_centre: float | None
     head_centre: float | None
     change_pct: float | None
@@ -160,23 +165,34 @@ def hodges_lehmann(values: Sequence[float]) -> float:
 
 
 def pairs_for_power(
-    log_sd: float, effect_log: float, *, start: int = 2, dof: int | None = None
+    log_sd: float,
+    effect_log: float,
+    *,
+    start: int = 2,
+    dof: int | None = None,
+    alpha: float = ALPHA,
 ) -> int | None:
     """Smallest number of pairs (at least ``start``) that would detect the effect.
 
-    Detect means: the two-sided t test at ``ALPHA`` rejects with chance ``POWER`` (exact, from
+    Detect means: the two-sided t test at ``alpha`` rejects with chance ``POWER`` (exact, from
     the noncentral t) when the true change is ``effect_log`` (a log-ratio) and one log-ratio
     has spread ``log_sd``, known with ``dof`` degrees of freedom (``None``: estimated from the
     n pairs themselves, n - 1); ``None`` past ``MAX_PAIRS``.
     """
     effect = abs(effect_log)
     scale = max(log_sd, LOG_RATIO_FLOOR)
-    low = max(start, 2 if dof is None else 1)
-    width = 16
-    while effect > 0.0 and low <= MAX_PAIRS:
+    if effect == 0.0:
+        return None
+    # With the spread known exactly (a z test) fewer pairs would do, never more: start the
+    # search just below the z test's answer.
+    z = float(special.ndtri(1.0 - alpha / 2.0) + special.ndtri(POWER))
+    guess = int((z * scale / effect) ** 2) - 1
+    low = max(start, 2 if dof is None else 1, min(guess, MAX_PAIRS + 1))
+    width = 4
+    while low <= MAX_PAIRS:
         n = np.arange(low, min(low + width, MAX_PAIRS + 1), dtype=float)
         df = n - 1 if dof is None else np.full_like(n, float(dof))
-        critical = special.stdtrit(df, 1.0 - ALPHA / 2.0)
+        critical = special.stdtrit(df, 1.0 - alpha / 2.0)
         shift = effect * np.sqrt(n) / scale
         power = 1.0 - special.nctdtr(df, shift, critical) + special.nctdtr(df, shift, -critical)
         ok = np.nonzero(power >= POWER)[0]
@@ -184,6 +200,11 @@ def pairs_for_power(
             return int(n[ok[0]])
         low, width = low + width, width * 4
     return None
+
+
+def _sd(values: Sequence[float], mean: float) -> float:
+    """Sample standard deviation (n - 1), in plain floats."""
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
 
 
 def _check(pairs: Sequence[Pair], *, positive: bool) -> None:
@@ -208,11 +229,13 @@ def compare_pairs(
     base_run_id: str,
     base_commit: str = "",
     noise: PairNoise | None = None,
+    alpha: float = ALPHA,
 ) -> PairedEvidence:
     """Evidence of one (benchmark, metric) from its base/head pairs; see the module docstring.
 
     ``noise``: the pair noise the base branch's runs imply (:func:`pair_noise_from_history`);
-    used when larger than the pairs' own spread, or when there is a single pair.
+    used when larger than the pairs' own spread, or when there is a single pair. ``alpha``:
+    the significance level (lower at a look of a sequential confirmation, as in compare.py).
 
     Raises:
         ValueError: a base or head value that is not finite, or (for a noisy metric) not
@@ -228,6 +251,7 @@ def compare_pairs(
         base_run_id=base_run_id,
         base_commit=base_commit,
         n_pairs=len(pairs),
+        alpha=alpha,
         base_centre=None,
         head_centre=None,
         change_pct=None,
@@ -248,7 +272,7 @@ def compare_pairs(
     n = len(d)
     centre = hodges_lehmann(d)
     mean = statistics.fmean(d)
-    own = max(statistics.stdev(d, mean), LOG_RATIO_FLOOR) if n >= 2 else None
+    own = max(_sd(d, mean), LOG_RATIO_FLOOR) if n >= 2 else None
     prior = max(noise.log_sd, LOG_RATIO_FLOOR) if noise is not None else None
     if own is not None and (prior is None or own >= prior):
         sd, dof, noise_from, fixed_dof = own, n - 1, "pairs", None
@@ -258,13 +282,13 @@ def compare_pairs(
         return replace(
             empty, base_centre=base_centre, head_centre=head_centre, change_pct=_to_pct(centre)
         )
-    # Only a change past the minimum effect can be inconclusive, so only there is the
-    # number of pairs that would settle it worth computing.
-    big_enough = abs(_to_pct(centre)) >= policy.min_effect_pct
+    # Pairs that would settle it: enough to detect the change seen or, when that is below
+    # the minimum effect, a change of the minimum effect.
+    target = max(abs(centre), math.log1p(policy.min_effect_pct / 100.0))
     se = sd / math.sqrt(n)
     p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
     half_ci = float(special.stdtrit(dof, 0.975)) * se
-    mde = float(special.stdtrit(dof, 1.0 - ALPHA / 2.0)) * se
+    mde = float(special.stdtrit(dof, 1.0 - alpha / 2.0)) * se
     return replace(
         empty,
         base_centre=base_centre,
@@ -277,9 +301,7 @@ def compare_pairs(
         log_ratio_sd=sd,
         dof=dof,
         noise_from=noise_from,
-        pairs_needed=(
-            pairs_for_power(sd, centre, start=n + 1, dof=fixed_dof) if big_enough else None
-        ),
+        pairs_needed=pairs_for_power(sd, target, start=n + 1, dof=fixed_dof, alpha=alpha),
     )
 
 
@@ -341,53 +363,53 @@ def _deterministic(ev: PairedEvidence, change: float) -> Comparison:
 
 def _single_pair(ev: PairedEvidence, change: float) -> Comparison:
     size = f"{_words(ev, change)} than the base measured alongside it (1 pair)"
-    if abs(change) >= ev.policy.min_effect_pct:
-        reason = (
-            f"{size}, but a single pair cannot show its own noise; run at least "
-            f"{MIN_PAIRS_ADVISED} pairs"
-        )
-        return _comparison(ev, Verdict.INCONCLUSIVE, reason)
     reason = (
-        f"{_words(ev, change)}, within the {ev.policy.min_effect_pct:g}% minimum effect "
-        "(a single pair: its noise is unknown)"
+        f"{size}, but a single pair cannot show its own noise; run at least "
+        f"{MIN_PAIRS_ADVISED} pairs"
     )
-    return _comparison(ev, Verdict.UNCHANGED, reason)
+    return _comparison(ev, Verdict.INCONCLUSIVE, reason)
+
+
+def _more_pairs(ev: PairedEvidence, what: str) -> str:
+    if ev.pairs_needed is None:
+        return f"more than {MAX_PAIRS} pairs would be needed: the pairs disagree too much"
+    extra = ev.pairs_needed - ev.n_pairs
+    return f"about {extra} more pair{'s' if extra != 1 else ''} ({ev.pairs_needed} in all) {what}"
 
 
 def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     min_effect = ev.policy.min_effect_pct
-    significant = p_adjusted < ALPHA
+    significant = p_adjusted < ev.alpha
     big_enough = abs(change) >= min_effect
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
     size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
     if significant and big_enough:
         verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
         reason = f"{size}, {evidence}, beyond the {min_effect:g}% minimum effect"
     elif big_enough:
         verdict = Verdict.INCONCLUSIVE
-        if ev.pairs_needed is None:
-            more = f"more than {MAX_PAIRS} pairs would be needed: the pairs disagree too much"
-        else:
-            extra = ev.pairs_needed - ev.n_pairs
-            more = (
-                f"about {extra} more pair{'s' if extra != 1 else ''} "
-                f"({ev.pairs_needed} in all) would settle a change this size"
-            )
         reason = (
             f"{size}, but not significant ({evidence}); with this noise only changes "
-            f"above {mde:.1f}% can be told apart; {more}"
+            f"above {mde:.1f}% can be told apart; "
+            + _more_pairs(ev, "would settle a change this size")
+        )
+    elif mde > BLIND_FACTOR * max(min_effect, 1.0):
+        verdict = Verdict.INCONCLUSIVE
+        reason = (
+            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but too noisy to call it "
+            f"unchanged: only changes above {mde:.1f}% can be told apart ({evidence}); "
+            + _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
         )
     else:
         verdict = Verdict.UNCHANGED
         reason = (
             f"{_words(ev, change)}, within the {min_effect:g}% minimum effect "
-            f"({evidence}, {_pairs(ev.n_pairs)})"
+            f"({evidence}, {_pairs(ev.n_pairs)}{note}); changes above {mde:.1f}% would have "
+            "shown"
         )
-        if mde > min_effect:
-            reason += f"; these pairs could only tell apart changes above {mde:.1f}%"
     return _comparison(ev, verdict, reason, p_adjusted)
 
 
