@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
@@ -486,20 +487,25 @@ def compare(
     return compare_records(config, store, records, branch=branch, against=against)
 
 
-HISTORY_SCAN_RUNS = 300
+HISTORY_SCAN_RUNS = 100
 """Runs of history scanned for change points before the baseline window is cut."""
 
 
-def since_last_change(series: Sequence[RunPoint], config: Config) -> list[RunPoint]:
-    """The runs after the last change point of the series: an accepted change (a detected
-    shift that persisted) starts a new baseline, so a gate never judges against a level the
-    project has already moved away from. Deterministic metrics keep their whole window."""
-    if len(series) < 2 * MIN_SEGMENT or (series and series[0].deterministic):
-        return list(series)
-    points = detect_change_points([p.centre for p in series])
-    if not points:
-        return list(series)
-    return list(series[points[-1].index :])
+def _since_last_change(
+    centres: Mapping[str, Sequence[tuple[str, float]]], config: Config
+) -> dict[str, set[str]]:
+    """Per noisy metric, the ids of the runs after the last change point of its series: an
+    accepted change (a detected shift that persisted) starts a new baseline, so a gate never
+    judges against a level the project has already moved away from. Metrics with no change
+    point (and deterministic ones) are left out: their whole window counts."""
+    out: dict[str, set[str]] = {}
+    for metric, series in centres.items():
+        if config.policy(metric).deterministic or len(series) < 2 * MIN_SEGMENT:
+            continue
+        points = detect_change_points([c for _, c in series])
+        if points:
+            out[metric] = {run_id for run_id, _ in series[points[-1].index :]}
+    return out
 
 
 def compare_records(
@@ -520,15 +526,16 @@ def compare_records(
         if record.paired_with:
             paired.append(record)
         key = record.fingerprint.key()
-        window = store.history(
-            project=config.project,
-            benchmark=name,
-            branch=against,
-            before=record.started_at if branch == against else None,
-            exclude_run_ids=(record.id,),
-            fingerprint_key=key,
-            limit=HISTORY_SCAN_RUNS,
-        )
+        selection: dict[str, Any] = {
+            "project": config.project,
+            "benchmark": name,
+            "branch": against,
+            "before": record.started_at if branch == against else None,
+            "exclude_run_ids": (record.id,),
+            "fingerprint_key": key,
+        }
+        window = store.history(**selection, limit=config.baseline_window)
+        since = _since_last_change(store.centres(**selection, limit=HISTORY_SCAN_RUNS), config)
         others: dict[str, Fingerprint] = {}
         if not window:
             others = {
@@ -543,8 +550,12 @@ def compare_records(
             if others:
                 fixed.append(_incomparable(record, m, against, others))
                 continue
-            series = [p for p in window if p.metric == m.metric]
-            baseline = tuple(since_last_change(series, config)[-config.baseline_window :])
+            allowed = since.get(m.metric)
+            baseline = tuple(
+                p
+                for p in window
+                if p.metric == m.metric and (allowed is None or p.run_id in allowed)
+            )
             candidates.append(
                 Candidate(_point(record, m), baseline, config.policy(m.metric), alpha=alpha)
             )

@@ -231,7 +231,40 @@ def test_small_precise_change_is_unchanged() -> None:
     (c,) = decide_paired([ev])
     assert ev.p_value is not None and ev.p_value < ALPHA
     assert c.verdict is Verdict.UNCHANGED
-    assert ev.pairs_needed is None
+    assert "changes above" in c.reason and "would have shown" in c.reason
+
+
+def test_small_change_too_noisy_to_see_is_inconclusive() -> None:
+    """Like compare.py: 'unchanged' only when the pairs could have seen 4x the minimum effect."""
+    ev = evidence(from_log_ratios([0.15, -0.14, 0.02]))
+    (c,) = decide_paired([ev])
+    assert c.change_pct is not None and abs(c.change_pct) < 3.0
+    assert c.mde_pct is not None and c.mde_pct > 12.0
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "too noisy to call it unchanged" in c.reason
+    assert ev.pairs_needed is not None
+    assert f"({ev.pairs_needed} in all) would show a change of the 3% minimum effect" in c.reason
+
+
+def test_alpha_of_a_confirmation_look_is_honoured() -> None:
+    ratios = [0.05, 0.06, 0.04, 0.055, 0.045]
+    (loose,) = decide_paired([evidence(from_log_ratios(ratios))])
+    strict_ev = compare_pairs(
+        from_log_ratios(ratios),
+        benchmark="b",
+        metric="step_time_ms",
+        unit="ms",
+        direction=Direction.LOWER_IS_BETTER,
+        policy=TIME,
+        run_id="h",
+        base_run_id="b",
+        alpha=1e-6,
+    )
+    (strict,) = decide_paired([strict_ev])
+    assert loose.verdict is Verdict.REGRESSION
+    assert strict.verdict is Verdict.INCONCLUSIVE
+    assert strict.mde_pct is not None and loose.mde_pct is not None
+    assert strict.mde_pct > loose.mde_pct
 
 
 def test_identical_pairs_use_the_noise_floor() -> None:
@@ -252,7 +285,7 @@ def test_no_pairs_and_one_pair() -> None:
     assert one_big.verdict is Verdict.INCONCLUSIVE
     assert "a single pair cannot show its own noise" in one_big.reason
     assert one_big.p_value is None
-    assert one_small.verdict is Verdict.UNCHANGED
+    assert one_small.verdict is Verdict.INCONCLUSIVE
     assert one_big.change_pct == pytest.approx(20.0)
 
 

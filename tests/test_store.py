@@ -711,3 +711,14 @@ def test_a_store_of_an_older_revision_is_upgraded_and_keeps_its_runs(tmp_path: P
         columns = {r[1] for r in conn.execute("pragma table_info(measurements)")}
     assert version == head_revision() != "0001"
     assert {"dropped", "centre_se"} <= columns
+
+
+def test_revisions_read_from_files_match_alembics_view() -> None:
+    from alembic.script import ScriptDirectory
+
+    from perfgate.store.migrate import _revisions, alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config())
+    known, head = _revisions()
+    assert head == script.get_current_head()
+    assert known == {rev.revision for rev in script.walk_revisions()}

@@ -13,16 +13,23 @@ written the database is classified:
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection
 
 from perfgate.errors import StoreError
 from perfgate.store.schema import APPLICATION, perfgate_meta
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+
+class MigrationError(Exception):
+    """alembic failed while upgrading the schema (wraps its CommandError)."""
+
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"
@@ -33,6 +40,8 @@ POSTGRES_LOCK_KEY = 0x70657266676174  # "perfgat"
 
 def alembic_config(conn: Connection | None = None) -> Config:
     """An in-memory alembic config pointing at the packaged migrations."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
     config.set_main_option("path_separator", "os")
@@ -41,14 +50,25 @@ def alembic_config(conn: Connection | None = None) -> Config:
     return config
 
 
+_REVISION_LINE = re.compile(r'^(revision|down_revision)\s*=\s*(None|"([^"]*)")', re.M)
+
+
 @functools.cache
 def _revisions() -> tuple[frozenset[str], str]:
-    """The revisions this perfgate knows, and its head (read once per process)."""
-    script = ScriptDirectory.from_config(alembic_config())
-    head = script.get_current_head()
-    if head is None:  # pragma: no cover - the package always ships revisions
-        raise StoreError("perfgate is installed without its store migrations")
-    return frozenset(rev.revision for rev in script.walk_revisions()), head
+    """The revisions this perfgate knows, and its head (read once per process).
+
+    Read from the revision files' ``revision`` / ``down_revision`` lines rather than through
+    alembic, so that opening a store already at head never imports alembic (about 0.6 s).
+    """
+    parents: dict[str, str | None] = {}
+    for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        fields = {m.group(1): m.group(3) for m in _REVISION_LINE.finditer(path.read_text())}
+        if fields.get("revision"):
+            parents[str(fields["revision"])] = fields.get("down_revision")
+    heads = set(parents) - {p for p in parents.values() if p}
+    if len(heads) != 1:  # pragma: no cover - the package always ships one line of revisions
+        raise StoreError("perfgate is installed without a single line of store migrations")
+    return frozenset(parents), heads.pop()
 
 
 def head_revision() -> str:
@@ -102,4 +122,10 @@ def needs_upgrade(conn: Connection, where: str) -> bool:
 
 def upgrade(conn: Connection) -> None:
     """Run the migrations up to head on ``conn``, inside its open transaction."""
-    command.upgrade(alembic_config(conn), "head")
+    from alembic import command
+    from alembic.util import CommandError
+
+    try:
+        command.upgrade(alembic_config(conn), "head")
+    except CommandError as exc:
+        raise MigrationError(str(exc)) from exc

@@ -18,7 +18,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from alembic.util import CommandError
 from sqlalchemy import ColumnElement, Engine, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -44,7 +43,7 @@ from perfgate.store.connect import (
     make_target,
     open_failure,
 )
-from perfgate.store.migrate import POSTGRES_LOCK_KEY, needs_upgrade, upgrade
+from perfgate.store.migrate import POSTGRES_LOCK_KEY, MigrationError, needs_upgrade, upgrade
 from perfgate.store.schema import measurements, profiles, runs
 
 #: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
@@ -85,7 +84,7 @@ def open_store(url: str) -> SqlStore:
     except SQLAlchemyError as exc:
         target.engine.dispose()
         raise open_failure(target, exc) from exc
-    except CommandError as exc:
+    except MigrationError as exc:
         target.engine.dispose()
         raise StoreError(f"cannot migrate store {target.where}: {first_line(exc)}") from exc
     return SqlStore(target)
@@ -245,24 +244,10 @@ class SqlStore:
         """
         if limit <= 0:
             return []
-        if before is not None:
-            _require_aware(before, "history(before=...)")
-        if isinstance(exclude_run_ids, str):
-            exclude_run_ids = (exclude_run_ids,)
         r = runs.c
-        conditions: list[ColumnElement[bool]] = [
-            r.project == project,
-            r.benchmark == benchmark,
-            r.excluded.is_(False),
-        ]
-        if branch is not None:
-            conditions.append(r.branch == branch)
-        if before is not None:
-            conditions.append(r.started_at < before)
-        if exclude_run_ids:
-            conditions.append(r.id.not_in(list(exclude_run_ids)))
-        if fingerprint_key is not None:
-            conditions.append(r.fingerprint_key == fingerprint_key)
+        conditions = _history_conditions(
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key
+        )
         window = (
             select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
             .where(*conditions)
@@ -323,6 +308,44 @@ class SqlStore:
                     )
                 )
         return points
+
+    def centres(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 100,
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Per metric, (run id, centre) of the same runs :meth:`history` selects, oldest
+        first: the light read change-point scans need (no JSON, no timestamps decoded)."""
+        if limit <= 0:
+            return {}
+        r = runs.c
+        conditions = _history_conditions(
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key
+        )
+        window = (
+            select(r.id, r.started_at)
+            .where(*conditions)
+            .order_by(r.started_at.desc(), r.id.desc())
+            .limit(limit)
+            .subquery("recent")
+        )
+        m = measurements.c
+        query = (
+            select(window.c.id, m.metric, m.centre)
+            .join_from(window, measurements, m.run_id == window.c.id)
+            .order_by(window.c.started_at, window.c.id)
+        )
+        out: dict[str, list[tuple[str, float]]] = {}
+        with self._read(f"read the history of {benchmark}") as conn:
+            for run_id, metric, centre in conn.execute(query):
+                out.setdefault(metric, []).append((run_id, float(centre)))
+        return out
 
     def fingerprints(
         self, *, project: str, benchmark: str, branch: str | None
@@ -559,3 +582,32 @@ def _measurement_of(row: RowMapping) -> Measurement:
         ),
         deterministic=bool(row["deterministic"]),
     )
+
+
+def _history_conditions(
+    project: str,
+    benchmark: str,
+    branch: str | None,
+    before: datetime | None,
+    exclude_run_ids: Sequence[str],
+    fingerprint_key: str | None,
+) -> list[ColumnElement[bool]]:
+    if before is not None:
+        _require_aware(before, "history(before=...)")
+    if isinstance(exclude_run_ids, str):
+        exclude_run_ids = (exclude_run_ids,)
+    r = runs.c
+    conditions: list[ColumnElement[bool]] = [
+        r.project == project,
+        r.benchmark == benchmark,
+        r.excluded.is_(False),
+    ]
+    if branch is not None:
+        conditions.append(r.branch == branch)
+    if before is not None:
+        conditions.append(r.started_at < before)
+    if exclude_run_ids:
+        conditions.append(r.id.not_in(list(exclude_run_ids)))
+    if fingerprint_key is not None:
+        conditions.append(r.fingerprint_key == fingerprint_key)
+    return conditions
