@@ -258,11 +258,42 @@ def _deterministic(candidate: Candidate) -> Comparison:
     )
 
 
+def classify_change(
+    *,
+    change_pct: float,
+    p_adjusted: float,
+    p_rank: float,
+    baseline_runs: int,
+    mde_pct: float,
+    min_effect_pct: float,
+    alpha: float = ALPHA,
+) -> str:
+    """The decision rule, in one place: ``change`` (a regression or an improvement, by
+    direction), ``rank_blocked``, ``unsure`` or ``blind`` (all three inconclusive), or
+    ``unchanged``.
+
+    A change must be significant after adjustment, at least the minimum effect, and beyond
+    all but one in ten of the baseline runs (rank guard: a run that is not past nearly every
+    baseline run is not called a change, whatever the interval says; one run in ten may be a
+    spike that reverted). A small change is only ``unchanged`` when the data could have seen
+    one of BLIND_FACTOR times the minimum effect.
+    """
+    significant = p_adjusted < alpha
+    big_enough = abs(change_pct) >= min_effect_pct
+    allowed = baseline_runs // 10
+    beyond = p_rank <= 2.0 * (allowed + 1) / (baseline_runs + 1) + 1e-12
+    if significant and big_enough:
+        return "change" if beyond else "rank_blocked"
+    if big_enough:
+        return "unsure"
+    if mde_pct > BLIND_FACTOR * max(min_effect_pct, 1.0):
+        return "blind"
+    return "unchanged"
+
+
 def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison:
     cur, policy = candidate.current, candidate.policy
     k = len(candidate.baseline)
-    significant = p_adjusted < candidate.alpha
-    big_enough = abs(ev.change_pct) >= policy.min_effect_pct
     worse = _worse(cur.direction, ev.change_pct)
     if cur.unit == "ms":
         word = "slower" if ev.change_pct > 0 else "faster"
@@ -270,22 +301,26 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         word = "higher" if ev.change_pct > 0 else "lower"
     size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
     evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
-    # Rank guard: a run that is not beyond (nearly) every baseline run in the direction of
-    # the change is not called a change, whatever the interval says (heavy-tailed histories).
-    # One baseline run in ten may be a spike that reverted; more than that as far out as
-    # the current run means the history itself reaches there.
-    allowed = k // 10
-    beyond = ev.p_rank <= 2.0 * (allowed + 1) / (k + 1) + 1e-12
-    if significant and big_enough and not beyond:
+    outcome = classify_change(
+        change_pct=ev.change_pct,
+        p_adjusted=p_adjusted,
+        p_rank=ev.p_rank,
+        baseline_runs=k,
+        mde_pct=ev.mde_pct,
+        min_effect_pct=policy.min_effect_pct,
+        alpha=candidate.alpha,
+    )
+    if outcome == "rank_blocked":
         verdict = Verdict.INCONCLUSIVE
+        as_far = max(int(round(ev.p_rank * (k + 1) / 2)) - 1, 0)
         reason = (
-            f"{size}, {evidence}, but {int(round((1 - ev.p_rank / 2) * (k + 1))) - 1} of the "
-            f"{k} baseline runs are already as far out; more runs would settle it"
+            f"{size}, {evidence}, but {as_far} of the {k} baseline runs are already as far "
+            "out; more runs would settle it"
         )
-    elif significant and big_enough:
+    elif outcome == "change":
         verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
         reason = f"{size}, {evidence}, beyond the {policy.min_effect_pct:g}% minimum effect"
-    elif big_enough:
+    elif outcome == "unsure":
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{size}, but not significant ({evidence}); with this noise only changes "
@@ -293,7 +328,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         )
         if ev.noisy_now:
             reason += f" ({ev.noisy_now})"
-    elif ev.mde_pct > BLIND_FACTOR * max(policy.min_effect_pct, 1.0):
+    elif outcome == "blind":
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{abs(ev.change_pct):.1f}% {word}, but too noisy to call it unchanged: only "

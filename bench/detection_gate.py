@@ -1,0 +1,592 @@
+"""The PR-gate part of the detection benchmark: false alarms and power, side by side.
+
+From one simulation with realistic noise (``bench/gate_sim.py``: log-normal run-to-run noise
+with job, process and step components, heavy tails, stalls and single-run spikes):
+
+1. A/A gates (20 metrics, 30 runs of history, 3 repeats): the share of gates that raise any
+   false regression, perfgate at its defaults next to four rules used by other tools.
+2. Power for 5% and 10% slowdowns with 1, 3 and 5 repeats: every method at its default, and
+   every other method again with its threshold calibrated so that its per-metric false-alarm
+   rate under A/A equals perfgate's measured one.
+3. Paired A/B (``compare_pairs``) against the history-based gate (``compare_candidates``)
+   when job-level noise dominates.
+
+perfgate is run through its real entry points (``compare_candidates`` on RunPoints built as
+the store returns them; ``compare_pairs`` / ``decide_paired``). The other methods are
+re-implementations of their decision rules, described next to each table.
+
+Run from the repository root with the project's virtual environment active::
+
+    python bench/detection_gate.py            # about 3-4 minutes on a 2-core machine
+    python bench/detection_gate.py --scale 0.1   # every simulation 10x smaller, ~30 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gate_sim  # noqa: E402
+from gate_sim import NoiseModel, Series  # noqa: E402
+
+from perfgate.config import DEFAULT_METRICS, Config  # noqa: E402
+from perfgate.models import Comparison, Direction, RunPoint, Verdict  # noqa: E402
+from perfgate.stats import ALPHA, Candidate, benjamini_hochberg, compare_candidates  # noqa: E402
+from perfgate.stats.compare import classify_change  # noqa: E402
+from perfgate.stats.paired import (  # noqa: E402
+    Pair,
+    PairedEvidence,
+    PairNoise,
+    compare_pairs,
+    decide_paired,
+    pair_noise_from_repeats,
+)
+
+GATE = 20
+"""Metrics per gate."""
+WINDOW = Config().baseline_window
+"""Baseline runs (perfgate's default window)."""
+POLICY = DEFAULT_METRICS["step_time_ms"]
+EFFECTS = (0.05, 0.10)
+REPEATS = (1, 3, 5)
+VERIFY_GATES = 15
+"""Power gates per task also judged whole by compare_candidates, to check the shortcut."""
+
+_T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_IDS = [f"run{i:03d}" for i in range(WINDOW + 1)]
+_COMMITS = [f"{i:07x}" for i in range(WINDOW + 1)]
+_TIMES = [_T0 + timedelta(hours=i) for i in range(WINDOW + 1)]
+
+
+# --------------------------------------------------------------------------- other methods
+
+
+@dataclass(frozen=True)
+class Method:
+    """A rule that flags a regression when its statistic reaches a threshold."""
+
+    name: str
+    default: float
+    rule: str
+
+
+CONBENCH = Method("conbench z>=5", 5.0, "z = (x - mean(H)) / SD(H), flag z >= 5")
+ASV = Method(
+    "asv 1.1x & MWU",
+    1.10,
+    "r = median(steps now) / median(steps of the last run); flag r >= 1.1 and MWU p < 0.002",
+)
+BENCHER = Method(
+    "Bencher t 0.99",
+    float(stats.t.ppf(0.99, WINDOW - 1)),
+    "t = (x - mean(H)) / SD_pop(H), flag above the 0.99 quantile of t(n-1)",
+)
+FIXED = Method("fixed 10%", 1.10, "r = x / (last run), flag r >= 1.1")
+OTHERS = (CONBENCH, ASV, BENCHER, FIXED)
+
+
+def method_stats(series: Series) -> dict[str, np.ndarray]:
+    """Each method's statistic per metric (larger = more regressed)."""
+    centres = series.run_centres
+    hist, now = centres[:, :-1], centres[:, -1]
+    mean = hist.mean(axis=1)
+    last_steps, now_steps = series.steps[:, 0], series.steps[:, 1]
+    mwu = stats.mannwhitneyu(now_steps, last_steps, axis=1, method="asymptotic").pvalue
+    ratio = np.median(now_steps, axis=1) / np.median(last_steps, axis=1)
+    return {
+        CONBENCH.name: (now - mean) / hist.std(axis=1, ddof=1),
+        ASV.name: np.where(mwu < 0.002, ratio, 0.0),
+        BENCHER.name: (now - mean) / hist.std(axis=1, ddof=0),
+        FIXED.name: now / hist[:, -1],
+    }
+
+
+# --------------------------------------------------------------------------- perfgate
+
+
+def _candidate(runs: list[list[float]], benchmark: str) -> Candidate:
+    points = tuple(
+        RunPoint(
+            run_id=_IDS[i],
+            benchmark=benchmark,
+            metric="step_time_ms",
+            unit="ms",
+            direction=Direction.LOWER_IS_BETTER,
+            branch="main",
+            commit=_COMMITS[i],
+            fingerprint_key="sim",
+            started_at=_TIMES[i],
+            centre=float(statistics.median(reps)),
+            repeat_centres=tuple(reps),
+        )
+        for i, reps in enumerate(runs)
+    )
+    return Candidate(current=points[-1], baseline=points[:-1], policy=POLICY)
+
+
+def _verdict(c: Comparison, nulls: Sequence[float]) -> Verdict:
+    """perfgate's verdict on comparison ``c`` (judged alone) had it been judged in a gate with
+    metrics whose raw p-values are ``nulls``: compare.py's rule re-applied with the p-value
+    BH-adjusted across that gate (significance, minimum effect, rank guard, blind rule).
+    """
+    assert c.p_value is not None and c.change_pct is not None and c.mde_pct is not None
+    assert c.p_rank is not None and c.min_effect_pct is not None
+    outcome = classify_change(
+        change_pct=c.change_pct,
+        p_adjusted=benjamini_hochberg([c.p_value, *nulls])[0],
+        p_rank=c.p_rank,
+        baseline_runs=len(c.baseline_run_ids),
+        mde_pct=c.mde_pct,
+        min_effect_pct=c.min_effect_pct,
+    )
+    if outcome == "change":
+        return Verdict.REGRESSION if c.change_pct > 0 else Verdict.IMPROVEMENT
+    return Verdict.UNCHANGED if outcome == "unchanged" else Verdict.INCONCLUSIVE
+
+
+def _aa_task(model: NoiseModel, repeats: int, gates: int, key: int) -> dict[str, Any]:
+    """A/A gates judged whole by compare_candidates, plus the other methods' statistics."""
+    series = gate_sim.simulate_series(
+        gate_sim.rng_for(key, repeats), model, gates * GATE, WINDOW + 1, repeats, gate_size=GATE
+    )
+    rows = series.centres.tolist()
+    flagged = np.zeros(gates * GATE, dtype=bool)
+    p_raw = np.ones(gates * GATE)
+    for g in range(gates):
+        cands = [_candidate(rows[g * GATE + m], f"b{m}") for m in range(GATE)]
+        for m, c in enumerate(compare_candidates(cands)):
+            flagged[g * GATE + m] = c.verdict is Verdict.REGRESSION
+            p_raw[g * GATE + m] = 1.0 if c.p_value is None else c.p_value
+    return {
+        "flagged": flagged,
+        "p_raw": p_raw,
+        "stats": method_stats(series),
+        "current_spiked": series.spiked[:, -1],
+    }
+
+
+def _power_task(
+    model: NoiseModel, repeats: int, effect: float, n: int, key: int, null_p: np.ndarray
+) -> dict[str, Any]:
+    """Regressed metrics, each judged by perfgate in a gate with 19 A/A metrics.
+
+    Each regressed candidate is evaluated once; its raw p joins 19 raw p-values of one A/A
+    gate from the pool and compare.py's rule is re-applied (:func:`_verdict`). The shortcut
+    is checked against compare_candidates on VERIFY_GATES whole gates.
+    """
+    rng = gate_sim.rng_for(key, repeats, round(effect * 1000))
+    series = gate_sim.simulate_series(rng, model, n, WINDOW + 1, repeats, effect=effect)
+    rows = series.centres.tolist()
+    regression = np.zeros(n, dtype=bool)
+    inconclusive = np.zeros(n, dtype=bool)
+    for i in range(n):
+        (c,) = compare_candidates([_candidate(rows[i], "slow")])
+        verdict = _verdict(c, null_p[i % null_p.shape[0], 1:].tolist())
+        regression[i] = verdict is Verdict.REGRESSION
+        inconclusive[i] = verdict is Verdict.INCONCLUSIVE
+    # Check: whole gates (this regressed metric + 19 fresh A/A metrics) through perfgate.
+    fresh = gate_sim.simulate_series(rng, model, VERIFY_GATES * (GATE - 1), WINDOW + 1, repeats)
+    fresh_rows = fresh.centres.tolist()
+    mismatches = 0
+    for g in range(VERIFY_GATES):
+        gate = [_candidate(rows[g], "slow")] + [
+            _candidate(fresh_rows[g * (GATE - 1) + m], f"b{m}") for m in range(GATE - 1)
+        ]
+        whole = compare_candidates(gate)
+        (alone,) = compare_candidates(gate[:1])
+        nulls = [1.0 if c.p_value is None else c.p_value for c in whole[1:]]
+        mismatches += _verdict(alone, nulls) is not whole[0].verdict
+    return {
+        "regression": regression,
+        "inconclusive": inconclusive,
+        "stats": method_stats(series),
+        "mismatches": mismatches,
+    }
+
+
+def _paired_evidence(
+    base: list[float], head: list[float], benchmark: str, noise: PairNoise | None
+) -> PairedEvidence:
+    return compare_pairs(
+        [Pair(b, h) for b, h in zip(base, head, strict=True)],
+        benchmark=benchmark,
+        metric="step_time_ms",
+        unit="ms",
+        direction=Direction.LOWER_IS_BETTER,
+        policy=POLICY,
+        run_id="head",
+        base_run_id="base",
+        noise=noise,
+    )
+
+
+def _paired_task(model: NoiseModel, repeats: int, gates: int, n: int, key: int) -> dict[str, Any]:
+    """A/A gates and power of paired A/B, judged exactly by compare_pairs + decide_paired.
+
+    Two variants on the same pairs: the pairs' own spread only, and with the pair noise the
+    metric's base-branch history implies (pair_noise_from_repeats over 30 simulated runs).
+    """
+    rng = gate_sim.rng_for(key, repeats)
+
+    def priors(count: int) -> list[PairNoise | None]:
+        hist = gate_sim.simulate_series(rng, model, count, WINDOW, repeats).centres.tolist()
+        return [pair_noise_from_repeats(runs) for runs in hist]
+
+    out: dict[str, Any] = {}
+    base, head = gate_sim.simulate_ab(rng, model, gates * GATE, repeats, gate_size=GATE)
+    aa_rows = list(zip(base.tolist(), head.tolist(), strict=True))
+    aa_priors = priors(gates * GATE)
+    reg_rows = {}
+    reg_priors = {}
+    for effect in EFFECTS:
+        b, h = gate_sim.simulate_ab(rng, model, n, repeats, effect=effect)
+        reg_rows[effect] = list(zip(b.tolist(), h.tolist(), strict=True))
+        reg_priors[effect] = priors(n)
+    for variant in ("alone", "history"):
+        pool: list[list[PairedEvidence]] = []
+        flagged = np.zeros(gates * GATE, dtype=bool)
+        for g in range(gates):
+            evs = []
+            for m in range(GATE):
+                b_row, h_row = aa_rows[g * GATE + m]
+                noise = aa_priors[g * GATE + m] if variant == "history" else None
+                evs.append(_paired_evidence(b_row, h_row, f"b{m}", noise))
+            pool.append(evs)
+            for m, c in enumerate(decide_paired(evs)):
+                flagged[g * GATE + m] = c.verdict is Verdict.REGRESSION
+        out[f"{variant}.flagged"] = flagged
+        for effect in EFFECTS:
+            verdicts = []
+            for i, (b_row, h_row) in enumerate(reg_rows[effect]):
+                noise = reg_priors[effect][i] if variant == "history" else None
+                ev = _paired_evidence(b_row, h_row, "slow", noise)
+                verdicts.append(decide_paired([ev, *pool[i % gates][1:]])[0].verdict)
+            out[f"{variant}.power{effect}"] = np.mean([v is Verdict.REGRESSION for v in verdicts])
+            out[f"{variant}.inconclusive{effect}"] = np.mean(
+                [v is Verdict.INCONCLUSIVE for v in verdicts]
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return f"{100.0 * x:.{digits}f}%"
+
+
+def _ci(k: int, n: int) -> str:
+    """Clopper-Pearson 95% interval of k successes in n."""
+    low = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+    return f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def _power_cell(power: float, inconclusive: float, width: int = 14) -> str:
+    return f"{_pct(power) + ' (' + _pct(inconclusive, 0) + ')':>{width}}"
+
+
+def _gate_rate(flags: np.ndarray) -> tuple[int, int]:
+    per_gate = flags.reshape(-1, GATE).any(axis=1)
+    return int(per_gate.sum()), int(per_gate.size)
+
+
+def _threshold_above(values: np.ndarray, count: int) -> float:
+    """Threshold t with ``count`` of ``values`` strictly above it (ties aside)."""
+    ordered = np.sort(values)[::-1]
+    return float(ordered[min(count, values.size - 1)])
+
+
+@dataclass(frozen=True)
+class Setting:
+    model: NoiseModel
+    repeats: int
+    gates: int
+    power_n: int
+    key: int
+
+
+def _section_defaults(out: Callable[[str], None], cfgs: Sequence[Setting], aa: Any) -> None:
+    out("-" * 100)
+    out(
+        f"1. PR gate, A/A: share of gates ({GATE} metrics, {WINDOW} runs of history, 3 repeats) "
+        "raising any"
+    )
+    out("   false regression, each method at its default; [95% Clopper-Pearson interval].")
+    out("   Target for perfgate: <= 1% at CoV 3%.")
+    out("-" * 100)
+    out(f"  {'noise':<16}{'gates':>6}  {'perfgate':<19}" + "".join(f"{m.name:<19}" for m in OTHERS))
+    for cfg in cfgs:
+        res = aa[cfg]
+        k, n = _gate_rate(res["flagged"])
+        cells = f"{_pct(k / n) + ' ' + _ci(k, n):<19}"
+        for m in OTHERS:
+            mk, mn = _gate_rate(res["stats"][m.name] >= m.default)
+            cells += f"{_pct(mk / mn) + ' ' + _ci(mk, mn):<19}"
+        out(f"  {cfg.model.label:<16}{n:>6}  {cells}")
+    out("")
+    out("  Where perfgate's false alarms come from (a job spike in the current run slows every")
+    out("  metric of that run at once; no history-based rule can tell it from a regression):")
+    for cfg in cfgs:
+        res = aa[cfg]
+        flagged, spiked = res["flagged"], res["current_spiked"]
+        by_gate = flagged.reshape(-1, GATE).any(axis=1)
+        spiked_gate = spiked.reshape(-1, GATE).any(axis=1)
+        out(
+            f"    {cfg.model.label:<16} alarmed gates {int(by_gate.sum()):>3}, "
+            f"{int((by_gate & spiked_gate).sum()):>2} of them with a spiked current job "
+            f"(of {int(spiked_gate.sum())}); flagged metrics {int(flagged.sum()):>3}, "
+            f"{int((flagged & spiked).sum())} in spiked jobs"
+        )
+    out("")
+    out("  Rules of the other methods (on run centres = median of repeat centres; H = the 30")
+    out("  history runs, x = the current run):")
+    for m in OTHERS:
+        out(f"    {m.name:<16} {m.rule}")
+    out("")
+
+
+def _section_power(
+    out: Callable[[str], None], cfgs: Sequence[Setting], aa: Any, power: Any
+) -> None:
+    out("-" * 100)
+    out("2. PR gate, power for 5% and 10% slowdowns, at each method's default and at perfgate's")
+    out("   false-alarm rate. perfgate judges each regressed metric inside a gate with")
+    out(f"   {GATE - 1} A/A metrics (BH across the gate); the others judge each metric alone.")
+    out("   Matching: each other method's threshold is set from its statistic over the same A/A")
+    out("   pool (same simulation, same seeds) so that exactly as many A/A metrics (per metric)")
+    out("   or A/A gates (per gate: the gate's largest statistic) lie above it as perfgate")
+    out("   flagged (at least one); power is then the share of regressed metrics above it.")
+    out("   perfgate's power cells: share flagged (its 'inconclusive' share in brackets).")
+    out("-" * 100)
+    for cfg in cfgs:
+        res = aa[cfg]
+        flagged = res["flagged"]
+        n_aa = flagged.size
+        k_metric = int(flagged.sum())
+        k_gate, n_gates = _gate_rate(flagged)
+        pw = [power[(cfg, e)] for e in EFFECTS]
+        pg_power = [float(p["regression"].mean()) for p in pw]
+        out(
+            f"  {cfg.model.label}, {cfg.repeats} repeat{'s' if cfg.repeats > 1 else ''}: A/A pool "
+            f"{n_aa:,} metrics in {n_gates:,} gates; {cfg.power_n:,} regressed metrics per effect"
+        )
+        out(
+            f"    {'at the default':<18}{'FA/metric':>11}{'FA/gate':>9}{'power 5%':>14}"
+            f"{'power 10%':>14}"
+        )
+        line = f"    {'perfgate':<18}{_pct(k_metric / n_aa, 3):>11}{_pct(k_gate / n_gates):>9}"
+        line += "".join(
+            _power_cell(float(p["regression"].mean()), float(p["inconclusive"].mean())) for p in pw
+        )
+        out(line)
+        matched: list[str] = []
+        for m in OTHERS:
+            aa_stat = res["stats"][m.name]
+            mk, mg = _gate_rate(aa_stat >= m.default)
+            line = f"    {m.name:<18}{_pct(float(np.mean(aa_stat >= m.default)), 3):>11}"
+            line += f"{_pct(mk / mg):>9}"
+            line += "".join(
+                f"{_pct(float(np.mean(p['stats'][m.name] >= m.default))):>14}" for p in pw
+            )
+            out(line)
+            thr_m = _threshold_above(aa_stat, max(k_metric, 1))
+            thr_g = _threshold_above(aa_stat.reshape(-1, GATE).max(axis=1), max(k_gate, 1))
+            cells = f"    {m.name:<18}"
+            for thr in (thr_m, thr_g):
+                p5, p10 = (float(np.mean(p["stats"][m.name] > thr)) for p in pw)
+                cells += f"{thr:>11.3f}{_pct(p5):>10}{_pct(p10):>10}    "
+            matched.append(cells.rstrip())
+        out(
+            f"    {'matched':<18}{'per metric: FA ' + _pct(max(k_metric, 1) / n_aa, 3):^31}    "
+            f"{'per gate: FA ' + _pct(max(k_gate, 1) / n_gates):^31}"
+        )
+        out(f"    {'':<18}" + f"{'threshold':>11}{'power 5%':>10}{'power 10%':>10}    " * 2)
+        pg_cells = f"{'(own)':>11}{_pct(pg_power[0]):>10}{_pct(pg_power[1]):>10}    "
+        out(f"    {'perfgate':<18}{pg_cells * 2}".rstrip())
+        for line in matched:
+            out(line)
+        mism = sum(int(p["mismatches"]) for p in pw)
+        out(
+            f"    (check of the BH shortcut against whole gates judged by compare_candidates: "
+            f"{mism} mismatches in {2 * VERIFY_GATES})"
+        )
+        out("")
+
+
+def _section_paired(
+    out: Callable[[str], None],
+    history: Sequence[Setting],
+    paired: Sequence[Setting],
+    aa: Any,
+    power: Any,
+    ab: Any,
+) -> None:
+    out("-" * 100)
+    out("3. Paired A/B (perfgate run --ab: base and head alternate in one job; compare_pairs +")
+    out("   decide_paired) against the history-based gate (compare_candidates, 30 runs of")
+    out("   history), all at their defaults. 'repeats' = head processes (an A/B run also runs as")
+    out("   many base processes). 'paired' uses the pairs' own spread; 'paired+hist' also the")
+    out("   pair noise implied by the base branch's runs (pair_noise_from_history; none with 1")
+    out("   repeat). FA: A/A gates of 20 with any regression; power: regressed metric judged in a")
+    out("   gate with 19 A/A metrics, (inconclusive share).")
+    out("-" * 100)
+    out(f"  {'noise':<21}{'rep':>4} | {'history-based':^36} | {'paired':^36} | {'paired+hist':^36}")
+    sub = f"{'FA/gate':>8}{'power 5%':>14}{'power 10%':>14}"
+    out(f"  {'':<21}{'':>4} | {sub} | {sub} | {sub}")
+    hist_by = {(c.model.label, c.repeats): c for c in history}
+    for cfg in paired:
+        h = hist_by[(cfg.model.label, cfg.repeats)]
+        hk, hg = _gate_rate(aa[h]["flagged"])
+        cells = [
+            f"{_pct(hk / hg):>8}"
+            + "".join(
+                _power_cell(
+                    float(power[(h, e)]["regression"].mean()),
+                    float(power[(h, e)]["inconclusive"].mean()),
+                )
+                for e in EFFECTS
+            )
+        ]
+        res = ab[cfg]
+        for variant in ("alone", "history"):
+            k, g = _gate_rate(res[f"{variant}.flagged"])
+            cells.append(
+                f"{_pct(k / g):>8}"
+                + "".join(
+                    _power_cell(
+                        float(res[f"{variant}.power{e}"]), float(res[f"{variant}.inconclusive{e}"])
+                    )
+                    for e in EFFECTS
+                )
+            )
+        out(f"  {cfg.model.label:<21}{cfg.repeats:>4} | " + " | ".join(cells))
+    out(
+        f"  (history-based: {history[0].gates} / {history[5].gates} A/A gates at CoV 3% / "
+        f"job-dominated, {history[0].power_n} / {history[5].power_n} regressed metrics per effect;"
+        f" paired: {paired[0].gates} A/A gates, {paired[0].power_n} regressed metrics per effect)"
+    )
+    out("")
+
+
+def run(out: Callable[[str], None], *, jobs: int | None = None, scale: float = 1.0) -> None:
+    """Run the PR-gate detection benchmark and write its report line by line to ``out``."""
+    _run(lambda line: out(line.rstrip()), jobs=jobs, scale=scale)
+
+
+def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
+    started = time.perf_counter()
+    jobs = jobs or min(2, os.cpu_count() or 1)
+
+    def size(x: int) -> int:
+        return max(VERIFY_GATES, int(x * scale))
+
+    cov1, cov3, cov5 = (gate_sim.mixed_model(c) for c in (0.01, 0.03, 0.05))
+    job = gate_sim.job_dominated_model()
+    heavy = dataclasses.replace(cov3, label="CoV 3%, t4 job", job_df=4.0)
+    history = [
+        Setting(cov3, 3, size(1000), size(1000), 1),
+        Setting(cov3, 1, size(400), size(800), 2),
+        Setting(cov3, 5, size(400), size(800), 3),
+        Setting(cov1, 3, size(400), size(400), 4),
+        Setting(cov5, 3, size(400), size(400), 5),
+        Setting(job, 1, size(200), size(400), 6),
+        Setting(job, 3, size(200), size(400), 7),
+        Setting(job, 5, size(200), size(400), 8),
+    ]
+    sensitivity = [Setting(heavy, 3, size(250), 0, 9)]
+    paired = [
+        Setting(model, r, size(300), size(800), 20 + i)
+        for i, (model, r) in enumerate((m, r) for m in (cov3, job) for r in REPEATS)
+    ]
+
+    out("=" * 100)
+    out("perfgate detection benchmark, PR gate (bench/detection_gate.py)")
+    out("=" * 100)
+    out("command: python bench/detection_gate.py" + (f" --scale {scale:g}" if scale != 1 else ""))
+    out(
+        f"seeds: numpy default_rng([{gate_sim.BASE_SEED}, setting key, repeats(, effect in "
+        "per mille)]);"
+    )
+    out("       setting keys 1-9 history-based, 20-25 paired, 999 noise table, 0 step-median law")
+    out(
+        f"perfgate defaults: window {WINDOW} runs, alpha (FDR) {ALPHA}, minimum effect "
+        f"{POLICY.min_effect_pct:g}%, gate of {GATE} metrics; {jobs} worker processes"
+    )
+    out("")
+    out("Noise models (multiplicative; bench/gate_sim.py has the details):")
+    for model in (cov1, cov3, cov5, job, heavy):
+        out(f"  {model.describe()}")
+    out("")
+    out("Noise they produce (CoV = SD/mean / robust = 1.4826*MAD/median), 20,000 draws each:")
+    out(f"  {'model':<22}{'repeats':>8}{'repeat centre':>22}{'run centre':>22}{'pair ratio':>22}")
+    for model in (cov1, cov3, cov5, job):
+        for r in (1, 3):
+            c = gate_sim.realised_cov(model, r)
+            cells = "".join(
+                f"{_pct(c[k], 2) + ' / ' + _pct(c[k + '_robust'], 2):>22}"
+                for k in ("repeat", "run", "pair")
+            )
+            out(f"  {model.label:<22}{r:>8}{cells}")
+    out("")
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        aa_futures = {
+            cfg: pool.submit(_aa_task, cfg.model, cfg.repeats, cfg.gates, cfg.key)
+            for cfg in history + sensitivity
+        }
+        paired_futures = {
+            cfg: pool.submit(_paired_task, cfg.model, cfg.repeats, cfg.gates, cfg.power_n, cfg.key)
+            for cfg in paired
+        }
+        aa = {cfg: f.result() for cfg, f in aa_futures.items()}
+        power_futures = {
+            (cfg, effect): pool.submit(
+                _power_task,
+                cfg.model,
+                cfg.repeats,
+                effect,
+                cfg.power_n,
+                cfg.key,
+                aa[cfg]["p_raw"].reshape(-1, GATE),
+            )
+            for cfg in history
+            for effect in EFFECTS
+        }
+        power = {k: f.result() for k, f in power_futures.items()}
+        ab = {cfg: f.result() for cfg, f in paired_futures.items()}
+
+    _section_defaults(out, [history[3], history[0], history[4], *sensitivity], aa)
+    _section_power(out, history[:5], aa, power)
+    _section_paired(out, history, paired, aa, power, ab)
+    out(f"total time {time.perf_counter() - started:.0f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default 2)")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every simulation size (quick: 0.1)"
+    )
+    args = parser.parse_args(argv)
+    run(print, jobs=args.jobs, scale=args.scale)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
