@@ -75,7 +75,13 @@ def _bootstrap_change_ci(
     median = float(np.median(centres))
     residuals = (centres - median) * math.sqrt(k / max(k - 1, 1))
     idx = rng.integers(0, k, size=(BOOTSTRAP_RESAMPLES, k))
-    base = np.median(centres[idx], axis=1)
+    resampled = centres[idx]
+    half = k // 2
+    if k % 2:
+        base = np.partition(resampled, half, axis=1)[:, half]
+    else:
+        part = np.partition(resampled, (half - 1, half), axis=1)
+        base = (part[:, half - 1] + part[:, half]) / 2.0
     noise = residuals[rng.integers(0, k, size=BOOTSTRAP_RESAMPLES)]
     if excess > 0:
         noise = noise + rng.normal(0.0, math.sqrt(excess), size=BOOTSTRAP_RESAMPLES)
