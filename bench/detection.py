@@ -7,9 +7,12 @@
    and a fixed threshold at a matched false-alarm rate, and paired A/B against history
    gating when job-level noise dominates.
 2. History analysis (bench/detection_history.py): precision, recall and F1 of change-point
-   detection against Apache Otava (PyPI ``apache-otava``, default parameters; install it
-   with ``pip install --no-deps apache-otava``, it pins old numpy/scipy), a fixed-percentage
-   threshold and the no-change predictor, and the runtime on one 1,000-point series.
+   detection against Apache Otava (PyPI ``apache-otava`` 0.8.0, default parameters), a
+   fixed-percentage threshold and the no-change predictor, and the runtime on one
+   1,000-point series. apache-otava is not a perfgate dependency: it pins numpy 2.2 and
+   scipy < 1.17 and pulls cloud clients. It was measured with ``pip install apache-otava``
+   followed by ``pip install numpy==2.4.6 scipy==1.17.1`` (Otava runs with them); without
+   it the Otava row says NOT AVAILABLE.
 
 Nothing here is asserted; the numbers, with their targets, are for a person to read.
 """
