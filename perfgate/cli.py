@@ -333,6 +333,28 @@ def _compare(
     return config, result
 
 
+def _compare_and_report(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+) -> bool:
+    """Compare, print the report, and say whether the gate's policy fails it."""
+    from perfgate import app
+    from perfgate.reporters.render import gate_to_dict, render_json, render_text
+
+    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
+    failed: bool = app.gate_failed(config, result)
+    if as_json:
+        click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
+    else:
+        click.echo(render_text(result), nl=False)
+    return failed
+
+
 @cli.command()
 @_gate_common
 def compare(
@@ -350,16 +372,7 @@ def compare(
     Example:
         perfgate compare --branch feat --against main
     """
-    from perfgate import app
-    from perfgate.reporters.render import gate_to_dict, render_json, render_text
-
-    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
-    if as_json:
-        click.echo(
-            render_json(gate_to_dict(result, failed=app.gate_failed(config, result))), nl=False
-        )
-    else:
-        click.echo(render_text(result), nl=False)
+    _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
 
 
 @cli.command()
@@ -379,15 +392,7 @@ def gate(
     Example:
         perfgate gate --branch feat --against main --json
     """
-    from perfgate import app
-    from perfgate.reporters.render import gate_to_dict, render_json, render_text
-
-    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
-    failed = app.gate_failed(config, result)
-    if as_json:
-        click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
-    else:
-        click.echo(render_text(result), nl=False)
+    failed = _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
     if failed:
         sys.exit(int(ExitCode.REGRESSION))
 
