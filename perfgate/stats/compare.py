@@ -306,7 +306,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
     else:
         word = "higher" if ev.change_pct > 0 else "lower"
     size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment, raw {ev.p_value:.2g}"
     outcome = classify_change(
         change_pct=ev.change_pct,
         p_adjusted=p_adjusted,

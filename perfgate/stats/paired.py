@@ -384,7 +384,7 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
     size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g})"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment, raw {ev.p_value:.2g}"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
     if significant and big_enough:
         verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
