@@ -33,7 +33,7 @@ from perfgate.models import (
 from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import ALPHA, Candidate, compare_candidates, summarize
-from perfgate.stats.changepoints import ChangePoint, detect_change_points
+from perfgate.stats.changepoints import MIN_SEGMENT, ChangePoint, detect_change_points
 from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
 from perfgate.stats.summary import repeat_centres
 from perfgate.store import SqlStore
@@ -243,14 +243,15 @@ def run_ab_and_record(
         repo: a directory inside the git checkout holding the head.
         suite_dir: the suite's directory relative to the repository root.
     """
-    from perfgate.runner.ab import base_worktree, resolve_commit, run_pairs
+    from perfgate.runner.ab import base_worktree, repo_root, resolve_commit, run_pairs
 
     if not specs:
         raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     base_commit = resolve_commit(repo, ref)
-    head_dir = Path(_git(repo, "rev-parse", "--show-toplevel"))
+    head_dir = repo_root(repo)
+    assert head_dir is not None  # resolve_commit checked it
     base_git = GitContext(commit=base_commit, branch=f"{git.branch}:base", base_branch=ref)
     pairs = []
     with base_worktree(repo, base_commit) as base_dir:
@@ -665,9 +666,6 @@ def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
 
 
 # --- history -------------------------------------------------------------------------------
-
-
-MIN_SEGMENT = 5
 
 
 @dataclass(frozen=True)

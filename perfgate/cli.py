@@ -279,18 +279,12 @@ def run(
 
 
 def _relative_to_repo(directory: Path) -> Path:
-    import subprocess
+    from perfgate.runner.ab import repo_root
 
-    top = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    if not top:
+    top = repo_root(directory)
+    if top is None:
         raise ConfigError(f"--ab needs a git checkout; {directory} is not inside one")
-    return directory.relative_to(Path(top).resolve())
+    return directory.relative_to(top)
 
 
 def _gate_common(func: F) -> F:

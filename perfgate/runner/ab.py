@@ -29,21 +29,30 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def repo_root(directory: Path) -> Path | None:
+    """The top of the git checkout holding ``directory``, or None outside one."""
+    out = _git(directory, "rev-parse", "--show-toplevel")
+    top = out.stdout.strip()
+    return Path(top).resolve() if out.returncode == 0 and top else None
+
+
 def resolve_commit(repo: Path, ref: str) -> str:
     """The full commit id ``ref`` names in ``repo``."""
-    top = _git(repo, "rev-parse", "--show-toplevel")
-    if top.returncode != 0:
+    top = repo_root(repo)
+    if top is None:
         raise UsageError(f"--ab {ref}: {repo} is not inside a git checkout")
     out = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if out.returncode != 0 or not out.stdout.strip():
-        raise UsageError(f"--ab {ref}: no such commit in {top.stdout.strip()}")
+        raise UsageError(f"--ab {ref}: no such commit in {top}")
     return out.stdout.strip()
 
 
 @contextmanager
 def base_worktree(repo: Path, commit: str) -> Iterator[Path]:
     """A detached worktree of ``commit``, removed afterwards whatever happens."""
-    top = Path(_git(repo, "rev-parse", "--show-toplevel").stdout.strip())
+    top = repo_root(repo)
+    if top is None:
+        raise UsageError(f"{repo} is not inside a git checkout")
     parent = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
     path = parent / "base"
     added = _git(top, "worktree", "add", "--detach", str(path), commit)
