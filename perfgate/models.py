@@ -301,12 +301,20 @@ class OpStat:
     total_time_ms_per_step: float
     op_type: str = ""
     input_shapes: tuple[str, ...] = ()
+    core: str = ""
+    """The accelerator core that ran it, as the profiler names it (Ascend: ``AI_CORE``,
+    ``AI_VECTOR_CORE``, ``MIX_AIC``, ``MIX_AIV``, ``AI_CPU``, ``HCCL``, ...); empty elsewhere."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """Hardware counters averaged over the op's calls, weighted by duration (Ascend
+    ``aic_mac_ratio``, ``aiv_vec_ratio``, ``cube_utilization(%)``, ...), when collected."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "device": self.device,
             "op_type": self.op_type,
+            "core": self.core,
+            "metrics": dict(self.metrics),
             "calls_per_step": self.calls_per_step,
             "self_time_ms_per_step": self.self_time_ms_per_step,
             "total_time_ms_per_step": self.total_time_ms_per_step,
@@ -323,6 +331,8 @@ class OpStat:
             self_time_ms_per_step=float(data["self_time_ms_per_step"]),
             total_time_ms_per_step=float(data["total_time_ms_per_step"]),
             input_shapes=tuple(data.get("input_shapes", ())),
+            core=str(data.get("core", "")),
+            metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
         )
 
 
@@ -336,6 +346,10 @@ class StepBreakdown:
     communication_overlapped_ms: float | None = None
     free_ms: float | None = None
     data_loading_ms: float | None = None
+    bubble_ms: float | None = None
+    """Pipeline bubble: time in receive ops waiting for another stage (Ascend ``Bubble``)."""
+    preparing_ms: float | None = None
+    """From the step's start to its first device task (Ascend ``Preparing``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -345,6 +359,8 @@ class StepBreakdown:
             "communication_overlapped_ms": self.communication_overlapped_ms,
             "free_ms": self.free_ms,
             "data_loading_ms": self.data_loading_ms,
+            "bubble_ms": self.bubble_ms,
+            "preparing_ms": self.preparing_ms,
         }
 
     @classmethod
@@ -360,6 +376,86 @@ class StepBreakdown:
             communication_overlapped_ms=opt("communication_overlapped_ms"),
             free_ms=opt("free_ms"),
             data_loading_ms=opt("data_loading_ms"),
+            bubble_ms=opt("bubble_ms"),
+            preparing_ms=opt("preparing_ms"),
+        )
+
+
+@dataclass(frozen=True)
+class LinkBandwidth:
+    """Traffic over one link type in one profiled step (Ascend communication.json)."""
+
+    link: str
+    """``HCCS``, ``RDMA``, ``SDMA``, ``PCIE``, ``SIO``, ..."""
+    transit_size_mb: float
+    transit_time_ms: float
+    bandwidth_gb_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "link": self.link,
+            "transit_size_mb": self.transit_size_mb,
+            "transit_time_ms": self.transit_time_ms,
+            "bandwidth_gb_s": self.bandwidth_gb_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LinkBandwidth:
+        return cls(
+            link=str(data["link"]),
+            transit_size_mb=float(data["transit_size_mb"]),
+            transit_time_ms=float(data["transit_time_ms"]),
+            bandwidth_gb_s=float(data["bandwidth_gb_s"]),
+        )
+
+
+@dataclass(frozen=True)
+class CommunicationSummary:
+    """Collective and point-to-point communication of one rank, per profiled step.
+
+    Times in ms. ``wait_ratio`` and ``synchronization_ratio`` are the profiler's own
+    (wait / (wait + transit), sync / (sync + transit)); ``None`` when it had none.
+    """
+
+    ops_per_step: float
+    elapse_ms: float
+    transit_ms: float
+    wait_ms: float
+    synchronization_ms: float
+    idle_ms: float
+    wait_ratio: float | None = None
+    synchronization_ratio: float | None = None
+    links: tuple[LinkBandwidth, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ops_per_step": self.ops_per_step,
+            "elapse_ms": self.elapse_ms,
+            "transit_ms": self.transit_ms,
+            "wait_ms": self.wait_ms,
+            "synchronization_ms": self.synchronization_ms,
+            "idle_ms": self.idle_ms,
+            "wait_ratio": self.wait_ratio,
+            "synchronization_ratio": self.synchronization_ratio,
+            "links": [link.to_dict() for link in self.links],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommunicationSummary:
+        def opt(name: str) -> float | None:
+            value = data.get(name)
+            return None if value is None else float(value)
+
+        return cls(
+            ops_per_step=float(data["ops_per_step"]),
+            elapse_ms=float(data["elapse_ms"]),
+            transit_ms=float(data["transit_ms"]),
+            wait_ms=float(data["wait_ms"]),
+            synchronization_ms=float(data["synchronization_ms"]),
+            idle_ms=float(data["idle_ms"]),
+            wait_ratio=opt("wait_ratio"),
+            synchronization_ratio=opt("synchronization_ratio"),
+            links=tuple(LinkBandwidth.from_dict(x) for x in data.get("links", ())),
         )
 
 
@@ -382,6 +478,18 @@ class ProfileSummary:
     rank: int | None = None
     raw_files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    op_types: tuple[OpStat, ...] = ()
+    """Per operator type (``name`` is the type), when the source aggregates by type."""
+    step_times_ms: tuple[float, ...] = ()
+    """End-to-end time of each profiled step, oldest first, when the source has them."""
+    communication: CommunicationSummary | None = None
+    peak_reserved_bytes: int | None = None
+    """Peak memory the device allocator held (reserved), when the source reports it."""
+    memory_growth_bytes: int | None = None
+    """Allocated memory at the end of the profiled window minus at its start."""
+    collection: Mapping[str, str] = field(default_factory=dict)
+    """How the profile was collected: profiler level, aic_metrics, export type, torch_npu
+    and CANN versions, device name, ... (keys as the source names them, lower-cased)."""
 
     def top_ops(self, n: int = 10) -> tuple[OpStat, ...]:
         return tuple(sorted(self.ops, key=lambda o: -o.self_time_ms_per_step)[:n])
@@ -400,6 +508,14 @@ class ProfileSummary:
             "rank": self.rank,
             "raw_files": list(self.raw_files),
             "notes": list(self.notes),
+            "op_types": [o.to_dict() for o in self.op_types],
+            "step_times_ms": list(self.step_times_ms),
+            "communication": None
+            if self.communication is None
+            else self.communication.to_dict(),
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "memory_growth_bytes": self.memory_growth_bytes,
+            "collection": dict(self.collection),
         }
 
     @classmethod
@@ -410,6 +526,9 @@ class ProfileSummary:
         calls = data.get("op_calls_per_step")
         launches = data.get("kernel_launches_per_step")
         rank = data.get("rank")
+        comm = data.get("communication")
+        reserved = data.get("peak_reserved_bytes")
+        growth = data.get("memory_growth_bytes")
         return cls(
             source=str(data["source"]),
             steps=int(data["steps"]),
@@ -423,7 +542,42 @@ class ProfileSummary:
             rank=None if rank is None else int(rank),
             raw_files=tuple(data.get("raw_files", ())),
             notes=tuple(data.get("notes", ())),
+            op_types=tuple(OpStat.from_dict(o) for o in data.get("op_types", ())),
+            step_times_ms=tuple(float(x) for x in data.get("step_times_ms", ())),
+            communication=None if comm is None else CommunicationSummary.from_dict(comm),
+            peak_reserved_bytes=None if reserved is None else int(reserved),
+            memory_growth_bytes=None if growth is None else int(growth),
+            collection={str(k): str(v) for k, v in data.get("collection", {}).items()},
         )
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """How the ranks of one multi-device job compare with each other.
+
+    ``step_ms`` and ``comm_wait_ms`` are per rank, in the order of ``ranks``; spreads are
+    (max - min) / min in percent. ``slow_links`` names each (rank, link) whose bandwidth
+    is below the expected bandwidth of its link type.
+    """
+
+    ranks: tuple[int, ...]
+    step_ms: tuple[float, ...]
+    slowest_rank: int
+    step_spread_pct: float
+    comm_wait_ms: tuple[float | None, ...] = ()
+    comm_wait_spread_pct: float | None = None
+    slow_links: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ranks": list(self.ranks),
+            "step_ms": list(self.step_ms),
+            "slowest_rank": self.slowest_rank,
+            "step_spread_pct": self.step_spread_pct,
+            "comm_wait_ms": list(self.comm_wait_ms),
+            "comm_wait_spread_pct": self.comm_wait_spread_pct,
+            "slow_links": list(self.slow_links),
+        }
 
 
 @dataclass(frozen=True)
@@ -554,12 +708,45 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Finding:
+    """One thing an advisor noticed: what, where, how bad, and what to do about it.
+
+    ``source`` is ``perfgate`` for perfgate's own rules and ``msprof-analyze`` for findings
+    taken from the Ascend advisor; ``rule`` is the rule id or the advisor's category.
+    """
+
     rule: str
     severity: Severity
     location: str
     message: str
     suggestion: str
     evidence: Mapping[str, float | str] = field(default_factory=dict)
+    source: str = "perfgate"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "location": self.location,
+            "message": self.message,
+            "suggestion": self.suggestion,
+            "evidence": dict(self.evidence),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        evidence: dict[str, float | str] = {}
+        for key, value in data.get("evidence", {}).items():
+            evidence[str(key)] = value if isinstance(value, int | float) else str(value)
+        return cls(
+            rule=str(data["rule"]),
+            severity=Severity(data["severity"]),
+            location=str(data.get("location", "")),
+            message=str(data.get("message", "")),
+            suggestion=str(data.get("suggestion", "")),
+            evidence=evidence,
+            source=str(data.get("source", "perfgate")),
+        )
 
 
 @dataclass(frozen=True)
