@@ -113,8 +113,15 @@ def _measurement(
 
 
 def _profile(trace_path: str | None) -> ProfileSummary | None:
+    """The profiled window's summary: a torch.profiler trace file, or the directory the NPU
+    backend's torch_npu profiler wrote (one ``*_ascend_pt`` inside)."""
     if trace_path is None:
         return None
+    if Path(trace_path).is_dir():
+        from perfgate.parsers.ascend import parse_ascend
+
+        ranks, _ = parse_ascend(Path(trace_path))
+        return ranks[0]
     from perfgate.parsers import parse_torch_trace
 
     return parse_torch_trace(trace_path)
@@ -566,8 +573,17 @@ def compare_records(
         *_paired(config, store, paired, against),
     )
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+    found = tuple(
+        replace(f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark)
+        for record in records
+        for f in record.findings
+    )
     result = GateResult(
-        branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
+        branch=branch,
+        against=against,
+        verdict=Verdict.UNCHANGED,
+        comparisons=ordered,
+        findings=found,
     )
     return replace(result, verdict=overall_verdict(deciding(result)))
 

@@ -278,6 +278,86 @@ def run(
             click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
 
 
+@cli.command()
+@store_options
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--benchmark", required=True, help="Benchmark name to record the run under.")
+@click.option("--branch", help="Branch the run belongs to (default: CI variables, then git).")
+@click.option("--commit", help="Commit measured (default: CI variables, then git).")
+@click.option("--base-branch", help="Branch the change targets (default: CI variables).")
+@click.option("--host-label", help="Runner class label kept in the fingerprint.")
+@click.option(
+    "--step-times",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File with one step time (ms) per line; taken over the profile's step times.",
+)
+@click.option(
+    "--no-advisor", is_flag=True, help="Do not run msprof-analyze's advisor on an Ascend profile."
+)
+@click.option(
+    "--advisor-timeout",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds msprof-analyze may take before it is stopped.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def ingest(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    path: Path,
+    benchmark: str,
+    branch: str | None,
+    commit: str | None,
+    base_branch: str | None,
+    host_label: str | None,
+    step_times: Path | None,
+    no_advisor: bool,
+    advisor_timeout: float,
+    as_json: bool,
+) -> None:
+    """Record a run from a profile your own script wrote.
+
+    PATH is a torch_npu *_ascend_pt directory (text or db export), a parent directory of
+    one per rank, a torch.profiler *.pt.trace.json[.gz] file, or a directory of them.
+
+    \b
+    Example:
+        perfgate ingest ./prof/rank0_ascend_pt --benchmark llama-dp --json
+        perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
+    """
+    from perfgate import app
+    from perfgate.ingest import ingest_and_record
+    from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
+
+    config = _config(suite, db_url, project, host_label=host_label)
+    git = app.detect_git_context(
+        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
+    )
+    store = _open_store(config.database_url)
+    try:
+        result = ingest_and_record(
+            config,
+            store,
+            path,
+            benchmark=benchmark,
+            git=git,
+            ci=app.detect_ci_context(os.environ),
+            step_times_file=step_times,
+            advisor=not no_advisor,
+            advisor_timeout_s=advisor_timeout,
+        )
+    finally:
+        store.close()
+    if as_json:
+        if result.advisor_problem:
+            click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)
+        click.echo(render_json(ingest_to_dict(result)), nl=False)
+    else:
+        click.echo(render_ingest_text(result), nl=False)
+
+
 def _relative_to_repo(directory: Path) -> Path:
     from perfgate.runner.ab import repo_root
 

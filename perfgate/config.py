@@ -29,6 +29,10 @@ DEFAULT_METRICS: Mapping[str, MetricPolicy] = {
     "throughput_samples_per_s": MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0),
     "peak_memory_bytes": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
     "op_calls_per_step": MetricPolicy(Direction.LOWER_IS_BETTER, 0.5, deterministic=True),
+    # The step breakdown of an ingested profile (Ascend step_trace_time, torch traces).
+    "computing_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
+    "communication_not_overlapped_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
+    "free_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 10.0),
 }
 FALLBACK_POLICY = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
 

@@ -510,9 +510,7 @@ class ProfileSummary:
             "notes": list(self.notes),
             "op_types": [o.to_dict() for o in self.op_types],
             "step_times_ms": list(self.step_times_ms),
-            "communication": None
-            if self.communication is None
-            else self.communication.to_dict(),
+            "communication": None if self.communication is None else self.communication.to_dict(),
             "peak_reserved_bytes": self.peak_reserved_bytes,
             "memory_growth_bytes": self.memory_growth_bytes,
             "collection": dict(self.collection),
@@ -625,6 +623,11 @@ class RunRecord:
     paired_with: str | None = None
     """For a head run recorded by ``run --ab``: the id of the base run measured beside it,
     repeat by repeat (repeat i of each ran next to the other)."""
+    rank_profiles: tuple[ProfileSummary, ...] = ()
+    """One profile per rank when the run is a multi-device job (``profile`` is then the
+    slowest rank's)."""
+    findings: tuple[Finding, ...] = ()
+    """What the advisors (perfgate's rules, msprof-analyze) said about this run's profile."""
 
     def measurement(self, metric: str) -> Measurement | None:
         for m in self.measurements:

@@ -25,12 +25,14 @@ from perfgate.models import (
     BenchmarkSpec,
     CIContext,
     Direction,
+    Finding,
     Fingerprint,
     GitContext,
     Measurement,
     OpStat,
     ProfileSummary,
     RunRecord,
+    Severity,
     StepBreakdown,
     Summary,
 )
@@ -41,7 +43,15 @@ from perfgate.store.schema import metadata
 PG_ENV = "PERFGATE_TEST_POSTGRES_URL"
 UTC = timezone.utc
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
-PERFGATE_TABLES = {"alembic_version", "measurements", "perfgate_meta", "profiles", "runs"}
+PERFGATE_TABLES = {
+    "alembic_version",
+    "findings",
+    "measurements",
+    "perfgate_meta",
+    "profiles",
+    "rank_profiles",
+    "runs",
+}
 
 
 # -- building records -------------------------------------------------------------------
@@ -257,6 +267,41 @@ def test_full_record_round_trips(store: SqlStore) -> None:
     assert loaded.fingerprint.key() == run.fingerprint.key()
     assert loaded.measurements[0].repeats == run.measurements[0].repeats
     assert loaded.profile == make_profile()
+
+
+def test_multi_rank_profiles_and_findings_round_trip(store: SqlStore) -> None:
+    ranks = (
+        replace(make_profile(), rank=0, collection={"profiler_level": "Level1"}),
+        replace(make_profile(), rank=1, peak_reserved_bytes=7 << 20, memory_growth_bytes=-4096),
+    )
+    found = (
+        Finding(
+            rule="Byte Alignment Analysis",
+            severity=Severity.WARNING,
+            location="rank 0",
+            message="2 communication operators are not aligned",
+            suggestion="align the data size to 512 bytes",
+            evidence={"problem_count": 2.0, "total_time_us": 13.5, "note": "from --agent"},
+            source="msprof-analyze",
+        ),
+        Finding("comm_not_overlapped", Severity.CRITICAL, "step", "74% of the step", "overlap"),
+    )
+    run = replace(make_run("ranks-000001", profile=ranks[1]), rank_profiles=ranks, findings=found)
+    store.save_run(run)
+
+    loaded = store.get_run("ranks-000001")
+
+    assert loaded == run
+    assert [p.rank for p in loaded.rank_profiles] == [0, 1]
+    assert loaded.findings[0].evidence["total_time_us"] == 13.5
+
+
+def test_finding_with_unstorable_evidence_writes_nothing(store: SqlStore, raw: Engine) -> None:
+    bad = Finding("r", Severity.INFO, "", "m", "s", evidence={"ratio": float("nan")})
+    with pytest.raises(StoreError, match="finding r"):
+        store.save_run(replace(make_run("badfnd-00001"), findings=(bad,)))
+    assert count(raw, "runs") == 0
+    assert count(raw, "findings") == 0
 
 
 def test_run_without_profile_round_trips(store: SqlStore) -> None:

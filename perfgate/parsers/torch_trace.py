@@ -99,6 +99,10 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
           nccl kernels) splits into the part under compute (overlapped) and the rest (not
           overlapped). ``free_ms`` = step - compute - communication not overlapped, >= 0.
           ``data_loading_ms`` is the time under ``enumerate(DataLoader)`` annotations.
+        - step_times_ms: each ``ProfilerStep#`` window's duration, in order (empty when the
+          trace has no annotations).
+        - collection: rank, world size and backend from ``distributedInfo``, the device
+          name and count from ``deviceProperties``, the CUDA versions when recorded.
         - memory: the largest ``Total Allocated`` of the ``[memory]`` events, of device
           memory when the trace has any, else host memory; per step, the largest within the
           step window (starting from the level left by the previous event).
@@ -437,7 +441,31 @@ def _summarise(
         rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
         raw_files=(label,),
         notes=tuple(notes),
+        step_times_ms=tuple((hi - lo) / _US_PER_MS for lo, hi in windows.spans)
+        if annotated
+        else (),
+        collection=_collection(doc),
     )
+
+
+def _collection(doc: Mapping[str, Any]) -> dict[str, str]:
+    """What the trace says about how and where it was collected."""
+    out: dict[str, str] = {}
+    info = doc.get("distributedInfo")
+    if isinstance(info, dict):
+        for key in ("backend", "rank", "world_size"):
+            if key in info:
+                out[key] = str(info[key])
+    devices = doc.get("deviceProperties")
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict):
+        name = devices[0].get("name")
+        if name:
+            out["device"] = str(name)
+        out["device_count"] = str(len(devices))
+    for key in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version"):
+        if key in doc:
+            out[key.lower()] = str(doc[key])
+    return out
 
 
 def _walk_cpu_ops(

@@ -7,10 +7,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
-from perfgate.models import Comparison, GateResult, RunPoint, RunRecord, Verdict
+from perfgate.models import (
+    Comparison,
+    Finding,
+    GateResult,
+    OpStat,
+    ProfileSummary,
+    RunPoint,
+    RunRecord,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from perfgate.app import DetectedChange, NoiseRow
+    from perfgate.ingest import IngestResult
+
+TOP_OP_TYPES = 10
 
 FORMAT_VERSION = 1
 
@@ -102,7 +114,23 @@ def render_text(result: GateResult) -> str:
             detail += "]"
         tag = "" if c.method == "history" else " (A/B)"
         lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
+    if result.findings:
+        lines += ["", *render_findings_lines(result.findings)]
     return "\n".join(lines) + "\n"
+
+
+def render_findings_lines(findings: Sequence[Finding]) -> list[str]:
+    """One block per finding: severity, source, rule and where; then message and advice."""
+    lines = [f"findings ({len(findings)}):"]
+    for f in findings:
+        where = f" @ {f.location}" if f.location else ""
+        lines.append(f"  [{f.severity.value}] {f.source}: {f.rule}{where}")
+        if f.message:
+            lines.append(f"      {f.message}")
+        advice = " ".join(f.suggestion.split())
+        if advice:
+            lines.append(f"      suggestion: {advice[:300]}")
+    return lines
 
 
 def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
@@ -115,6 +143,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "against": result.against,
         "summary": {v.value: result.count(v) for v in Verdict},
         "comparisons": [c.to_dict() for c in result.comparisons],
+        "findings": [f.to_dict() for f in result.findings],
     }
 
 
@@ -283,3 +312,114 @@ def render_changes_text(changes: Sequence[DetectedChange]) -> str:
         "a change lies in the commit range shown: after the first, up to and including the second"
     )
     return "\n".join([*_table(rows), "", note]) + "\n"
+
+
+def _step_dict(profile: ProfileSummary) -> dict[str, float | None]:
+    b = profile.breakdown
+    if b is None:
+        return {}
+    return {
+        "step_ms": b.step_ms,
+        "computing_ms": b.compute_ms,
+        "communication_not_overlapped_ms": b.communication_not_overlapped_ms,
+        "communication_overlapped_ms": b.communication_overlapped_ms,
+        "free_ms": b.free_ms,
+        "bubble_ms": b.bubble_ms,
+        "preparing_ms": b.preparing_ms,
+        "data_loading_ms": b.data_loading_ms,
+    }
+
+
+def _top_types(profile: ProfileSummary, n: int = TOP_OP_TYPES) -> list[OpStat]:
+    source = profile.op_types or profile.ops
+    return sorted(source, key=lambda o: -o.total_time_ms_per_step)[:n]
+
+
+def _op_type_dict(o: OpStat) -> dict[str, Any]:
+    return {
+        "op_type": o.name,
+        "core": o.core,
+        "calls_per_step": o.calls_per_step,
+        "total_time_ms": o.total_time_ms_per_step,
+    }
+
+
+def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
+    """The versioned JSON of ``perfgate ingest``: the run, the slowest rank's step and top op
+    types, every rank, the cluster view, the advisor's findings, and what was missing."""
+    r = result.record
+    slowest = result.profiled.slowest
+    return {
+        "format_version": FORMAT_VERSION,
+        "perfgate_version": __version__,
+        "run": {
+            "id": r.id,
+            "project": r.project,
+            "benchmark": r.benchmark,
+            "branch": r.git.branch,
+            "commit": r.git.commit,
+            "fingerprint_key": r.fingerprint.key(),
+        },
+        "format": result.profiled.format,
+        "source": slowest.source,
+        "path": str(result.profiled.path),
+        "rank": slowest.rank,
+        "steps": slowest.steps,
+        "step": _step_dict(slowest),
+        "top_op_types": [_op_type_dict(o) for o in _top_types(slowest)],
+        "communication": None if slowest.communication is None else slowest.communication.to_dict(),
+        "measurements": {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements},
+        "ranks": [
+            {"rank": p.rank, "steps": p.steps, "step": _step_dict(p), "notes": list(p.notes)}
+            for p in result.profiled.ranks
+        ],
+        "cluster": None if result.profiled.cluster is None else result.profiled.cluster.to_dict(),
+        "collection": dict(slowest.collection),
+        "findings": [f.to_dict() for f in r.findings],
+        "advisor": {
+            "tool": "msprof-analyze",
+            "version": result.advisor_version,
+            "problem": result.advisor_problem,
+        }
+        if result.profiled.format == "ascend"
+        else None,
+        "notes": list(slowest.notes),
+    }
+
+
+def render_ingest_text(result: IngestResult) -> str:
+    r = result.record
+    slowest = result.profiled.slowest
+    rank = "" if slowest.rank is None else f", rank {slowest.rank}"
+    lines = [
+        f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from "
+        f"{result.profiled.format} profile, {slowest.steps} step(s){rank}",
+        "",
+    ]
+    step = _step_dict(slowest)
+    if step:
+        rows = [["step", "ms"]]
+        rows += [[k.removesuffix("_ms"), f"{v:.3f}"] for k, v in step.items() if v is not None]
+        lines += [*_table(rows), ""]
+    top = _top_types(slowest)
+    if top:
+        rows = [["op type", "core", "calls/step", "total ms/step"]]
+        rows += [
+            [o.name, o.core or "-", f"{o.calls_per_step:g}", f"{o.total_time_ms_per_step:.3f}"]
+            for o in top
+        ]
+        lines += [*_table(rows), ""]
+    cluster = result.profiled.cluster
+    if cluster is not None:
+        lines.append(
+            f"cluster: {len(cluster.ranks)} ranks, slowest rank {cluster.slowest_rank}, "
+            f"step spread {cluster.step_spread_pct:.1f}%"
+        )
+        lines += [f"  slow link: {link}" for link in cluster.slow_links]
+        lines.append("")
+    if r.findings:
+        lines += [*render_findings_lines(r.findings), ""]
+    if result.advisor_problem:
+        lines += [f"advisor: {result.advisor_problem}", ""]
+    lines += [f"note: {n}" for n in slowest.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"

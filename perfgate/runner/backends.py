@@ -1,8 +1,8 @@
 """Device backends: how to synchronise, read peak memory and profile on each device.
 
-Imported only inside worker processes: this is the one module of the runner that touches
-torch, and it imports it lazily. The NPU backend arrives with torch_npu support; asking for
-it now is a clear error rather than a silent fallback to CPU.
+Imported only inside worker processes: with :mod:`perfgate.runner.npu` (the Ascend backend,
+the only module that imports torch_npu) this is the one part of the runner that touches
+torch, and it imports it lazily.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 import platform
 import resource
 import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -27,6 +28,11 @@ class Backend(Protocol):
     def profiler_activities(self) -> list[Any]: ...
 
     def describe(self) -> dict[str, Any]: ...
+
+    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+        """Profile ``steps`` steps (after one warm-up step under the profiler) and write the
+        result at or under ``trace_path``; returns the path the parser should read."""
+        ...
 
 
 def cpu_model_name() -> str:
@@ -46,7 +52,7 @@ def _rss_peak_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def _base_description() -> dict[str, Any]:
+def base_description() -> dict[str, Any]:
     import torch
 
     return {
@@ -81,9 +87,12 @@ class CpuBackend:
         return [ProfilerActivity.CPU]
 
     def describe(self) -> dict[str, Any]:
-        info = _base_description()
+        info = base_description()
         info.update(device_model=info["cpu_model"], device_count=1)
         return info
+
+    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+        return torch_profile(self, step, steps, trace_path)
 
 
 class CudaBackend:
@@ -116,7 +125,7 @@ class CudaBackend:
 
     def describe(self) -> dict[str, Any]:
         torch = self._torch
-        info = _base_description()
+        info = base_description()
         props = torch.cuda.get_device_properties(0)
         info.update(
             device_model=torch.cuda.get_device_name(0),
@@ -129,6 +138,9 @@ class CudaBackend:
         if driver:
             info["driver_version"] = driver
         return info
+
+    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+        return torch_profile(self, step, steps, trace_path)
 
 
 def _nvidia_driver_version() -> str:
@@ -143,6 +155,25 @@ def _nvidia_driver_version() -> str:
     return ""
 
 
+def torch_profile(backend: Backend, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+    """torch.profiler over ``steps`` steps, exported as one Chrome trace at ``trace_path``."""
+    from torch.profiler import profile, schedule
+
+    with profile(
+        activities=backend.profiler_activities(),
+        record_shapes=True,
+        profile_memory=True,
+        # repeat=1: one cycle only, else the export after the loop holds an empty new cycle
+        schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+    ) as prof:
+        for _ in range(1 + steps):
+            step()
+            backend.synchronize()
+            prof.step()
+    prof.export_chrome_trace(trace_path)
+    return trace_path
+
+
 def get_backend(device: str) -> Backend:
     """The backend for ``device`` (``cpu``, ``cuda`` or ``npu``)."""
     if device == "cpu":
@@ -150,8 +181,7 @@ def get_backend(device: str) -> Backend:
     if device == "cuda":
         return CudaBackend()
     if device == "npu":
-        raise RuntimeError(
-            "device 'npu' is not supported by this perfgate yet (the torch_npu backend is "
-            "planned); ingest a torch_npu profile instead"
-        )
+        from perfgate.runner.npu import NpuBackend
+
+        return NpuBackend()
     raise RuntimeError(f"unknown device {device!r} (expected cpu, cuda or npu)")

@@ -126,21 +126,9 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
 
     trace_path = request.get("trace_path")
     profiled = int(request["profiled"])
+    written = None
     if trace_path and profiled > 0:
-        from torch.profiler import profile, schedule
-
-        with profile(
-            activities=backend.profiler_activities(),
-            record_shapes=True,
-            profile_memory=True,
-            # repeat=1: one cycle only, else the export after the loop holds an empty new cycle
-            schedule=schedule(wait=0, warmup=1, active=profiled, repeat=1),
-        ) as prof:
-            for _ in range(1 + profiled):
-                step()
-                sync()
-                prof.step()
-        prof.export_chrome_trace(str(trace_path))
+        written = backend.profile(step, profiled, str(trace_path))
     return {
         "ok": True,
         "step_ns": samples_ns,
@@ -148,7 +136,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         "params": effective,
         "peak_memory_bytes": peak,
         "env": backend.describe(),
-        "trace_path": trace_path if trace_path and profiled > 0 else None,
+        "trace_path": written,
     }
 
 

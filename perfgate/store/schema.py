@@ -136,3 +136,26 @@ profiles = Table(
     Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("summary", Text, nullable=False),
 )
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("source", Text, nullable=False),
+    Column("rule", Text, nullable=False),
+    Column("severity", Text, nullable=False),
+    Column("location", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("suggestion", Text, nullable=False),
+    Column("evidence", Text, nullable=False),
+)
+
+rank_profiles = Table(
+    "rank_profiles",
+    metadata,
+    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("rank", Integer, nullable=True),
+    Column("summary", Text, nullable=False),
+)

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -27,6 +28,7 @@ from perfgate.models import (
     BenchmarkSpec,
     CIContext,
     Direction,
+    Finding,
     Fingerprint,
     GitContext,
     Measurement,
@@ -44,7 +46,7 @@ from perfgate.store.connect import (
     open_failure,
 )
 from perfgate.store.migrate import POSTGRES_LOCK_KEY, MigrationError, needs_upgrade, upgrade
-from perfgate.store.schema import measurements, profiles, runs
+from perfgate.store.schema import findings, measurements, profiles, rank_profiles, runs
 
 #: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
 MIN_ID_PREFIX = 6
@@ -140,18 +142,22 @@ class SqlStore:
         that ``run --confirm`` extended into a new one) are marked excluded in the same
         transaction, so history never holds both.
         """
-        prepared = [(run, *_rows_of(run)) for run in batch]
+        prepared = [(run, _rows_of(run)) for run in batch]
         ids = ", ".join(run.id for run in batch)
         try:
             with self._write() as conn:
-                for run, run_row, measurement_rows, profile_row in prepared:
+                for run, rows in prepared:
                     if self._has_run(conn, run.id):
                         continue
-                    conn.execute(insert(runs), [run_row])
-                    if measurement_rows:
-                        conn.execute(insert(measurements), measurement_rows)
-                    if profile_row is not None:
-                        conn.execute(insert(profiles), [profile_row])
+                    conn.execute(insert(runs), [rows.run])
+                    if rows.measurements:
+                        conn.execute(insert(measurements), rows.measurements)
+                    if rows.profile is not None:
+                        conn.execute(insert(profiles), [rows.profile])
+                    if rows.rank_profiles:
+                        conn.execute(insert(rank_profiles), rows.rank_profiles)
+                    if rows.findings:
+                        conn.execute(insert(findings), rows.findings)
                 if supersedes:
                     conn.execute(
                         update(runs).where(runs.c.id.in_(list(supersedes))).values(excluded=True)
@@ -438,9 +444,16 @@ def _dumps(value: Any, run_id: str, what: str) -> str:
         raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
 
 
-def _rows_of(
-    run: RunRecord,
-) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+@dataclass(frozen=True)
+class _Rows:
+    run: dict[str, Any]
+    measurements: list[dict[str, Any]]
+    profile: dict[str, Any] | None
+    rank_profiles: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+
+
+def _rows_of(run: RunRecord) -> _Rows:
     """Validate ``run`` and turn it into table rows; raises StoreError before any write."""
     if not run.id:
         raise StoreError("cannot save a run without an id")
@@ -477,7 +490,32 @@ def _rows_of(
             "run_id": run.id,
             "summary": _dumps(run.profile.to_dict(), run.id, "the profile summary"),
         }
-    return run_row, rows, profile_row
+    rank_rows = [
+        {
+            "run_id": run.id,
+            "seq": seq,
+            "rank": p.rank,
+            "summary": _dumps(p.to_dict(), run.id, f"the profile of rank {p.rank}"),
+        }
+        for seq, p in enumerate(run.rank_profiles)
+    ]
+    finding_rows = []
+    for seq, f in enumerate(run.findings):
+        doc = f.to_dict()
+        finding_rows.append(
+            {
+                "run_id": run.id,
+                "seq": seq,
+                "source": f.source,
+                "rule": f.rule,
+                "severity": f.severity.value,
+                "location": f.location,
+                "message": f.message,
+                "suggestion": f.suggestion,
+                "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
+            }
+        )
+    return _Rows(run_row, rows, profile_row, rank_rows, finding_rows)
 
 
 def _finite_or_none(value: float | None, where: str) -> float | None:
@@ -532,6 +570,14 @@ def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
     profile_doc = conn.execute(
         select(profiles.c.summary).where(profiles.c.run_id == run_id)
     ).scalar()
+    rank_docs = conn.execute(
+        select(rank_profiles.c.summary)
+        .where(rank_profiles.c.run_id == run_id)
+        .order_by(rank_profiles.c.seq)
+    ).scalars()
+    finding_rows = conn.execute(
+        select(findings).where(findings.c.run_id == run_id).order_by(findings.c.seq)
+    ).mappings()
     ci: Mapping[str, Any] = json.loads(row["ci"])
     return RunRecord(
         id=run_id,
@@ -556,6 +602,10 @@ def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
         profile=None if profile_doc is None else ProfileSummary.from_dict(json.loads(profile_doc)),
         excluded=bool(row["excluded"]),
         paired_with=row["paired_with"],
+        rank_profiles=tuple(ProfileSummary.from_dict(json.loads(doc)) for doc in rank_docs),
+        findings=tuple(
+            Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in finding_rows
+        ),
     )
 
 

@@ -1,0 +1,204 @@
+"""Findings from msprof-analyze's advisor (PyPI ``msprof-analyze``, extra ``perfgate[ascend]``).
+
+perfgate runs ``msprof-analyze advisor all -d DIR -l en --force --agent`` in a child process
+with a timeout. In ``--agent`` mode the tool prints one JSON object to stdout::
+
+    {"status": "success", "code": 0,
+     "message": {"problems": {"headers": [...], "data": [[category, description, suggestion,
+                 problem count, total_time(us), time ratio, income(us), income ratio], ...]},
+                 "Overall Summary": {...}, ...},
+     "log_path": "..."}
+
+and writes no HTML or spreadsheet. Each row of ``problems`` becomes one finding with
+``source="msprof-analyze"``; the numeric cells (often empty) become its evidence.
+
+The tool is optional: when it is not installed, exits non-zero, times out or prints
+something else, the outcome carries one line saying so and no findings, and the caller
+goes on. ``msprof-analyze --version`` is never called: that build prints a repository URL
+carrying a credential. The version comes from the package metadata instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.models import Finding, Severity
+
+__all__ = ["SOURCE", "AdvisorOutcome", "findings_from_agent_output", "msprof_version", "run"]
+
+SOURCE = "msprof-analyze"
+DEFAULT_TIMEOUT_S = 300.0
+
+# Rows that describe the profile rather than a problem in it.
+_INFORMATIONAL = frozenset({"Overall Summary", "slow link"})
+_NOTHING_FOUND = ("there is no ", "no problem")
+# Header of each numeric column of the ``problems`` table -> evidence key in perfgate.
+_EVIDENCE_COLUMNS: Mapping[str, str] = {
+    "problem count": "problem_count",
+    "total_time(us)": "total_time_us",
+    "time ratio": "time_ratio",
+    "income(us)": "income_us",
+    "income ratio": "income_ratio",
+}
+
+
+@dataclass(frozen=True)
+class AdvisorOutcome:
+    """What one advisor run gave: findings, or ``problem`` (one line) when it gave none."""
+
+    findings: tuple[Finding, ...] = ()
+    problem: str | None = None
+    version: str | None = None
+
+
+def msprof_version() -> str | None:
+    """The installed msprof-analyze version from package metadata, or None."""
+    try:
+        return importlib.metadata.version("msprof-analyze")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _command() -> list[str] | None:
+    if importlib.util.find_spec("msprof_analyze") is not None:
+        code = "from msprof_analyze.cli.entrance import msprof_analyze_cli; msprof_analyze_cli()"
+        return [sys.executable, "-c", code]
+    found = shutil.which("msprof-analyze")
+    return None if found is None else [found]
+
+
+def run(
+    profile_dir: Path,
+    *,
+    location: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> AdvisorOutcome:
+    """Run the advisor on one ``*_ascend_pt`` directory (or the parent of several ranks).
+
+    Never raises for the tool's own failures: they come back as ``problem``.
+    """
+    version = msprof_version()
+    command = _command()
+    if command is None:
+        return AdvisorOutcome(
+            problem="msprof-analyze is not installed (pip install 'perfgate[ascend]'); "
+            "no Ascend advisor findings"
+        )
+    # Absolute: the tool runs in a scratch directory, so that whatever it writes lands there.
+    target = str(profile_dir.resolve())
+    argv = [*command, "advisor", "all", "-d", target, "-l", "en", "--force", "--agent"]
+    with tempfile.TemporaryDirectory(prefix="perfgate-msprof-") as scratch:
+        env = {**os.environ, "TMPDIR": scratch, "PYTHONWARNINGS": "ignore"}
+        try:
+            done = subprocess.run(
+                [*argv, "-o", scratch],
+                cwd=scratch,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return AdvisorOutcome(
+                problem=f"msprof-analyze advisor timed out after {timeout_s:g} s on "
+                f"{profile_dir}; no Ascend advisor findings",
+                version=version,
+            )
+        except OSError as exc:
+            return AdvisorOutcome(
+                problem=f"msprof-analyze advisor could not start: {exc.strerror}", version=version
+            )
+    # Its stderr is not echoed: progress bars and log lines only, nothing a report needs.
+    if done.returncode != 0:
+        return AdvisorOutcome(
+            problem=f"msprof-analyze advisor exited with status {done.returncode} on "
+            f"{profile_dir}; run 'msprof-analyze advisor all -d {profile_dir} -l en' to see why",
+            version=version,
+        )
+    try:
+        findings = findings_from_agent_output(done.stdout, location=location)
+    except ValueError as exc:
+        return AdvisorOutcome(problem=f"msprof-analyze advisor: {exc}", version=version)
+    return AdvisorOutcome(findings=findings, version=version)
+
+
+def _agent_document(text: str) -> Mapping[str, Any]:
+    """The ``--agent`` JSON object in ``text`` (stdout may carry other lines before it)."""
+    candidates = [text.strip()] + [ln for ln in text.splitlines() if ln.startswith("{")]
+    for candidate in candidates:
+        try:
+            doc = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "status" in doc:
+            return doc
+    raise ValueError("printed no --agent JSON report")
+
+
+def _number(cell: Any) -> float | None:
+    if isinstance(cell, bool):
+        return None
+    if isinstance(cell, int | float):
+        return float(cell)
+    if isinstance(cell, str):
+        text = cell.strip().rstrip("%")
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value / 100.0 if cell.strip().endswith("%") else value
+    return None
+
+
+def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Finding, ...]:
+    """Findings from the stdout of ``msprof-analyze advisor ... --agent`` (pure).
+
+    Raises:
+        ValueError: the text holds no report, or the report says the run failed.
+    """
+    doc = _agent_document(text)
+    if doc.get("status") != "success":
+        raise ValueError(f"reported status {str(doc.get('status'))[:40]!r}")
+    message = doc.get("message")
+    problems = message.get("problems") if isinstance(message, dict) else None
+    if not isinstance(problems, dict):
+        return ()
+    headers = [str(h).strip().lower() for h in problems.get("headers", ())]
+    rows: Sequence[Any] = problems.get("data", ())
+    out: list[Finding] = []
+    for row in rows:
+        if not isinstance(row, list) or not row:
+            continue
+        cells = dict(zip(headers, row, strict=False))
+        category = str(cells.get("category", row[0])).strip()
+        evidence: dict[str, float | str] = {}
+        for header, key in _EVIDENCE_COLUMNS.items():
+            value = _number(cells.get(header))
+            if value is not None:
+                evidence[key] = value
+        description = " ".join(str(cells.get("description", "")).split())
+        informational = category in _INFORMATIONAL or description.lower().startswith(_NOTHING_FOUND)
+        out.append(
+            Finding(
+                rule=category,
+                severity=Severity.INFO if informational else Severity.WARNING,
+                location=location,
+                message=description,
+                suggestion=str(cells.get("suggestion", "")).strip(),
+                evidence=evidence,
+                source=SOURCE,
+            )
+        )
+    return tuple(out)

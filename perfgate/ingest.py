@@ -1,0 +1,386 @@
+"""Use case: record a run from a profile that a team's own script already wrote.
+
+``perfgate ingest PATH`` accepts, detected from what is there:
+
+- an Ascend PyTorch Profiler output: a ``*_ascend_pt`` directory (text or db export), or a
+  parent directory holding one per rank (:mod:`perfgate.parsers.ascend`);
+- a torch.profiler Chrome trace from a CUDA or CPU job: a ``*.json`` / ``*.json.gz`` file,
+  or a ``tensorboard_trace_handler`` directory holding one ``*.pt.trace.json[.gz]`` per
+  worker (:mod:`perfgate.parsers.torch_trace`).
+
+The run's samples are the profiled steps' times (the slowest rank's time for each step of a
+multi-rank job, since a synchronous step ends when its last rank does), or the numbers of a
+``--step-times`` file when one is given. The step breakdown, peak memory and op count come
+from the profile. On Ascend, msprof-analyze's advisor runs over the same directory and its
+findings are stored with the run. Nothing is written unless the run's step time exists.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate import __version__
+from perfgate.config import Config
+from perfgate.errors import ParseError, UsageError
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    ClusterView,
+    Direction,
+    Finding,
+    Fingerprint,
+    GitContext,
+    Measurement,
+    ParamValue,
+    ProfileSummary,
+    RunRecord,
+)
+from perfgate.stats import summarize
+from perfgate.store import SqlStore
+
+__all__ = [
+    "FORMAT_ASCEND",
+    "FORMAT_TORCH",
+    "IngestResult",
+    "Profiled",
+    "build_ingest_record",
+    "detect_format",
+    "ingest_and_record",
+    "read_profile",
+    "read_step_times",
+]
+
+FORMAT_ASCEND = "ascend"
+FORMAT_TORCH = "torch_trace"
+
+# Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
+# (wall clock around synchronised steps), nor with each other.
+TIMING_METHODS = {FORMAT_ASCEND: "ascend-profile-v1", FORMAT_TORCH: "torch-trace-v1"}
+
+# Collection settings that change what the profiler costs, so runs differing in them are
+# not comparable. The export type (text or db) is left out: both describe the same job.
+_COMPARABLE_COLLECTION = ("profiler_level", "aic_metrics")
+
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profile read from disk: one summary per rank, and the cluster view of several."""
+
+    format: str
+    path: Path
+    ranks: tuple[ProfileSummary, ...]
+    cluster: ClusterView | None = None
+
+    @property
+    def slowest(self) -> ProfileSummary:
+        """The rank whose mean step is longest (the only one for a single-rank profile)."""
+        timed = [r for r in self.ranks if r.breakdown is not None]
+        if not timed:
+            return self.ranks[0]
+        return max(timed, key=lambda r: r.breakdown.step_ms if r.breakdown else 0.0)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    record: RunRecord
+    profiled: Profiled
+    advisor_problem: str | None = None
+    advisor_version: str | None = None
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _trace_files(directory: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and ".pt.trace" in p.name
+    )
+
+
+def detect_format(path: Path) -> str:
+    """``ascend`` or ``torch_trace``, from what ``path`` holds.
+
+    Raises:
+        UsageError: the path does not exist.
+        ParseError: it holds neither format.
+    """
+    from perfgate.parsers.ascend import is_ascend_profile
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if is_ascend_profile(path):
+            return FORMAT_ASCEND
+        if _trace_files(path):
+            return FORMAT_TORCH
+        raise ParseError(
+            f"{path}: not a profile perfgate can read: no ASCEND_PROFILER_OUTPUT directory "
+            "(torch_npu) and no *.pt.trace.json[.gz] files (torch.profiler)"
+        )
+    if path.name == "trace_view.json":
+        raise ParseError(
+            f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
+            "directory"
+        )
+    if path.name.endswith(_TRACE_SUFFIXES):
+        return FORMAT_TORCH
+    raise ParseError(
+        f"{path}: not a profile perfgate can read (expected a *_ascend_pt directory, a "
+        "torch.profiler *.json[.gz] trace, or a directory of them)"
+    )
+
+
+def read_profile(path: Path) -> Profiled:
+    """Parse the profile at ``path`` into one summary per rank (pure apart from reading)."""
+    fmt = detect_format(path)
+    if fmt == FORMAT_ASCEND:
+        from perfgate.parsers.ascend import parse_ascend
+
+        ranks, cluster = parse_ascend(path)
+        return Profiled(fmt, path, tuple(ranks), cluster)
+    from perfgate.parsers.torch_trace import parse_torch_trace
+
+    files = _trace_files(path) if path.is_dir() else [path]
+    summaries = tuple(parse_torch_trace(f) for f in files)
+    cluster = None
+    if len(summaries) > 1:
+        from perfgate.parsers.ascend import cluster_view
+
+        cluster = cluster_view(summaries)
+    return Profiled(fmt, path, summaries, cluster)
+
+
+def read_step_times(path: Path) -> tuple[float, ...]:
+    """Step times in ms from a file with one number per line (blank lines and ``#`` comments
+    are skipped).
+
+    Raises:
+        UsageError: the file cannot be read.
+        ParseError: a line is not a positive finite number, or there is none.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the step-times file: {exc}") from exc
+    values: list[float] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise ParseError(f"{path}:{number}: {item[:40]!r} is not a number of ms") from None
+        if not math.isfinite(value) or value <= 0:
+            raise ParseError(f"{path}:{number}: step time {item} ms is not a positive number")
+        values.append(value)
+    if not values:
+        raise ParseError(f"{path}: no step times (expected one number of ms per line)")
+    return tuple(values)
+
+
+# --- the record ----------------------------------------------------------------------------
+
+
+def job_step_times(ranks: Sequence[ProfileSummary]) -> tuple[float, ...]:
+    """Each profiled step's time for the whole job: the slowest rank's, step by step."""
+    series = [r.step_times_ms for r in ranks if r.step_times_ms]
+    if not series:
+        return ()
+    n = min(len(s) for s in series)
+    return tuple(max(s[i] for s in series) for i in range(n))
+
+
+def _measurement(
+    metric: str, unit: str, values: Sequence[float], *, deterministic: bool = False
+) -> Measurement:
+    groups = (tuple(float(v) for v in values),)
+    return Measurement(
+        metric,
+        unit,
+        Direction.LOWER_IS_BETTER,
+        groups,
+        summarize(groups),
+        deterministic=deterministic,
+    )
+
+
+def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Measurement, ...]:
+    slowest = profiled.slowest
+    out = [_measurement("step_time_ms", "ms", step_times)]
+    b = slowest.breakdown
+    if b is not None:
+        for metric, value in (
+            ("computing_ms", b.compute_ms),
+            ("communication_not_overlapped_ms", b.communication_not_overlapped_ms),
+            ("free_ms", b.free_ms),
+        ):
+            if value is not None and math.isfinite(value):
+                out.append(_measurement(metric, "ms", [value]))
+    peaks = [r.peak_memory_bytes for r in profiled.ranks if r.peak_memory_bytes is not None]
+    if peaks:
+        out.append(_measurement("peak_memory_bytes", "bytes", [float(max(peaks))]))
+    if slowest.op_calls_per_step is not None:
+        out.append(
+            _measurement(
+                "op_calls_per_step", "count", [slowest.op_calls_per_step], deterministic=True
+            )
+        )
+    return tuple(out)
+
+
+def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
+    from perfgate.runner.backends import cpu_model_name
+
+    first = profiled.slowest
+    collection = first.collection
+    if profiled.format == FORMAT_ASCEND:
+        device_kind = "npu"
+    elif any(op.device == "cuda" for op in first.ops):
+        device_kind = "cuda"
+    else:
+        device_kind = "cpu"
+    params: dict[str, ParamValue] = {
+        k: collection[k] for k in _COMPARABLE_COLLECTION if k in collection
+    }
+    return Fingerprint(
+        device_kind=device_kind,
+        device_model=collection.get("device", ""),
+        device_count=len(profiled.ranks),
+        # The profile does not say which host wrote it; ingest runs where the job ran.
+        cpu_model=cpu_model_name(),
+        cpu_cores=len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else (os.cpu_count() or 0),
+        os=f"{platform.system()}-{platform.machine()}",
+        os_release=platform.release(),
+        python_version=".".join(platform.python_version_tuple()[:2]),
+        torch_version=collection.get("torch_version", ""),
+        torch_npu_version=collection.get("torch_npu_version", ""),
+        cuda_version=collection.get("cuda_runtime_version", ""),
+        cann_version=collection.get("cann_version", ""),
+        driver_version=collection.get("cuda_driver_version", ""),
+        perfgate_version=__version__,
+        timing_method=TIMING_METHODS[profiled.format],
+        params=dict(sorted(params.items())),
+        host_label=host_label,
+    )
+
+
+def build_ingest_record(
+    profiled: Profiled,
+    *,
+    benchmark: str,
+    project: str,
+    git: GitContext,
+    ci: CIContext,
+    host_label: str = "",
+    step_times: Sequence[float] | None = None,
+    findings: Sequence[Finding] = (),
+    now: datetime | None = None,
+) -> RunRecord:
+    """The run recorded for ``profiled`` (pure).
+
+    Raises:
+        ParseError: the profile has no step time and no step-times file was given.
+    """
+    times = tuple(step_times) if step_times else job_step_times(profiled.ranks)
+    if not times:
+        slowest = profiled.slowest
+        if slowest.breakdown is not None and slowest.breakdown.step_ms > 0:
+            times = (slowest.breakdown.step_ms,)
+    if not times:
+        raise ParseError(
+            f"{profiled.path}: no step time in the profile (no step_trace_time and no step "
+            "markers); pass --step-times FILE"
+        )
+    stamp = now or datetime.now(timezone.utc)
+    fingerprint = _fingerprint(profiled, host_label)
+    spec = BenchmarkSpec(
+        name=benchmark,
+        device=fingerprint.device_kind,
+        warmup=0,
+        measured=len(times),
+        profiled=profiled.slowest.steps,
+        repeats=1,
+        params=dict(fingerprint.params),
+    )
+    rank_profiles = profiled.ranks if len(profiled.ranks) > 1 else ()
+    return RunRecord(
+        id=uuid.uuid4().hex,
+        project=project,
+        benchmark=benchmark,
+        fingerprint=fingerprint,
+        git=git,
+        ci=ci,
+        started_at=stamp,
+        finished_at=stamp,
+        measurements=_measurements(profiled, times),
+        spec=spec,
+        profile=profiled.slowest,
+        rank_profiles=rank_profiles,
+        findings=tuple(findings),
+    )
+
+
+def ingest_and_record(
+    config: Config,
+    store: SqlStore,
+    path: Path,
+    *,
+    benchmark: str,
+    git: GitContext,
+    ci: CIContext,
+    step_times_file: Path | None = None,
+    advisor: bool = True,
+    advisor_timeout_s: float = 300.0,
+) -> IngestResult:
+    """Read the profile at ``path``, run the Ascend advisor on it, record one run.
+
+    Everything is read and checked before the one write; a failing advisor is reported in
+    the result and does not stop the run from being recorded.
+    """
+    if not benchmark:
+        raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
+    if not git.branch:
+        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    step_times = read_step_times(step_times_file) if step_times_file is not None else None
+    profiled = read_profile(path)
+    findings: tuple[Finding, ...] = ()
+    problem: str | None = None
+    version: str | None = None
+    if profiled.format == FORMAT_ASCEND and advisor:
+        from perfgate.advisor import msprof
+
+        where = (
+            f"rank {profiled.ranks[0].rank}"
+            if len(profiled.ranks) == 1 and profiled.ranks[0].rank is not None
+            else f"{len(profiled.ranks)} ranks"
+            if len(profiled.ranks) > 1
+            else ""
+        )
+        outcome = msprof.run(path, location=where, timeout_s=advisor_timeout_s)
+        findings, problem, version = outcome.findings, outcome.problem, outcome.version
+    record = build_ingest_record(
+        profiled,
+        benchmark=benchmark,
+        project=config.project,
+        git=git,
+        ci=ci,
+        host_label=config.host_label,
+        step_times=step_times,
+        findings=findings,
+    )
+    store.save_run(record)
+    return IngestResult(record, profiled, problem, version)

@@ -1,0 +1,959 @@
+"""Read one rank of a torch_npu ``export_type="db"`` profile into a ProfileSummary.
+
+The input is a ``*_ascend_pt`` directory. Its ``ASCEND_PROFILER_OUTPUT/`` holds
+``ascend_pytorch_profiler[_{rank}].db`` and, for multi-card jobs, ``analysis.db``; both are
+SQLite files, opened read-only (``mode=ro``) with the standard library. The summary has the
+same meaning as the one built from the same job exported as text (``kernel_details.csv``,
+``op_statistic.csv``, ``step_trace_time.csv``, ``communication.json``,
+``memory_record.csv``), so text and db profiles of one job compare like for like.
+
+What is read (tables and columns are looked up by name, extra ones are ignored and missing
+optional ones become ``notes``):
+
+- ``ascend_pytorch_profiler*.db``, times in **ns** integers, most names ids into
+  ``STRING_IDS(id, value)``:
+
+  - ``TASK(startNs, endNs, globalTaskId[, deviceId])`` joined with
+    ``COMPUTE_TASK_INFO(globalTaskId, name, opType, taskType, inputShapes)``: one row per
+    compute task, the rows of ``kernel_details.csv`` other than HCCL.
+    ``COMPUTE_TASK_INFO.taskType`` is the ``Accelerator Core`` (``AI_CORE``,
+    ``AI_VECTOR_CORE``, ``MIX_AIV``, ``DSA_SQE``, ...); ``TASK.taskType`` is the hardware
+    task kind (``KERNEL_AIVEC``, ...) and is not used. Tasks without compute info (event
+    records, notify waits, memcpy and the SDMA steps inside collectives) are not kernels in
+    ``kernel_details.csv`` either and are left out.
+  - ``TASK_PMU_INFO(globalTaskId, name, value)``: the ``aic_metrics`` counters. Times in
+    it are ns; they are renamed to the ``kernel_details.csv`` headers in µs
+    (``aic_mac_time`` -> ``aic_mac_time(us)``, ``aic_total_time`` -> ``aicore_time(us)``,
+    ``aiv_total_time`` -> ``aiv_time(us)``). Ratios, cycles and rates keep their names.
+  - ``COMMUNICATION_OP(opName, startNs, endNs, opType)``: one row per collective, the
+    ``HCCL`` rows of ``kernel_details.csv``.
+  - ``STEP_TIME(id, startNs, endNs)``: step windows, used only when ``analysis.db`` has no
+    step rows.
+  - ``MEMORY_RECORD(component, timestamp, totalAllocated, totalReserved[, deviceId])`` in
+    **bytes** (``memory_record.csv`` has the same numbers in MiB): the ``PTA`` component.
+  - ``RANK_DEVICE_MAP(rankId, deviceId)``, ``NPU_INFO(id, name)``, ``META_DATA(name, value)``.
+
+- ``analysis.db``:
+
+  - ``StepTraceTime([deviceId,] step, computing, communication_not_overlapped, overlapped,
+    communication, free, stage, bubble, ..., preparing)``. The values are **µs** (the
+    torch_npu docs say ms; the real files hold the same numbers as step_trace_time.csv).
+  - ``CommAnalyzerTime(hccl_op_name, group_name, elapse_time, transit_time, wait_time,
+    synchronization_time, idle_time, step, type)`` in ms and
+    ``CommAnalyzerBandwidth(hccl_op_name, group_name, transport_type, transit_size,
+    transit_time, bandwidth, package_size, ..., step, type)`` in MB, ms and GB/s, with
+    one row per (op, transport type, packet size) that repeats the op's totals.
+
+``OVERLAP_ANALYSIS`` is not read: it is written by MindStudio Insight when it opens a
+file, not by torch_npu. Without ``analysis.db`` the step breakdown is recomputed from the
+task intervals the way torch_npu computes its "Overlap Analysis" track, which gives the
+``StepTraceTime`` numbers exactly on the real fixture.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ParseError
+from perfgate.models import (
+    CommunicationSummary,
+    LinkBandwidth,
+    OpStat,
+    ProfileSummary,
+    StepBreakdown,
+)
+
+__all__ = ["SOURCE_DB", "parse_ascend_db_rank"]
+
+SOURCE_DB = "ascend_db"
+
+_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+_PROFILER_DB_PATTERN = "ascend_pytorch_profiler*.db"
+_ANALYSIS_DB = "analysis.db"
+_HCCL = "HCCL"
+_TOTAL_OP = "Total Op Info"
+_MEMORY_COMPONENT = "PTA"
+_RECEIVE_PREFIX = "hcom_receive"
+_NS_PER_US = 1e3
+_NS_PER_MS = 1e6
+_US_PER_MS = 1e3
+_MAX_SHAPES = 3
+_INVALID_IDS = frozenset({-1, 4294967295})
+_PMU_RENAMES: Mapping[str, str] = {
+    "aic_total_time": "aicore_time(us)",
+    "aiv_total_time": "aiv_time(us)",
+}
+
+Interval = tuple[int, int]
+
+
+def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
+    """Summarise one rank of a torch_npu db-format profile per profiled step.
+
+    Args:
+        rank_dir: the rank's ``*_ascend_pt`` directory (the one holding
+            ``ASCEND_PROFILER_OUTPUT/``).
+
+    Returns:
+        A ProfileSummary with ``source="ascend_db"``; times are ms per profiled step.
+
+        - steps: the rows of ``analysis.db`` ``StepTraceTime`` for this rank's device, else
+          the ``STEP_TIME`` windows, else 1 (the whole profile). ``step_times_ms`` is
+          computing + communication not overlapped + free of each step; ``breakdown`` the
+          mean of each column.
+        - ops: compute tasks and communication ops grouped by (name, accelerator core),
+          device ``npu``; self == total time; up to three distinct input shapes (most
+          frequent first); ``metrics`` the duration-weighted mean of each PMU counter.
+        - op_types: compute tasks grouped by (op type, core), as ``op_statistic.csv``
+          (which has no HCCL rows).
+        - op_calls_per_step: compute tasks + communication ops; kernel_launches_per_step:
+          compute tasks; device_busy_fraction: compute / step time.
+        - communication: ``analysis.db`` ``CommAnalyzerTime`` / ``CommAnalyzerBandwidth``,
+          the ``Total Op Info`` rows when present, else the sum of the op rows.
+        - memory: the ``PTA`` allocator's largest allocated and reserved bytes, and its
+          allocated bytes at the last record minus the first.
+        - collection: profiler level, aic_metrics, export type, rank, versions (from
+          ``profiler_info*.json``), ``device`` (NPU_INFO) and ``db_schema_version``.
+
+    Raises:
+        ParseError: no ``ascend_pytorch_profiler*.db``, a db file that SQLite cannot read
+            ("file is not a database"), or a profiler db without TASK and STEP_TIME tables.
+            The message is one line and names the file.
+    """
+    rank_dir = Path(rank_dir)
+    notes: list[str] = []
+    raw_files: list[str] = []
+    collection, collection_notes = _read_collection(rank_dir)
+    notes.extend(collection_notes)
+    for info in sorted(rank_dir.glob("profiler_info*.json"))[:1]:
+        raw_files.append(_relative(info, rank_dir))
+    if (rank_dir / "profiler_metadata.json").is_file():
+        raw_files.append("profiler_metadata.json")
+
+    profiler_db = _find_profiler_db(rank_dir, collection.get("rank"), notes)
+    raw_files.append(_relative(profiler_db, rank_dir))
+    analysis_path = profiler_db.parent / _ANALYSIS_DB
+    for db_path in (profiler_db, analysis_path):
+        wal_note = _wal_note(db_path)
+        if wal_note is not None:
+            notes.append(wal_note)
+    with closing(_Database(profiler_db)) as db:
+        if not (db.has("TASK") or db.has("STEP_TIME")):
+            raise ParseError(
+                f"{profiler_db}: not an Ascend profiler database (no TASK/STEP_TIME tables)"
+            )
+        strings = _read_strings(db)
+        rank, device_id = _rank_and_device(db, collection, profiler_db)
+        collection.update(_read_db_collection(db, strings, device_id))
+        tasks = _read_compute_tasks(db, strings, device_id, notes)
+        comm_ops = _read_communication_ops(db, strings, notes)
+        windows = _read_step_windows(db)
+        memory = _read_memory(db, strings, device_id, notes)
+
+    step_rows: list[_StepRow] = []
+    communication: CommunicationSummary | None = None
+    comm_source: list[_CommRow] | None = None
+    bandwidth_source: list[_BandwidthRow] | None = None
+    if analysis_path.is_file():
+        # Optional, like the text export's optional files: unreadable -> a note.
+        analysis_notes: list[str] = []
+        try:
+            with closing(_Database(analysis_path)) as adb:
+                step_rows = _read_step_trace(adb, device_id, analysis_notes)
+                comm_source = _read_comm_time(adb, analysis_notes)
+                bandwidth_source = _read_comm_bandwidth(adb, analysis_notes)
+        except ParseError as exc:
+            reason = str(exc).removeprefix(f"{analysis_path}: ")
+            notes.append(f"communication: {_ANALYSIS_DB} {reason}")
+            step_rows, comm_source, bandwidth_source = [], None, None
+        else:
+            raw_files.append(_relative(analysis_path, rank_dir))
+            notes.extend(analysis_notes)
+            if step_rows:
+                notes.append(f"breakdown: from {_ANALYSIS_DB} StepTraceTime")
+    else:
+        notes.append(f"communication: no {_ANALYSIS_DB} (single-card job, or not exported)")
+
+    if not step_rows:
+        step_rows = _derive_steps(windows, tasks, comm_ops, notes)
+    steps = max(len(step_rows), 1)
+
+    if comm_source is not None:
+        communication = _summarise_communication(comm_source, bandwidth_source or [], steps)
+        if communication is None:
+            notes.append(f"communication: no communication ops in {_ANALYSIS_DB}")
+
+    breakdown, step_times = _breakdown(step_rows)
+    ops = _op_stats(tasks, comm_ops, steps)
+    op_types = _op_type_stats(tasks, steps)
+    calls: float | None = None
+    launches: float | None = None
+    if tasks or comm_ops:
+        calls = (len(tasks) + len(comm_ops)) / steps
+        launches = len(tasks) / steps
+    else:
+        notes.append("op_calls_per_step: no device tasks in the profile (NPU activity off?)")
+        notes.append("kernel_launches_per_step: no device tasks in the profile")
+    if tasks and not any(t.shapes for t in tasks):
+        notes.append("input_shapes: none recorded (record_shapes=False?)")
+
+    busy: float | None = None
+    if breakdown is not None and breakdown.compute_ms is not None and breakdown.step_ms > 0:
+        busy = breakdown.compute_ms / breakdown.step_ms
+    else:
+        notes.append("device_busy_fraction: no step time")
+    notes.append("data_loading_ms: the Ascend profiler does not report data loading")
+    notes.append("memory_per_step_bytes: not computed for Ascend profiles")
+
+    return ProfileSummary(
+        source=SOURCE_DB,
+        steps=steps,
+        ops=ops,
+        breakdown=breakdown,
+        peak_memory_bytes=memory.peak_allocated,
+        device_busy_fraction=busy,
+        op_calls_per_step=calls,
+        kernel_launches_per_step=launches,
+        rank=rank,
+        raw_files=tuple(raw_files),
+        notes=tuple(notes),
+        op_types=op_types,
+        step_times_ms=step_times,
+        communication=communication,
+        peak_reserved_bytes=memory.peak_reserved,
+        memory_growth_bytes=memory.growth,
+        collection=collection,
+    )
+
+
+# --- SQLite access ------------------------------------------------------------------------
+
+
+class _Database:
+    """A read-only SQLite file whose tables and columns are looked up case-insensitively.
+
+    Opened with ``mode=ro&immutable=1``: ``mode=ro`` alone still creates ``-wal`` and
+    ``-shm`` files next to a WAL-mode database (the rank 0 fixture is one), and
+    ``immutable`` is safe on a finished profile, which nothing writes any more. A ``-wal``
+    file that is not empty holds rows not yet copied into the database; they are not read
+    (see :func:`_wal_note`).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.label = str(path)
+        try:
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            self._conn = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise ParseError(f"{self.label}: cannot open as SQLite: {exc}") from None
+        self._tables: dict[str, tuple[str, dict[str, str]]] = {}
+        try:
+            names = self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
+            for (name,) in names:
+                info = self.rows(f"PRAGMA table_info({_quote(str(name))})")
+                columns = {str(row[1]).lower(): str(row[1]) for row in info}
+                self._tables[str(name).lower()] = (str(name), columns)
+        except ParseError:
+            self._conn.close()
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.Error as exc:
+            raise ParseError(f"{self.label}: {exc}") from None
+
+    def has(self, table: str, *columns: str) -> bool:
+        entry = self._tables.get(table.lower())
+        return entry is not None and all(c.lower() in entry[1] for c in columns)
+
+    def table(self, table: str) -> str:
+        return _quote(self._tables[table.lower()][0])
+
+    def column(self, table: str, column: str, alias: str = "") -> str:
+        """The column as an SQL expression, or NULL when the table lacks it."""
+        real = self._tables[table.lower()][1].get(column.lower())
+        if real is None:
+            return "NULL"
+        return f"{alias}.{_quote(real)}" if alias else _quote(real)
+
+
+def _wal_note(path: Path) -> str | None:
+    wal = path.with_name(path.name + "-wal")
+    try:
+        size = wal.stat().st_size
+    except OSError:
+        return None
+    if size == 0:
+        return None
+    return (
+        f"{path.name}: {wal.name} is not empty ({size} bytes; profiler still writing?); "
+        "its rows are not read"
+    )
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _read_strings(db: _Database) -> dict[int, str]:
+    if not db.has("STRING_IDS", "id", "value"):
+        return {}
+    out: dict[int, str] = {}
+    for key, value in db.rows(f"SELECT id, value FROM {db.table('STRING_IDS')}"):
+        if isinstance(key, int):
+            out[key] = "" if value is None else str(value)
+    return out
+
+
+def _text(value: Any, strings: Mapping[int, str]) -> str:
+    """A STRING_IDS reference (or a plain string) as text; NULL is ''."""
+    if value is None:
+        return ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return strings.get(value, str(value))
+    return str(value)
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _relative(path: Path, rank_dir: Path) -> str:
+    try:
+        return path.relative_to(rank_dir).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+# --- files, rank and collection -----------------------------------------------------------
+
+
+def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Path:
+    output = rank_dir / _OUTPUT_DIR
+    candidates = sorted(p for p in output.glob(_PROFILER_DB_PATTERN) if p.is_file())
+    if not candidates:
+        raise ParseError(f"{output}: no {_PROFILER_DB_PATTERN} (not a db-format profile?)")
+    if len(candidates) > 1:
+        wanted = f"ascend_pytorch_profiler_{rank}.db"
+        for path in candidates:
+            if path.name == wanted:
+                return path
+        notes.append(
+            f"profiler db: {len(candidates)} ascend_pytorch_profiler*.db files, "
+            f"read {candidates[0].name}"
+        )
+    return candidates[0]
+
+
+def _read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
+    # Imported here: perfgate.parsers.ascend imports this module lazily in turn.
+    from perfgate.parsers.ascend import read_collection
+
+    return read_collection(rank_dir)
+
+
+def _rank_and_device(
+    db: _Database, collection: Mapping[str, str], path: Path
+) -> tuple[int | None, int | None]:
+    device_id: int | None = None
+    map_rank: int | None = None
+    if db.has("RANK_DEVICE_MAP", "deviceId"):
+        rows = db.rows(
+            f"SELECT {db.column('RANK_DEVICE_MAP', 'rankId')}, "
+            f"{db.column('RANK_DEVICE_MAP', 'deviceId')} FROM {db.table('RANK_DEVICE_MAP')}"
+        )
+        if len(rows) == 1:
+            rank_value, device_value = rows[0]
+            if isinstance(device_value, int) and device_value not in _INVALID_IDS:
+                device_id = device_value
+            if isinstance(rank_value, int) and rank_value not in _INVALID_IDS:
+                map_rank = rank_value
+    rank: int | None = None
+    text = collection.get("rank", "")
+    if text.lstrip("-").isdigit() and int(text) >= 0:
+        rank = int(text)
+    elif map_rank is not None:
+        rank = map_rank
+    else:
+        match = re.search(r"_(\d+)\.db$", path.name)
+        if match:
+            rank = int(match.group(1))
+    return rank, device_id
+
+
+def _read_db_collection(
+    db: _Database, strings: Mapping[int, str], device_id: int | None
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if db.has("NPU_INFO", "name"):
+        rows = db.rows(
+            f"SELECT {db.column('NPU_INFO', 'id')}, {db.column('NPU_INFO', 'name')} "
+            f"FROM {db.table('NPU_INFO')}"
+        )
+        mine = [name for ident, name in rows if name and ident == device_id]
+        names = mine or [name for _, name in rows if name]
+        if names:
+            out["device"] = _text(names[0], strings)
+    if db.has("META_DATA", "name", "value"):
+        for name, value in db.rows(f"SELECT name, value FROM {db.table('META_DATA')}"):
+            if name == "SCHEMA_VERSION" and value:
+                out["db_schema_version"] = str(value)
+    return out
+
+
+# --- tasks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Task:
+    name: str
+    op_type: str
+    core: str
+    start_ns: int
+    end_ns: int
+    shapes: str = ""
+    metrics: Mapping[str, float] | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 0)
+
+
+def _read_compute_tasks(
+    db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
+) -> list[_Task]:
+    if not db.has("TASK", "startNs", "endNs", "globalTaskId"):
+        notes.append("ops: no TASK table (NPU activity not collected?)")
+        return []
+    if not db.has("COMPUTE_TASK_INFO", "globalTaskId", "name"):
+        notes.append("ops: no COMPUTE_TASK_INFO table, compute tasks cannot be named")
+        return []
+    where, params = "", []
+    if device_id is not None and db.has("TASK", "deviceId"):
+        where, params = "WHERE t.deviceId = ?", [device_id]
+    rows = db.rows(
+        "SELECT t.startNs, t.endNs, t.globalTaskId, c.name, "
+        f"{db.column('COMPUTE_TASK_INFO', 'opType', 'c')}, "
+        f"{db.column('COMPUTE_TASK_INFO', 'taskType', 'c')}, "
+        f"{db.column('COMPUTE_TASK_INFO', 'inputShapes', 'c')} "
+        f"FROM {db.table('TASK')} t JOIN {db.table('COMPUTE_TASK_INFO')} c "
+        f"ON c.globalTaskId = t.globalTaskId {where} ORDER BY t.startNs",
+        params,
+    )
+    pmu = _read_pmu(db, strings, notes) if rows else {}
+    tasks: list[_Task] = []
+    for start, end, task_id, name, op_type, core, shapes in rows:
+        if not isinstance(start, int) or not isinstance(end, int):
+            continue
+        tasks.append(
+            _Task(
+                name=_text(name, strings),
+                op_type=_text(op_type, strings),
+                core=_text(core, strings),
+                start_ns=start,
+                end_ns=end,
+                shapes=_clean_shapes(_text(shapes, strings)),
+                metrics=pmu.get(task_id),
+            )
+        )
+    return tasks
+
+
+def _clean_shapes(value: str) -> str:
+    value = value.replace('"', "").strip()
+    return "" if value in ("", "N/A") else value
+
+
+def _pmu_name(name: str) -> tuple[str, float]:
+    """The kernel_details.csv header for a TASK_PMU_INFO counter, and the factor to it."""
+    if name in _PMU_RENAMES:
+        return _PMU_RENAMES[name], 1 / _NS_PER_US
+    if name.endswith("_time"):
+        return f"{name}(us)", 1 / _NS_PER_US
+    return name, 1.0
+
+
+def _read_pmu(
+    db: _Database, strings: Mapping[int, str], notes: list[str]
+) -> dict[Any, dict[str, float]]:
+    if not db.has("TASK_PMU_INFO", "globalTaskId", "name", "value"):
+        notes.append("op metrics: no TASK_PMU_INFO table (aic_metrics not collected?)")
+        return {}
+    names: dict[Any, tuple[str, float]] = {}
+    out: dict[Any, dict[str, float]] = defaultdict(dict)
+    for task_id, name, value in db.rows(
+        f"SELECT globalTaskId, name, value FROM {db.table('TASK_PMU_INFO')}"
+    ):
+        number = _number(value)
+        if number is None:
+            continue
+        if name not in names:
+            names[name] = _pmu_name(_text(name, strings))
+        metric, factor = names[name]
+        out[task_id][metric] = number * factor
+    return dict(out)
+
+
+def _read_communication_ops(
+    db: _Database, strings: Mapping[int, str], notes: list[str]
+) -> list[_Task]:
+    if not db.has("COMMUNICATION_OP", "opName", "startNs", "endNs"):
+        notes.append("ops: no COMMUNICATION_OP table, no HCCL ops")
+        return []
+    rows = db.rows(
+        f"SELECT opName, startNs, endNs, {db.column('COMMUNICATION_OP', 'opType')} "
+        f"FROM {db.table('COMMUNICATION_OP')} ORDER BY startNs"
+    )
+    return [
+        _Task(_text(name, strings), _text(op_type, strings), _HCCL, start, end)
+        for name, start, end, op_type in rows
+        if isinstance(start, int) and isinstance(end, int)
+    ]
+
+
+# --- steps --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StepRow:
+    """One step of StepTraceTime, in µs."""
+
+    computing: float
+    not_overlapped: float
+    overlapped: float | None
+    free: float
+    bubble: float | None
+    preparing: float | None
+
+
+def _read_step_windows(db: _Database) -> list[Interval]:
+    if not db.has("STEP_TIME", "startNs", "endNs"):
+        return []
+    rows = db.rows(f"SELECT startNs, endNs FROM {db.table('STEP_TIME')} ORDER BY startNs")
+    return [(s, e) for s, e in rows if isinstance(s, int) and isinstance(e, int) and e >= s]
+
+
+def _step_key(value: Any) -> tuple[int, float, str]:
+    text = "" if value is None else str(value)
+    digits = re.sub(r"\D", "", text)
+    return (0, float(digits), text) if digits else (1, 0.0, text)
+
+
+def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> list[_StepRow]:
+    needed = ("computing", "communication_not_overlapped", "free")
+    if not db.has("StepTraceTime", *needed):
+        notes.append(f"breakdown: no StepTraceTime table in {_ANALYSIS_DB}")
+        return []
+
+    def col(name: str) -> str:
+        return db.column("StepTraceTime", name)
+
+    rows = db.rows(
+        f"SELECT {col('deviceId')}, {col('step')}, {col('computing')}, "
+        f"{col('communication_not_overlapped')}, {col('overlapped')}, "
+        f"{col('communication')}, {col('free')}, {col('bubble')}, {col('preparing')} "
+        f"FROM {db.table('StepTraceTime')}"
+    )
+    # deviceId is -1 when the profiler only knew "NPU"; then every row is this device's.
+    device_ids = {_number(r[0]) for r in rows}
+    if device_id is not None and any(d is not None and d >= 0 for d in device_ids):
+        rows = [r for r in rows if _number(r[0]) == device_id]
+    out: list[_StepRow] = []
+    for row in sorted(rows, key=lambda r: _step_key(r[1])):
+        computing, not_overlapped, free = _number(row[2]), _number(row[3]), _number(row[6])
+        if computing is None or not_overlapped is None or free is None:
+            continue
+        overlapped = _number(row[4])
+        communication = _number(row[5])
+        if overlapped is None and communication is not None:
+            overlapped = communication - not_overlapped
+        out.append(
+            _StepRow(computing, not_overlapped, overlapped, free, _number(row[7]), _number(row[8]))
+        )
+    if not out:
+        notes.append(f"breakdown: no StepTraceTime rows for this device in {_ANALYSIS_DB}")
+    return out
+
+
+def _union(intervals: Iterable[Interval]) -> list[Interval]:
+    out: list[Interval] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def _length(intervals: Sequence[Interval]) -> int:
+    return sum(end - start for start, end in intervals)
+
+
+def _overlap(a: Sequence[Interval], b: Sequence[Interval]) -> int:
+    """Length of the intersection of two sorted, disjoint interval lists."""
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if high > low:
+            total += high - low
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _derive_steps(
+    windows: list[Interval], tasks: list[_Task], comm_ops: list[_Task], notes: list[str]
+) -> list[_StepRow]:
+    """StepTraceTime recomputed from task intervals (torch_npu's Overlap Analysis).
+
+    Computing is the union of compute tasks, Communication the union of communication ops,
+    Communication(Not Overlapped) the part of it outside computing, Free the span from the
+    first to the last task minus both, Bubble the union of ``hcom_receive*`` ops, Preparing
+    the step start to the first compute task. A task belongs to the step it starts in.
+    """
+    everything = tasks + comm_ops
+    if not everything:
+        notes.append("breakdown: no analysis.db and no device tasks to derive it from")
+        return []
+    if windows:
+        notes.append(
+            "breakdown: recomputed from TASK and COMMUNICATION_OP intervals "
+            f"in STEP_TIME windows (no {_ANALYSIS_DB} StepTraceTime)"
+        )
+    else:
+        windows = [(min(t.start_ns for t in everything), max(t.end_ns for t in everything))]
+        notes.append(
+            "breakdown: no StepTraceTime or STEP_TIME; the whole profile is one step, "
+            "recomputed from TASK and COMMUNICATION_OP intervals"
+        )
+    out: list[_StepRow] = []
+    for start, end in windows:
+
+        def clip(items: Iterable[_Task], begin: int = start, stop: int = end) -> list[Interval]:
+            return [(t.start_ns, min(t.end_ns, stop)) for t in items if begin <= t.start_ns < stop]
+
+        compute = _union(clip(tasks))
+        comm = _union(clip(comm_ops))
+        receive = _union(clip(t for t in comm_ops if t.name.startswith(_RECEIVE_PREFIX)))
+        busy = _union(compute + comm)
+        computing = _length(compute)
+        not_overlapped = _length(comm) - _overlap(comm, compute)
+        free = (busy[-1][1] - busy[0][0] - _length(busy)) if busy else 0
+        preparing = (compute[0][0] - start) / _NS_PER_US if compute else None
+        out.append(
+            _StepRow(
+                computing=computing / _NS_PER_US,
+                not_overlapped=not_overlapped / _NS_PER_US,
+                overlapped=(_length(comm) - not_overlapped) / _NS_PER_US,
+                free=free / _NS_PER_US,
+                bubble=_length(receive) / _NS_PER_US,
+                preparing=preparing,
+            )
+        )
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    if not present or len(present) != len(values):
+        return None
+    return sum(present) / len(present)
+
+
+def _breakdown(rows: list[_StepRow]) -> tuple[StepBreakdown | None, tuple[float, ...]]:
+    if not rows:
+        return None, ()
+    step_times = tuple((r.computing + r.not_overlapped + r.free) / _US_PER_MS for r in rows)
+
+    def mean_ms(values: Sequence[float | None]) -> float | None:
+        value = _mean(values)
+        return None if value is None else value / _US_PER_MS
+
+    breakdown = StepBreakdown(
+        step_ms=sum(step_times) / len(step_times),
+        compute_ms=mean_ms([r.computing for r in rows]),
+        communication_not_overlapped_ms=mean_ms([r.not_overlapped for r in rows]),
+        communication_overlapped_ms=mean_ms([r.overlapped for r in rows]),
+        free_ms=mean_ms([r.free for r in rows]),
+        bubble_ms=mean_ms([r.bubble for r in rows]),
+        preparing_ms=mean_ms([r.preparing for r in rows]),
+    )
+    return breakdown, step_times
+
+
+# --- ops ----------------------------------------------------------------------------------
+
+
+def _weighted_metrics(tasks: Sequence[_Task]) -> dict[str, float]:
+    sums: dict[str, float] = defaultdict(float)
+    weights: dict[str, float] = defaultdict(float)
+    plain: dict[str, list[float]] = defaultdict(list)
+    for task in tasks:
+        for name, value in (task.metrics or {}).items():
+            sums[name] += value * task.duration_ns
+            weights[name] += task.duration_ns
+            plain[name].append(value)
+    return {
+        name: sums[name] / weights[name] if weights[name] > 0 else sum(vs) / len(vs)
+        for name, vs in sorted(plain.items())
+    }
+
+
+def _first_shapes(tasks: Sequence[_Task]) -> tuple[str, ...]:
+    """The first distinct input shapes in time order, as kernel_details.csv lists them."""
+    out: list[str] = []
+    for task in tasks:
+        if task.shapes and task.shapes not in out:
+            out.append(task.shapes)
+            if len(out) == _MAX_SHAPES:
+                break
+    return tuple(out)
+
+
+def _op_stats(tasks: list[_Task], comm_ops: list[_Task], steps: int) -> tuple[OpStat, ...]:
+    groups: dict[tuple[str, str], list[_Task]] = defaultdict(list)
+    for task in tasks + comm_ops:
+        groups[(task.name, task.core)].append(task)
+    ops = []
+    for (name, core), members in groups.items():
+        time_ms = sum(t.duration_ns for t in members) / _NS_PER_MS / steps
+        op_type = Counter(t.op_type for t in members).most_common(1)[0][0]
+        ops.append(
+            OpStat(
+                name=name,
+                device="npu",
+                calls_per_step=len(members) / steps,
+                self_time_ms_per_step=time_ms,
+                total_time_ms_per_step=time_ms,
+                op_type=op_type,
+                input_shapes=_first_shapes(members),
+                core=core,
+                metrics=_weighted_metrics(members),
+            )
+        )
+    ops.sort(key=lambda o: (-o.self_time_ms_per_step, o.name, o.core))
+    return tuple(ops)
+
+
+def _op_type_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
+    groups: dict[tuple[str, str], list[_Task]] = defaultdict(list)
+    for task in tasks:
+        groups[(task.op_type, task.core)].append(task)
+    out = []
+    for (op_type, core), members in groups.items():
+        time_ms = sum(t.duration_ns for t in members) / _NS_PER_MS / steps
+        out.append(
+            OpStat(
+                name=op_type,
+                device="npu",
+                calls_per_step=len(members) / steps,
+                self_time_ms_per_step=time_ms,
+                total_time_ms_per_step=time_ms,
+                op_type=op_type,
+                core=core,
+            )
+        )
+    out.sort(key=lambda o: (-o.total_time_ms_per_step, o.name, o.core))
+    return tuple(out)
+
+
+# --- communication ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CommRow:
+    op: str
+    elapse: float
+    transit: float
+    wait: float
+    synchronization: float
+    idle: float
+
+
+@dataclass(frozen=True)
+class _BandwidthRow:
+    op: str
+    link: str
+    size_mb: float
+    time_ms: float
+    bandwidth: float | None
+
+
+def _read_comm_time(db: _Database, notes: list[str]) -> list[_CommRow] | None:
+    needed = ("hccl_op_name", "elapse_time", "transit_time", "wait_time")
+    if not db.has("CommAnalyzerTime", *needed):
+        notes.append(f"communication: no CommAnalyzerTime table in {_ANALYSIS_DB}")
+        return None
+
+    def col(name: str) -> str:
+        return db.column("CommAnalyzerTime", name)
+
+    rows = db.rows(
+        f"SELECT hccl_op_name, elapse_time, transit_time, wait_time, "
+        f"{col('synchronization_time')}, {col('idle_time')} "
+        f"FROM {db.table('CommAnalyzerTime')}"
+    )
+    return [
+        _CommRow(
+            op="" if op is None else str(op),
+            elapse=_number(elapse) or 0.0,
+            transit=_number(transit) or 0.0,
+            wait=_number(wait) or 0.0,
+            synchronization=_number(sync) or 0.0,
+            idle=_number(idle) or 0.0,
+        )
+        for op, elapse, transit, wait, sync, idle in rows
+    ]
+
+
+def _read_comm_bandwidth(db: _Database, notes: list[str]) -> list[_BandwidthRow]:
+    needed = ("hccl_op_name", "transport_type", "transit_size", "transit_time")
+    if not db.has("CommAnalyzerBandwidth", *needed):
+        notes.append(f"communication links: no CommAnalyzerBandwidth table in {_ANALYSIS_DB}")
+        return []
+
+    def col(name: str) -> str:
+        return db.column("CommAnalyzerBandwidth", name)
+
+    rows = db.rows(
+        f"SELECT {col('step')}, {col('type')}, {col('group_name')}, hccl_op_name, "
+        f"transport_type, transit_size, transit_time, {col('bandwidth')} "
+        f"FROM {db.table('CommAnalyzerBandwidth')}"
+    )
+    # One row per (op, link, packet size); the op's totals repeat on each of them.
+    seen: set[tuple[Any, ...]] = set()
+    out: list[_BandwidthRow] = []
+    for step, kind, group, op, link, size, time, bandwidth in rows:
+        key = (step, kind, group, op, link)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(
+            _BandwidthRow(
+                op="" if op is None else str(op),
+                link="" if link is None else str(link),
+                size_mb=_number(size) or 0.0,
+                time_ms=_number(time) or 0.0,
+                bandwidth=_number(bandwidth),
+            )
+        )
+    return out
+
+
+def _ratio(part: float, other: float) -> float | None:
+    return part / (part + other) if part + other > 0 else None
+
+
+def _summarise_communication(
+    time_rows: list[_CommRow], bandwidth_rows: list[_BandwidthRow], steps: int
+) -> CommunicationSummary | None:
+    op_rows = [r for r in time_rows if r.op != _TOTAL_OP]
+    total_rows = [r for r in time_rows if r.op == _TOTAL_OP] or op_rows
+    if not total_rows:
+        return None
+    elapse = sum(r.elapse for r in total_rows)
+    transit = sum(r.transit for r in total_rows)
+    wait = sum(r.wait for r in total_rows)
+    sync = sum(r.synchronization for r in total_rows)
+    idle = sum(r.idle for r in total_rows)
+
+    link_rows = [r for r in bandwidth_rows if r.op == _TOTAL_OP] or [
+        r for r in bandwidth_rows if r.op != _TOTAL_OP
+    ]
+    by_link: dict[str, list[_BandwidthRow]] = defaultdict(list)
+    for row in link_rows:
+        by_link[row.link].append(row)
+    links = []
+    for link, rows in sorted(by_link.items()):
+        size = sum(r.size_mb for r in rows)
+        time = sum(r.time_ms for r in rows)
+        if size == 0 and time == 0:
+            continue
+        if len(rows) == 1 and rows[0].bandwidth is not None:
+            bandwidth = rows[0].bandwidth
+        else:
+            bandwidth = size / time if time > 0 else 0.0  # MB/ms == GB/s
+        links.append(LinkBandwidth(link, size / steps, time / steps, bandwidth))
+    return CommunicationSummary(
+        ops_per_step=len(op_rows) / steps,
+        elapse_ms=elapse / steps,
+        transit_ms=transit / steps,
+        wait_ms=wait / steps,
+        synchronization_ms=sync / steps,
+        idle_ms=idle / steps,
+        wait_ratio=_ratio(wait, transit),
+        synchronization_ratio=_ratio(sync, transit),
+        links=tuple(links),
+    )
+
+
+# --- memory -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Memory:
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    growth: int | None = None
+
+
+def _read_memory(
+    db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
+) -> _Memory:
+    """The PTA (torch allocator) records of MEMORY_RECORD; bytes, in time order."""
+    if not db.has("MEMORY_RECORD", "component", "totalAllocated"):
+        notes.append("peak_memory_bytes: no MEMORY_RECORD table (profile_memory=False?)")
+        notes.append("peak_reserved_bytes: no MEMORY_RECORD table")
+        notes.append("memory_growth_bytes: no MEMORY_RECORD table")
+        return _Memory()
+    where, params = "", []
+    if device_id is not None and db.has("MEMORY_RECORD", "deviceId"):
+        where, params = "WHERE deviceId = ?", [device_id]
+    rows = db.rows(
+        f"SELECT component, totalAllocated, {db.column('MEMORY_RECORD', 'totalReserved')} "
+        f"FROM {db.table('MEMORY_RECORD')} {where} "
+        f"ORDER BY {db.column('MEMORY_RECORD', 'timestamp')}, rowid",
+        params,
+    )
+    pta = [r for r in rows if _text(r[0], strings) == _MEMORY_COMPONENT]
+    chosen = pta or rows
+    allocated = [int(v) for v in (_number(r[1]) for r in chosen) if v is not None]
+    reserved = [int(v) for v in (_number(r[2]) for r in chosen) if v is not None]
+    growth: int | None = None
+    if not pta:
+        if rows:
+            notes.append(
+                "peak_memory_bytes: MEMORY_RECORD has no PTA (torch allocator) rows; "
+                "peak over all components"
+            )
+        notes.append("memory_growth_bytes: MEMORY_RECORD has no PTA rows")
+    elif allocated:
+        growth = allocated[-1] - allocated[0]
+    if not allocated:
+        notes.append("peak_memory_bytes: MEMORY_RECORD has no totalAllocated values")
+    if not reserved:
+        notes.append("peak_reserved_bytes: MEMORY_RECORD has no totalReserved values")
+    return _Memory(
+        peak_allocated=max(allocated) if allocated else None,
+        peak_reserved=max(reserved) if reserved else None,
+        growth=growth,
+    )
