@@ -193,6 +193,7 @@ def run_and_record(
     trace_root: Path,
     sys_path: Sequence[str] = (),
     progress: ProgressFn | None = None,
+    warn: ProgressFn | None = None,
 ) -> list[RunRecord]:
     """Run each benchmark and record it as one run, in one transaction per run.
 
@@ -223,9 +224,26 @@ def run_and_record(
             )
         except ParseError as exc:
             raise ParseError(f"benchmark {spec.name}: profiled window unreadable: {exc}") from exc
+        record = with_advisor_findings(record, outcome.trace_path, warn)
         store.save_run(record)
         records.append(record)
     return records
+
+
+def with_advisor_findings(
+    record: RunRecord, trace_path: str | None, warn: ProgressFn | None = None
+) -> RunRecord:
+    """On an NPU run (its profiled window is a torch_npu profile directory), msprof-analyze's
+    findings added to the record; a missing or failing advisor is reported through ``warn``
+    (one line) and changes nothing else."""
+    if trace_path is None or not Path(trace_path).is_dir():
+        return record
+    from perfgate.advisor import msprof
+
+    outcome = msprof.run(Path(trace_path), location=record.benchmark)
+    if outcome.problem and warn is not None:
+        warn(outcome.problem)
+    return replace(record, findings=record.findings + outcome.findings)
 
 
 def run_ab_and_record(

@@ -267,6 +267,7 @@ def run(
                 trace_root=trace_dir,
                 sys_path=[str(suite_dir), str(Path.cwd())],
                 progress=_progress_fn(),
+                warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
             )
     finally:
         store.close()

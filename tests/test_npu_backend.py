@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from npu_standin import PROFILE, StandIn
 
-from perfgate.app import _profile
+from perfgate.app import _profile, with_advisor_findings
+from perfgate.ingest import build_ingest_record, read_profile
+from perfgate.models import CIContext, GitContext
 from perfgate.runner.npu import NpuBackend, cann_version, profiler_settings
 
 torch = pytest.importorskip("torch")
@@ -81,6 +83,21 @@ def test_profiled_window_runs_real_steps_and_is_parsed_as_an_ascend_profile(
     assert summary is not None and summary.source == "ascend_text"
     assert summary.breakdown is not None
     assert round(summary.breakdown.compute_ms or 0, 3) == 8.874
+
+    # As for an ingested profile, msprof-analyze's findings join the run (run for real).
+    record = build_ingest_record(
+        read_profile(Path(written)),
+        benchmark="npu-mlp",
+        project="p",
+        git=GitContext(branch="main"),
+        ci=CIContext(),
+    )
+    warnings: list[str] = []
+    advised = with_advisor_findings(record, written, warnings.append)
+    assert warnings == []
+    assert "Overall Summary" in {f.rule for f in advised.findings}
+    assert len(advised.findings) >= 3
+    assert {f.location for f in advised.findings} == {"npu-mlp"}
 
 
 def test_unknown_profiler_level_is_a_clear_error(standin: StandIn, tmp_path: Path) -> None:

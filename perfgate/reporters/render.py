@@ -168,6 +168,7 @@ def runs_to_dict(records: Sequence[RunRecord]) -> dict[str, Any]:
                     m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements
                 },
                 "profile": None if r.profile is None else r.profile.to_dict(),
+                "findings": [f.to_dict() for f in r.findings],
             }
             for r in records
         ],
@@ -182,7 +183,11 @@ def render_runs_text(records: Sequence[RunRecord]) -> str:
             m = r.measurement(metric)
             cells.append("-" if m is None else format_value(m.summary.centre, m.unit))
         rows.append([r.id[:12], r.benchmark, r.git.branch, *cells])
-    return "\n".join(_table(rows)) + "\n"
+    lines = _table(rows)
+    for r in records:
+        if r.findings:
+            lines += ["", f"{r.benchmark}:", *render_findings_lines(r.findings)]
+    return "\n".join(lines) + "\n"
 
 
 def history_to_dict(points: Sequence[RunPoint]) -> dict[str, Any]:
