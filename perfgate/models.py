@@ -724,6 +724,14 @@ class Finding:
     suggestion: str
     evidence: Mapping[str, float | str] = field(default_factory=dict)
     source: str = "perfgate"
+    impact_ms: float | None = None
+    """Estimated step time (ms) the suggestion could save, when the rule can tell."""
+    known: bool = False
+    """The baseline (e.g. main) already has this finding: not news in a PR."""
+
+    def key(self) -> tuple[str, str, str]:
+        """What identifies a finding across runs: source, rule and location."""
+        return (self.source, self.rule, self.location)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -734,6 +742,8 @@ class Finding:
             "message": self.message,
             "suggestion": self.suggestion,
             "evidence": dict(self.evidence),
+            "impact_ms": self.impact_ms,
+            "known": self.known,
         }
 
     @classmethod
@@ -749,7 +759,67 @@ class Finding:
             suggestion=str(data.get("suggestion", "")),
             evidence=evidence,
             source=str(data.get("source", "perfgate")),
+            impact_ms=None if data.get("impact_ms") is None else float(data["impact_ms"]),
+            known=bool(data.get("known", False)),
         )
+
+
+@dataclass(frozen=True)
+class OpDelta:
+    """How one op's time per step moved between the baseline and the current run."""
+
+    name: str
+    device: str
+    baseline_ms: float
+    current_ms: float
+    share: float | None = None
+    """This op's part of the metric's change (delta / total delta); None if it has none."""
+    status: str = "changed"
+    """``changed``, ``new`` (absent from the baseline) or ``vanished`` (absent now)."""
+    baseline_shapes: tuple[str, ...] = ()
+    current_shapes: tuple[str, ...] = ()
+
+    @property
+    def delta_ms(self) -> float:
+        return self.current_ms - self.baseline_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device": self.device,
+            "baseline_ms": self.baseline_ms,
+            "current_ms": self.current_ms,
+            "delta_ms": self.delta_ms,
+            "share": self.share,
+            "status": self.status,
+            "baseline_shapes": list(self.baseline_shapes),
+            "current_shapes": list(self.current_shapes),
+        }
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Which ops explain a time metric's change between a run and its baseline window."""
+
+    benchmark: str
+    metric: str
+    delta_ms: float
+    """The metric's change per step (current centre minus baseline centre)."""
+    ops: tuple[OpDelta, ...]
+    """The ops that explain it, largest contribution first (new and vanished ops included)."""
+    explained_share: float | None = None
+    """Sum of the listed ops' deltas over ``delta_ms``."""
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "metric": self.metric,
+            "delta_ms": self.delta_ms,
+            "explained_share": self.explained_share,
+            "ops": [o.to_dict() for o in self.ops],
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -761,6 +831,7 @@ class GateResult:
     verdict: Verdict
     comparisons: tuple[Comparison, ...]
     findings: tuple[Finding, ...] = ()
+    attributions: tuple[Attribution, ...] = ()
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for c in self.comparisons if c.verdict is verdict)
