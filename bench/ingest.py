@@ -30,7 +30,7 @@ Targets (perfgate on inputs 2 and 3): throughput >= 0.5 x the raw limit's, peak 
 The scaled inputs are made once and cached in ``/tmp/perfgate-bench/`` (keyed by size).
 Run from the repository root with the virtual environment active::
 
-    python bench/ingest.py                    # 1000 MB inputs: ~15-25 min, mostly msprof
+    python bench/ingest.py                    # 1000 MB inputs: ~4-5 min, mostly msprof
     python bench/ingest.py --size-mb 100      # quick check
     python bench/ingest.py --skip-msprof      # perfgate and the raw limits only
 
@@ -331,21 +331,24 @@ def child_msprof(path: Path, timeout: float, max_rss_mb: float) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-msprof-") as tmp:
         argv = [exe, "advisor", "all", "-d", str(path), "-o", tmp, "-l", "en", "--force", "--agent"]
         env = dict(os.environ, TMPDIR=tmp)  # its log file goes to the temp dir
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=tmp,
-            start_new_session=True,
-        )
-        tree_peak, capped = _watch_tree(proc, started + timeout, max_rss_mb)
-        stopped = proc.poll() is None
-        if stopped:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: msprof and its workers
-        output = proc.communicate()[0].decode("utf-8", "replace")
-        wall = time.perf_counter() - started
+        log = Path(tmp) / "msprof-output.txt"  # a file, not a pipe: nothing drains a pipe
+        with log.open("wb") as sink:
+            started = time.perf_counter()
+            proc = subprocess.Popen(
+                argv,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp,
+                start_new_session=True,
+            )
+            tree_peak, capped = _watch_tree(proc, started + timeout, max_rss_mb)
+            stopped = proc.poll() is None
+            if stopped:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: msprof and its workers
+            proc.wait()
+            wall = time.perf_counter() - started
+        output = log.read_text(encoding="utf-8", errors="replace")
     biggest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     status = ""
     for line in output.splitlines():
@@ -370,7 +373,7 @@ def child_msprof(path: Path, timeout: float, max_rss_mb: float) -> dict[str, Any
 
 
 def _watch_tree(
-    proc: subprocess.Popen[bytes], deadline: float, max_rss_mb: float
+    proc: subprocess.Popen[Any], deadline: float, max_rss_mb: float
 ) -> tuple[float, bool]:
     """Wait for ``proc`` until ``deadline`` or until its process tree holds more than
     ``max_rss_mb``. Returns (peak of the tree's summed memory in MB, whether the cap was

@@ -39,8 +39,8 @@ LEVEL1 = DATA / "msinsight_pt_text_level1_2rank"
 RANK0 = LEVEL1 / "rank0_ascend_pt"
 RANK1 = LEVEL1 / "rank1_ascend_pt"
 LEVEL0 = DATA / "msinsight_pt_text_level0_rank0" / "rank0_ascend_pt"
-TRACE_VIEW = DATA / "trace_view_level1_rank0" / "trace_view.json"
 OUT = "ASCEND_PROFILER_OUTPUT"
+TRACE_VIEW = RANK0 / OUT / "trace_view.json"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -708,9 +708,6 @@ def test_trace_view_fallback_is_called(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_trace_view_fallback_with_the_real_reader(tmp_path: Path) -> None:
-    pytest.importorskip("perfgate.parsers.ascend_trace")
-    if not TRACE_VIEW.is_file():
-        pytest.skip("tests/data/ascend/trace_view_level1_rank0 is not present")
     rank_dir = _copy_rank(RANK0, tmp_path)
     (rank_dir / OUT / "step_trace_time.csv").unlink()
     shutil.copyfile(TRACE_VIEW, rank_dir / OUT / "trace_view.json")

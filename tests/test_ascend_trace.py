@@ -16,7 +16,14 @@ from perfgate.errors import ParseError
 from perfgate.models import StepBreakdown
 from perfgate.parsers.ascend_trace import breakdown_from_trace_view
 
-DATA = Path(__file__).parent / "data" / "ascend" / "trace_view_level1_rank0"
+DATA = (
+    Path(__file__).parent
+    / "data"
+    / "ascend"
+    / "msinsight_pt_text_level1_2rank"
+    / "rank0_ascend_pt"
+    / "ASCEND_PROFILER_OUTPUT"
+)
 TRACE = DATA / "trace_view.json"
 STEP_CSV = DATA / "step_trace_time.csv"
 
