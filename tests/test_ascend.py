@@ -606,6 +606,127 @@ def test_truncated_kernel_details_is_a_note(tmp_path: Path) -> None:
     assert summary.kernel_launches_per_step is None
 
 
+def _fast_and_csv(
+    rank_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ProfileSummary, ProfileSummary, int]:
+    """``rank_dir`` read in small chunks the usual way and with the csv path only, and how
+    many chunks the usual way handed to the csv path."""
+    monkeypatch.setattr(ascend, "_CHUNK_BYTES", 1500)
+    monkeypatch.setattr(ascend, "_HEAD_ROWS", 3)
+    fallbacks: list[int] = []
+    csv_chunk = ascend._KernelScan._slow_chunk
+
+    def counted(self: Any, lines: list[str], row_no: int, more: Any) -> int:
+        fallbacks.append(row_no)
+        return csv_chunk(self, lines, row_no, more)
+
+    monkeypatch.setattr(ascend._KernelScan, "_slow_chunk", counted)
+    fast = parse_ascend_rank(rank_dir)
+    used = len(fallbacks)
+    monkeypatch.setattr(ascend._KernelScan, "_fast_chunk", lambda self, lines: False)
+    by_csv = parse_ascend_rank(rank_dir)
+    assert len(fallbacks) > used  # the second reading did go through csv
+    return fast, by_csv, used
+
+
+def test_fast_path_reads_the_fixture_like_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank0: ProfileSummary
+) -> None:
+    """Every chunk of the real file (HCCL rows ending in N/A metric cells included) goes
+    through the loadtxt path, with the csv path's result."""
+    fast, by_csv, fallbacks = _fast_and_csv(_copy_rank(RANK0, tmp_path), monkeypatch)
+    assert fallbacks == 0
+    _same_profile(fast, by_csv)
+    _same_profile(fast, rank0)
+    assert fast.notes == by_csv.notes == rank0.notes
+
+
+def _on_rows(
+    change: Callable[[list[str], list[str]], None],
+) -> Callable[[list[str], list[list[str]]], list[list[str]]]:
+    def apply(header: list[str], rows: list[list[str]]) -> list[list[str]]:
+        for row in rows:
+            change(header, row)
+        return [header, *rows]
+
+    return apply
+
+
+def _cell(header: list[str], row: list[str], name: str, value: str) -> None:
+    row[header.index(name)] = value
+
+
+def _hccl(row: list[str]) -> bool:
+    return row[-1] == "N/A"
+
+
+KERNEL_TEXT_VARIANTS: dict[str, Callable[[list[str], list[list[str]]], list[list[str]]]] = {
+    # Quotes, commas and doubled quotes in the text columns the fast path reads.
+    "quoted_text": _on_rows(
+        lambda h, r: _cell(h, r, "Name", f'{r[h.index("Name")]}, "v2"') if "Relu" in r[4] else None
+    ),
+    # In a row ending with N/A metrics, a quote before the text columns: that chunk goes to csv.
+    "quote_before_text_in_na_row": lambda h, r: [
+        ["Label", *h],
+        *([("x, y" if _hccl(row) else "x"), *row] for row in r),
+    ],
+    # ",N/A" inside the quoted Input Shapes of a row ending with N/A stays text.
+    "na_inside_shape": _on_rows(
+        lambda h, r: _cell(h, r, "Input Shapes", "8,N/A;N/A") if _hccl(r) else None
+    ),
+    # N/A text columns in rows ending with N/A are not numbers.
+    "na_text_in_na_row": _on_rows(
+        lambda h, r: (_cell(h, r, "Type", "N/A"), _cell(h, r, "Step Id", "")) if _hccl(r) else None
+    ),
+    # An N/A metric in a row that does not end with N/A: that chunk goes to csv.
+    "na_metric_mid_row": _on_rows(
+        lambda h, r: _cell(h, r, "aic_mac_ratio", "N/A") if "Conv2D" in r[4] else None
+    ),
+    "non_numeric_duration": _on_rows(
+        lambda h, r: _cell(h, r, "Duration(us)", "n/a") if "Relu" in r[4] else None
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(KERNEL_TEXT_VARIANTS))
+def test_fast_path_matches_csv_on_odd_text(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rank_dir = _copy_rank(RANK0, tmp_path)
+    _rewrite_csv(rank_dir / OUT / "kernel_details.csv", KERNEL_TEXT_VARIANTS[variant])
+    fast, by_csv, fallbacks = _fast_and_csv(rank_dir, monkeypatch)
+    _same_profile(fast, by_csv)
+    assert fast.notes == by_csv.notes
+    ops = _op_key(fast)
+    if variant == "quoted_text":
+        assert fallbacks == 0
+        assert any(name.endswith(', "v2"') for name, _ in ops)
+    elif variant == "na_inside_shape":
+        assert fallbacks == 0
+        assert {o.input_shapes for o in fast.ops if o.core == "HCCL"} == {("8,N/A;N/A",)}
+    elif variant == "na_text_in_na_row":
+        assert fallbacks == 0
+        assert {o.op_type for o in fast.ops if o.core == "HCCL"} == {""}
+        assert any("rows have no Step Id" in note for note in fast.notes)
+    else:
+        assert fallbacks > 0
+    if variant == "non_numeric_duration":
+        assert any("non-numeric Duration(us)" in note for note in fast.notes)
+
+
+def test_blank_line_in_kernel_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank0: ProfileSummary
+) -> None:
+    rank_dir = _copy_rank(RANK0, tmp_path)
+    path = rank_dir / OUT / "kernel_details.csv"
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([*lines[:40], b"\r", *lines[40:]]))
+    fast, by_csv, fallbacks = _fast_and_csv(rank_dir, monkeypatch)
+    assert fallbacks == 1
+    _same_profile(fast, by_csv)
+    _same_profile(fast, rank0)
+
+
 # --------------------------------------------------------------------------- bad input
 
 

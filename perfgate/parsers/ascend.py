@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import chain, compress, islice, repeat
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -94,7 +94,7 @@ _HCCL = "HCCL"
 _TOTAL_OP = "Total Op Info"
 _HEAD_ROWS = 1024
 """kernel_details rows read ahead to tell numeric metric columns from text columns."""
-_CHUNK_BYTES = 4 << 20
+_CHUNK_BYTES = 1 << 20
 """kernel_details text read and converted to numbers at a time."""
 
 # kernel_details columns that are not PMU metrics (all versions seen; compared lower-cased).
@@ -533,17 +533,31 @@ def _quoted_end(text: str) -> int:
             return at + 1
 
 
+class _Ids(dict[str, int]):
+    """Numbers strings 0, 1, 2, ... in the order they are first looked up; its
+    ``__getitem__`` is a ``numpy.loadtxt`` converter that turns a text cell into a number."""
+
+    def __missing__(self, key: str) -> int:
+        n = self[key] = len(self)
+        return n
+
+
 class _KernelScan:
     """Per-(Name, Accelerator Core) totals of kernel_details.csv, read a chunk of lines at a
     time.
 
-    The fast path splits each line once in Python, only as far as the text columns it needs
-    (Step Id, Name, Type, Accelerator Core, Input Shapes), and leaves Duration(us) and the
-    metric columns of the whole chunk to ``numpy.loadtxt``'s C parser; per-group sums are
-    ``bincount``s. Rows the fast path cannot read for sure go through :mod:`csv` instead: a
-    quote before the needed text columns, metric cells that are N/A (communication tasks),
-    and whole chunks that hold a field spanning lines or a cell loadtxt rejects. Both paths
-    give the same sums.
+    The fast path hands a whole chunk to one ``numpy.loadtxt`` call, whose C tokenizer
+    splits every row (quoted fields included, with :mod:`csv`'s rules) and converts
+    Duration(us) and the metric columns; the text columns it needs (Name, Accelerator Core,
+    Input Shapes, Step Id) go through converters that number each distinct text of the
+    chunk (:class:`_Ids`) or take its length (Step Id, to count empty ones). Rows are then
+    grouped with ``numpy.unique`` on those numbers, so Python only touches each distinct
+    (Name, core) and (group, shape) of a chunk (and the line of a new group's first row, for
+    its Type), and per-group sums are ``bincount``s.
+    Communication tasks end with N/A metric cells, which loadtxt cannot read: in those lines
+    the N/A cells after the text columns are written ``nan`` first. A chunk the fast path
+    cannot read for sure (other N/A or non-numeric cells, a blank line, a field spanning
+    lines, a short row) is read again with :mod:`csv`; both paths give the same sums.
     """
 
     def __init__(self, label: str, header: Sequence[str], metric_cols: Sequence[int]) -> None:
@@ -557,11 +571,17 @@ class _KernelScan:
         self.i_step = _col(header, "Step Id")
         self.numeric_cols = [self.i_dur, *metric_cols]
         self.nm = len(metric_cols)
-        self.k = max(
-            i
-            for i in (self.i_name, self.i_core, self.i_type, self.i_shape, self.i_step)
-            if i is not None
+        text_cols = (self.i_name, self.i_core, self.i_shape, self.i_step, self.i_type)
+        self.k = max(i for i in text_cols if i is not None)
+        # Columns of the fast path's loadtxt table: the text columns present but Type (read
+        # from a group's first row only), then the numbers.
+        present = [i for i in text_cols[:-1] if i is not None]
+        self.usecols = [*present, *self.numeric_cols]
+        self.fast_ok = len(set(self.usecols)) == len(self.usecols)
+        self.c_core, self.c_shape, self.c_step = (
+            None if i is None else present.index(i) for i in text_cols[1:-1]
         )
+        self.c_num = len(present)
         self.index: dict[tuple[str, str], int] = {}
         self.types: list[str] = []
         self.shapes: list[list[str]] = []
@@ -575,10 +595,10 @@ class _KernelScan:
 
     # -- groups
 
-    def _group(self, name: str, core: str, cells: Sequence[str]) -> int:
+    def _group(self, name: str, core: str, op_type: str) -> int:
         g = len(self.types)
         self.index[(name, core)] = g
-        op_type = cells[self.i_type].strip() if self.i_type is not None else ""
+        op_type = op_type.strip()
         self.types.append("" if op_type == _NA else op_type)
         self.shapes.append([])
         return g
@@ -605,7 +625,7 @@ class _KernelScan:
             core = cells[self.i_core] if self.i_core is not None else ""
             g = self.index.get((name, core))
             if g is None:
-                g = self._group(name, core, cells)
+                g = self._group(name, core, cells[self.i_type] if self.i_type is not None else "")
             groups.append(g)
             numbers.append([_float_or_nan(cells[i]) for i in self.numeric_cols])
             if self.i_step is not None and not cells[self.i_step]:
@@ -613,82 +633,113 @@ class _KernelScan:
             if self.i_shape is not None:
                 self._add_shape(g, cells[self.i_shape])
         if groups:
-            self._add(groups, np.array(numbers, dtype=np.float64).reshape(len(groups), -1))
+            gid, rows = np.unique(np.array(groups, dtype=np.intp), return_inverse=True)
+            numbers_array = np.array(numbers, dtype=np.float64).reshape(len(groups), -1)
+            self._add(numbers_array, rows.reshape(-1), gid)
 
     def chunk(self, lines: list[str], row_no: int, more: Iterator[str]) -> int:
         """Add a chunk of physical lines (``row_no`` is the first one's number); returns the
         number of the next line. Reads on from ``more`` when a quoted field spans lines."""
-        k, i_name, i_core, i_step, i_shape = (
-            self.k,
-            self.i_name,
-            self.i_core,
-            self.i_step,
-            self.i_shape,
-        )
-        index_get = self.index.get
-        shapes = self.shapes
-        groups: list[int] = []
-        fast: list[str] = []
-        slow: list[tuple[int, str]] = []
-        no_step = 0
-        for n, line in enumerate(lines, start=row_no):
-            if '"' in line:
-                if line.count('"') % 2:
-                    return self._slow_chunk(lines, row_no, more)
-                first_quote = line.find('"')
-            else:
-                first_quote = -1
-            pre = line.split(",", k)
-            if len(pre) <= k:
-                if line.strip():
-                    slow.append((n, line))
-                continue
-            rest = pre[k]
-            if 0 <= first_quote < len(line) - len(rest):
-                slow.append((n, line))
-                continue
-            key = (pre[i_name], pre[i_core] if i_core is not None else "")
-            g = index_get(key)
-            if g is None:
-                g = self._group(key[0], key[1], pre)
-            groups.append(g)
-            # Communication tasks have N/A metric cells; loadtxt reads nan as missing.
-            fast.append(line.replace(",N/A", ",nan") if line.endswith(_NA_END) else line)
-            if i_step is not None and not pre[i_step]:
-                no_step += 1
-            if i_shape is not None and len(shapes[g]) < _MAX_SHAPES:
-                if i_shape == k:
-                    if rest.startswith('"'):
-                        end = _quoted_end(rest)
-                        cell = rest[:end] if end >= 0 else rest
-                    else:
-                        comma = rest.find(",")
-                        cell = rest if comma < 0 else rest[:comma]
-                else:
-                    cell = pre[i_shape]
-                self._add_shape(g, cell)
-        if fast:
-            try:
-                numbers = np.loadtxt(
-                    fast,
-                    delimiter=",",
-                    quotechar='"',
-                    usecols=self.numeric_cols,
-                    dtype=np.float64,
-                    comments=None,
-                    ndmin=2,
-                )
-            except ValueError:
-                numbers = None
-            if numbers is None or numbers.shape[0] != len(groups):
-                # Undo nothing: group creation and shapes are idempotent, counts are not
-                # added yet; read the chunk again the slow way.
-                return self._slow_chunk(lines, row_no, more)
-            self._add(groups, numbers)
-        self.no_step += no_step
-        if slow:
-            self.slow((n, next(csv.reader([line]))) for n, line in slow)
+        if not (self.fast_ok and self._fast_chunk(lines)):
+            return self._slow_chunk(lines, row_no, more)
         return row_no + len(lines)
+
+    def _na_to_nan(self, line: str) -> str | None:
+        """``line`` with its N/A cells after the text columns written ``nan`` (which loadtxt
+        reads as a missing number); None when the text columns cannot be told apart by
+        splitting at commas (a quote before them, too few fields)."""
+        pre = line.split(",", self.k)
+        if len(pre) <= self.k:
+            return None
+        rest = pre[self.k]
+        start = len(line) - len(rest)
+        if line.find('"', 0, start) >= 0:
+            return None
+        if rest.startswith('"'):
+            end = _quoted_end(rest)
+            if end < 0:
+                return None
+        else:
+            end = rest.find(",")
+            if end < 0:
+                return line
+        cut = start + end
+        return line[:cut] + line[cut:].replace(",N/A", ",nan")
+
+    def _fast_chunk(self, lines: list[str]) -> bool:
+        """Add ``lines`` with one loadtxt call; False (and nothing added) when the chunk is
+        not plainly one row per line with numbers where numbers belong."""
+        if lines[-1].count('"') % 2:
+            return False  # may open a quoted field that goes on in the next chunk
+        text = lines
+        na = list(compress(range(len(lines)), map(str.endswith, lines, repeat(_NA_END))))
+        if na:
+            text = list(lines)
+            for i in na:
+                fixed = self._na_to_nan(lines[i])
+                if fixed is None:
+                    return False
+                text[i] = fixed
+        names, cores, shapes = _Ids(), _Ids(), _Ids()
+        converters: dict[int | str, Callable[[str], Any]] = {self.i_name: names.__getitem__}
+        for col, ids in ((self.i_core, cores), (self.i_shape, shapes)):
+            if col is not None:
+                converters[col] = ids.__getitem__
+        if self.i_step is not None:
+            converters[self.i_step] = len
+        try:
+            table = np.loadtxt(
+                text,
+                delimiter=",",
+                quotechar='"',
+                usecols=self.usecols,
+                converters=converters,
+                dtype=np.float64,
+                comments=None,
+                ndmin=2,
+            )
+        except ValueError:
+            return False
+        if table.shape[0] != len(lines):
+            return False  # a blank line, or a quoted field spanning lines
+        # Group rows by (name number, core number): Python sees each distinct pair once.
+        ncore = max(len(cores), 1)
+        key = table[:, 0].astype(np.int64) * ncore
+        if self.c_core is not None:
+            key += table[:, self.c_core].astype(np.int64)
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        name_list, core_list = list(names), list(cores)
+        gid = np.empty(len(uniq), dtype=np.intp)
+        for j in np.argsort(first).tolist():  # new groups in the order of their first row
+            name_no, core_no = divmod(int(uniq[j]), ncore)
+            name = name_list[name_no]
+            core = core_list[core_no] if self.c_core is not None else ""
+            g = self.index.get((name, core))
+            if g is None:
+                op_type = ""
+                if self.i_type is not None:  # from the group's first row (one row a line)
+                    op_type = next(csv.reader([lines[first[j]]]))[self.i_type]
+                g = self._group(name, core, op_type)
+            gid[j] = g
+        inverse = inverse.reshape(-1)
+        groups = gid[inverse]
+        if self.c_step is not None:
+            self.no_step += int(np.count_nonzero(table[:, self.c_step] == 0))
+        if self.c_shape is not None:
+            # First appearances of each (group, shape) among rows of groups with room left.
+            has_room = np.array([len(self.shapes[g]) < _MAX_SHAPES for g in gid.tolist()])
+            rows = has_room[inverse]
+            if rows.any():
+                nshape = max(len(shapes), 1)
+                pair = groups[rows].astype(np.int64) * nshape
+                pair += table[rows, self.c_shape].astype(np.int64)
+                pairs, at = np.unique(pair, return_index=True)
+                shape_list = list(shapes)
+                for j in np.argsort(at).tolist():
+                    g, shape_no = divmod(int(pairs[j]), nshape)
+                    self._add_shape(g, shape_list[shape_no])
+        self._add(table[:, self.c_num :], inverse, gid)
+        return True
 
     def _slow_chunk(self, lines: list[str], row_no: int, more: Iterator[str]) -> int:
         lines = list(lines)
@@ -718,31 +769,35 @@ class _KernelScan:
             self.mweight = np.concatenate([self.mweight, pad])
             self.mcount = np.concatenate([self.mcount, pad])
 
-    def _add(self, groups: list[int], numbers: np.ndarray[Any, Any]) -> None:
-        ng = len(self.types)
-        self._grow(ng)
-        g = np.array(groups, dtype=np.intp)
+    def _add(
+        self, numbers: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], gid: np.ndarray[Any, Any]
+    ) -> None:
+        """Add rows of ``numbers`` (Duration(us), then the metrics); row ``i`` belongs to
+        group ``gid[rows[i]]``, ``gid`` holding distinct groups. Sums are taken over the
+        chunk's own groups, then added to the totals."""
+        self._grow(len(self.types))
+        nu = len(gid)
         dur = numbers[:, 0].copy()
         bad = ~np.isfinite(dur)
         if bad.any():
             self.bad_dur += int(bad.sum())
             dur[bad] = 0.0
-        self.calls += np.bincount(g, minlength=ng)
-        self.dur += np.bincount(g, weights=dur, minlength=ng)
+        self.calls[gid] += np.bincount(rows, minlength=nu)
+        self.dur[gid] += np.bincount(rows, weights=dur, minlength=nu)
         nm = self.nm
         if nm:
             values = numbers[:, 1:]
             known = np.isfinite(values)
             weights = known * dur[:, None]
-            cell = (g[:, None] * nm + np.arange(nm)).ravel()
-            size = ng * nm
+            cell = (rows[:, None] * nm + np.arange(nm)).ravel()
+            size = nu * nm
 
             def per_group(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-                return np.bincount(cell, weights=w.ravel(), minlength=size).reshape(ng, nm)
+                return np.bincount(cell, weights=w.ravel(), minlength=size).reshape(nu, nm)
 
-            self.msum += per_group(np.where(known, values, 0.0) * weights)
-            self.mweight += per_group(weights)
-            self.mcount += per_group(known.astype(np.float64))
+            self.msum[gid] += per_group(np.where(known, values, 0.0) * weights)
+            self.mweight[gid] += per_group(weights)
+            self.mcount[gid] += per_group(known.astype(np.float64))
 
     def metrics(self, g: int, names: Sequence[str]) -> dict[str, float]:
         out: dict[str, float] = {}
