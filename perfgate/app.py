@@ -10,22 +10,28 @@ import subprocess
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from perfgate.config import Config
-from perfgate.errors import ParseError, UsageError
+from perfgate.errors import ParseError, StoreError, UsageError
 from perfgate.models import (
+    Alert,
+    Attribution,
     BenchmarkSpec,
     CIContext,
     Comparison,
     Direction,
+    Finding,
     Fingerprint,
     GateResult,
     GitContext,
     Measurement,
+    NewAlert,
     ParamValue,
     ProfileSummary,
+    PrunePlan,
     RunPoint,
     RunRecord,
     Verdict,
@@ -477,20 +483,13 @@ def overall_verdict(comparisons: Sequence[Comparison]) -> Verdict:
     return Verdict.INCOMPARABLE
 
 
-def compare(
-    config: Config,
-    store: SqlStore,
-    *,
-    branch: str,
-    against: str,
-    benchmarks: Sequence[str] = (),
-) -> GateResult:
-    """Compare the latest run of each benchmark on ``branch`` with its window on ``against``.
+def latest_runs(
+    config: Config, store: SqlStore, *, branch: str, benchmarks: Sequence[str] = ()
+) -> list[RunRecord]:
+    """The latest run of each benchmark on ``branch`` (only ``benchmarks`` when given).
 
-    Only runs with the same fingerprint key are compared; when the base branch has runs of
-    the benchmark only in other environments, the comparison is ``incomparable`` and says
-    which fields differ. With ``branch == against`` the latest run is compared with the runs
-    before it.
+    Raises:
+        UsageError: a named benchmark has no run on the branch, or the branch has none.
     """
     names = store.benchmarks(project=config.project, branch=branch)
     if benchmarks:
@@ -510,6 +509,25 @@ def compare(
         record = store.latest_run(project=config.project, benchmark=name, branch=branch)
         if record is not None:
             records.append(record)
+    return records
+
+
+def compare(
+    config: Config,
+    store: SqlStore,
+    *,
+    branch: str,
+    against: str,
+    benchmarks: Sequence[str] = (),
+) -> GateResult:
+    """Compare the latest run of each benchmark on ``branch`` with its window on ``against``.
+
+    Only runs with the same fingerprint key are compared; when the base branch has runs of
+    the benchmark only in other environments, the comparison is ``incomparable`` and says
+    which fields differ. With ``branch == against`` the latest run is compared with the runs
+    before it.
+    """
+    records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
     return compare_records(config, store, records, branch=branch, against=against)
 
 
@@ -518,20 +536,107 @@ HISTORY_SCAN_RUNS = 100
 
 
 def _since_last_change(
-    centres: Mapping[str, Sequence[tuple[str, float]]], config: Config
+    centres: Mapping[str, Sequence[tuple[str, float]]],
+    config: Config,
+    invalid: frozenset[tuple[str, str]] = frozenset(),
 ) -> dict[str, set[str]]:
     """Per noisy metric, the ids of the runs after the last change point of its series: an
     accepted change (a detected shift that persisted) starts a new baseline, so a gate never
-    judges against a level the project has already moved away from. Metrics with no change
-    point (and deterministic ones) are left out: their whole window counts."""
+    judges against a level the project has already moved away from. A change point whose
+    alert was triaged ``invalid`` (``(first run after, metric)`` in ``invalid``) is not a
+    change and does not cut the window. Metrics with no change point (and deterministic
+    ones) are left out: their whole window counts."""
     out: dict[str, set[str]] = {}
     for metric, series in centres.items():
         if config.policy(metric).deterministic or len(series) < 2 * MIN_SEGMENT:
             continue
-        points = detect_change_points([c for _, c in series])
+        points = [
+            cp
+            for cp in detect_change_points([c for _, c in series])
+            if (series[cp.index][0], metric) not in invalid
+        ]
         if points:
             out[metric] = {run_id for run_id, _ in series[points[-1].index :]}
     return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """A run's baseline: per metric, the comparable runs' points, oldest first; or, when
+    there are none, the fingerprints of the other testbeds that do have runs."""
+
+    points: Mapping[str, tuple[RunPoint, ...]]
+    others: Mapping[str, Fingerprint]
+
+
+def baseline_window(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str,
+    fingerprint_key: str,
+    against: str,
+    before: datetime | None = None,
+    exclude_run_ids: Sequence[str] = (),
+) -> Window:
+    """The baseline window a gate judges a run of ``benchmark`` against: the last
+    ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
+    started at or after the benchmark's latest baseline reset and, per metric, after the
+    last change point of its series that was not triaged invalid."""
+    reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+    selection: dict[str, Any] = {
+        "project": config.project,
+        "benchmark": benchmark,
+        "branch": against,
+        "before": before,
+        "exclude_run_ids": tuple(exclude_run_ids),
+        "fingerprint_key": fingerprint_key,
+        "since": None if reset is None else reset.starts_at,
+    }
+    points = store.history(**selection, limit=config.baseline_window)
+    invalid = frozenset(
+        key
+        for key, status in store.alert_statuses(project=config.project, benchmark=benchmark).items()
+        if status == "invalid"
+    )
+    since = _since_last_change(store.centres(**selection, limit=HISTORY_SCAN_RUNS), config, invalid)
+    others: dict[str, Fingerprint] = {}
+    if not points:
+        others = {
+            k: fp
+            for k, fp in store.fingerprints(
+                project=config.project, benchmark=benchmark, branch=against
+            ).items()
+            if k != fingerprint_key
+        }
+    by_metric: dict[str, list[RunPoint]] = {}
+    for p in points:
+        allowed = since.get(p.metric)
+        if allowed is None or p.run_id in allowed:
+            by_metric.setdefault(p.metric, []).append(p)
+    return Window({m: tuple(ps) for m, ps in by_metric.items()}, others)
+
+
+def _judge(
+    config: Config, record: RunRecord, window: Window, against: str
+) -> tuple[list[Candidate], list[Comparison]]:
+    """The candidates (and the comparisons fixed without statistics) of one run."""
+    candidates: list[Candidate] = []
+    fixed: list[Comparison] = []
+    alpha = record.spec.confirm_alpha or ALPHA
+    for m in record.measurements:
+        if window.others:
+            fixed.append(_incomparable(record, m, against, window.others))
+            continue
+        candidates.append(
+            Candidate(
+                _point(record, m),
+                window.points.get(m.metric, ()),
+                config.policy(m.metric),
+                alpha=alpha,
+            )
+        )
+    return candidates, fixed
 
 
 def compare_records(
@@ -548,62 +653,112 @@ def compare_records(
     fixed: list[Comparison] = []
     paired: list[RunRecord] = []
     for record in records:
-        name = record.benchmark
         if record.paired_with:
             paired.append(record)
-        key = record.fingerprint.key()
-        selection: dict[str, Any] = {
-            "project": config.project,
-            "benchmark": name,
-            "branch": against,
-            "before": record.started_at if branch == against else None,
-            "exclude_run_ids": (record.id,),
-            "fingerprint_key": key,
-        }
-        window = store.history(**selection, limit=config.baseline_window)
-        since = _since_last_change(store.centres(**selection, limit=HISTORY_SCAN_RUNS), config)
-        others: dict[str, Fingerprint] = {}
-        if not window:
-            others = {
-                k: fp
-                for k, fp in store.fingerprints(
-                    project=config.project, benchmark=name, branch=against
-                ).items()
-                if k != key
-            }
-        alpha = record.spec.confirm_alpha or ALPHA
-        for m in record.measurements:
-            if others:
-                fixed.append(_incomparable(record, m, against, others))
-                continue
-            allowed = since.get(m.metric)
-            baseline = tuple(
-                p
-                for p in window
-                if p.metric == m.metric and (allowed is None or p.run_id in allowed)
-            )
-            candidates.append(
-                Candidate(_point(record, m), baseline, config.policy(m.metric), alpha=alpha)
-            )
+        window = baseline_window(
+            config,
+            store,
+            benchmark=record.benchmark,
+            fingerprint_key=record.fingerprint.key(),
+            against=against,
+            before=record.started_at if branch == against else None,
+            exclude_run_ids=(record.id,),
+        )
+        more, done = _judge(config, record, window, against)
+        candidates.extend(more)
+        fixed.extend(done)
     comparisons = (
         *fixed,
         *compare_candidates(candidates),
         *_paired(config, store, paired, against),
     )
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
-    found = tuple(
-        replace(f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark)
-        for record in records
-        for f in record.findings
-    )
+    attributions, found = _advice(config, store, records, ordered, against)
     result = GateResult(
         branch=branch,
         against=against,
         verdict=Verdict.UNCHANGED,
         comparisons=ordered,
         findings=found,
+        attributions=attributions,
     )
     return replace(result, verdict=overall_verdict(deciding(result)))
+
+
+ATTRIBUTION_WINDOW = 10
+"""Baseline runs (the most recent of the window) whose profiles an attribution reads."""
+
+
+def _advice(
+    config: Config,
+    store: SqlStore,
+    records: Sequence[RunRecord],
+    comparisons: Sequence[Comparison],
+    against: str,
+) -> tuple[tuple[Attribution, ...], tuple[Finding, ...]]:
+    """Per run: an attribution of each time metric that regressed or improved (against the
+    profiles of its baseline window's newest runs), and perfgate's rule findings merged with
+    the stored msprof-analyze findings, those the base branch's latest run also had marked
+    known. Finding locations are prefixed with the benchmark."""
+    from perfgate.advise import run_findings
+    from perfgate.advisor.attribution import attribute
+    from perfgate.advisor.rules import merge_findings
+
+    loaded: dict[str, RunRecord | None] = {}
+
+    def load(run_id: str) -> RunRecord | None:
+        if run_id not in loaded:
+            try:
+                loaded[run_id] = store.get_run(run_id)
+            except StoreError:
+                loaded[run_id] = None
+        return loaded[run_id]
+
+    paired = {c.benchmark for c in comparisons if c.method == "paired"}
+    attributions: list[Attribution] = []
+    found: list[Finding] = []
+    for record in records:
+        mine = [
+            c
+            for c in comparisons
+            if c.current_run_id == record.id and (c.method == "paired" or c.benchmark not in paired)
+        ]
+        if record.profile is not None:
+            for c in mine:
+                if (
+                    c.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                    or c.unit != "ms"
+                    or c.current_centre is None
+                    or c.baseline_centre is None
+                ):
+                    continue
+                window = [load(i) for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]]
+                profiles = [r.profile for r in window if r is not None and r.profile is not None]
+                delta = c.current_centre - c.baseline_centre
+                attributions.append(
+                    attribute(record.benchmark, c.metric, delta, record.profile, profiles)
+                )
+        if record.profile is None and not record.findings:
+            continue
+        base: RunRecord | None = None
+        newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
+        if newest:
+            base = load(newest[0])
+        else:
+            base = store.latest_run(
+                project=config.project, benchmark=record.benchmark, branch=against
+            )
+            if base is not None and base.id == record.id:
+                base = None
+        base_findings = () if base is None else (*run_findings(config, base), *base.findings)
+        merged = merge_findings(run_findings(config, record), record.findings, base_findings)
+        found.extend(
+            replace(
+                f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark
+            )
+            for f in merged
+        )
+    return tuple(attributions), tuple(found)
 
 
 def _paired(
@@ -718,6 +873,9 @@ class DetectedChange:
     commit_before: str
     commit_after: str
     runs_in_series: int
+    triage: str | None = None
+    """The state of this change point's alert (untriaged, acknowledged, wontfix, fixed),
+    None where none is recorded."""
 
     @property
     def verdict(self) -> Verdict:
@@ -734,9 +892,15 @@ def analyze_history(
     branch: str,
     benchmark: str | None = None,
     limit: int = 1000,
+    record: bool = True,
+    now: datetime | None = None,
 ) -> list[DetectedChange]:
     """Change points of every noisy metric's series on ``branch`` (one series per
-    benchmark, metric and environment), oldest first."""
+    benchmark, metric and environment), oldest first.
+
+    Each is recorded as an alert (once: a change found again keeps its alert and triage
+    state) unless ``record`` is false, and carries its alert's triage state; change points
+    triaged ``invalid`` (not real changes) are left out."""
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     found: list[DetectedChange] = []
     for name in names:
@@ -764,7 +928,17 @@ def analyze_history(
                         runs_in_series=len(runs),
                     )
                 )
-    return found
+    if record and found:
+        record_alerts(config, store, changes=found, now=now)
+    statuses: dict[tuple[str, str], str] = {}
+    for name in sorted({c.benchmark for c in found}):
+        statuses.update(store.alert_statuses(project=config.project, benchmark=name))
+    out = []
+    for c in found:
+        status = statuses.get((c.first_run_after, c.metric))
+        if status != "invalid":
+            out.append(replace(c, triage=status))
+    return out
 
 
 def history(
@@ -788,3 +962,146 @@ def history(
             if p.metric == metric
         )
     return points
+
+
+# --- team store: alerts, triage, retention ---------------------------------------------------
+
+
+def default_actor(env: Mapping[str, str]) -> str:
+    """Who a triage action is recorded as when ``--by`` is not given: the CI user, else the
+    login name."""
+    for name in ("GITLAB_USER_LOGIN", "GITHUB_ACTOR", "USER", "USERNAME"):
+        if env.get(name):
+            return env[name]
+    return "unknown"
+
+
+def _utcnow(now: datetime | None) -> datetime:
+    return now if now is not None else datetime.now(timezone.utc)
+
+
+def record_alerts(
+    config: Config,
+    store: SqlStore,
+    *,
+    changes: Sequence[DetectedChange] = (),
+    result: GateResult | None = None,
+    now: datetime | None = None,
+) -> list[Alert]:
+    """Record as untriaged alerts the change points of a history analysis and, for a gate
+    on the base branch, its regressions; an alert already recorded for the same run and
+    metric keeps its state. Runs not in the store (a gate that judged an unsaved run) get
+    no alert. Returns the alerts created now."""
+    found: list[NewAlert] = [
+        NewAlert(
+            project=config.project,
+            benchmark=c.benchmark,
+            metric=c.metric,
+            run_id=c.first_run_after,
+            branch=c.branch,
+            fingerprint_key=c.fingerprint_key,
+            verdict=c.verdict,
+            source="history",
+            commit_after=c.commit_after,
+            change_pct=c.point.change_pct,
+            previous_run_id=c.last_run_before,
+            commit_before=c.commit_before,
+        )
+        for c in changes
+    ]
+    if result is not None and result.branch == config.base_branch:
+        runs: dict[str, RunRecord | None] = {}
+        for c in deciding(result):
+            if c.verdict is not Verdict.REGRESSION:
+                continue
+            if c.current_run_id not in runs:
+                try:
+                    runs[c.current_run_id] = store.get_run(c.current_run_id)
+                except StoreError:
+                    runs[c.current_run_id] = None
+            run = runs[c.current_run_id]
+            if run is None:
+                continue
+            found.append(
+                NewAlert(
+                    project=config.project,
+                    benchmark=c.benchmark,
+                    metric=c.metric,
+                    run_id=run.id,
+                    branch=run.git.branch,
+                    fingerprint_key=run.fingerprint.key(),
+                    verdict=Verdict.REGRESSION,
+                    source="gate",
+                    commit_after=run.git.commit,
+                    change_pct=c.change_pct,
+                    previous_run_id=c.baseline_run_ids[-1] if c.baseline_run_ids else None,
+                    commit_before=c.baseline_commits[-1] if c.baseline_commits else None,
+                )
+            )
+    if not found:
+        return []
+    return store.record_alerts(found, now=_utcnow(now))
+
+
+#: ``perfgate alerts`` actions and the state each moves an alert to.
+TRIAGE_ACTIONS = {"ack": "acknowledged", "fixed": "fixed", "reopen": "untriaged"}
+IGNORE_STATES = ("invalid", "wontfix")
+
+
+def triage_alert(
+    config: Config,
+    store: SqlStore,
+    alert_id: int,
+    *,
+    action: str,
+    by: str,
+    reason: str,
+    state: str | None = None,
+    now: datetime | None = None,
+) -> Alert:
+    """``ack`` / ``fixed`` / ``reopen`` an alert, or ``ignore`` it as ``invalid`` (not a
+    real change: it no longer cuts baseline windows and history analysis drops it) or
+    ``wontfix`` (real, accepted)."""
+    if action == "ignore":
+        if state not in IGNORE_STATES:
+            raise UsageError(f"ignore needs --as {' or '.join(IGNORE_STATES)}")
+        target = state
+    elif action in TRIAGE_ACTIONS:
+        target = TRIAGE_ACTIONS[action]
+    else:
+        raise UsageError(f"unknown triage action {action!r}")
+    if not by.strip():
+        raise UsageError("a triage action needs --by (who)")
+    return store.triage_alert(
+        alert_id,
+        project=config.project,
+        state=target,
+        action=action,
+        by=by,
+        reason=reason,
+        now=_utcnow(now),
+    )
+
+
+def prune(
+    config: Config,
+    store: SqlStore,
+    *,
+    keep_days: int | None,
+    keep_runs: int | None,
+    dry_run: bool,
+    now: datetime | None = None,
+) -> PrunePlan:
+    """Retention: see :meth:`SqlStore.prune`; the protected window is the config's."""
+    if (keep_days is None) == (keep_runs is None):
+        raise UsageError("prune needs exactly one of --keep-days N or --keep-runs N")
+    if (keep_days is not None and keep_days < 1) or (keep_runs is not None and keep_runs < 1):
+        raise UsageError("--keep-days and --keep-runs must be at least 1")
+    return store.prune(
+        project=config.project,
+        baseline_window=config.baseline_window,
+        now=_utcnow(now),
+        keep_days=keep_days,
+        keep_runs=keep_runs,
+        dry_run=dry_run,
+    )

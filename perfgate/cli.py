@@ -19,7 +19,7 @@ import click
 
 from perfgate import __version__
 from perfgate.errors import ConfigError, ExitCode, PerfgateError
-from perfgate.models import BenchmarkSpec, ParamValue
+from perfgate.models import BenchmarkSpec, ParamValue, Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -387,7 +387,13 @@ def _compare(
     branch: str | None,
     against: str | None,
     benchmarks: tuple[str, ...],
+    *,
+    baseline_file: Path | None = None,
+    alerts: bool = False,
 ) -> tuple[Any, Any]:
+    """The gate's result: against the store's history, or against baseline files (the runs
+    judged still come from the store); ``alerts`` records a base-branch gate's regressions
+    as untriaged alerts."""
     from perfgate import app
 
     config = _config(suite, db_url, project)
@@ -396,16 +402,105 @@ def _compare(
         raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
     store = _open_store(config.database_url)
     try:
-        result = app.compare(
-            config,
-            store,
-            branch=git.branch,
-            against=against or git.base_branch or config.base_branch,
-            benchmarks=benchmarks,
-        )
+        if baseline_file is not None:
+            from perfgate.baselines import gate_from_baseline_files
+
+            records = app.latest_runs(config, store, branch=git.branch, benchmarks=benchmarks)
+            result = gate_from_baseline_files(config, records, baseline_file)
+        else:
+            result = app.compare(
+                config,
+                store,
+                branch=git.branch,
+                against=against or git.base_branch or config.base_branch,
+                benchmarks=benchmarks,
+            )
+            if alerts:
+                app.record_alerts(config, store, result=result)
     finally:
         store.close()
     return config, result
+
+
+def _report_options(func: F) -> F:
+    """The gate's reporting flags (PR/MR comment, status, job summary, report directory)."""
+    options = [
+        click.option(
+            "--comment",
+            is_flag=True,
+            help="Post the report as one PR/MR comment (updated in place on later runs) and "
+            "set a commit status. A posting failure is a warning: the exit code stays the "
+            "verdict's.",
+        ),
+        click.option(
+            "--comment-mode",
+            type=click.Choice(["always", "change", "regression"]),
+            default="always",
+            show_default=True,
+            help="When to post a new comment: always, on any change (regression, improvement, "
+            "inconclusive), or only on a regression. An existing comment is always updated.",
+        ),
+        click.option(
+            "--forge",
+            type=click.Choice(["github", "gitlab"]),
+            help="Where to post (default: from GITHUB_ACTIONS / GITLAB_CI).",
+        ),
+        click.option(
+            "--forge-url",
+            metavar="URL",
+            help="API base URL, for GitHub Enterprise or self-managed GitLab "
+            "(default: GITHUB_API_URL / CI_API_V4_URL).",
+        ),
+        click.option(
+            "--repo",
+            help="GitHub owner/name or GitLab project id (default: GITHUB_REPOSITORY / "
+            "CI_PROJECT_ID).",
+        ),
+        click.option(
+            "--pr",
+            "pr_number",
+            type=click.IntRange(min=1),
+            help="PR/MR number (default: the CI event's, CI_MERGE_REQUEST_IID).",
+        ),
+        click.option(
+            "--sha", help="Commit for the status (default: the PR head, GITHUB_SHA, CI_COMMIT_SHA)."
+        ),
+        click.option(
+            "--report-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Write report.md and target.json here (fork PRs: post them from a privileged "
+            "job with 'perfgate comment --from DIR').",
+        ),
+        click.option(
+            "--status/--no-status",
+            default=None,
+            help="Set a commit status perfgate/PROJECT (default: with --comment).",
+        ),
+        click.option(
+            "--summary/--no-summary",
+            default=None,
+            help="Append the report to $GITHUB_STEP_SUMMARY when set (default: with --comment "
+            "or --report-dir).",
+        ),
+        click.option(
+            "--testbed",
+            help="Testbed label in the comment's marker: one comment per project, suite and "
+            "testbed (default: the host label, else the device).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _parse_fail_on(text: str) -> frozenset[Verdict]:
+    """``--fail-on regression,inconclusive``: the verdicts that fail the gate."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    try:
+        return frozenset(Verdict(x) for x in names)
+    except ValueError:
+        known = ", ".join(v.value for v in Verdict)
+        raise ConfigError(f"--fail-on {text!r}: expected verdicts from {known}") from None
 
 
 def _compare_and_report(
@@ -416,17 +511,54 @@ def _compare_and_report(
     against: str | None,
     benchmarks: tuple[str, ...],
     as_json: bool,
+    delivery: Any = None,
+    fail_on: str | None = None,
+    baseline_file: Path | None = None,
 ) -> bool:
-    """Compare, print the report, and say whether the gate's policy fails it."""
+    """Compare, print the report, deliver it where asked, and say whether the gate's policy
+    fails it. Delivery problems are warnings on stderr; they never change the verdict."""
     from perfgate import app
     from perfgate.reporters.render import gate_to_dict, render_json, render_text
 
-    config, result = _compare(suite, db_url, project, branch, against, benchmarks)
+    config, result = _compare(
+        suite,
+        db_url,
+        project,
+        branch,
+        against,
+        benchmarks,
+        baseline_file=baseline_file,
+        alerts=delivery is not None,
+    )
+    if fail_on is not None:
+        config = replace(config, fail_on=_parse_fail_on(fail_on))
     failed: bool = app.gate_failed(config, result)
     if as_json:
         click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
     else:
         click.echo(render_text(result), nl=False)
+    if delivery is not None and delivery.wanted:
+        from perfgate import report
+
+        git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+        store = _open_store(config.database_url)
+        try:
+            done = report.deliver_gate(
+                config,
+                store,
+                result,
+                failed=failed,
+                env=os.environ,
+                options=delivery,
+                commit=git.commit,
+                job_url=app.detect_ci_context(os.environ).job_url,
+            )
+        finally:
+            store.close()
+        for line in done.done:
+            click.echo(f"perfgate: {line}", err=True)
+        for line in done.warnings:
+            click.echo(f"perfgate: warning: {line}", err=True)
     return failed
 
 
@@ -452,6 +584,19 @@ def compare(
 
 @cli.command()
 @_gate_common
+@click.option(
+    "--fail-on",
+    metavar="VERDICTS",
+    help="Comma-separated verdicts that fail the gate, e.g. regression,inconclusive "
+    "(default: the suite's fail_on, else regression).",
+)
+@click.option(
+    "--baseline-file",
+    type=click.Path(exists=True, path_type=Path),
+    help="Judge against baseline JSON files ('perfgate baseline export'; a directory or "
+    "one file) instead of the store's history: no shared database needed.",
+)
+@_report_options
 def gate(
     suite: Path | None,
     db_url: str | None,
@@ -460,16 +605,112 @@ def gate(
     against: str | None,
     benchmarks: tuple[str, ...],
     as_json: bool,
+    fail_on: str | None,
+    baseline_file: Path | None,
+    comment: bool,
+    comment_mode: str,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+    pr_number: int | None,
+    sha: str | None,
+    report_dir: Path | None,
+    status: bool | None,
+    summary: bool | None,
+    testbed: str | None,
 ) -> None:
     """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
+
+    With --comment it also posts the report to the PR/MR (one comment, updated in place),
+    sets a commit status and writes the job summary; tokens come from GITHUB_TOKEN,
+    GITLAB_TOKEN or CI_JOB_TOKEN.
 
     \b
     Example:
         perfgate gate --branch feat --against main --json
+        perfgate gate --against main --comment --comment-mode change   # in CI
+        perfgate gate --against main --report-dir out/                 # fork PRs
     """
-    failed = _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
+    from perfgate.report import DeliveryOptions, TargetOverrides
+    from perfgate.reporters.markdown import CommentMode
+
+    delivery = DeliveryOptions(
+        comment=comment,
+        mode=CommentMode(comment_mode),
+        target=TargetOverrides(
+            forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha
+        ),
+        report_dir=report_dir,
+        status=status,
+        summary=summary,
+        testbed=testbed or "",
+        suite_path=str(suite) if suite is not None else "",
+    )
+    failed = _compare_and_report(
+        suite,
+        db_url,
+        project,
+        branch,
+        against,
+        benchmarks,
+        as_json,
+        delivery,
+        fail_on,
+        baseline_file,
+    )
     if failed:
         sys.exit(int(ExitCode.REGRESSION))
+
+
+@cli.command()
+@click.option(
+    "--from",
+    "from_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory 'gate --report-dir' wrote (report.md, target.json).",
+)
+@click.option("--forge", type=click.Choice(["github", "gitlab"]), help="Override the target's.")
+@click.option("--forge-url", metavar="URL", help="Override the target's API base URL.")
+@click.option("--repo", help="Override the repository / project (use the trusted one).")
+@click.option("--pr", "pr_number", type=click.IntRange(min=1), help="Override the PR/MR number.")
+@click.option("--sha", help="Override the commit for the status.")
+@click.option(
+    "--expect-sha",
+    metavar="SHA",
+    help="The trusted head commit (e.g. github.event.workflow_run.head_sha): refuse a report "
+    "made for another commit, or a PR whose head is not this commit.",
+)
+@click.option("--status/--no-status", default=True, show_default=True, help="Set the status.")
+def comment(
+    from_dir: Path,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+    pr_number: int | None,
+    sha: str | None,
+    expect_sha: str | None,
+    status: bool,
+) -> None:
+    """Post a report that 'gate --report-dir' wrote, from a job allowed to (fork PRs).
+
+    Exits 3 when the forge refuses or cannot be reached.
+
+    \b
+    Example:
+        perfgate comment --from out/ --expect-sha "$HEAD_SHA"
+    """
+    from perfgate.report import TargetOverrides, post_report_dir
+
+    delivery = post_report_dir(
+        from_dir,
+        os.environ,
+        TargetOverrides(forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha),
+        status=status,
+        expect_sha=expect_sha,
+    )
+    for line in delivery.done:
+        click.echo(f"perfgate: {line}", err=True)
 
 
 @cli.group(invoke_without_command=True)
@@ -527,6 +768,19 @@ def history(
     "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+@click.option(
+    "--alert",
+    is_flag=True,
+    help="Report change points not reported before on the project's tracking issue "
+    "(labelled perfgate; opened when missing, updated in place). Exits 3 if that fails.",
+)
+@click.option(
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    help="Where to alert (default: from GITHUB_ACTIONS / GITLAB_CI).",
+)
+@click.option("--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab).")
+@click.option("--repo", help="GitHub owner/name or GitLab project id (default: from CI).")
 def history_analyze(
     suite: Path | None,
     db_url: str | None,
@@ -535,6 +789,10 @@ def history_analyze(
     branch: str | None,
     limit: int,
     as_json: bool,
+    alert: bool,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
 ) -> None:
     """Find change points in every stored series, each with the commits it lies between.
 
@@ -545,15 +803,17 @@ def history_analyze(
     \b
     Example:
         perfgate history analyze --branch main --benchmark mlp
+        perfgate history analyze --alert          # nightly, on the base branch
     """
     from perfgate import app
     from perfgate.reporters.render import changes_to_dict, render_changes_text, render_json
 
     config = _config(suite, db_url, project)
+    analysed = branch or config.base_branch
     store = _open_store(config.database_url)
     try:
         changes = app.analyze_history(
-            config, store, branch=branch or config.base_branch, benchmark=benchmark, limit=limit
+            config, store, branch=analysed, benchmark=benchmark, limit=limit
         )
     finally:
         store.close()
@@ -561,6 +821,15 @@ def history_analyze(
         click.echo(render_json(changes_to_dict(changes)), nl=False)
     else:
         click.echo(render_changes_text(changes), nl=False)
+    if alert:
+        from perfgate import report
+
+        target = report.resolve_target(
+            os.environ, report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
+        )
+        reporter = report.make_reporter(target, os.environ)
+        done = report.alert_changes(config.project, analysed, changes, reporter)
+        click.echo(f"perfgate: {done}", err=True)
 
 
 @cli.command()
@@ -637,6 +906,515 @@ def noise(
         click.echo(render_json(noise_to_dict(rows)), nl=False)
     else:
         click.echo(render_noise_text(rows), nl=False)
+
+
+@cli.command("advise")
+@store_options
+@click.argument("target")
+@click.option(
+    "--no-advisor", is_flag=True, help="Do not run msprof-analyze on an Ascend profile path."
+)
+@click.option(
+    "--advisor-timeout",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds msprof-analyze may take before it is stopped.",
+)
+@click.option(
+    "--device-memory-gib",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Device memory capacity in GiB, for the out-of-memory rule.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def advise_command(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    target: str,
+    no_advisor: bool,
+    advisor_timeout: float,
+    device_memory_gib: float | None,
+    as_json: bool,
+) -> None:
+    """Say what a profile shows is slow and what to do about it (never fails).
+
+    TARGET is a profile path (anything 'ingest' reads) or the id (or a 6+ character
+    prefix) of a stored run. Thresholds come from the suite's [advisor] table.
+
+    \b
+    Example:
+        perfgate advise ./prof/rank0_ascend_pt --no-advisor
+        perfgate advise 3f9c2a1b --json
+    """
+    from perfgate.advise import advise_path, advise_run
+    from perfgate.reporters.render import advise_to_dict, render_advise_text, render_json
+
+    config = _config(suite, db_url, project)
+    capacity = None if device_memory_gib is None else int(device_memory_gib * (1 << 30))
+    if Path(target).exists():
+        advice = advise_path(
+            Path(target),
+            thresholds=config.advisor,
+            msprof=not no_advisor,
+            msprof_timeout_s=advisor_timeout,
+            device_memory_bytes=capacity,
+        )
+    else:
+        store = _open_store(config.database_url)
+        try:
+            advice = advise_run(config, store, target, device_memory_bytes=capacity)
+        finally:
+            store.close()
+    if as_json:
+        if advice.advisor_problem:
+            click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
+        click.echo(render_json(advise_to_dict(advice)), nl=False)
+    else:
+        click.echo(render_advise_text(advice), nl=False)
+
+
+# --- team store: db, alerts, baseline, runs -------------------------------------------------
+
+
+def _echo_json(data: dict[str, Any]) -> None:
+    import json
+
+    click.echo(json.dumps({"format_version": 1, **data}, indent=2, allow_nan=False))
+
+
+def _by_option(func: F) -> F:
+    func = click.option(
+        "--reason", required=True, help="Why (recorded with the action; shown in the trail)."
+    )(func)
+    return click.option(
+        "--by",
+        help="Who (default: GITLAB_USER_LOGIN, GITHUB_ACTOR or USER).",
+    )(func)
+
+
+def _actor(by: str | None) -> str:
+    from perfgate import app
+
+    return by or app.default_actor(os.environ)
+
+
+@cli.group()
+def db() -> None:
+    """Inspect, upgrade and prune the store (SQLite file or PostgreSQL).
+
+    \b
+    Example:
+        perfgate db status --json
+        PERFGATE_DATABASE_URL=postgresql://perf@db/perf perfgate db upgrade
+        perfgate db prune --keep-days 365 --dry-run
+    """
+
+
+@db.command("status")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_status(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+    """Show the store's schema revision, this perfgate's head, the engine and the run count.
+
+    Reads only: an empty or older database is reported, not created or upgraded.
+    """
+    from perfgate.store.sql import store_status
+
+    config = _config(suite, db_url, project)
+    status = store_status(config.database_url)
+    if as_json:
+        _echo_json({"store": status.to_dict()})
+        return
+    notes = {
+        "empty": "no perfgate schema yet ('perfgate db upgrade' creates it)",
+        "behind": "older than this perfgate ('perfgate db upgrade' migrates it)",
+        "current": "up to date",
+        "newer": "written by a newer perfgate: upgrade perfgate to use it",
+    }
+    click.echo(f"store:    {status.url}")
+    click.echo(f"engine:   {status.engine}")
+    click.echo(f"revision: {status.revision or '-'} ({notes[status.state]})")
+    click.echo(f"head:     {status.head}")
+    click.echo(f"runs:     {'-' if status.runs is None else status.runs}")
+
+
+@db.command("upgrade")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_upgrade(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+    """Create the store or migrate it to this perfgate's schema (one transaction: a failed
+    migration leaves the database as it was; a newer schema is refused untouched)."""
+    from perfgate.store.sql import upgrade_store
+
+    config = _config(suite, db_url, project)
+    before, after = upgrade_store(config.database_url)
+    if as_json:
+        _echo_json({"before": before.to_dict(), "after": after.to_dict()})
+        return
+    if before.revision == after.revision:
+        click.echo(f"{after.url}: already at revision {after.revision}")
+    else:
+        click.echo(f"{after.url}: {before.revision or 'empty'} -> {after.revision}")
+
+
+@db.command("prune")
+@store_options
+@click.option("--keep-days", type=click.IntRange(min=1), help="Delete runs older than N days.")
+@click.option(
+    "--keep-runs",
+    type=click.IntRange(min=1),
+    help="Keep the newest N runs of each benchmark, branch and testbed.",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_prune(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    keep_days: int | None,
+    keep_runs: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Delete old runs with their measurements, profiles and findings.
+
+    Never deleted: the newest baseline_window runs of each benchmark / branch / testbed,
+    the runs around a recorded change point, an open alert's run, a baseline reset's run.
+    """
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        plan = app.prune(config, store, keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
+    finally:
+        store.close()
+    if as_json:
+        _echo_json(
+            {
+                "dry_run": plan.dry_run,
+                "candidates": plan.candidates,
+                "protected": plan.protected,
+                "protected_by": dict(sorted(plan.reasons.items())),
+                "deleted" if not plan.dry_run else "would_delete": list(plan.deleted_run_ids),
+            }
+        )
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for run_id in plan.deleted_run_ids:
+        click.echo(f"{verb} run {run_id}")
+    kept = ", ".join(f"{n} {why}" for why, n in sorted(plan.reasons.items()))
+    click.echo(
+        f"{verb} {len(plan.deleted_run_ids)} of {plan.candidates} old runs"
+        + (f"; kept {plan.protected} ({kept})" if plan.protected else "")
+    )
+
+
+@cli.group()
+def alerts() -> None:
+    """List and triage alerts (gate regressions on the base branch, history change points).
+
+    \b
+    Example:
+        perfgate alerts list
+        perfgate alerts ack 12 --reason "looking into it"
+        perfgate alerts ignore 13 --as invalid --reason "noisy runner"
+    """
+
+
+@alerts.command("list")
+@store_options
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["untriaged", "acknowledged", "invalid", "wontfix", "fixed"]),
+    help="Only these states (default: untriaged and acknowledged).",
+)
+@click.option("--all", "show_all", is_flag=True, help="Every state.")
+@click.option("--benchmark", help="One benchmark.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts_list(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    statuses: tuple[str, ...],
+    show_all: bool,
+    benchmark: str | None,
+    as_json: bool,
+) -> None:
+    """List alerts, newest first."""
+    config = _config(suite, db_url, project)
+    wanted = () if show_all else (statuses or ("untriaged", "acknowledged"))
+    store = _open_store(config.database_url)
+    try:
+        found = store.alerts(project=config.project, status=wanted, benchmark=benchmark)
+    finally:
+        store.close()
+    if as_json:
+        _echo_json({"alerts": [a.to_dict() for a in found]})
+        return
+    if not found:
+        click.echo("no alerts")
+    for a in found:
+        change = "" if a.change_pct is None else f" {a.change_pct:+.1f}%"
+        commits = f"{(a.commit_before or '?')[:10]}..{a.commit_after[:10]}"
+        click.echo(
+            f"#{a.id} [{a.status}] {a.benchmark} {a.metric} {a.verdict.value}{change} "
+            f"({a.source}, {a.branch}, {commits}, run {a.run_id[:12]})"
+        )
+
+
+def _triage(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    action: str,
+    by: str | None,
+    reason: str,
+    state: str | None = None,
+) -> None:
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        alert = app.triage_alert(
+            config, store, alert_id, action=action, by=_actor(by), reason=reason, state=state
+        )
+    finally:
+        store.close()
+    click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
+
+
+@alerts.command("ack")
+@store_options
+@click.argument("alert_id", type=int)
+@_by_option
+def alerts_ack(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Acknowledge an alert: the change is real and someone is on it."""
+    _triage(suite, db_url, project, alert_id, "ack", by, reason)
+
+
+@alerts.command("ignore")
+@store_options
+@click.argument("alert_id", type=int)
+@click.option(
+    "--as",
+    "state",
+    type=click.Choice(["invalid", "wontfix"]),
+    required=True,
+    help="invalid: not a real change (no longer cuts baseline windows); wontfix: accepted.",
+)
+@_by_option
+def alerts_ignore(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    state: str,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Close an alert as invalid (noise, infrastructure) or wontfix (accepted change)."""
+    _triage(suite, db_url, project, alert_id, "ignore", by, reason, state)
+
+
+@alerts.command("fixed")
+@store_options
+@click.argument("alert_id", type=int)
+@_by_option
+def alerts_fixed(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Close an alert as fixed."""
+    _triage(suite, db_url, project, alert_id, "fixed", by, reason)
+
+
+@alerts.command("trail")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts_trail(
+    suite: Path | None, db_url: str | None, project: str | None, as_json: bool
+) -> None:
+    """Show who triaged, reset or excluded what, when and why (newest first)."""
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        events = store.triage_events(project=config.project)
+    finally:
+        store.close()
+    if as_json:
+        _echo_json({"events": [e.to_dict() for e in events]})
+        return
+    if not events:
+        click.echo("no triage actions")
+    for e in events:
+        what = f"alert #{e.alert_id}" if e.alert_id is not None else (e.benchmark or "")
+        if e.run_id and e.alert_id is None:
+            what += f" run {e.run_id[:12]}"
+        state = f" -> {e.state}" if e.state else ""
+        click.echo(
+            f"{e.at.isoformat(timespec='seconds')} {e.by}: {e.action} {what}{state}: {e.reason}"
+        )
+
+
+@cli.group()
+def baseline() -> None:
+    """Reset a benchmark's baseline, and keep baselines as code (export / import JSON).
+
+    \b
+    Example:
+        perfgate baseline reset resnet --at 3f9c2a1 --reason "new data loader, accepted"
+        perfgate baseline export --out baselines/
+        perfgate baseline import baselines/
+    """
+
+
+@baseline.command("reset")
+@store_options
+@click.argument("benchmark")
+@click.option("--at", "commit", required=True, help="Commit (or 7+ char prefix) of the change.")
+@click.option("--branch", help="Find the commit's first run on this branch only.")
+@_by_option
+def baseline_reset(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str,
+    commit: str,
+    branch: str | None,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Accept a change: BENCHMARK's baseline window starts at the first run of COMMIT."""
+    from datetime import datetime, timezone
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        reset = store.reset_baseline(
+            project=config.project,
+            benchmark=benchmark,
+            commit=commit,
+            branch=branch,
+            by=_actor(by),
+            reason=reason,
+            now=datetime.now(timezone.utc),
+        )
+    finally:
+        store.close()
+    click.echo(
+        f"baseline of {benchmark} now starts at run {reset.run_id[:12]} "
+        f"(commit {reset.commit[:12]}, {reset.starts_at.isoformat(timespec='seconds')})"
+    )
+
+
+@baseline.command("export")
+@store_options
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("baselines"),
+    show_default=True,
+    help="Directory for the JSON files.",
+)
+@click.option("--branch", help="Branch whose windows are exported (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+def baseline_export(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    out_dir: Path,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+) -> None:
+    """Write each benchmark's baseline window as versioned JSON, one file per testbed."""
+    from perfgate.baselines import export_baselines
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        written = export_baselines(
+            config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
+        )
+    finally:
+        store.close()
+    for path in written:
+        click.echo(f"wrote {path}")
+    if not written:
+        click.echo("no baseline windows to export")
+
+
+@baseline.command("import")
+@store_options
+@click.argument("directory", type=click.Path(exists=True, path_type=Path))
+def baseline_import(
+    suite: Path | None, db_url: str | None, project: str | None, directory: Path
+) -> None:
+    """Load baseline JSON files into the store (runs marked imported; idempotent)."""
+    from perfgate.baselines import import_baselines
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        done = import_baselines(store, directory)
+    finally:
+        store.close()
+    click.echo(
+        f"imported {done.added} runs from {done.files} files ({done.already_stored} already stored)"
+    )
+
+
+@cli.group("runs")
+def runs_group() -> None:
+    """Act on stored runs.
+
+    \b
+    Example:
+        perfgate runs exclude 3f9c2a1b --reason "runner was throttled"
+    """
+
+
+@runs_group.command("exclude")
+@store_options
+@click.argument("run_id")
+@_by_option
+def runs_exclude(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    run_id: str,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Leave a run out of every history and baseline window (its id or a 6+ char prefix)."""
+    from datetime import datetime, timezone
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        run = store.exclude_run(
+            run_id, by=_actor(by), reason=reason, now=datetime.now(timezone.utc)
+        )
+    finally:
+        store.close()
+    click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfgate.advisor.rules import Thresholds, threshold_names
 from perfgate.errors import ConfigError
 from perfgate.models import BenchmarkSpec, Direction, MetricPolicy, Verdict
 
@@ -46,6 +47,7 @@ _TOP_KEYS = {
     "defaults",
     "metrics",
     "benchmarks",
+    "advisor",
 }
 _DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
 _BENCH_KEYS = {"name", "workload", "entry", "params", "treatment_params"} | _DEFAULT_KEYS
@@ -67,6 +69,8 @@ class Config:
     metrics: Mapping[str, MetricPolicy] = field(default_factory=lambda: dict(DEFAULT_METRICS))
     benchmarks: tuple[BenchmarkSpec, ...] = ()
     source: str = ""
+    advisor: Thresholds = field(default_factory=Thresholds)
+    """Thresholds of perfgate's advisor rules (the suite's ``[advisor]`` table)."""
 
     def policy(self, metric: str) -> MetricPolicy:
         return self.metrics.get(metric, FALLBACK_POLICY)
@@ -181,6 +185,25 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     return MetricPolicy(parsed_direction, float(effect), deterministic)
 
 
+def _parse_advisor(table: Any, source: str) -> Thresholds:
+    """``[advisor]``: any Thresholds field, each a number >= 0 (integers where the default is)."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{_where(source, 'advisor')}: expected a table")
+    _check_keys(table, set(threshold_names()), source, "advisor.")
+    defaults = Thresholds()
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        whole = isinstance(getattr(defaults, key), int)
+        bad = isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0
+        if bad or value == float("inf") or (whole and not float(value).is_integer()):
+            kind = "an integer" if whole else "a number"
+            raise ConfigError(
+                f"{_where(source, 'advisor.' + key)}: expected {kind} >= 0, got {value!r}"
+            )
+        values[key] = int(value) if whole else float(value)
+    return replace(defaults, **values)
+
+
 def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
     """Validate a parsed TOML document (the perfgate table) into a Config."""
     _check_keys(data, _TOP_KEYS, source, "")
@@ -227,6 +250,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
         metrics=metrics,
         benchmarks=tuple(benchmarks),
         source=source,
+        advisor=_parse_advisor(data.get("advisor", {}), source),
     )
 
 

@@ -61,3 +61,12 @@ class RunnerError(PerfgateError):
     """A benchmark could not be run or measured (its code raised, a worker died, ...)."""
 
     exit_code = ExitCode.INFRASTRUCTURE
+
+
+class ReportError(PerfgateError):
+    """A report could not be delivered (forge API refused it, timed out, or is unreachable).
+
+    The message never carries a token; a failure to post never changes a gate's verdict.
+    """
+
+    exit_code = ExitCode.INFRASTRUCTURE

@@ -835,3 +835,126 @@ class GateResult:
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for c in self.comparisons if c.verdict is verdict)
+
+
+# --- team store: alerts, triage, baseline resets, retention ---------------------------------
+
+
+@dataclass(frozen=True)
+class NewAlert:
+    """A regression a gate found on the base branch, or a change point history analysis
+    found: one (benchmark, metric, run, verdict), recorded once however often it is found."""
+
+    project: str
+    benchmark: str
+    metric: str
+    run_id: str
+    branch: str
+    fingerprint_key: str
+    verdict: Verdict
+    source: str  # "gate" or "history"
+    commit_after: str
+    change_pct: float | None = None
+    previous_run_id: str | None = None
+    commit_before: str | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A stored alert and its triage state (untriaged, acknowledged, invalid, wontfix,
+    fixed)."""
+
+    id: int
+    project: str
+    benchmark: str
+    metric: str
+    run_id: str
+    previous_run_id: str | None
+    branch: str
+    fingerprint_key: str
+    verdict: Verdict
+    source: str
+    change_pct: float | None
+    commit_before: str | None
+    commit_after: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "benchmark": self.benchmark,
+            "metric": self.metric,
+            "run_id": self.run_id,
+            "previous_run_id": self.previous_run_id,
+            "branch": self.branch,
+            "fingerprint_key": self.fingerprint_key,
+            "verdict": self.verdict.value,
+            "source": self.source,
+            "change_pct": self.change_pct,
+            "commit_range": [self.commit_before, self.commit_after],
+            "status": self.status,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class TriageEvent:
+    """Who did what to an alert, a run or a baseline, when and why."""
+
+    id: int
+    project: str
+    action: str  # ack, ignore, fixed, reset, exclude, import
+    alert_id: int | None
+    run_id: str | None
+    benchmark: str | None
+    state: str | None
+    by: str
+    at: datetime
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "action": self.action,
+            "alert_id": self.alert_id,
+            "run_id": self.run_id,
+            "benchmark": self.benchmark,
+            "state": self.state,
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class BaselineReset:
+    """An accepted change: the benchmark's baseline window starts at ``run_id`` (the first
+    run of ``commit``), whatever came before."""
+
+    id: int
+    project: str
+    benchmark: str
+    commit: str
+    run_id: str
+    starts_at: datetime
+    by: str
+    at: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a retention pass deletes (or, dry, would delete) and what it kept on purpose."""
+
+    candidates: int
+    protected: int
+    deleted_run_ids: tuple[str, ...]
+    dry_run: bool
+    reasons: Mapping[str, int] = field(default_factory=dict)
+    """How many candidate runs each protection kept (baseline, change_point, reset, alert,
+    paired)."""

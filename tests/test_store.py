@@ -45,12 +45,15 @@ UTC = timezone.utc
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 PERFGATE_TABLES = {
     "alembic_version",
+    "alerts",
+    "baseline_resets",
     "findings",
     "measurements",
     "perfgate_meta",
     "profiles",
     "rank_profiles",
     "runs",
+    "triage_events",
 }
 
 

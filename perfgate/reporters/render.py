@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
 from perfgate.models import (
+    Attribution,
     Comparison,
     Finding,
     GateResult,
@@ -15,10 +16,12 @@ from perfgate.models import (
     ProfileSummary,
     RunPoint,
     RunRecord,
+    Severity,
     Verdict,
 )
 
 if TYPE_CHECKING:
+    from perfgate.advise import Advice
     from perfgate.app import DetectedChange, NoiseRow
     from perfgate.ingest import IngestResult
 
@@ -114,8 +117,13 @@ def render_text(result: GateResult) -> str:
             detail += "]"
         tag = "" if c.method == "history" else " (A/B)"
         lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
+    if result.attributions:
+        lines += ["", *render_attribution_lines(result.attributions)]
     if result.findings:
         lines += ["", *render_findings_lines(result.findings)]
+        known = sum(1 for f in result.findings if f.known)
+        if known:
+            lines.append(f"({known} of these the base branch already had: not new here)")
     return "\n".join(lines) + "\n"
 
 
@@ -144,6 +152,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "summary": {v.value: result.count(v) for v in Verdict},
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
+        "attributions": [a.to_dict() for a in result.attributions],
     }
 
 
@@ -427,4 +436,136 @@ def render_ingest_text(result: IngestResult) -> str:
     if result.advisor_problem:
         lines += [f"advisor: {result.advisor_problem}", ""]
     lines += [f"note: {n}" for n in slowest.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# --- advice and attribution ----------------------------------------------------------------
+
+
+def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
+    """``why`` block: per attributed metric, its change and the ops that explain it."""
+    lines = [f"why ({len(attributions)} attributed change{'s' if len(attributions) != 1 else ''}):"]
+    for a in attributions:
+        parts = []
+        for o in a.ops:
+            share = "" if o.share is None else f" ({o.share * 100:.0f}%)"
+            tag = "" if o.status == "changed" else f" [{o.status}]"
+            parts.append(f"{o.name} {o.delta_ms:+.3g} ms{share}{tag}")
+        explained = (
+            "" if a.explained_share is None else f" — {a.explained_share * 100:.0f}% explained"
+        )
+        listed = ", ".join(parts) or "no op moved beyond the baseline's own spread"
+        lines.append(f"  {a.benchmark} {a.metric} {a.delta_ms:+.3g} ms: {listed}{explained}")
+        for o in a.ops:
+            if o.baseline_shapes and o.current_shapes:
+                lines.append(
+                    f"      {o.name} input shapes: {'; '.join(o.baseline_shapes)} -> "
+                    f"{'; '.join(o.current_shapes)}"
+                )
+    return lines
+
+
+def advise_to_dict(advice: Advice) -> dict[str, Any]:
+    """The versioned JSON of ``perfgate advise --json``.
+
+    Keys:
+        format_version, perfgate_version: the document's and the tool's versions.
+        kind: ``profile`` (TARGET was a path) or ``run`` (a stored run id).
+        target: the path or run id as given.
+        run: for a run, ``{id, benchmark, branch, commit}``; null for a path.
+        baseline_run_id: the base branch run whose findings are marked ``known`` (runs only).
+        format: the profile format of a path (``ascend`` / ``torch_trace``), else "".
+        source, rank, steps: of the judged profile (the slowest rank's of a multi-rank job).
+        ranks: how many ranks the profile or run has.
+        step: the step breakdown in ms per step (step, computing, communication not
+            overlapped / overlapped, free, bubble, preparing, data loading; null when unknown).
+        device_busy_fraction, op_calls_per_step, kernel_launches_per_step: as profiled.
+        cluster: the ClusterView of a multi-rank profile (ranks, step_ms, slowest_rank, ...).
+        findings: every finding, most severe first: ``{source, rule, severity, location,
+            message, suggestion, evidence, impact_ms, known}``; ``source`` is ``perfgate``
+            for perfgate's rules and ``msprof-analyze`` for the Ascend advisor's;
+            ``impact_ms`` estimates the step time the suggestion could save (null when the
+            rule cannot tell).
+        summary: the number of findings per severity.
+        advisor: for an Ascend path, ``{tool, ran, version, problem}`` of msprof-analyze;
+            null otherwise.
+        notes: what the profile could not provide, and why.
+    """
+    p = advice.profile
+    run = advice.run
+    counts = {s.value: sum(1 for f in advice.findings if f.severity is s) for s in Severity}
+    return {
+        "format_version": FORMAT_VERSION,
+        "perfgate_version": __version__,
+        "kind": advice.kind,
+        "target": advice.target,
+        "run": None
+        if run is None
+        else {
+            "id": run.id,
+            "benchmark": run.benchmark,
+            "branch": run.git.branch,
+            "commit": run.git.commit,
+        },
+        "baseline_run_id": advice.baseline_run_id,
+        "format": advice.format,
+        "source": None if p is None else p.source,
+        "rank": None if p is None else p.rank,
+        "steps": None if p is None else p.steps,
+        "ranks": advice.ranks,
+        "step": {} if p is None else _step_dict(p),
+        "device_busy_fraction": None if p is None else p.device_busy_fraction,
+        "op_calls_per_step": None if p is None else p.op_calls_per_step,
+        "kernel_launches_per_step": None if p is None else p.kernel_launches_per_step,
+        "cluster": None if advice.cluster is None else advice.cluster.to_dict(),
+        "summary": counts,
+        "findings": [f.to_dict() for f in advice.findings],
+        "advisor": {
+            "tool": "msprof-analyze",
+            "ran": advice.advisor_ran,
+            "version": advice.advisor_version,
+            "problem": advice.advisor_problem,
+        }
+        if advice.format == "ascend"
+        else None,
+        "notes": [] if p is None else list(p.notes),
+    }
+
+
+def render_advise_text(advice: Advice) -> str:
+    """The terminal report of ``perfgate advise``: what was judged, then each finding."""
+    p = advice.profile
+    if advice.run is not None:
+        r = advice.run
+        head = f"perfgate: advice for run {r.id[:12]} ({r.benchmark} on {r.git.branch})"
+    else:
+        head = f"perfgate: advice for {advice.target} ({advice.format} profile)"
+    lines = [head]
+    if p is None:
+        lines.append("the run has no profile: only its stored advisor findings are shown")
+    else:
+        rank = "" if p.rank is None else f", rank {p.rank}"
+        ranks = f" of {advice.ranks} ranks" if advice.ranks > 1 else ""
+        lines.append(f"{p.steps} profiled step(s){rank}{ranks}")
+        b = p.breakdown
+        if b is not None:
+            parts = [f"step {b.step_ms:.3g} ms"]
+            for label, value in (
+                ("computing", b.compute_ms),
+                ("communication not overlapped", b.communication_not_overlapped_ms),
+                ("free", b.free_ms),
+            ):
+                if value is not None and b.step_ms > 0:
+                    parts.append(f"{label} {value / b.step_ms * 100:.0f}%")
+            lines.append(", ".join(parts))
+    lines.append("")
+    if advice.findings:
+        lines += render_findings_lines(advice.findings)
+        known = sum(1 for f in advice.findings if f.known)
+        if known:
+            lines += ["", f"{known} finding(s) the base branch already had (known)"]
+    else:
+        lines.append("no findings: nothing in this profile crosses a rule's threshold")
+    if advice.advisor_problem:
+        lines += ["", f"advisor: {advice.advisor_problem}"]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from perfgate.errors import StoreError
 from perfgate.store.schema import APPLICATION, perfgate_meta
@@ -75,19 +76,18 @@ def head_revision() -> str:
     return _revisions()[1]
 
 
-def needs_upgrade(conn: Connection, where: str) -> bool:
-    """Whether the database behind ``conn`` must be created or upgraded to head.
+def current_revision(conn: Connection, where: str) -> str | None:
+    """The schema revision of the perfgate store behind ``conn``; None for an empty database.
 
-    Reads only. Returns False for a perfgate store already at head.
+    Reads only. The revision may be one this perfgate does not know (a newer store).
 
     Raises:
-        StoreError: the database is not a perfgate store, or is one of a newer schema.
+        StoreError: the database is not a perfgate store.
     """
-    known, head = _revisions()
     inspector = inspect(conn)
     tables = set(inspector.get_table_names())
     if not tables and not inspector.get_view_names():
-        return True
+        return None
 
     if perfgate_meta.name not in tables:
         others = sorted(tables | set(inspector.get_view_names()))
@@ -111,17 +111,45 @@ def needs_upgrade(conn: Connection, where: str) -> bool:
         raise StoreError(
             f"{where}: perfgate store with {len(revisions)} schema revisions, expected one"
         )
-    revision = str(revisions[0])
-    if revision not in known:
-        raise StoreError(
-            f"{where}: schema revision {revision} is newer than this perfgate understands; "
-            "upgrade perfgate"
-        )
-    return revision != head
+    return str(revisions[0])
+
+
+def is_known(revision: str) -> bool:
+    """Whether this perfgate ships ``revision`` (an unknown one was written by a newer one)."""
+    return revision in _revisions()[0]
+
+
+def newer_schema_error(where: str, revision: str) -> StoreError:
+    return StoreError(
+        f"{where}: schema revision {revision} is newer than this perfgate understands "
+        f"(head {head_revision()}); upgrade perfgate — the database was left as it is"
+    )
+
+
+def needs_upgrade(conn: Connection, where: str) -> bool:
+    """Whether the database behind ``conn`` must be created or upgraded to head.
+
+    Reads only. Returns False for a perfgate store already at head.
+
+    Raises:
+        StoreError: the database is not a perfgate store, or is one of a newer schema.
+    """
+    revision = current_revision(conn, where)
+    if revision is None:
+        return True
+    if not is_known(revision):
+        raise newer_schema_error(where, revision)
+    return revision != head_revision()
 
 
 def upgrade(conn: Connection) -> None:
-    """Run the migrations up to head on ``conn``, inside its open transaction."""
+    """Run the migrations up to head on ``conn``, inside its open transaction.
+
+    Every revision runs in that one transaction, so a revision that fails half-way leaves
+    the database as it was: PostgreSQL and SQLite both roll DDL back (perfgate's SQLite
+    connections issue ``BEGIN IMMEDIATE`` themselves, so pysqlite never commits early, and
+    alembic's batch "copy and move" of a SQLite table happens inside it too).
+    """
     from alembic import command
     from alembic.util import CommandError
 
@@ -129,3 +157,9 @@ def upgrade(conn: Connection) -> None:
         command.upgrade(alembic_config(conn), "head")
     except CommandError as exc:
         raise MigrationError(str(exc)) from exc
+    except SQLAlchemyError:
+        raise
+    except StoreError:
+        raise
+    except Exception as exc:  # a revision's own code failed: still all or nothing
+        raise MigrationError(f"{type(exc).__name__}: {exc}") from exc

@@ -26,6 +26,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -103,6 +104,17 @@ runs = Table(
         "started_at",
         "id",
     ),
+    # The gate's window query (revision 0005): every equality it filters on, then the order.
+    Index(
+        "ix_runs_gate_history",
+        "project",
+        "benchmark",
+        "branch",
+        "fingerprint_key",
+        "started_at",
+        "id",
+    ),
+    Index("ix_runs_started", "project", "started_at"),
 )
 
 measurements = Table(
@@ -158,4 +170,64 @@ rank_profiles = Table(
     Column("seq", Integer, primary_key=True),
     Column("rank", Integer, nullable=True),
     Column("summary", Text, nullable=False),
+)
+
+#: Triage states of an alert (Perfherder's, less the ones about moving alerts around).
+ALERT_STATES = ("untriaged", "acknowledged", "invalid", "wontfix", "fixed")
+#: States that still ask for attention: such an alert's run is never pruned.
+OPEN_ALERT_STATES = ("untriaged", "acknowledged")
+
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("metric", Text, nullable=False),
+    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("previous_run_id", Text, nullable=True),
+    Column("branch", Text, nullable=False),
+    Column("fingerprint_key", Text, nullable=False),
+    Column("verdict", Text, nullable=False),
+    Column("source", Text, nullable=False),  # "gate" or "history"
+    Column("change_pct", Double, nullable=True),
+    Column("commit_before", Text, nullable=True),
+    Column("commit_after", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "metric", name="uq_alerts_run_metric"),
+    Index("ix_alerts_project_status", "project", "status", "id"),
+    Index("ix_alerts_benchmark", "project", "benchmark", "metric"),
+)
+
+triage_events = Table(
+    "triage_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("alert_id", Integer, ForeignKey("alerts.id", ondelete="SET NULL"), nullable=True),
+    Column("run_id", Text, nullable=True),
+    Column("benchmark", Text, nullable=True),
+    Column("state", Text, nullable=True),
+    Column("by", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+    Index("ix_triage_events_project", "project", "at", "id"),
+)
+
+baseline_resets = Table(
+    "baseline_resets",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("commit", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("starts_at", UTCDateTime, nullable=False),
+    Column("by", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+    Index("ix_baseline_resets_benchmark", "project", "benchmark", "id"),
 )

@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Engine, func, insert, select, update
+from sqlalchemy import ColumnElement, Engine, delete, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from perfgate.errors import StoreError
 from perfgate.models import (
+    Alert,
+    BaselineReset,
     BenchmarkSpec,
     CIContext,
     Direction,
@@ -32,10 +36,14 @@ from perfgate.models import (
     Fingerprint,
     GitContext,
     Measurement,
+    NewAlert,
     ProfileSummary,
+    PrunePlan,
     RunPoint,
     RunRecord,
     Summary,
+    TriageEvent,
+    Verdict,
 )
 from perfgate.store.connect import (
     WRITE_OPTION,
@@ -44,12 +52,60 @@ from perfgate.store.connect import (
     first_line,
     make_target,
     open_failure,
+    sqlite_error_code,
 )
-from perfgate.store.migrate import POSTGRES_LOCK_KEY, MigrationError, needs_upgrade, upgrade
-from perfgate.store.schema import findings, measurements, profiles, rank_profiles, runs
+from perfgate.store.migrate import (
+    POSTGRES_LOCK_KEY,
+    MigrationError,
+    current_revision,
+    head_revision,
+    is_known,
+    needs_upgrade,
+    newer_schema_error,
+    upgrade,
+)
+from perfgate.store.schema import (
+    ALERT_STATES,
+    OPEN_ALERT_STATES,
+    alerts,
+    baseline_resets,
+    findings,
+    measurements,
+    profiles,
+    rank_profiles,
+    runs,
+    triage_events,
+)
 
 #: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
 MIN_ID_PREFIX = 6
+
+#: Write transactions tried at most this often when the database is locked or busy.
+WRITE_ATTEMPTS = 5
+#: First retry waits about this long; each later one twice as long (with jitter).
+RETRY_BACKOFF_S = 0.05
+
+_T = TypeVar("_T")
+
+#: Test hook: called inside a run's write transaction after its rows are inserted (tests
+#: use it to stop a recorder mid-transaction); None in normal use.
+_SAVE_HOOK: Callable[[str], None] | None = None
+
+
+def _transient(exc: OperationalError) -> bool:
+    """Whether a failed write may succeed when simply tried again."""
+    code = sqlite_error_code(exc)
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return True
+    text_ = first_line(exc).lower()
+    if "database is locked" in text_ or "database table is locked" in text_:
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate in ("40001", "40P01")  # serialization failure, deadlock detected
+
+
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
 
 _SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
 
@@ -78,7 +134,10 @@ def open_store(url: str) -> SqlStore:
                     if target.is_postgres:
                         conn.execute(select(func.pg_advisory_xact_lock(POSTGRES_LOCK_KEY)))
                     if needs_upgrade(conn, target.where):
-                        upgrade(conn)
+                        try:
+                            upgrade(conn)
+                        except SQLAlchemyError as exc:
+                            raise MigrationError(first_line(exc)) from exc
             enable_wal(target, conn)
     except StoreError:
         target.engine.dispose()
@@ -88,8 +147,80 @@ def open_store(url: str) -> SqlStore:
         raise open_failure(target, exc) from exc
     except MigrationError as exc:
         target.engine.dispose()
-        raise StoreError(f"cannot migrate store {target.where}: {first_line(exc)}") from exc
+        raise StoreError(
+            f"cannot migrate store {target.where}: {first_line(exc)} "
+            "(rolled back: the database is as it was)"
+        ) from exc
     return SqlStore(target)
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """What ``perfgate db status`` reports; reading it never changes the database."""
+
+    url: str
+    engine: str
+    revision: str | None
+    head: str
+    state: str  # "empty", "behind", "current" or "newer"
+    runs: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "engine": self.engine,
+            "revision": self.revision,
+            "head": self.head,
+            "state": self.state,
+            "runs": self.runs,
+        }
+
+
+def store_status(url: str) -> StoreStatus:
+    """The schema revision, head, engine and run count of the database at ``url``, read
+    without creating, upgrading or switching anything (not even SQLite's WAL mode).
+
+    Raises:
+        StoreError: the database cannot be reached or is not a perfgate store.
+    """
+    target = make_target(url)
+    if target.sqlite is not None and target.sqlite.path is not None:
+        if not target.sqlite.path.exists():
+            target.engine.dispose()
+            return StoreStatus(target.url, "sqlite", None, head_revision(), "empty", None)
+    try:
+        with target.engine.connect() as conn, conn.begin():
+            revision = current_revision(conn, target.where)
+            runs_count: int | None = None
+            if revision is None:
+                state = "empty"
+            elif not is_known(revision):
+                state = "newer"
+            else:
+                state = "current" if revision == head_revision() else "behind"
+                runs_count = int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
+    except SQLAlchemyError as exc:
+        raise open_failure(target, exc) from exc
+    finally:
+        target.engine.dispose()
+    return StoreStatus(
+        target.url, target.engine.dialect.name, revision, head_revision(), state, runs_count
+    )
+
+
+def upgrade_store(url: str) -> tuple[StoreStatus, StoreStatus]:
+    """Bring the store at ``url`` to head (creating it when empty); its status before and
+    after. A store of a newer schema is refused untouched.
+
+    Raises:
+        StoreError: as :func:`open_store`.
+    """
+    before = store_status(url)
+    if before.state == "newer":
+        assert before.revision is not None
+        raise newer_schema_error(before.url, before.revision)
+    open_store(url).close()
+    return before, store_status(url)
 
 
 class SqlStore:
@@ -144,24 +275,29 @@ class SqlStore:
         """
         prepared = [(run, _rows_of(run)) for run in batch]
         ids = ", ".join(run.id for run in batch)
+
+        def write(conn: Connection) -> None:
+            for run, rows in prepared:
+                if self._has_run(conn, run.id):
+                    continue
+                conn.execute(insert(runs), [rows.run])
+                if rows.measurements:
+                    conn.execute(insert(measurements), rows.measurements)
+                if rows.profile is not None:
+                    conn.execute(insert(profiles), [rows.profile])
+                if rows.rank_profiles:
+                    conn.execute(insert(rank_profiles), rows.rank_profiles)
+                if rows.findings:
+                    conn.execute(insert(findings), rows.findings)
+                if _SAVE_HOOK is not None:
+                    _SAVE_HOOK(run.id)
+            if supersedes:
+                conn.execute(
+                    update(runs).where(runs.c.id.in_(list(supersedes))).values(excluded=True)
+                )
+
         try:
-            with self._write() as conn:
-                for run, rows in prepared:
-                    if self._has_run(conn, run.id):
-                        continue
-                    conn.execute(insert(runs), [rows.run])
-                    if rows.measurements:
-                        conn.execute(insert(measurements), rows.measurements)
-                    if rows.profile is not None:
-                        conn.execute(insert(profiles), [rows.profile])
-                    if rows.rank_profiles:
-                        conn.execute(insert(rank_profiles), rows.rank_profiles)
-                    if rows.findings:
-                        conn.execute(insert(findings), rows.findings)
-                if supersedes:
-                    conn.execute(
-                        update(runs).where(runs.c.id.in_(list(supersedes))).values(excluded=True)
-                    )
+            self._transact(write)
         except IntegrityError as exc:
             # Another writer may have stored the same run ids first: then they are stored once.
             if all(self._run_exists(run.id) for run in batch):
@@ -241,18 +377,19 @@ class SqlStore:
         exclude_run_ids: Sequence[str] = (),
         fingerprint_key: str | None = None,
         limit: int = 30,
+        since: datetime | None = None,
     ) -> list[RunPoint]:
         """One point per (run, metric) of the last ``limit`` eligible runs, oldest run first.
 
         Eligible runs are those of ``benchmark`` on ``branch`` (any branch if ``None``), not
-        excluded, not in ``exclude_run_ids``, started strictly before ``before`` and with
-        ``fingerprint_key`` when these are given.
+        excluded, not in ``exclude_run_ids``, started strictly before ``before``, at or after
+        ``since`` (a baseline reset) and with ``fingerprint_key`` when these are given.
         """
         if limit <= 0:
             return []
         r = runs.c
         conditions = _history_conditions(
-            project, benchmark, branch, before, exclude_run_ids, fingerprint_key
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
         )
         window = (
             select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
@@ -325,6 +462,7 @@ class SqlStore:
         exclude_run_ids: Sequence[str] = (),
         fingerprint_key: str | None = None,
         limit: int = 100,
+        since: datetime | None = None,
     ) -> dict[str, list[tuple[str, float]]]:
         """Per metric, (run id, centre) of the same runs :meth:`history` selects, oldest
         first: the light read change-point scans need (no JSON, no timestamps decoded)."""
@@ -332,7 +470,7 @@ class SqlStore:
             return {}
         r = runs.c
         conditions = _history_conditions(
-            project, benchmark, branch, before, exclude_run_ids, fingerprint_key
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
         )
         window = (
             select(r.id, r.started_at)
@@ -378,7 +516,445 @@ class SqlStore:
                 found[key] = Fingerprint.from_dict(json.loads(doc))
         return found
 
+    # -- team: alerts, triage, baseline resets, exclusion, retention ------------------------
+
+    def record_alerts(self, found: Sequence[NewAlert], *, now: datetime) -> list[Alert]:
+        """Store the alerts not stored yet (one per run and metric) as untriaged; those
+        already stored keep their state. Returns the alerts created now."""
+        _require_aware(now, "record_alerts(now=...)")
+        unique = {(a.run_id, a.metric): a for a in found}
+
+        def write(conn: Connection) -> list[int]:
+            created: list[int] = []
+            for (run_id, metric), a in sorted(unique.items()):
+                exists = conn.execute(
+                    select(alerts.c.id).where(alerts.c.run_id == run_id, alerts.c.metric == metric)
+                ).first()
+                if exists is not None or not self._has_run(conn, run_id):
+                    continue
+                created.append(
+                    int(
+                        conn.execute(
+                            insert(alerts).returning(alerts.c.id),
+                            {
+                                "project": a.project,
+                                "benchmark": a.benchmark,
+                                "metric": a.metric,
+                                "run_id": a.run_id,
+                                "previous_run_id": a.previous_run_id,
+                                "branch": a.branch,
+                                "fingerprint_key": a.fingerprint_key,
+                                "verdict": Verdict(a.verdict).value,
+                                "source": a.source,
+                                "change_pct": _finite_or_none(a.change_pct, "alert"),
+                                "commit_before": a.commit_before,
+                                "commit_after": a.commit_after,
+                                "status": "untriaged",
+                                "created_at": now,
+                                "updated_at": now,
+                            },
+                        ).scalar_one()
+                    )
+                )
+            return created
+
+        for attempt in range(2):
+            try:
+                ids = self._transact(write)
+                break
+            except IntegrityError as exc:
+                # A concurrent gate recorded one of them first: the second pass skips it.
+                if attempt:
+                    raise self._failure("record alerts", exc) from exc
+            except SQLAlchemyError as exc:
+                raise self._failure("record alerts", exc) from exc
+        if not ids:
+            return []
+        with self._read("read alerts") as conn:
+            rows = conn.execute(select(alerts).where(alerts.c.id.in_(ids)).order_by(alerts.c.id))
+            return [_alert_of(r) for r in rows.mappings()]
+
+    def alerts(
+        self,
+        *,
+        project: str,
+        status: Sequence[str] = (),
+        benchmark: str | None = None,
+        limit: int = 1000,
+    ) -> list[Alert]:
+        """Alerts of ``project``, newest first, optionally of some states or one benchmark."""
+        conditions: list[ColumnElement[bool]] = [alerts.c.project == project]
+        if status:
+            conditions.append(alerts.c.status.in_(list(status)))
+        if benchmark is not None:
+            conditions.append(alerts.c.benchmark == benchmark)
+        with self._read("list alerts") as conn:
+            rows = conn.execute(
+                select(alerts).where(*conditions).order_by(alerts.c.id.desc()).limit(limit)
+            )
+            return [_alert_of(r) for r in rows.mappings()]
+
+    def alert_statuses(self, *, project: str, benchmark: str) -> dict[tuple[str, str], str]:
+        """(run id, metric) -> triage state of every alert of ``benchmark``."""
+        a = alerts.c
+        with self._read(f"read the alerts of {benchmark}") as conn:
+            rows = conn.execute(
+                select(a.run_id, a.metric, a.status).where(
+                    a.project == project, a.benchmark == benchmark
+                )
+            )
+            return {(str(r), str(m)): str(st) for r, m, st in rows}
+
+    def triage_alert(
+        self,
+        alert_id: int,
+        *,
+        project: str,
+        state: str,
+        action: str,
+        by: str,
+        reason: str,
+        now: datetime,
+    ) -> Alert:
+        """Move alert ``alert_id`` to ``state`` and record who did it, when and why.
+
+        Raises:
+            StoreError: no such alert in ``project``, or an unknown state.
+        """
+        if state not in ALERT_STATES:
+            raise StoreError(f"unknown alert state {state!r} (one of {', '.join(ALERT_STATES)})")
+        _require_aware(now, "triage_alert(now=...)")
+
+        def write(conn: Connection) -> bool:
+            row = conn.execute(
+                select(alerts.c.run_id, alerts.c.benchmark).where(
+                    alerts.c.id == alert_id, alerts.c.project == project
+                )
+            ).first()
+            if row is None:
+                return False
+            conn.execute(
+                update(alerts).where(alerts.c.id == alert_id).values(status=state, updated_at=now)
+            )
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": project,
+                    "action": action,
+                    "alert_id": alert_id,
+                    "run_id": row[0],
+                    "benchmark": row[1],
+                    "state": state,
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+            return True
+
+        try:
+            found = self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"triage alert {alert_id}", exc) from exc
+        if not found:
+            raise StoreError(f"no alert {alert_id} in project {project!r} ({self._target.where})")
+        with self._read(f"read alert {alert_id}") as conn:
+            return _alert_of(
+                conn.execute(select(alerts).where(alerts.c.id == alert_id)).mappings().one()
+            )
+
+    def triage_events(self, *, project: str, limit: int = 1000) -> list[TriageEvent]:
+        """The triage trail of ``project``, newest first."""
+        t = triage_events.c
+        with self._read("read the triage trail") as conn:
+            rows = conn.execute(
+                select(triage_events)
+                .where(t.project == project)
+                .order_by(t.at.desc(), t.id.desc())
+                .limit(limit)
+            ).mappings()
+            return [
+                TriageEvent(
+                    id=int(r["id"]),
+                    project=r["project"],
+                    action=r["action"],
+                    alert_id=r["alert_id"],
+                    run_id=r["run_id"],
+                    benchmark=r["benchmark"],
+                    state=r["state"],
+                    by=r["by"],
+                    at=r["at"],
+                    reason=r["reason"],
+                )
+                for r in rows
+            ]
+
+    def reset_baseline(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        commit: str,
+        by: str,
+        reason: str,
+        now: datetime,
+        branch: str | None = None,
+    ) -> BaselineReset:
+        """Accept a change: from now on the baseline window of ``benchmark`` starts at the
+        first stored run of ``commit`` (a unique prefix of 7+ characters is enough).
+
+        Raises:
+            StoreError: no run of ``benchmark`` at that commit, or the prefix is ambiguous.
+        """
+        _require_aware(now, "reset_baseline(now=...)")
+        r = runs.c
+        conditions: list[ColumnElement[bool]] = [r.project == project, r.benchmark == benchmark]
+        if branch is not None:
+            conditions.append(r.branch == branch)
+        with self._read(f"find commit {commit}") as conn:
+            rows = conn.execute(
+                select(r.id, r.commit, r.started_at)
+                .where(*conditions, r.commit.startswith(commit, autoescape=True))
+                .order_by(r.started_at, r.id)
+            ).all()
+        commits = sorted({str(c) for _, c, _ in rows})
+        if not rows:
+            raise StoreError(
+                f"no run of {benchmark} at commit {commit!r} in project {project!r}"
+                + (f" on branch {branch!r}" if branch else "")
+            )
+        if len(commits) > 1:
+            raise StoreError(
+                f"commit prefix {commit!r} is ambiguous for {benchmark} "
+                f"(matches {', '.join(commits[:3])})"
+            )
+        run_id, full_commit, starts_at = rows[0]
+        values = {
+            "project": project,
+            "benchmark": benchmark,
+            "commit": full_commit,
+            "run_id": run_id,
+            "starts_at": starts_at,
+            "by": by,
+            "at": now,
+            "reason": reason,
+        }
+
+        def write(conn: Connection) -> int:
+            new_id = int(
+                conn.execute(
+                    insert(baseline_resets).returning(baseline_resets.c.id), values
+                ).scalar_one()
+            )
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": project,
+                    "action": "reset",
+                    "alert_id": None,
+                    "run_id": run_id,
+                    "benchmark": benchmark,
+                    "state": None,
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+            return new_id
+
+        try:
+            new_id = self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"reset the baseline of {benchmark}", exc) from exc
+        return BaselineReset(id=new_id, **values)  # type: ignore[arg-type]
+
+    def baseline_reset(self, *, project: str, benchmark: str) -> BaselineReset | None:
+        """The latest accepted reset of ``benchmark``'s baseline, if any."""
+        b = baseline_resets.c
+        with self._read(f"read the baseline resets of {benchmark}") as conn:
+            row = (
+                conn.execute(
+                    select(baseline_resets)
+                    .where(b.project == project, b.benchmark == benchmark)
+                    .order_by(b.id.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return BaselineReset(
+            id=int(row["id"]),
+            project=row["project"],
+            benchmark=row["benchmark"],
+            commit=row["commit"],
+            run_id=row["run_id"],
+            starts_at=row["starts_at"],
+            by=row["by"],
+            at=row["at"],
+            reason=row["reason"],
+        )
+
+    def exclude_run(self, run_id: str, *, by: str, reason: str, now: datetime) -> RunRecord:
+        """Mark a run (its id or a unique prefix) excluded from every history and window,
+        recording who, when and why. Returns the run as it was before."""
+        _require_aware(now, "exclude_run(now=...)")
+        run = self.get_run(run_id)
+
+        def write(conn: Connection) -> None:
+            conn.execute(update(runs).where(runs.c.id == run.id).values(excluded=True))
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": run.project,
+                    "action": "exclude",
+                    "alert_id": None,
+                    "run_id": run.id,
+                    "benchmark": run.benchmark,
+                    "state": "excluded",
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+
+        try:
+            self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"exclude run {run.id}", exc) from exc
+        return run
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with exactly this id is stored."""
+        return self._run_exists(run_id)
+
+    def count_runs(self, *, project: str | None = None) -> int:
+        conditions = [] if project is None else [runs.c.project == project]
+        with self._read("count runs") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(runs).where(*conditions)).scalar_one()
+            )
+
+    def prune(
+        self,
+        *,
+        project: str,
+        baseline_window: int,
+        now: datetime,
+        keep_days: int | None = None,
+        keep_runs: int | None = None,
+        dry_run: bool = False,
+    ) -> PrunePlan:
+        """Delete old runs of ``project`` with everything stored with them, in one
+        transaction: runs started more than ``keep_days`` ago, or beyond the newest
+        ``keep_runs`` of their (benchmark, branch, fingerprint) series (both given: a run
+        goes only when both say so). Never deleted: the newest ``baseline_window`` runs of
+        each series (a gate's window), the runs around a recorded change point, the run of
+        an open alert, a baseline reset's run, and the base run of a kept A/B head.
+        """
+        if keep_days is None and keep_runs is None:
+            raise StoreError("prune needs keep_days or keep_runs")
+        _require_aware(now, "prune(now=...)")
+        r = runs.c
+        cutoff = None if keep_days is None else now - timedelta(days=keep_days)
+        with self._read("plan the prune") as conn:
+            rows = conn.execute(
+                select(
+                    r.id,
+                    r.benchmark,
+                    r.branch,
+                    r.fingerprint_key,
+                    r.started_at,
+                    r.excluded,
+                    r.paired_with,
+                )
+                .where(r.project == project)
+                .order_by(r.started_at.desc(), r.id.desc())
+            ).all()
+            a = alerts.c
+            alert_rows = conn.execute(
+                select(a.run_id, a.previous_run_id, a.source, a.status).where(a.project == project)
+            ).all()
+            reset_ids = set(
+                conn.execute(
+                    select(baseline_resets.c.run_id).where(baseline_resets.c.project == project)
+                ).scalars()
+            )
+        position: dict[tuple[str, str, str], int] = {}
+        window_seen: dict[tuple[str, str, str], int] = {}
+        candidates: list[str] = []
+        protect: dict[str, set[str]] = {
+            "baseline": set(),
+            "change_point": set(),
+            "alert": set(),
+            "reset": reset_ids,
+            "paired": set(),
+        }
+        for run_id, bench, branch, key, started, excluded, _ in rows:
+            series = (bench, branch, key)
+            index = position.get(series, 0)
+            position[series] = index + 1
+            if not excluded:
+                seen = window_seen.get(series, 0)
+                if seen < baseline_window:
+                    protect["baseline"].add(run_id)
+                window_seen[series] = seen + 1
+            old = cutoff is None or started < cutoff
+            beyond = keep_runs is None or index >= keep_runs
+            if old and beyond:
+                candidates.append(run_id)
+        for run_id, previous, source, status in alert_rows:
+            if source == "history":
+                protect["change_point"].update(i for i in (run_id, previous) if i)
+            if status in OPEN_ALERT_STATES:
+                protect["alert"].update(i for i in (run_id, previous) if i)
+        candidate_set = set(candidates)
+        kept_heads = {pw for rid, *_, pw in rows if pw and rid not in candidate_set}
+        protect["paired"] = kept_heads
+        reasons: dict[str, int] = {}
+        doomed: list[str] = []
+        for run_id in candidates:
+            why = next((name for name, ids in protect.items() if run_id in ids), None)
+            if why is None:
+                doomed.append(run_id)
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+        if doomed and not dry_run:
+
+            def write(conn: Connection) -> None:
+                for start in range(0, len(doomed), 500):
+                    chunk = doomed[start : start + 500]
+                    conn.execute(delete(runs).where(runs.c.id.in_(chunk)))
+
+            try:
+                self._transact(write)
+            except SQLAlchemyError as exc:
+                raise self._failure("prune runs", exc) from exc
+        return PrunePlan(
+            candidates=len(candidates),
+            protected=len(candidates) - len(doomed),
+            deleted_run_ids=tuple(doomed),
+            dry_run=dry_run,
+            reasons=reasons,
+        )
+
     # -- plumbing ------------------------------------------------------------------------
+
+    def _transact(self, body: Callable[[Connection], _T]) -> _T:
+        """``body`` in one write transaction, run again (a bounded number of times, with
+        backoff) when the database answers "locked" / "busy" (SQLite, past busy_timeout or
+        where SQLite does not wait at all) or reports a deadlock or serialization failure
+        (PostgreSQL). Each attempt is all or nothing, so a retry never doubles a write."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with self._write() as conn:
+                    return body(conn)
+            except OperationalError as exc:
+                if attempt + 1 >= WRITE_ATTEMPTS or not _transient(exc):
+                    raise
+            time.sleep(RETRY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
@@ -609,6 +1185,27 @@ def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
     )
 
 
+def _alert_of(row: RowMapping) -> Alert:
+    return Alert(
+        id=int(row["id"]),
+        project=row["project"],
+        benchmark=row["benchmark"],
+        metric=row["metric"],
+        run_id=row["run_id"],
+        previous_run_id=row["previous_run_id"],
+        branch=row["branch"],
+        fingerprint_key=row["fingerprint_key"],
+        verdict=Verdict(row["verdict"]),
+        source=row["source"],
+        change_pct=None if row["change_pct"] is None else float(row["change_pct"]),
+        commit_before=row["commit_before"],
+        commit_after=row["commit_after"],
+        status=row["status"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
 def _measurement_of(row: RowMapping) -> Measurement:
     return Measurement(
         metric=row["metric"],
@@ -641,9 +1238,12 @@ def _history_conditions(
     before: datetime | None,
     exclude_run_ids: Sequence[str],
     fingerprint_key: str | None,
+    since: datetime | None = None,
 ) -> list[ColumnElement[bool]]:
     if before is not None:
         _require_aware(before, "history(before=...)")
+    if since is not None:
+        _require_aware(since, "history(since=...)")
     if isinstance(exclude_run_ids, str):
         exclude_run_ids = (exclude_run_ids,)
     r = runs.c
@@ -660,4 +1260,6 @@ def _history_conditions(
         conditions.append(r.id.not_in(list(exclude_run_ids)))
     if fingerprint_key is not None:
         conditions.append(r.fingerprint_key == fingerprint_key)
+    if since is not None:
+        conditions.append(r.started_at >= since)
     return conditions

@@ -1,0 +1,853 @@
+"""perfgate's own advisor: one small rule per performance problem, over a ProfileSummary.
+
+Every rule is a pure function that reads what the profile has (step breakdown, ops and op
+types, memory, communication, the cluster view of a multi-rank job) and returns
+:class:`~perfgate.models.Finding` values with ``source="perfgate"``. A rule whose inputs the
+profile lacks (no breakdown, no hardware counters, one rank) returns nothing: it never
+guesses. Thresholds live in :class:`Thresholds`, each with its reason; a suite overrides them
+in its ``[advisor]`` table. :func:`advise` runs every rule; :func:`merge_findings` merges them
+with msprof-analyze's findings and marks those the baseline already had.
+
+``impact_ms`` is an upper estimate of the step time the suggestion could save, per step:
+the time the problem occupies that the fix could remove. ``None`` where a rule cannot tell
+(memory, straggler links, low unit utilisation).
+
+No I/O, no torch.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+
+from perfgate.models import ClusterView, Finding, OpStat, ProfileSummary, Severity
+
+__all__ = [
+    "RULES",
+    "SOURCE",
+    "Thresholds",
+    "advise",
+    "merge_findings",
+    "threshold_names",
+]
+
+SOURCE = "perfgate"
+
+_MIB = 1024 * 1024
+
+_SYNC_OPS: tuple[tuple[str, ...], ...] = (
+    # One family per line: nested names of one host synchronisation count once (the most calls).
+    ("aten::item", "aten::_local_scalar_dense"),
+    ("aten::tolist",),
+    ("aten::nonzero",),
+    ("cudaStreamSynchronize",),
+    ("cudaDeviceSynchronize",),
+    ("cudaEventSynchronize",),
+    ("aclrtSynchronizeStream",),
+    ("aclrtSynchronizeDevice",),
+)
+_DTOH_MARKERS = ("DtoH", "Device -> Pageable", "Device -> Pinned")
+_FORMAT_CONVERSIONS = frozenset(
+    {"TransData", "Cast", "TransposeD", "Transpose", "TransDataRNN", "ConfusionTransposeD"}
+)
+_COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
+_CUBE_CORES = frozenset({"AI_CORE", "MIX_AIC"})
+_VECTOR_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIV"})
+_AICPU = "AI_CPU"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold of perfgate's rules, with its default and the reason for it."""
+
+    comm_share_warning: float = 0.10
+    """Communication not overlapped above a tenth of the step is worth overlapping."""
+    comm_share_critical: float = 0.30
+    """Above 30% the job is communication-bound (msprof-analyze's own example: AllReduce 30%)."""
+    idle_share_warning: float = 0.15
+    """A device-bound step idles a few %; above 15% free time the host holds the device back."""
+    idle_share_critical: float = 0.50
+    """Idle half the step: the device is mostly waiting (capped at warning on CPU-only traces)."""
+    data_loading_share: float = 0.10
+    """Data loading above a tenth of the step is named as the cause of idle time."""
+    sync_calls_per_step: float = 1.0
+    """Any host synchronisation inside the step stalls an accelerator's queue; one is enough."""
+    cpu_sync_cause_share: float = 0.25
+    """On CPU a sync idles nothing; it is named the cause of idle time when it is 1 in 4 ops."""
+    tiny_op_calls_per_step: float = 500.0
+    """More launches per step than this, each tiny, and launch overhead dominates."""
+    tiny_op_median_us: float = 20.0
+    """An op shorter than ~20 µs costs about as much to dispatch and launch as to run."""
+    launch_overhead_us: float = 5.0
+    """Typical eager dispatch + launch cost of one op; used for the tiny-ops impact estimate."""
+    aicpu_share: float = 0.05
+    """AI CPU ops are 10-100x slower than AI Core ones; 5% of op time on them is worth removing."""
+    format_conversion_share: float = 0.10
+    """A format conversion type (TransData, Cast, ...) above 10% of op time is pure overhead."""
+    dominant_op_share: float = 0.20
+    """Only an op holding a fifth of compute op time moves the step when tuned."""
+    low_unit_utilization: float = 0.30
+    """Cube/Vector busy below 30% of an op's time: tiling, alignment or format is off."""
+    memory_bound_pipe_ratio: float = 0.80
+    """An MTE2/MTE3 pipe busy above 80% of the op's time means the op is memory-bound."""
+    memory_capacity_warning: float = 0.90
+    """Peak above 90% of device memory leaves no room for fragmentation or a longer input."""
+    memory_capacity_critical: float = 0.95
+    """Above 95% an out-of-memory error is a batch away."""
+    leak_min_steps: int = 4
+    """Fewer per-step memory samples cannot tell steady growth from warm-up."""
+    leak_min_growth_bytes: float = float(_MIB)
+    """Growth below 1 MiB over the window is allocator noise, not a leak."""
+    leak_rising_share: float = 0.75
+    """A leak grows step after step: at least 3 in 4 step-to-step changes are increases."""
+    window_growth_share: float = 0.05
+    """Start-to-end growth above 5% of the peak is worth a look when per-step data is missing."""
+    straggler_spread_pct: float = 3.0
+    """Ranks of a synchronous job run at the slowest's pace; 3% is above run-to-run noise."""
+    straggler_critical_pct: float = 20.0
+    """One rank a fifth slower than the fastest wastes a fifth of the whole job."""
+    min_profiled_steps: int = 3
+    """Fewer profiled steps than this and one odd step decides every number."""
+    profiler_overhead: float = 0.50
+    """Profiled steps 50% longer than the timed ones: absolute op times are inflated."""
+
+
+def threshold_names() -> tuple[str, ...]:
+    """The field names of :class:`Thresholds` (the keys a suite's ``[advisor]`` table allows)."""
+    return tuple(f.name for f in fields(Thresholds))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _where(profile: ProfileSummary, what: str) -> str:
+    return what if profile.rank is None else f"rank {profile.rank} / {what}"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.0f}%"
+
+
+def _mib(value: float) -> str:
+    return f"{value / _MIB:.1f} MiB"
+
+
+def _on_device(profile: ProfileSummary) -> bool:
+    """Whether the profile saw an accelerator (CUDA kernels or NPU tasks)."""
+    return any(o.device != "cpu" for o in profile.ops)
+
+
+def _device_ops(profile: ProfileSummary) -> tuple[OpStat, ...]:
+    """The ops that ran on the accelerator when there are any, else the CPU ops."""
+    device = tuple(o for o in profile.ops if o.device != "cpu")
+    return device or profile.ops
+
+
+def _is_comm(op: OpStat) -> bool:
+    name = op.name.lower()
+    return (
+        op.core.upper() in _COMM_CORES
+        or name.startswith(("hcom_", "hccl", "c10d::"))
+        or "nccl" in name
+        or "gloo" in name
+    )
+
+
+def _step(profile: ProfileSummary) -> float | None:
+    b = profile.breakdown
+    return b.step_ms if b is not None and b.step_ms > 0 else None
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """Communication the compute does not hide, as a share of the step."""
+    b = profile.breakdown
+    step = _step(profile)
+    if b is None or step is None or b.communication_not_overlapped_ms is None:
+        return []
+    exposed = b.communication_not_overlapped_ms
+    share = exposed / step
+    if share < t.comm_share_warning:
+        return []
+    severity = Severity.CRITICAL if share >= t.comm_share_critical else Severity.WARNING
+    overlapped = b.communication_overlapped_ms or 0.0
+    compute = b.compute_ms or 0.0
+    hideable = max(0.0, compute - overlapped)
+    evidence: dict[str, float | str] = {
+        "step_ms": step,
+        "communication_not_overlapped_ms": exposed,
+        "communication_overlapped_ms": overlapped,
+        "compute_ms": compute,
+        "share": share,
+    }
+    message = f"communication not overlapped with compute takes {_pct(share)} of the step "
+    message += f"({_ms(exposed)} of {_ms(step)})"
+    advice = (
+        "Overlap gradient all-reduce with the backward pass: with DDP, tune bucket_cap_mb "
+        "(fewer, larger buckets start earlier) and avoid find_unused_parameters; with FSDP or "
+        "ZeRO turn on backward prefetch / overlap_comm; check HCCL_BUFFSIZE or NCCL_BUFFSIZE "
+        "and that the collectives use the fast links (HCCS / NVLink)."
+    )
+    comm = profile.communication
+    if comm is not None:
+        evidence["transit_ms"] = comm.transit_ms
+        evidence["wait_ms"] = comm.wait_ms
+        if comm.wait_ratio is not None:
+            evidence["wait_ratio"] = comm.wait_ratio
+        message += f"; in collectives: transit {_ms(comm.transit_ms)}, wait {_ms(comm.wait_ms)}"
+        if comm.wait_ratio is not None and comm.wait_ratio >= 0.5:
+            advice += (
+                " Most collective time here is waiting for other ranks: find the slow rank "
+                "first (run perfgate advise on the whole job directory)."
+            )
+    return [
+        Finding(
+            rule="comm_not_overlapped",
+            severity=severity,
+            location=_where(profile, "communication"),
+            message=message,
+            suggestion=advice,
+            evidence=evidence,
+            source=SOURCE,
+            impact_ms=min(exposed, hideable),
+        )
+    ]
+
+
+def _sync_calls(profile: ProfileSummary) -> dict[str, float]:
+    """Host synchronisations per step, by op name (one entry per family)."""
+    by_name = {o.name: o.calls_per_step for o in profile.ops if o.device == "cpu"}
+    out: dict[str, float] = {}
+    for family in _SYNC_OPS:
+        present = [(by_name[n], n) for n in family if n in by_name]
+        if present:
+            calls, name = max(present)
+            out[name] = calls
+    for o in profile.ops:
+        if o.device != "cpu" and any(m in o.name for m in _DTOH_MARKERS):
+            out[o.name] = out.get(o.name, 0.0) + o.calls_per_step
+    return out
+
+
+def host_sync(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """Host synchronisation inside the step: ``.item()``, ``.tolist()``, device-to-host copies,
+    stream synchronise."""
+    calls = _sync_calls(profile)
+    total = sum(calls.values())
+    if not calls or total < t.sync_calls_per_step:
+        return []
+    listed = ", ".join(f"{name} {n:g}x" for name, n in sorted(calls.items(), key=lambda x: -x[1]))
+    device = _on_device(profile)
+    message = f"host synchronisation inside the step: {listed} per step"
+    if not device:
+        message += " (no device on this trace: each would stall an accelerator's queue)"
+    evidence: dict[str, float | str] = {f"calls_per_step:{k}": v for k, v in calls.items()}
+    evidence["calls_per_step"] = total
+    return [
+        Finding(
+            rule="host_sync",
+            severity=Severity.WARNING if device else Severity.INFO,
+            location=_where(profile, "host synchronisation"),
+            message=message,
+            suggestion=(
+                "Keep values on the device inside the step: accumulate losses and metrics as "
+                "tensors and call .item() / .cpu() / .tolist() once every N steps; avoid "
+                "data-dependent shapes (nonzero, boolean indexing). Per-parameter .item() "
+                "calls from Adam/AdamW step counters go away with fused=True."
+            ),
+            evidence=evidence,
+            source=SOURCE,
+            impact_ms=None,
+        )
+    ]
+
+
+def _sync_is_cause(
+    profile: ProfileSummary, syncs: dict[str, float], device: bool, t: Thresholds
+) -> bool:
+    calls = sum(syncs.values())
+    if not syncs or calls < t.sync_calls_per_step:
+        return False
+    if device:
+        return True
+    top = profile.op_calls_per_step
+    return top is not None and top > 0 and calls / top >= t.cpu_sync_cause_share
+
+
+def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """Low device utilisation: a large share of the step with nothing running, and why."""
+    b = profile.breakdown
+    step = _step(profile)
+    if b is None or step is None or b.free_ms is None:
+        return []
+    idle = b.free_ms / step
+    if idle < t.idle_share_warning:
+        return []
+    device = _on_device(profile)
+    severity = Severity.WARNING
+    if idle >= t.idle_share_critical and device:
+        severity = Severity.CRITICAL
+    evidence: dict[str, float | str] = {"step_ms": step, "free_ms": b.free_ms, "idle_share": idle}
+    loading = b.data_loading_ms
+    syncs = _sync_calls(profile)
+    if loading is not None and loading / step >= t.data_loading_share:
+        cause = f"data loading ({_ms(loading)} per step)"
+        evidence["data_loading_ms"] = loading
+        evidence["cause"] = "data_loading"
+        advice = (
+            "Load data off the critical path: DataLoader(num_workers>0, pin_memory=True, "
+            "persistent_workers=True, prefetch_factor>=2), and move decoding/augmentation to "
+            "the workers or the device."
+        )
+    elif _sync_is_cause(profile, syncs, device, t):
+        names = ", ".join(sorted(syncs))
+        cause = f"host synchronisation inside the step ({names})"
+        evidence["cause"] = "host_sync"
+        evidence["sync_calls_per_step"] = sum(syncs.values())
+        advice = (
+            "Remove the synchronisation points from the step (.item(), .cpu(), .tolist(), "
+            "stream synchronise): keep values on the device and read them every N steps."
+        )
+    else:
+        calls = profile.op_calls_per_step
+        cause = "Python and dispatch overhead between ops"
+        evidence["cause"] = "python_overhead"
+        if syncs:
+            evidence["sync_calls_per_step"] = sum(syncs.values())
+        if calls:
+            gap_us = b.free_ms * 1000.0 / calls
+            kind = "device ops" if device else "top-level ops"
+            cause += f" ({calls:g} {kind} per step, {gap_us:.0f} µs idle per op)"
+            evidence["op_calls_per_step"] = calls
+            evidence["idle_us_per_op"] = gap_us
+        advice = (
+            "Cut host overhead: torch.compile (or torch_npu graph mode / CUDA graphs) to run "
+            "the step as a graph, larger batches per step, and no Python work between ops."
+        )
+    what = "device" if device else "CPU"
+    message = (
+        f"{what} idle {_pct(idle)} of the step ({_ms(b.free_ms)} of {_ms(step)}): host-bound; "
+        f"likely cause: {cause}"
+    )
+    return [
+        Finding(
+            rule="host_bound",
+            severity=severity,
+            location=_where(profile, "free"),
+            message=message,
+            suggestion=advice,
+            evidence=evidence,
+            source=SOURCE,
+            impact_ms=b.free_ms,
+        )
+    ]
+
+
+def _weighted_median_us(ops: Sequence[OpStat]) -> float | None:
+    """Median duration of one call (µs), over every call of ``ops``."""
+    pairs = sorted(
+        (o.self_time_ms_per_step * 1000.0 / o.calls_per_step, o.calls_per_step)
+        for o in ops
+        if o.calls_per_step > 0
+    )
+    total = sum(w for _, w in pairs)
+    if total <= 0:
+        return None
+    seen = 0.0
+    for value, weight in pairs:
+        seen += weight
+        if seen >= total / 2:
+            return value
+    return pairs[-1][0]
+
+
+def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """Many short ops per step: launch and dispatch overhead instead of work."""
+    ops = [o for o in _device_ops(profile) if not _is_comm(o)]
+    device = _on_device(profile)
+    if device:
+        count = profile.kernel_launches_per_step or sum(o.calls_per_step for o in ops)
+    else:
+        count = profile.op_calls_per_step or 0.0
+    median = _weighted_median_us(ops)
+    if count <= t.tiny_op_calls_per_step or median is None or median >= t.tiny_op_median_us:
+        return []
+    impact = count * t.launch_overhead_us / 1000.0
+    b = profile.breakdown
+    if b is not None and b.free_ms is not None:
+        impact = min(impact, b.free_ms)
+    kind = "kernel launches" if device else "top-level ops"
+    return [
+        Finding(
+            rule="tiny_ops",
+            severity=Severity.WARNING,
+            location=_where(profile, "ops"),
+            message=(
+                f"{count:g} {kind} per step with a median of {median:.1f} µs per call: "
+                "launch and dispatch overhead dominates"
+            ),
+            suggestion=(
+                "Fuse the small ops: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+                "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python "
+                "loops over tensor elements with batched tensor ops."
+            ),
+            evidence={"calls_per_step": count, "median_call_us": median},
+            source=SOURCE,
+            impact_ms=impact,
+        )
+    ]
+
+
+def _npu_op_table(profile: ProfileSummary) -> tuple[OpStat, ...]:
+    """Op types with their core when the profile has them, else the kernels; comm left out."""
+    table = profile.op_types if any(o.core for o in profile.op_types) else profile.ops
+    return tuple(o for o in table if o.core and not _is_comm(o))
+
+
+def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """AI CPU operators and format conversions (TransData, Cast, ...) on an NPU."""
+    table = _npu_op_table(profile)
+    total = sum(o.total_time_ms_per_step for o in table)
+    if total <= 0:
+        return []
+    out: list[Finding] = []
+    aicpu = sorted(
+        (o for o in table if o.core.upper() == _AICPU), key=lambda o: -o.total_time_ms_per_step
+    )
+    aicpu_ms = sum(o.total_time_ms_per_step for o in aicpu)
+    if aicpu and aicpu_ms / total >= t.aicpu_share:
+        top = ", ".join(f"{o.op_type or o.name} {_ms(o.total_time_ms_per_step)}" for o in aicpu[:3])
+        out.append(
+            Finding(
+                rule="aicpu_ops",
+                severity=Severity.WARNING,
+                location=_where(profile, "core AI_CPU"),
+                message=(
+                    f"AI CPU operators take {_pct(aicpu_ms / total)} of NPU op time "
+                    f"({_ms(aicpu_ms)} per step): {top}"
+                ),
+                suggestion=(
+                    "Move these ops to AI Core: use dtypes and shapes AI Core supports (e.g. "
+                    "int32 instead of int64, float16/bfloat16), avoid dynamic shapes, and check "
+                    "the CANN op support list for an AI Core variant or a fused replacement."
+                ),
+                evidence={"aicpu_ms": aicpu_ms, "op_ms": total, "share": aicpu_ms / total},
+                source=SOURCE,
+                impact_ms=aicpu_ms,
+            )
+        )
+    by_type: dict[str, float] = {}
+    calls: dict[str, float] = {}
+    for o in table:
+        kind = o.op_type or o.name
+        if kind in _FORMAT_CONVERSIONS:
+            by_type[kind] = by_type.get(kind, 0.0) + o.total_time_ms_per_step
+            calls[kind] = calls.get(kind, 0.0) + o.calls_per_step
+    for kind, ms in sorted(by_type.items(), key=lambda x: -x[1]):
+        share = ms / total
+        if share < t.format_conversion_share:
+            continue
+        out.append(
+            Finding(
+                rule="format_conversion",
+                severity=Severity.WARNING,
+                location=_where(profile, f"op type {kind}"),
+                message=(
+                    f"{kind} takes {_pct(share)} of NPU op time ({_ms(ms)} per step, "
+                    f"{calls[kind]:g} calls)"
+                ),
+                suggestion=(
+                    "Avoid repeated layout and dtype conversions: keep weights in the format "
+                    "the op wants (torch_npu.npu_format_cast once, outside the step), keep "
+                    "channel/hidden sizes multiples of 16, and one dtype through the model "
+                    "(autocast instead of scattered .half()/.float())."
+                ),
+                evidence={"time_ms": ms, "op_ms": total, "share": share, "calls": calls[kind]},
+                source=SOURCE,
+                impact_ms=ms,
+            )
+        )
+    return out
+
+
+def _unit_ratio(op: OpStat) -> tuple[str, float] | None:
+    m = op.metrics
+    core = op.core.upper()
+    if core in _CUBE_CORES:
+        if "aic_mac_ratio" in m:
+            return "cube (aic_mac_ratio)", m["aic_mac_ratio"]
+        if "cube_utilization(%)" in m:
+            return "cube (cube_utilization)", m["cube_utilization(%)"] / 100.0
+    if core in _VECTOR_CORES and "aiv_vec_ratio" in m:
+        return "vector (aiv_vec_ratio)", m["aiv_vec_ratio"]
+    return None
+
+
+def low_unit_utilization(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
+    """A dominant NPU op whose Cube or Vector unit is mostly idle."""
+    ops = [o for o in profile.ops if o.core and o.metrics and not _is_comm(o)]
+    compute = [o for o in profile.ops if o.device != "cpu" and not _is_comm(o)]
+    total = sum(o.self_time_ms_per_step for o in compute)
+    if not ops or total <= 0:
+        return []
+    out: list[Finding] = []
+    for op in sorted(ops, key=lambda o: -o.self_time_ms_per_step)[:3]:
+        share = op.self_time_ms_per_step / total
+        unit = _unit_ratio(op)
+        if share < t.dominant_op_share or unit is None or unit[1] >= t.low_unit_utilization:
+            continue
+        name, ratio = unit
+        pipes = {
+            k: v for k, v in op.metrics.items() if k.endswith(("mte2_ratio", "mte3_ratio")) and v
+        }
+        bound_pipe = max(pipes, key=lambda k: pipes[k], default=None)
+        evidence: dict[str, float | str] = {
+            "share": share,
+            "time_ms": op.self_time_ms_per_step,
+            "unit_ratio": ratio,
+        }
+        if bound_pipe is not None and pipes[bound_pipe] >= t.memory_bound_pipe_ratio:
+            evidence[bound_pipe] = pipes[bound_pipe]
+            why = f"memory-bound: {bound_pipe} {_pct(pipes[bound_pipe])}"
+            advice = (
+                "The op waits on memory moves, not compute: fuse it with its neighbours so "
+                "data is moved once, move less data (lower precision, fewer copies), and "
+                "check the input format avoids extra reads (ND vs NZ)."
+            )
+        else:
+            why = "neither compute nor memory pipes are busy"
+            advice = (
+                "Check tiling and shapes: align dimensions to 16 (float16) / 32 (int8), use "
+                "batch and hidden sizes the kernel tiles evenly, prefer the NZ format for "
+                "matmul weights, and avoid tiny per-call sizes that leave cores idle."
+            )
+        out.append(
+            Finding(
+                rule="low_unit_utilization",
+                severity=Severity.WARNING,
+                location=_where(profile, f"op {op.name}"),
+                message=(
+                    f"{op.op_type or op.name} takes {_pct(share)} of device op time but its "
+                    f"{name} is busy {_pct(ratio)} of it ({why})"
+                ),
+                suggestion=advice,
+                evidence=evidence,
+                source=SOURCE,
+                impact_ms=None,
+            )
+        )
+    return out
+
+
+def _leak(series: Sequence[float], t: Thresholds) -> bool:
+    """Steady growth with no levelling off: most steps rise and the second half still grows
+    at least half as fast as the first (a warm-up cache rises, then stays)."""
+    if len(series) < max(2, t.leak_min_steps):
+        return False
+    diffs = [b - a for a, b in zip(series, series[1:], strict=False)]
+    if series[-1] - series[0] < t.leak_min_growth_bytes:
+        return False
+    rising = sum(1 for d in diffs if d > 0) / len(diffs)
+    half = len(diffs) // 2
+    early, late = sum(diffs[:half]), sum(diffs[-half:])
+    return rising >= t.leak_rising_share and late > 0 and late >= 0.5 * early
+
+
+def memory(
+    profile: ProfileSummary, t: Thresholds, device_memory_bytes: int | None = None
+) -> list[Finding]:
+    """Peak memory near the device's capacity; memory that keeps growing across steps."""
+    out: list[Finding] = []
+    peaks = [p for p in (profile.peak_reserved_bytes, profile.peak_memory_bytes) if p is not None]
+    if device_memory_bytes and peaks:
+        peak = max(peaks)
+        share = peak / device_memory_bytes
+        if share >= t.memory_capacity_warning:
+            critical = share >= t.memory_capacity_critical
+            out.append(
+                Finding(
+                    rule="memory_near_capacity",
+                    severity=Severity.CRITICAL if critical else Severity.WARNING,
+                    location=_where(profile, "memory"),
+                    message=(
+                        f"peak memory {_mib(peak)} is {_pct(share)} of the device's "
+                        f"{_mib(device_memory_bytes)}: out-of-memory risk"
+                    ),
+                    suggestion=(
+                        "Make room: activation checkpointing, a smaller micro-batch with "
+                        "gradient accumulation, mixed precision, ZeRO/FSDP sharding of optimizer "
+                        "state; set PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF "
+                        "expandable_segments:True against fragmentation."
+                    ),
+                    evidence={"peak_bytes": peak, "capacity_bytes": device_memory_bytes},
+                    source=SOURCE,
+                )
+            )
+    series = profile.memory_per_step_bytes
+    if _leak(series, t):
+        growth = series[-1] - series[0]
+        per_step = growth / (len(series) - 1)
+        out.append(
+            Finding(
+                rule="memory_growth",
+                severity=Severity.WARNING,
+                location=_where(profile, "memory"),
+                message=(
+                    f"memory grows every step ({_mib(series[0])} -> {_mib(series[-1])} over "
+                    f"{len(series)} steps, {_mib(per_step)} per step) without levelling off: "
+                    "likely a leak"
+                ),
+                suggestion=(
+                    "Look for tensors kept across steps: losses or outputs appended to a list "
+                    "without .detach()/.item(), caches keyed by step, hooks that store "
+                    "activations; compare torch.cuda/npu.memory_snapshot() between steps."
+                ),
+                evidence={
+                    "first_bytes": series[0],
+                    "last_bytes": series[-1],
+                    "growth_bytes_per_step": per_step,
+                    "steps": float(len(series)),
+                },
+                source=SOURCE,
+            )
+        )
+    elif len(series) < t.leak_min_steps and profile.memory_growth_bytes is not None and peaks:
+        growth = float(profile.memory_growth_bytes)
+        if growth >= max(t.leak_min_growth_bytes, t.window_growth_share * max(peaks)):
+            out.append(
+                Finding(
+                    rule="memory_growth",
+                    severity=Severity.INFO,
+                    location=_where(profile, "memory"),
+                    message=(
+                        f"allocated memory grew {_mib(growth)} over the profiled window; "
+                        "too few steps to tell a leak from warm-up"
+                    ),
+                    suggestion=(
+                        f"Profile at least {t.leak_min_steps} steps after warm-up; a leak keeps "
+                        "growing every step, a warm-up cache levels off."
+                    ),
+                    evidence={"growth_bytes": growth},
+                    source=SOURCE,
+                )
+            )
+    return out
+
+
+def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
+    """A slow rank (straggler) and slow links in a multi-rank job."""
+    out: list[Finding] = []
+    if len(view.ranks) >= 2 and view.step_spread_pct >= t.straggler_spread_pct:
+        critical = view.step_spread_pct >= t.straggler_critical_pct
+        slowest_ms = max(view.step_ms)
+        others = [
+            ms for r, ms in zip(view.ranks, view.step_ms, strict=True) if r != view.slowest_rank
+        ]
+        evidence: dict[str, float | str] = {
+            f"step_ms:rank {r}": ms for r, ms in zip(view.ranks, view.step_ms, strict=True)
+        }
+        evidence["spread_pct"] = view.step_spread_pct
+        message = (
+            f"rank {view.slowest_rank} is the slowest ({_ms(slowest_ms)} per step, "
+            f"{view.step_spread_pct:.1f}% spread across {len(view.ranks)} ranks)"
+        )
+        waits = [
+            (w, r) for r, w in zip(view.ranks, view.comm_wait_ms, strict=False) if w is not None
+        ]
+        if len(waits) >= 2:
+            least, least_rank = min(waits)
+            most, _ = max(waits)
+            for w, r in waits:
+                evidence[f"comm_wait_ms:rank {r}"] = w
+            message += (
+                f"; rank {least_rank} waits least in collectives ({_ms(least)} vs up to "
+                f"{_ms(most)}): the others wait for it"
+            )
+        out.append(
+            Finding(
+                rule="slow_rank",
+                severity=Severity.CRITICAL if critical else Severity.WARNING,
+                location=f"rank {view.slowest_rank}",
+                message=message,
+                suggestion=(
+                    "Balance the ranks: same data per rank (sequence length / padding), no "
+                    "rank-0-only work inside the step (logging, checkpointing, evaluation), "
+                    "same device health and frequency (npu-smi / nvidia-smi), and CPU cores "
+                    "bound per rank."
+                ),
+                evidence=evidence,
+                source=SOURCE,
+                impact_ms=slowest_ms - statistics.median(others) if others else None,
+            )
+        )
+    for link in view.slow_links:
+        words = link.split()
+        where = " ".join(words[:3]) if len(words) >= 3 else link
+        out.append(
+            Finding(
+                rule="slow_link",
+                severity=Severity.WARNING,
+                location=where,
+                message=f"slow link: {link}",
+                suggestion=(
+                    "Check the link's topology and health (hccn_tool / nvidia-smi topo -m), that "
+                    "ranks of one node talk over HCCS/NVLink rather than PCIe, and that no other "
+                    "job shares it."
+                ),
+                evidence={"link": link},
+                source=SOURCE,
+            )
+        )
+    return out
+
+
+def profile_window(
+    profile: ProfileSummary, t: Thresholds, measured_step_ms: float | None = None
+) -> list[Finding]:
+    """Reminders about the profile itself: too few steps, or a heavy profiler."""
+    out: list[Finding] = []
+    if profile.steps < t.min_profiled_steps:
+        out.append(
+            Finding(
+                rule="short_profile",
+                severity=Severity.INFO,
+                location=_where(profile, "profile window"),
+                message=(
+                    f"the profile covers {profile.steps} step(s): one unusual step decides "
+                    "every number here"
+                ),
+                suggestion=(
+                    f"Profile at least {t.min_profiled_steps} steps after warm-up "
+                    "(torch.profiler.schedule(wait=1, warmup=1, active=3))."
+                ),
+                evidence={"steps": float(profile.steps)},
+                source=SOURCE,
+            )
+        )
+    step = _step(profile)
+    if measured_step_ms and step is not None and step / measured_step_ms - 1 >= t.profiler_overhead:
+        out.append(
+            Finding(
+                rule="profiler_overhead",
+                severity=Severity.INFO,
+                location=_where(profile, "profile window"),
+                message=(
+                    f"profiled steps take {step / measured_step_ms:.1f}x the timed step "
+                    f"({_ms(step)} vs {_ms(measured_step_ms)}): absolute op times are inflated "
+                    "by the profiler; shares and counts still hold"
+                ),
+                suggestion=(
+                    "Lighten the profiler when absolute times matter: with_stack=False, "
+                    "record_shapes=False, profile_memory=False (torch_npu: profiler_level "
+                    "Level0, aic_metrics off)."
+                ),
+                evidence={"profiled_step_ms": step, "measured_step_ms": measured_step_ms},
+                source=SOURCE,
+            )
+        )
+    return out
+
+
+ProfileRule = Callable[[ProfileSummary, Thresholds], list[Finding]]
+
+RULES: tuple[ProfileRule, ...] = (
+    comm_not_overlapped,
+    host_bound,
+    host_sync,
+    tiny_ops,
+    aicpu_and_conversions,
+    low_unit_utilization,
+)
+"""The rules that need only the profile and the thresholds."""
+
+
+def _cluster_of(ranks: Sequence[ProfileSummary]) -> ClusterView | None:
+    if len(ranks) < 2 or not all(_step(r) is not None for r in ranks):
+        return None
+    from perfgate.parsers.ascend import cluster_view
+
+    return cluster_view(ranks)
+
+
+_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def _ordered(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Most severe first, then largest estimated impact, then by key (stable output)."""
+    return tuple(
+        sorted(
+            findings,
+            key=lambda f: (
+                _SEVERITY_ORDER[f.severity],
+                -(f.impact_ms or 0.0),
+                f.source,
+                f.rule,
+                f.location,
+            ),
+        )
+    )
+
+
+def advise(
+    profile: ProfileSummary,
+    *,
+    thresholds: Thresholds | None = None,
+    cluster: ClusterView | None = None,
+    ranks: Sequence[ProfileSummary] = (),
+    device_memory_bytes: int | None = None,
+    measured_step_ms: float | None = None,
+) -> tuple[Finding, ...]:
+    """Run every rule over one profile (and the job's cluster view when there is one).
+
+    Args:
+        profile: the profile to judge (the slowest rank's, for a multi-rank job).
+        thresholds: defaults when None.
+        cluster: the job's ClusterView; built from ``ranks`` when None and there are two
+            or more.
+        ranks: every rank's profile of a multi-rank job.
+        device_memory_bytes: the device's capacity, for the out-of-memory rule.
+        measured_step_ms: the step time measured with the profiler off, for the profiler
+            overhead reminder.
+
+    Returns:
+        The findings, most severe first, then by estimated impact.
+    """
+    t = thresholds or Thresholds()
+    found: list[Finding] = []
+    for rule in RULES:
+        found.extend(rule(profile, t))
+    found.extend(memory(profile, t, device_memory_bytes))
+    view = cluster if cluster is not None else _cluster_of(ranks)
+    if view is not None:
+        found.extend(slow_ranks_and_links(view, t))
+    found.extend(profile_window(profile, t, measured_step_ms))
+    return _ordered(found)
+
+
+def merge_findings(
+    own: Iterable[Finding],
+    msprof: Iterable[Finding],
+    baseline_findings: Iterable[Finding] = (),
+) -> tuple[Finding, ...]:
+    """perfgate's and msprof-analyze's findings as one list.
+
+    Both advisors' views of one problem are kept (their keys differ by ``source``: e.g.
+    msprof-analyze's "Overall Summary" next to perfgate's ``comm_not_overlapped``); a finding
+    whose key was already seen is dropped (the first, or the more severe, stays). A finding
+    whose key the baseline run also had is marked ``known=True``: not news in a PR.
+    """
+    known = {f.key() for f in baseline_findings}
+    kept: dict[tuple[str, str, str], Finding] = {}
+    for f in (*own, *msprof):
+        key = f.key()
+        seen = kept.get(key)
+        if seen is None or _SEVERITY_ORDER[f.severity] < _SEVERITY_ORDER[seen.severity]:
+            kept[key] = f
+    return _ordered(replace(f, known=f.key() in known) for f in kept.values())

@@ -1,0 +1,412 @@
+"""Baselines as code: a benchmark's baseline window as a versioned JSON file, reviewed in a
+pull request like any other file, and a gate that judges runs against such files with no
+database at all.
+
+One file per benchmark and testbed (fingerprint key), named ``<benchmark>.<key>.json``. Keys
+are sorted and floats written by :func:`json.dumps` (shortest round-trip form), so
+re-exporting an unchanged window gives a byte-identical file and a changed one a small diff.
+No timestamps of the export itself are written, for the same reason.
+
+``import_baselines`` loads such files into a store as runs whose CI provider is
+``baseline-import`` (same run ids, so importing twice, or into the store they came from,
+adds nothing). Imported runs keep each repeat's centre as that repeat's one sample: enough
+for every statistic the gate uses, not for raw-sample plots.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from perfgate.app import Window, _judge, baseline_window, overall_verdict
+from perfgate.config import Config
+from perfgate.errors import ParseError, StoreError
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    Comparison,
+    Direction,
+    Fingerprint,
+    GateResult,
+    GitContext,
+    Measurement,
+    RunPoint,
+    RunRecord,
+    Summary,
+    Verdict,
+)
+from perfgate.stats import Candidate, compare_candidates
+from perfgate.store import SqlStore
+
+FORMAT_VERSION = 1
+KIND = "perfgate-baseline"
+IMPORT_PROVIDER = "baseline-import"
+MAD_TO_SD = 1.4826
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def file_name(benchmark: str, fingerprint_key: str) -> str:
+    return f"{_UNSAFE.sub('_', benchmark)}.{fingerprint_key}.json"
+
+
+def _noise(points: Sequence[RunPoint]) -> dict[str, Any]:
+    centres = [p.centre for p in points]
+    if not centres:
+        return {"runs": 0, "median": None, "spread_pct": None}
+    median = statistics.median(centres)
+    mad = statistics.median(abs(c - median) for c in centres)
+    spread = None if median == 0 else MAD_TO_SD * mad / abs(median) * 100.0
+    return {"runs": len(centres), "median": median, "spread_pct": spread}
+
+
+def baseline_document(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str,
+    fingerprint: Fingerprint,
+    branch: str,
+) -> dict[str, Any] | None:
+    """The baseline file of one benchmark and testbed: the window a run recorded now would
+    be judged against (resets, exclusions and change points honoured); None if empty."""
+    key = fingerprint.key()
+    window = baseline_window(
+        config, store, benchmark=benchmark, fingerprint_key=key, against=branch
+    )
+    if not window.points:
+        return None
+    run_points: dict[str, list[RunPoint]] = {}
+    for points in window.points.values():
+        for p in points:
+            run_points.setdefault(p.run_id, []).append(p)
+    ordered = sorted(run_points.values(), key=lambda ps: (ps[0].started_at, ps[0].run_id))
+    newest = store.get_run(ordered[-1][0].run_id)
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": KIND,
+        "project": config.project,
+        "benchmark": benchmark,
+        "branch": branch,
+        "fingerprint_key": key,
+        "fingerprint": fingerprint.to_dict(),
+        "spec": newest.spec.to_dict(),
+        "runs": [
+            {
+                "id": ps[0].run_id,
+                "commit": ps[0].commit,
+                "started_at": ps[0].started_at.isoformat(),
+                "metrics": {
+                    p.metric: {
+                        "unit": p.unit,
+                        "direction": p.direction.value,
+                        "deterministic": p.deterministic,
+                        "centre": p.centre,
+                        "n": len(p.repeat_centres),
+                        "centre_se": p.centre_se,
+                        "repeat_centres": list(p.repeat_centres),
+                    }
+                    for p in ps
+                },
+            }
+            for ps in ordered
+        ],
+        "noise": {metric: _noise(points) for metric, points in sorted(window.points.items())},
+    }
+
+
+def dumps(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def export_baselines(
+    config: Config,
+    store: SqlStore,
+    out_dir: Path,
+    *,
+    branch: str,
+    benchmarks: Sequence[str] = (),
+) -> list[Path]:
+    """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``;
+    the paths written (unchanged files are rewritten with the same bytes)."""
+    names = list(benchmarks) or store.benchmarks(project=config.project, branch=branch)
+    written: list[Path] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        for fingerprint in store.fingerprints(
+            project=config.project, benchmark=name, branch=branch
+        ).values():
+            doc = baseline_document(
+                config, store, benchmark=name, fingerprint=fingerprint, branch=branch
+            )
+            if doc is None:
+                continue
+            path = out_dir / file_name(name, fingerprint.key())
+            path.write_text(dumps(doc))
+            written.append(path)
+    return written
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """One parsed baseline file."""
+
+    path: Path
+    project: str
+    benchmark: str
+    branch: str
+    fingerprint: Fingerprint
+    spec: BenchmarkSpec
+    points: Mapping[str, tuple[RunPoint, ...]]
+    runs: tuple[Mapping[str, Any], ...]
+
+
+def _need(doc: Mapping[str, Any], name: str, kind: type, path: Path) -> Any:
+    value = doc.get(name)
+    if not isinstance(value, kind):
+        raise ParseError(f"{path}: baseline file field {name!r} missing or not {kind.__name__}")
+    return value
+
+
+def read_baseline(path: Path) -> BaselineFile:
+    """Parse and check one baseline file.
+
+    Raises:
+        ParseError: not JSON, another format version, or a field missing or malformed.
+    """
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ParseError(f"{path}: cannot read baseline file: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise ParseError(f"{path}: not a perfgate baseline file")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise ParseError(
+            f"{path}: baseline format_version {doc.get('format_version')!r} "
+            f"(this perfgate reads {FORMAT_VERSION})"
+        )
+    try:
+        fingerprint = Fingerprint.from_dict(_need(doc, "fingerprint", dict, path))
+        spec = BenchmarkSpec.from_dict(_need(doc, "spec", dict, path))
+        benchmark = str(_need(doc, "benchmark", str, path))
+        branch = str(_need(doc, "branch", str, path))
+        key = str(_need(doc, "fingerprint_key", str, path))
+        by_metric: dict[str, list[RunPoint]] = {}
+        runs = tuple(_need(doc, "runs", list, path))
+        for run in runs:
+            started = datetime.fromisoformat(str(run["started_at"]))
+            if started.tzinfo is None:
+                raise ValueError(f"run {run['id']}: started_at has no timezone")
+            for metric, m in sorted(run["metrics"].items()):
+                centres = tuple(float(x) for x in m["repeat_centres"])
+                centre = float(m["centre"])
+                if not centres or not all(math.isfinite(x) for x in (centre, *centres)):
+                    raise ValueError(f"run {run['id']}: metric {metric} has no finite centres")
+                by_metric.setdefault(metric, []).append(
+                    RunPoint(
+                        run_id=str(run["id"]),
+                        benchmark=benchmark,
+                        metric=metric,
+                        unit=str(m["unit"]),
+                        direction=Direction(m["direction"]),
+                        branch=branch,
+                        commit=str(run["commit"]),
+                        fingerprint_key=key,
+                        started_at=started,
+                        centre=centre,
+                        repeat_centres=centres,
+                        deterministic=bool(m["deterministic"]),
+                        centre_se=None if m.get("centre_se") is None else float(m["centre_se"]),
+                    )
+                )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ParseError(f"{path}: malformed baseline file ({exc!r})") from exc
+    if fingerprint.key() != key:
+        raise ParseError(
+            f"{path}: fingerprint_key {key} does not match its fingerprint "
+            f"({fingerprint.key()}): edited by hand, or written by another perfgate version"
+        )
+    return BaselineFile(
+        path=path,
+        project=str(doc.get("project", "")),
+        benchmark=benchmark,
+        branch=branch,
+        fingerprint=fingerprint,
+        spec=spec,
+        points={m: tuple(sorted(ps, key=lambda p: p.started_at)) for m, ps in by_metric.items()},
+        runs=runs,
+    )
+
+
+def baseline_files(files: Path | Iterable[Path]) -> list[Path]:
+    """The ``*.json`` files of a directory (sorted), or the given files."""
+    if isinstance(files, Path):
+        if files.is_dir():
+            return sorted(files.glob("*.json"))
+        return [files]
+    return list(files)
+
+
+# --- judging without a database --------------------------------------------------------------
+
+
+def gate_from_baseline_files(
+    config: Config, records: Sequence[RunRecord], files: Path | Iterable[Path]
+) -> GateResult:
+    """Judge ``records`` (one run per benchmark) against baseline files, with no store.
+
+    Each run is compared with the file of its benchmark and fingerprint key by exactly the
+    statistics of :func:`perfgate.app.compare_records`; a benchmark with files only for
+    other testbeds is ``incomparable`` (naming the fields that differ), one with no file
+    ``no_baseline``. Paired A/B runs, attribution and findings need the store and are not
+    part of this result.
+
+    Args:
+        files: a directory of ``*.json`` baseline files, or the files themselves.
+
+    Raises:
+        ParseError: a baseline file is unreadable or malformed.
+    """
+    parsed = [read_baseline(p) for p in baseline_files(files)]
+    by_key = {(f.benchmark, f.fingerprint.key()): f for f in parsed}
+    against = ", ".join(sorted({f.branch for f in parsed})) or "baseline files"
+    candidates: list[Candidate] = []
+    fixed: list[Comparison] = []
+    for record in records:
+        key = record.fingerprint.key()
+        found = by_key.get((record.benchmark, key))
+        if found is not None:
+            window = Window(
+                {
+                    metric: tuple(p for p in points if p.run_id != record.id)
+                    for metric, points in found.points.items()
+                },
+                {},
+            )
+        else:
+            others = {
+                f.fingerprint.key(): f.fingerprint
+                for f in parsed
+                if f.benchmark == record.benchmark
+            }
+            window = Window({}, others)
+        more, done = _judge(config, record, window, against)
+        candidates.extend(more)
+        fixed.extend(done)
+    comparisons = (*fixed, *compare_candidates(candidates))
+    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+    branch = records[0].git.branch if records else ""
+    result = GateResult(
+        branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
+    )
+    return replace(result, verdict=overall_verdict(ordered))
+
+
+# --- importing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    files: int
+    added: int
+    already_stored: int
+
+
+def _imported_measurement(points: Sequence[RunPoint], metric: str) -> Measurement:
+    p = points[0]
+    centres = list(p.repeat_centres)
+    ordered = sorted(centres)
+    median = statistics.median(ordered)
+    summary = Summary(
+        n=len(ordered),
+        centre=p.centre,
+        median=median,
+        mean=statistics.fmean(ordered),
+        mad=statistics.median(abs(x - median) for x in ordered),
+        p10=ordered[(len(ordered) - 1) // 10],
+        p90=ordered[((len(ordered) - 1) * 9) // 10],
+        p99=ordered[-1],
+        minimum=ordered[0],
+        maximum=ordered[-1],
+        repeat_centres=tuple(centres),
+        centre_se=p.centre_se,
+    )
+    return Measurement(
+        metric=metric,
+        unit=p.unit,
+        direction=p.direction,
+        repeats=tuple((x,) for x in centres),
+        summary=summary,
+        deterministic=p.deterministic,
+    )
+
+
+def records_of(baseline: BaselineFile, *, project: str | None = None) -> list[RunRecord]:
+    """The runs of a baseline file as records to store, marked as imported."""
+    out = []
+    for run in baseline.runs:
+        run_id = str(run["id"])
+        metrics = sorted(run["metrics"])
+        measurements = tuple(
+            _imported_measurement(
+                [p for p in baseline.points[metric] if p.run_id == run_id], metric
+            )
+            for metric in metrics
+        )
+        started = datetime.fromisoformat(str(run["started_at"]))
+        out.append(
+            RunRecord(
+                id=run_id,
+                project=project or baseline.project,
+                benchmark=baseline.benchmark,
+                fingerprint=baseline.fingerprint,
+                git=GitContext(commit=str(run["commit"]), branch=baseline.branch),
+                ci=CIContext(
+                    provider=IMPORT_PROVIDER, job_url=baseline.path.name, trigger="import"
+                ),
+                started_at=started,
+                finished_at=started,
+                measurements=measurements,
+                spec=baseline.spec,
+            )
+        )
+    return out
+
+
+def import_baselines(
+    store: SqlStore, files: Path | Iterable[Path], *, project: str | None = None
+) -> ImportResult:
+    """Load baseline files into ``store`` (one transaction per file); runs already stored
+    (by id) are left as they are, so importing twice adds nothing.
+
+    Raises:
+        ParseError: a file is malformed (nothing of it is stored).
+        StoreError: the store failed.
+    """
+    paths = baseline_files(files)
+    if not paths:
+        raise ParseError(f"no baseline files (*.json) in {files}")
+    added = already = 0
+    for path in paths:
+        records = records_of(read_baseline(path), project=project)
+        fresh = [r for r in records if not store.has_run(r.id)]
+        already += len(records) - len(fresh)
+        if fresh:
+            try:
+                store.save_runs(fresh)
+            except StoreError as exc:
+                raise StoreError(f"{path}: {exc}") from exc
+            added += len(fresh)
+    return ImportResult(files=len(paths), added=added, already_stored=already)

@@ -1,0 +1,591 @@
+"""Use cases that deliver a verdict where people look: the PR/MR comment, the commit status,
+the job summary, a report directory (for fork PRs, posted later by ``perfgate comment``) and
+the nightly tracking issue.
+
+Delivery is best effort: every failure becomes one warning line (never with a token in it),
+the report stays on disk and in the job summary, and the gate's verdict and exit code do not
+change. Settings come from flags, else the CI's variables (GitHub Actions, GitLab CI);
+tokens come only from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from perfgate.config import Config
+from perfgate.errors import PerfgateError, ReportError, UsageError
+from perfgate.models import GateResult
+from perfgate.reporters import github, gitlab
+from perfgate.reporters.forge import RetryPolicy
+from perfgate.reporters.markdown import (
+    ALERT_LABEL,
+    GITHUB_MAX_CHARS,
+    GITLAB_MAX_CHARS,
+    ZWJ,
+    CommentMode,
+    ReportContext,
+    alert_marker,
+    alert_title,
+    change_key,
+    marker,
+    render_alert_comment,
+    render_alert_issue,
+    render_comment,
+    reported_keys,
+    should_post,
+    status_description,
+)
+from perfgate.store import SqlStore
+
+if TYPE_CHECKING:
+    from perfgate.app import DetectedChange
+
+FORGES = ("github", "gitlab")
+FORMAT_VERSION = 1
+REPORT_FILE = "report.md"
+TARGET_FILE = "target.json"
+
+
+class Reporter(Protocol):
+    """What :mod:`perfgate.reporters.github` and :mod:`~perfgate.reporters.gitlab` offer."""
+
+    name: str
+    max_chars: int
+
+    def upsert_comment(
+        self, number: int, marker: str, body: str, *, create: bool = True
+    ) -> str: ...
+
+    def set_status(
+        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
+    ) -> None: ...
+
+    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None: ...
+
+    def create_issue(self, title: str, body: str, label: str) -> int: ...
+
+    def update_issue(self, number: int, body: str) -> None: ...
+
+    def comment_issue(self, number: int, body: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ForgeTarget:
+    """Where a report goes: the forge, its API, the repository (GitHub ``owner/name``) or
+    project (GitLab id or path), the PR/MR number and the commit for the status."""
+
+    forge: str
+    api_url: str
+    repo: str
+    number: int | None = None
+    sha: str = ""
+    job_url: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "forge": self.forge,
+            "api_url": self.api_url,
+            "repo": self.repo,
+            "number": self.number,
+            "sha": self.sha,
+            "job_url": self.job_url,
+        }
+
+
+@dataclass(frozen=True)
+class TargetOverrides:
+    """Flags that override what the CI's variables say."""
+
+    forge: str | None = None
+    api_url: str | None = None
+    repo: str | None = None
+    number: int | None = None
+    sha: str | None = None
+
+
+def detect_forge(env: Mapping[str, str], flag: str | None = None) -> str | None:
+    """``--forge``, else GitHub Actions or GitLab CI from their variables, else None."""
+    if flag:
+        if flag not in FORGES:
+            raise UsageError(f"--forge {flag!r}: expected github or gitlab")
+        return flag
+    if env.get("GITHUB_ACTIONS") == "true":
+        return "github"
+    if env.get("GITLAB_CI") == "true":
+        return "gitlab"
+    return None
+
+
+def _github_event(env: Mapping[str, str]) -> Mapping[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH", "")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_target(
+    env: Mapping[str, str], overrides: TargetOverrides, *, job_url: str = ""
+) -> ForgeTarget:
+    """The target from flags over CI variables; ReportError if the forge or the
+    repository cannot be told."""
+    forge = detect_forge(env, overrides.forge)
+    if forge is None:
+        raise ReportError(
+            "cannot tell the forge: pass --forge github|gitlab (not in GitHub Actions or GitLab CI)"
+        )
+    if forge == "github":
+        event = _github_event(env)
+        pull = event.get("pull_request")
+        pull = pull if isinstance(pull, dict) else {}
+        head = pull.get("head")
+        head_sha = str(head.get("sha", "")) if isinstance(head, dict) else ""
+        number = overrides.number
+        if number is None and isinstance(pull.get("number"), int):
+            number = int(pull["number"])
+        if number is None and env.get("GITHUB_REF", "").startswith("refs/pull/"):
+            part = env["GITHUB_REF"].split("/")[2]
+            number = int(part) if part.isdigit() else None
+        target = ForgeTarget(
+            forge="github",
+            api_url=overrides.api_url or env.get("GITHUB_API_URL") or github.DEFAULT_API_URL,
+            repo=overrides.repo or env.get("GITHUB_REPOSITORY", ""),
+            number=number,
+            sha=overrides.sha or head_sha or env.get("GITHUB_SHA", ""),
+            job_url=job_url,
+        )
+    else:
+        iid = env.get("CI_MERGE_REQUEST_IID", "")
+        target = ForgeTarget(
+            forge="gitlab",
+            api_url=overrides.api_url or env.get("CI_API_V4_URL") or gitlab.DEFAULT_API_URL,
+            repo=overrides.repo or env.get("CI_PROJECT_ID", ""),
+            number=overrides.number
+            if overrides.number is not None
+            else (int(iid) if iid.isdigit() else None),
+            sha=overrides.sha or env.get("CI_COMMIT_SHA", ""),
+            job_url=job_url,
+        )
+    if not target.repo:
+        what = "GITHUB_REPOSITORY" if forge == "github" else "CI_PROJECT_ID"
+        raise ReportError(f"{forge}: no repository: pass --repo or set {what}")
+    return target
+
+
+def make_reporter(
+    target: ForgeTarget, env: Mapping[str, str], policy: RetryPolicy | None = None
+) -> Reporter:
+    """A poster for ``target`` with the token from the environment (GITHUB_TOKEN;
+    GITLAB_TOKEN, else CI_JOB_TOKEN)."""
+    policy = policy or RetryPolicy.from_env(env)
+    if target.forge == "github":
+        token = env.get("GITHUB_TOKEN", "")
+        if not token:
+            raise ReportError("github: no token: set GITHUB_TOKEN")
+        return github.GitHubReporter(
+            github.client_for(target.api_url, token, policy=policy), target.repo
+        )
+    token, job = env.get("GITLAB_TOKEN", ""), False
+    if not token:
+        token, job = env.get("CI_JOB_TOKEN", ""), True
+    if not token:
+        raise ReportError("gitlab: no token: set GITLAB_TOKEN (api scope) or CI_JOB_TOKEN")
+    return gitlab.GitLabReporter(
+        gitlab.client_for(target.api_url, token, job_token=job, policy=policy), target.repo
+    )
+
+
+# --- the gate's report ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rendered gate report and what a poster needs besides it."""
+
+    markdown: str
+    marker: str
+    verdict: str
+    failed: bool
+    post: bool
+    mode: CommentMode
+    state: str
+    description: str
+    context: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "marker": self.marker,
+            "verdict": self.verdict,
+            "failed": self.failed,
+            "post": self.post,
+            "mode": self.mode.value,
+            "state": self.state,
+            "description": self.description,
+            "context": self.context,
+        }
+
+
+def _trends(
+    config: Config, store: SqlStore, result: GateResult
+) -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = {}
+    by_benchmark: dict[str, list[Any]] = {}
+    for c in result.comparisons:
+        if c.method == "history" and c.baseline_run_ids:
+            by_benchmark.setdefault(c.benchmark, []).append(c)
+    for name, comparisons in by_benchmark.items():
+        points = store.history(
+            project=config.project,
+            benchmark=name,
+            branch=result.against,
+            limit=max(config.baseline_window, *(len(c.baseline_run_ids) for c in comparisons)),
+        )
+        for c in comparisons:
+            ids = set(c.baseline_run_ids)
+            values = [p.centre for p in points if p.metric == c.metric and p.run_id in ids]
+            if c.current_centre is not None:
+                values.append(c.current_centre)
+            out[(c.benchmark, c.metric)] = values
+    return out
+
+
+def build_report(
+    config: Config,
+    store: SqlStore,
+    result: GateResult,
+    *,
+    failed: bool,
+    mode: CommentMode = CommentMode.ALWAYS,
+    suite_path: str = "",
+    testbed: str = "",
+    commit: str = "",
+    job_url: str = "",
+    max_chars: int = GITHUB_MAX_CHARS,
+) -> Report:
+    """Render the comment of ``result``, with trends and environments from the store.
+
+    The commit shown is the judged runs' (when they share one), else ``commit``.
+    ``testbed`` defaults to the configured host label, else the judged runs' device.
+    """
+    environments: dict[str, dict[str, Any]] = {}
+    commits: set[str] = set()
+    for run_id in dict.fromkeys(c.current_run_id for c in result.comparisons):
+        try:
+            run = store.get_run(run_id)
+        except PerfgateError:  # an unsaved run: its environment is just not shown
+            continue
+        environments.setdefault(run.fingerprint.key(), run.fingerprint.to_dict())
+        commits.add(run.git.commit)
+    if len(commits) == 1 and next(iter(commits)):
+        commit = next(iter(commits))  # what was measured
+    if not testbed:
+        testbed = config.host_label
+    if not testbed and environments:
+        first = next(iter(environments.values()))
+        testbed = f"{first['device_kind']}:{first['device_model']}"
+    suite = Path(suite_path).name if suite_path else "default"
+    ctx = ReportContext(
+        project=config.project,
+        suite=suite,
+        testbed=testbed,
+        commit=commit,
+        failed=failed,
+        fail_on=tuple(sorted(v.value for v in config.fail_on)),
+        trends=_trends(config, store, result),
+        environments=sorted(environments.items()),
+        suite_path=suite_path,
+        job_url=job_url,
+    )
+    return Report(
+        markdown=render_comment(result, ctx, max_chars=max_chars),
+        marker=marker(ctx.project, ctx.suite, ctx.testbed),
+        verdict=result.verdict.value,
+        failed=failed,
+        post=should_post(mode, result),
+        mode=mode,
+        state="failure" if failed else "success",
+        description=status_description(result),
+        context=f"perfgate/{config.project}",
+    )
+
+
+def write_report_dir(directory: Path, report: Report, target: ForgeTarget | None) -> None:
+    """``report.md`` and ``target.json`` (where and how to post it; never a token)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / REPORT_FILE).write_text(report.markdown, encoding="utf-8")
+    data = {
+        "format_version": FORMAT_VERSION,
+        **(target.to_dict() if target else {"forge": None}),
+        **report.to_dict(),
+    }
+    (directory / TARGET_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def append_summary(env: Mapping[str, str], markdown: str) -> str | None:
+    """Append to ``$GITHUB_STEP_SUMMARY`` when set; a warning line if that fails."""
+    path = env.get("GITHUB_STEP_SUMMARY", "")
+    if not path:
+        return None
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(markdown + "\n")
+    except OSError as exc:
+        return f"cannot write the job summary ({exc.strerror})"
+    return None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering a report did (``done``) and what failed (``warnings``), one line each."""
+
+    done: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def publish(
+    report: Report, target: ForgeTarget, reporter: Reporter, *, comment: bool, status: bool
+) -> Delivery:
+    """Upsert the comment (a new one only when the comment mode asks for it; an existing
+    one is always kept current) and set the commit status; each failure is a warning."""
+    done: list[str] = []
+    warnings: list[str] = []
+    where = "MR !" if target.forge == "gitlab" else "PR #"
+    if comment and target.number is None:
+        warnings.append(f"{target.forge}: no PR/MR number (pass --pr): comment not posted")
+    elif comment and target.number is not None:
+        try:
+            action = reporter.upsert_comment(
+                target.number, report.marker, report.markdown, create=report.post
+            )
+            done.append(
+                f"comment {action} on {where}{target.number}"
+                + (f" (comment mode {report.mode.value})" if action == "skipped" else "")
+            )
+        except ReportError as exc:
+            warnings.append(f"comment not posted: {exc}")
+    if status:
+        if not target.sha:
+            warnings.append(f"{target.forge}: no commit (pass --sha): status not set")
+        else:
+            try:
+                reporter.set_status(
+                    target.sha,
+                    report.state,
+                    context=report.context,
+                    description=report.description,
+                    target_url=target.job_url,
+                )
+                done.append(f"status {report.state} set on {target.sha[:12]}")
+            except ReportError as exc:
+                warnings.append(f"status not set: {exc}")
+    return Delivery(tuple(done), tuple(warnings))
+
+
+@dataclass(frozen=True)
+class DeliveryOptions:
+    """The gate's reporting flags."""
+
+    comment: bool = False
+    mode: CommentMode = CommentMode.ALWAYS
+    target: TargetOverrides = TargetOverrides()
+    report_dir: Path | None = None
+    status: bool | None = None
+    summary: bool | None = None
+    testbed: str = ""
+    suite_path: str = ""
+
+    @property
+    def wanted(self) -> bool:
+        return self.comment or self.report_dir is not None or bool(self.status or self.summary)
+
+
+def deliver_gate(
+    config: Config,
+    store: SqlStore,
+    result: GateResult,
+    *,
+    failed: bool,
+    env: Mapping[str, str],
+    options: DeliveryOptions,
+    commit: str = "",
+    job_url: str = "",
+    reporter_factory: Callable[[ForgeTarget], Reporter] | None = None,
+) -> Delivery:
+    """Everything the gate's reporting flags ask for, in one call: render, write the report
+    directory, append the job summary, post the comment and the status."""
+    warnings: list[str] = []
+    target: ForgeTarget | None = None
+    posting = options.comment or bool(options.status)
+    try:
+        target = resolve_target(env, options.target, job_url=job_url)
+    except ReportError as exc:
+        if posting:
+            warnings.append(str(exc))
+    max_chars = GITLAB_MAX_CHARS if target and target.forge == "gitlab" else GITHUB_MAX_CHARS
+    report = build_report(
+        config,
+        store,
+        result,
+        failed=failed,
+        mode=options.mode,
+        suite_path=options.suite_path,
+        testbed=options.testbed,
+        commit=target.sha if target is not None and target.sha else commit,
+        job_url=job_url,
+        max_chars=max_chars,
+    )
+    done: list[str] = []
+    if options.report_dir is not None:
+        try:
+            write_report_dir(options.report_dir, report, target)
+            done.append(f"report written to {options.report_dir / REPORT_FILE}")
+        except OSError as exc:
+            warnings.append(f"cannot write {options.report_dir}: {exc.strerror}")
+    summary = options.summary
+    if summary is None:
+        summary = options.comment or options.report_dir is not None
+    if summary:
+        problem = append_summary(env, report.markdown)
+        if problem:
+            warnings.append(problem)
+    if posting and target is not None:
+        try:
+            reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
+        except ReportError as exc:
+            warnings.append(f"not posted: {exc}")
+        else:
+            status = options.status if options.status is not None else options.comment
+            delivery = publish(report, target, reporter, comment=options.comment, status=status)
+            done += delivery.done
+            warnings += delivery.warnings
+    return Delivery(tuple(done), tuple(warnings))
+
+
+# --- fork PRs: post a report directory from a privileged job -------------------------------
+
+_DEFANG = re.compile(r"([@#!])(?=\w)")
+
+
+def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
+    """``report.md`` and ``target.json`` of a report directory, checked."""
+    try:
+        markdown = (directory / REPORT_FILE).read_text(encoding="utf-8")
+        data = json.loads((directory / TARGET_FILE).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{directory}: cannot read the report ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UsageError(f"{directory / TARGET_FILE}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+        raise UsageError(f"{directory / TARGET_FILE}: not a perfgate report target (version 1)")
+    for key in ("marker", "state", "description", "context"):
+        if not isinstance(data.get(key), str):
+            raise UsageError(f"{directory / TARGET_FILE}: missing {key!r}")
+    if not str(data["marker"]).startswith("<!-- perfgate:report "):
+        raise UsageError(f"{directory / TARGET_FILE}: the marker is not perfgate's")
+    if data["state"] not in ("success", "failure", "error"):
+        raise UsageError(f"{directory / TARGET_FILE}: unknown state {data['state']!r}")
+    return markdown, data
+
+
+def post_report_dir(
+    directory: Path,
+    env: Mapping[str, str],
+    overrides: TargetOverrides,
+    *,
+    status: bool = True,
+    expect_sha: str | None = None,
+    reporter_factory: Callable[[ForgeTarget], Reporter] | None = None,
+) -> Delivery:
+    """``perfgate comment --from DIR``: post what a gate wrote with ``--report-dir``.
+
+    The directory may come from an untrusted fork's job: the API URL (where the token
+    goes) is never taken from it, its text gets mentions and references disarmed, its
+    size is capped, and with ``expect_sha`` (the trusted head
+    commit, e.g. ``github.event.workflow_run.head_sha``) the report must be for that commit
+    and, on GitHub, the PR's head must be that commit.
+    """
+    markdown, data = load_report_dir(directory)
+    file_forge = data.get("forge") if data.get("forge") in FORGES else None
+    saved = TargetOverrides(
+        forge=overrides.forge or detect_forge(env) or file_forge,
+        # never the file's API URL: the token must only go where this job's CI says
+        api_url=overrides.api_url,
+        repo=overrides.repo or data.get("repo") or None,
+        number=overrides.number if overrides.number is not None else _int_or_none(data),
+        sha=overrides.sha or data.get("sha") or None,
+    )
+    target = resolve_target(env, saved, job_url=str(data.get("job_url") or ""))
+    if expect_sha is not None and target.sha != expect_sha:
+        raise UsageError(
+            f"the report is for commit {target.sha[:12] or '?'}, not {expect_sha[:12]}: not posted"
+        )
+    reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
+    if (
+        expect_sha is not None
+        and target.number is not None
+        and isinstance(reporter, github.GitHubReporter)
+    ):
+        head = reporter.pull_head_sha(target.number)
+        if head != expect_sha:
+            raise UsageError(
+                f"PR #{target.number} is at {head[:12] or '?'}, not {expect_sha[:12]}: not posted"
+            )
+    lines = markdown.splitlines()
+    if not lines or lines[0] != data["marker"]:
+        raise UsageError(f"{directory / REPORT_FILE}: does not start with its marker")
+    body = lines[0] + "\n" + _DEFANG.sub(lambda m: m.group(1) + ZWJ, "\n".join(lines[1:])) + "\n"
+    body = body[: reporter.max_chars]
+    report = Report(
+        markdown=body,
+        marker=str(data["marker"]),
+        verdict=str(data.get("verdict", "")),
+        failed=bool(data.get("failed", False)),
+        post=bool(data.get("post", True)),
+        mode=CommentMode(str(data.get("mode", "always"))),
+        state=str(data["state"]),
+        description=str(data["description"])[:140],
+        context=str(data["context"])[:100],
+    )
+    delivery = publish(report, target, reporter, comment=True, status=status)
+    if delivery.warnings:
+        raise ReportError("; ".join(delivery.warnings))
+    return delivery
+
+
+def _int_or_none(data: Mapping[str, Any]) -> int | None:
+    value = data.get("number")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# --- nightly: one tracking issue per project -----------------------------------------------
+
+
+def alert_changes(
+    project: str, branch: str, changes: Sequence[DetectedChange], reporter: Reporter
+) -> str:
+    """Report the change points not reported before on the project's tracking issue: found
+    by its marker, created when missing, its body updated in place (and one comment naming
+    the new ones, so watchers are notified). Returns what it did, in one line."""
+    mark = alert_marker(project)
+    found = reporter.find_issue(mark, ALERT_LABEL)
+    old_body = found[1] if found else ""
+    seen = set(reported_keys(old_body))
+    new = [c for c in changes if change_key(c) not in seen]
+    if not new:
+        where = f" (issue {found[0]})" if found else ""
+        return f"no new change points to report{where}"
+    body = render_alert_issue(project, branch, new, old_body)
+    if found is None:
+        number = reporter.create_issue(alert_title(project, branch), body, ALERT_LABEL)
+        return f"tracking issue {number} opened with {len(new)} change point(s)"
+    reporter.update_issue(found[0], body)
+    reporter.comment_issue(found[0], render_alert_comment(branch, new))
+    return f"tracking issue {found[0]} updated with {len(new)} new change point(s)"

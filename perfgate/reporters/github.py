@@ -1,0 +1,137 @@
+"""GitHub: one PR comment per marker (updated in place), a commit status, the job summary,
+and the nightly tracking issue — over the REST API with :class:`ForgeClient`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from perfgate.errors import ReportError
+from perfgate.reporters.forge import ForgeClient, Response
+from perfgate.reporters.markdown import GITHUB_MAX_CHARS
+
+DEFAULT_API_URL = "https://api.github.com"
+PER_PAGE = 100
+MAX_PAGES = 50
+FALLBACK_PAGES = 5
+"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+STATES = ("success", "failure", "error")
+
+
+def next_link(response: Response) -> str | None:
+    """The ``rel="next"`` URL of a paginated response's ``Link`` header, if any."""
+    match = _NEXT.search(response.headers.get("link", ""))
+    return match.group(1) if match else None
+
+
+def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
+    return ForgeClient(
+        "GitHub",
+        api_url or DEFAULT_API_URL,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        },
+        secret=token,
+        **kwargs,
+    )
+
+
+class GitHubReporter:
+    """Posts to one repository (``owner/name``) through ``client``."""
+
+    name = "github"
+    max_chars = GITHUB_MAX_CHARS
+
+    def __init__(self, client: ForgeClient, repo: str) -> None:
+        if not _REPO.match(repo):
+            raise ReportError(f"GitHub: repository {repo!r} is not owner/name")
+        self.client = client
+        self.repo = repo
+
+    def _pages(
+        self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
+    ) -> Iterator[dict[str, Any]]:
+        url: str | None = path
+        first = True
+        for _ in range(max_pages):
+            if url is None:
+                return
+            response = self.client.request("GET", url, query=query if first else None)
+            first = False
+            if not isinstance(response.data, list):
+                raise ReportError(f"GitHub: GET {path}: expected a list")
+            yield from (item for item in response.data if isinstance(item, dict))
+            url = next_link(response)
+
+    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
+        """The first comment on issue/PR ``number`` whose body contains ``marker``."""
+        path = f"repos/{self.repo}/issues/{number}/comments"
+        for item in self._pages(path, {"per_page": PER_PAGE}):
+            if marker in str(item.get("body") or ""):
+                return item
+        return None
+
+    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
+        """Update the comment carrying ``marker`` or (when ``create``) post a new one.
+
+        Returns ``updated``, ``created`` or ``skipped``.
+        """
+        found = self.find_comment(number, marker)
+        if found is not None:
+            self.client.request(
+                "PATCH", f"repos/{self.repo}/issues/comments/{int(found['id'])}", {"body": body}
+            )
+            return "updated"
+        if not create:
+            return "skipped"
+        self.client.request("POST", f"repos/{self.repo}/issues/{number}/comments", {"body": body})
+        return "created"
+
+    def set_status(
+        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
+    ) -> None:
+        """A commit status on ``sha``: ``success``, ``failure`` or ``error``."""
+        if state not in STATES:
+            raise ValueError(f"state {state!r}")
+        payload = {"state": state, "context": context, "description": description[:140]}
+        if target_url:
+            payload["target_url"] = target_url
+        self.client.request("POST", f"repos/{self.repo}/statuses/{quote(sha, safe='')}", payload)
+
+    def pull_head_sha(self, number: int) -> str:
+        """The head commit of pull request ``number``."""
+        data = self.client.request("GET", f"repos/{self.repo}/pulls/{number}").data
+        head = data.get("head") if isinstance(data, dict) else None
+        return str(head.get("sha", "")) if isinstance(head, dict) else ""
+
+    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
+        """(number, body) of the open issue (not a PR) labelled ``label`` whose body holds
+        ``marker``; falls back to all open issues when labels were dropped at creation."""
+        queries: tuple[tuple[dict[str, str | int], int], ...] = (
+            ({"state": "open", "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
+            ({"state": "open", "per_page": PER_PAGE}, FALLBACK_PAGES),
+        )
+        for query, pages in queries:
+            for item in self._pages(f"repos/{self.repo}/issues", dict(query), pages):
+                body = str(item.get("body") or "")
+                if "pull_request" not in item and marker in body:
+                    return int(item["number"]), body
+        return None
+
+    def create_issue(self, title: str, body: str, label: str) -> int:
+        data = self.client.request(
+            "POST", f"repos/{self.repo}/issues", {"title": title, "body": body, "labels": [label]}
+        ).data
+        return int(data["number"]) if isinstance(data, dict) and "number" in data else 0
+
+    def update_issue(self, number: int, body: str) -> None:
+        self.client.request("PATCH", f"repos/{self.repo}/issues/{number}", {"body": body})
+
+    def comment_issue(self, number: int, body: str) -> None:
+        self.client.request("POST", f"repos/{self.repo}/issues/{number}/comments", {"body": body})

@@ -1,0 +1,120 @@
+"""GitLab: one merge request note per marker (updated in place), a commit status, and the
+nightly tracking issue — over the REST API v4 with :class:`ForgeClient`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from perfgate.errors import ReportError
+from perfgate.reporters.forge import ForgeClient
+from perfgate.reporters.markdown import GITLAB_MAX_CHARS
+
+DEFAULT_API_URL = "https://gitlab.com/api/v4"
+PER_PAGE = 100
+MAX_PAGES = 50
+FALLBACK_PAGES = 5
+"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
+STATES = {"success": "success", "failure": "failed", "error": "failed"}
+
+
+def client_for(api_url: str, token: str, *, job_token: bool = False, **kwargs: Any) -> ForgeClient:
+    """A client authenticated with a personal/project access token (``PRIVATE-TOKEN``) or,
+    with ``job_token``, the CI job token (``JOB-TOKEN``)."""
+    header = "JOB-TOKEN" if job_token else "PRIVATE-TOKEN"
+    return ForgeClient(
+        "GitLab", api_url or DEFAULT_API_URL, headers={header: token}, secret=token, **kwargs
+    )
+
+
+class GitLabReporter:
+    """Posts to one project (numeric id or ``group/name`` path) through ``client``."""
+
+    name = "gitlab"
+    max_chars = GITLAB_MAX_CHARS
+
+    def __init__(self, client: ForgeClient, project: str) -> None:
+        if not project.strip():
+            raise ReportError("GitLab: no project id")
+        self.client = client
+        self.project = quote(project, safe="")
+
+    def _pages(
+        self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
+    ) -> Iterator[dict[str, Any]]:
+        page: str = "1"
+        for _ in range(max_pages):
+            response = self.client.request("GET", path, query={**query, "page": page})
+            if not isinstance(response.data, list):
+                raise ReportError(f"GitLab: GET {path}: expected a list")
+            yield from (item for item in response.data if isinstance(item, dict))
+            page = response.headers.get("x-next-page", "").strip()
+            if not page.isdigit():
+                return
+
+    def _notes(self, number: int) -> str:
+        return f"projects/{self.project}/merge_requests/{number}/notes"
+
+    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
+        """The first note on merge request ``number`` whose body contains ``marker``."""
+        for item in self._pages(self._notes(number), {"per_page": PER_PAGE}):
+            if marker in str(item.get("body") or ""):
+                return item
+        return None
+
+    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
+        """Update the note carrying ``marker`` or (when ``create``) add a new one.
+
+        Returns ``updated``, ``created`` or ``skipped``.
+        """
+        found = self.find_comment(number, marker)
+        if found is not None:
+            self.client.request("PUT", f"{self._notes(number)}/{int(found['id'])}", {"body": body})
+            return "updated"
+        if not create:
+            return "skipped"
+        self.client.request("POST", self._notes(number), {"body": body})
+        return "created"
+
+    def set_status(
+        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
+    ) -> None:
+        """A commit status on ``sha`` (``success``; ``failure`` and ``error`` map to ``failed``)."""
+        payload = {"state": STATES[state], "name": context, "description": description[:140]}
+        if target_url:
+            payload["target_url"] = target_url
+        self.client.request(
+            "POST", f"projects/{self.project}/statuses/{quote(sha, safe='')}", payload
+        )
+
+    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
+        """(iid, description) of the open issue labelled ``label`` holding ``marker``."""
+        queries: tuple[tuple[dict[str, str | int], int], ...] = (
+            ({"state": "opened", "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
+            ({"state": "opened", "per_page": PER_PAGE}, FALLBACK_PAGES),
+        )
+        for query, pages in queries:
+            for item in self._pages(f"projects/{self.project}/issues", dict(query), pages):
+                body = str(item.get("description") or "")
+                if marker in body:
+                    return int(item["iid"]), body
+        return None
+
+    def create_issue(self, title: str, body: str, label: str) -> int:
+        data = self.client.request(
+            "POST",
+            f"projects/{self.project}/issues",
+            {"title": title, "description": body, "labels": label},
+        ).data
+        return int(data["iid"]) if isinstance(data, dict) and "iid" in data else 0
+
+    def update_issue(self, number: int, body: str) -> None:
+        self.client.request(
+            "PUT", f"projects/{self.project}/issues/{number}", {"description": body}
+        )
+
+    def comment_issue(self, number: int, body: str) -> None:
+        self.client.request(
+            "POST", f"projects/{self.project}/issues/{number}/notes", {"body": body}
+        )

@@ -1,0 +1,623 @@
+"""The PR/MR comment and job summary of a gate, as Markdown (pure, golden-tested).
+
+One comment per (project, suite, testbed): a hidden marker names it so a poster can find
+and update it in place. Layout: the verdict line, a table (worst rows first), a "why"
+section (attribution, new advisor findings, the reason behind each verdict that needs
+one), and folded details (environment, baseline window, how to reproduce, how to accept
+or settle a verdict).
+
+Every string that comes from data (benchmark, metric, branch, op, profile, finding) goes
+through :func:`escape`: no Markdown or HTML injection, no @-mentions, no ``#123`` / ``!123``
+references, no links. A comment that would exceed the forge's size limit loses its least
+important rows first (unchanged, then improvements, ...) and says how many it left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from perfgate import __version__
+from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
+from perfgate.reporters.render import format_change, format_value
+
+if TYPE_CHECKING:
+    from perfgate.app import DetectedChange
+
+GITHUB_MAX_CHARS = 65_536
+GITLAB_MAX_CHARS = 1_000_000
+MAX_FINDINGS = 20
+MAX_ATTRIBUTIONS = 10
+MAX_OPS = 5
+MAX_NAME_CHARS = 200
+SPARK_POINTS = 20
+
+ZWJ = "\u200d"
+"""Zero-width joiner: put after ``@``/``#``/``!``/... it stops mentions and references."""
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+_ESCAPED = set("\\`*_[]|~")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+_REFERENCE = re.compile(r"([@#!~%$&^])(?=\w)")
+_INVISIBLE = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+class CommentMode(str, Enum):
+    """When a comment is posted: always, on any change (regression, improvement or
+    inconclusive), or only on a regression. An existing comment is always kept current."""
+
+    ALWAYS = "always"
+    CHANGE = "change"
+    REGRESSION = "regression"
+
+
+_RANK = {
+    Verdict.REGRESSION: 0,
+    Verdict.INCONCLUSIVE: 1,
+    Verdict.INCOMPARABLE: 2,
+    Verdict.NO_BASELINE: 3,
+    Verdict.IMPROVEMENT: 4,
+    Verdict.UNCHANGED: 5,
+}
+_LABEL = {
+    Verdict.REGRESSION: "🔴 regression",
+    Verdict.IMPROVEMENT: "🟢 improvement",
+    Verdict.UNCHANGED: "⚪ unchanged",
+    Verdict.INCONCLUSIVE: "🟡 inconclusive",
+    Verdict.NO_BASELINE: "⚪ no baseline",
+    Verdict.INCOMPARABLE: "🟠 incomparable",
+}
+_NOUN = {
+    Verdict.REGRESSION: ("regression", "regressions"),
+    Verdict.INCONCLUSIVE: ("inconclusive", "inconclusive"),
+    Verdict.INCOMPARABLE: ("incomparable", "incomparable"),
+    Verdict.IMPROVEMENT: ("improvement", "improvements"),
+    Verdict.NO_BASELINE: ("without baseline", "without baseline"),
+    Verdict.UNCHANGED: ("unchanged", "unchanged"),
+}
+_SEVERITY = {
+    Severity.CRITICAL: "🔴 critical",
+    Severity.WARNING: "🟠 warning",
+    Severity.INFO: "🔵 info",
+}
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What the comment needs beyond the GateResult (the use case builds it from the store).
+
+    ``trends`` maps (benchmark, metric) to recent values, oldest first (the baseline
+    window, then this run). ``environments`` lists (fingerprint key, fingerprint fields) of
+    the runs judged.
+    """
+
+    project: str
+    suite: str = ""
+    testbed: str = ""
+    commit: str = ""
+    failed: bool = False
+    fail_on: tuple[str, ...] = ("regression",)
+    trends: Mapping[tuple[str, str], Sequence[float]] = field(default_factory=dict)
+    environments: Sequence[tuple[str, Mapping[str, Any]]] = ()
+    suite_path: str = ""
+    job_url: str = ""
+
+
+def escape(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """``text`` as inert inline Markdown: literal everywhere, links and mentions disarmed.
+
+    Control and bidi characters are dropped, newlines become spaces, HTML specials become
+    entities, Markdown punctuation is backslash-escaped, and a zero-width joiner follows
+    ``@ # ! ~ % $ & ^`` before a word character (no mention or reference), ``:`` before
+    ``//`` and ``www`` before ``.`` (no autolink).
+    """
+    flat = " ".join(_INVISIBLE.sub(" ", text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    flat = _REFERENCE.sub(lambda m: m.group(1) + ZWJ, flat)
+    flat = re.sub(r":(?=//)", ":" + ZWJ, flat)
+    flat = re.sub(r"(?i)(www)(?=\.)", lambda m: m.group(1) + ZWJ, flat)
+    out = []
+    for ch in flat:
+        if ch in _ENTITIES:
+            out.append(_ENTITIES[ch])
+        elif ch in _ESCAPED:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def marker(project: str, suite: str, testbed: str) -> str:
+    """The hidden line that identifies one comment: values percent-encoded, so no data can
+    end the HTML comment or forge another marker."""
+
+    def enc(value: str) -> str:
+        return quote(value, safe="") or "-"
+
+    return (
+        f"<!-- perfgate:report project={enc(project)} suite={enc(suite)} testbed={enc(testbed)} -->"
+    )
+
+
+def sparkline(values: Sequence[float], points: int = SPARK_POINTS) -> str:
+    """Unicode bars of the last ``points`` values, scaled between their min and max."""
+    recent = [v for v in values if v == v][-points:]
+    if not recent:
+        return ""
+    low, high = min(recent), max(recent)
+    if high == low:
+        return _SPARKS[3] * len(recent)
+    top = len(_SPARKS) - 1
+    return "".join(_SPARKS[round((v - low) / (high - low) * top)] for v in recent)
+
+
+def deciding(result: GateResult) -> tuple[Comparison, ...]:
+    """The comparisons a gate decides on (paired ones where a benchmark has them)."""
+    paired = {c.benchmark for c in result.comparisons if c.method == "paired"}
+    return tuple(c for c in result.comparisons if c.method == "paired" or c.benchmark not in paired)
+
+
+def should_post(mode: CommentMode, result: GateResult) -> bool:
+    """Whether ``mode`` asks for a (new) comment on this result."""
+    seen = {c.verdict for c in deciding(result)}
+    if mode is CommentMode.REGRESSION:
+        return Verdict.REGRESSION in seen
+    if mode is CommentMode.CHANGE:
+        return bool(seen & {Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE})
+    return True
+
+
+def _counts(result: GateResult) -> str:
+    decided = deciding(result)
+    parts = []
+    for verdict in sorted(_RANK, key=_RANK.__getitem__):
+        n = sum(1 for c in decided if c.verdict is verdict)
+        if n and verdict is not Verdict.UNCHANGED:
+            one, many = _NOUN[verdict]
+            parts.append(f"{n} {one if n == 1 else many}")
+    benchmarks = len({c.benchmark for c in decided})
+    found = ", ".join(parts) or ("no change" if decided else "nothing compared")
+    noun = "benchmark" if benchmarks == 1 else "benchmarks"
+    metrics = len(decided)
+    return f"{found} in {benchmarks} {noun} ({metrics} metric{'s' if metrics != 1 else ''})"
+
+
+def _baseline_phrase(result: GateResult) -> str:
+    against = escape(result.against)
+    windows = [c for c in result.comparisons if c.baseline_run_ids]
+    if not windows:
+        return f"vs {against}, no baseline yet"
+    widest = max(windows, key=lambda c: len(c.baseline_run_ids))
+    commits = [x for x in widest.baseline_commits if x]
+    at = f" @ {escape(commits[-1][:7])}" if commits else ""
+    runs = len(widest.baseline_run_ids)
+    return f"vs {against}{at}, {runs} run{'s' if runs != 1 else ''}"
+
+
+def _icon(result: GateResult, ctx: ReportContext) -> str:
+    seen = {c.verdict for c in deciding(result)}
+    if ctx.failed:
+        return "❌"
+    if seen & {Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE}:
+        return "⚠️"
+    if seen and seen <= {Verdict.NO_BASELINE}:
+        return "ℹ️"
+    return "✅"
+
+
+def verdict_line(result: GateResult, ctx: ReportContext) -> str:
+    """The first visible line, e.g. '❌ perfgate: 2 regressions, 1 inconclusive in 6
+    benchmarks (18 metrics) — vs main @ abc1234, 30 runs'."""
+    return f"{_icon(result, ctx)} perfgate: {_counts(result)} — {_baseline_phrase(result)}"
+
+
+def _row_order(c: Comparison) -> tuple[int, float, str, str, str]:
+    size = abs(c.change_pct) if c.change_pct is not None and c.change_pct == c.change_pct else 0.0
+    return (_RANK[c.verdict], -size, c.benchmark, c.metric, c.method)
+
+
+def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
+    lines = [
+        "| benchmark | metric | baseline | current | change [95% CI] | verdict | trend |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for c in rows:
+        metric = escape(c.metric) + ("" if c.method == "history" else " (A/B)")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    escape(c.benchmark),
+                    metric,
+                    format_value(c.baseline_centre, c.unit),
+                    format_value(c.current_centre, c.unit),
+                    format_change(c),
+                    _LABEL[c.verdict],
+                    sparkline(ctx.trends.get((c.benchmark, c.metric), ())),
+                ]
+            )
+            + " |"
+        )
+    return lines
+
+
+def _not_shown(dropped: Sequence[Comparison]) -> str:
+    parts = []
+    for verdict in sorted(_RANK, key=lambda v: -_RANK[v]):
+        n = sum(1 for c in dropped if c.verdict is verdict)
+        if n:
+            one, many = _NOUN[verdict]
+            parts.append(f"{n} {one if n == 1 else many}")
+    total = len(dropped)
+    return (
+        f"*{total} row{'s' if total != 1 else ''} not shown ({', '.join(parts)}) to stay "
+        "within the comment size limit; `perfgate gate --json` has them all.*"
+    )
+
+
+def _attribution_line(a: Attribution) -> str:
+    ops = []
+    for op in a.ops[:MAX_OPS]:
+        text = f"{escape(op.name)} {op.delta_ms:+.2f} ms"
+        if op.status != "changed":
+            text += f" ({escape(op.status)})"
+        elif op.baseline_ms > 0:
+            text += f" ({op.delta_ms / op.baseline_ms * 100:+.0f}%)"
+        ops.append(text)
+    if len(a.ops) > MAX_OPS:
+        ops.append(f"{len(a.ops) - MAX_OPS} more")
+    line = f"- **{escape(a.benchmark)}** {escape(a.metric)} {a.delta_ms:+.2f} ms per step"
+    if ops:
+        line += ": " + ", ".join(ops)
+    if a.explained_share is not None:
+        line += f" — explains {a.explained_share * 100:.0f}% of the change"
+    if a.note:
+        line += f" ({escape(a.note, 300)})"
+    return line
+
+
+def _finding_lines(f: Finding) -> list[str]:
+    where = f" @ {escape(f.location)}" if f.location else ""
+    head = f"- {_SEVERITY[f.severity]} · {escape(f.source)} {escape(f.rule)}{where}"
+    if f.message:
+        head += f": {escape(f.message, 400)}"
+    if f.impact_ms is not None:
+        head += f" (could save ~{f.impact_ms:.2f} ms per step)"
+    lines = [head]
+    if f.suggestion:
+        lines.append(f"  *Suggestion:* {escape(f.suggestion, 400)}")
+    return lines
+
+
+def _why(result: GateResult) -> list[str]:
+    lines: list[str] = []
+    attributions = list(result.attributions)
+    for a in attributions[:MAX_ATTRIBUTIONS]:
+        lines.append(_attribution_line(a))
+    if len(attributions) > MAX_ATTRIBUTIONS:
+        lines.append(f"- … {len(attributions) - MAX_ATTRIBUTIONS} more attributions")
+    new = sorted(
+        (f for f in result.findings if not f.known),
+        key=lambda f: (list(Severity).index(f.severity), -(f.impact_ms or 0.0)),
+    )
+    for f in new[:MAX_FINDINGS]:
+        lines.extend(_finding_lines(f))
+    if len(new) > MAX_FINDINGS:
+        lines.append(f"- … {len(new) - MAX_FINDINGS} more new findings")
+    known = sum(1 for f in result.findings if f.known)
+    notes = [
+        f"- **{escape(c.benchmark)}** {escape(c.metric)}: {escape(c.reason, 500)}"
+        for c in sorted(deciding(result), key=_row_order)
+        if c.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE)
+    ]
+    out: list[str] = []
+    if lines or known or notes:
+        out += ["#### Why", ""]
+    out += lines
+    if notes:
+        if lines:
+            out.append("")
+        out += notes
+    if known:
+        out += [
+            "",
+            f"{known} advisor finding{'s' if known != 1 else ''} already present on "
+            f"{escape(result.against)} not repeated here.",
+        ]
+    return out
+
+
+def _fence(body: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.,:+=/-]{1,100}$")
+
+
+def _shell(word: str, placeholder: str = "NAME") -> str:
+    """``word`` for a command line in the comment, or ``placeholder`` when it holds anything
+    but plain characters (nothing from data is ever pasted raw, even in a code block)."""
+    return word if _SHELL_SAFE.match(word) else placeholder
+
+
+def _environment_lines(ctx: ReportContext) -> list[str]:
+    lines: list[str] = []
+    for key, fields in ctx.environments:
+        lines += [
+            f"**Environment** (fingerprint {escape(key)})",
+            "",
+            "| field | value |",
+            "| --- | --- |",
+        ]
+        for name, value in fields.items():
+            if isinstance(value, Mapping):
+                value = ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+            if value in ("", None):
+                continue
+            lines.append(f"| {escape(str(name))} | {escape(str(value))} |")
+        lines.append("")
+    return lines
+
+
+def _window_lines(result: GateResult) -> list[str]:
+    """The baseline windows, one line per distinct window shape (benchmarks sharing the
+    same number of runs and commit range are listed together)."""
+    groups: dict[tuple[str, int, str, str], dict[str, Comparison]] = {}
+    for c in result.comparisons:
+        if c.baseline_run_ids:
+            commits = [x[:7] for x in c.baseline_commits if x] or [""]
+            key = (c.method, len(c.baseline_run_ids), commits[0], commits[-1])
+            groups.setdefault(key, {}).setdefault(c.benchmark, c)
+    if not groups:
+        return []
+    lines = [f"**Baseline window** (on {escape(result.against)})", ""]
+    for (method, n, first, last), members in groups.items():
+        names = [escape(b) for b in list(members)[:10]]
+        if len(members) > 10:
+            names.append(f"and {len(members) - 10} more")
+        span = f", commits {escape(first)}..{escape(last)}" if first else ""
+        kind = " (A/B pairs)" if method == "paired" else ""
+        line = f"- {', '.join(names)}{kind}: {n} run{'s' if n != 1 else ''}{span}"
+        if len(members) == 1:
+            ids = next(iter(members.values())).baseline_run_ids
+            shown = list(ids) if len(ids) <= 4 else [ids[0], ids[1], "…", ids[-1]]
+            line += "; runs " + ", ".join(escape(i, 40) for i in shown)
+        lines.append(line)
+    return [*lines, ""]
+
+
+def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
+    decided = sorted(deciding(result), key=_row_order)
+    names = list(dict.fromkeys(c.benchmark for c in decided if _RANK[c.verdict] <= 1))
+    names = [_shell(n) for n in names or dict.fromkeys(c.benchmark for c in decided)]
+    names = list(dict.fromkeys(names))
+    picks = "".join(f" --benchmark {n}" for n in names[:5])
+    suite = f" --suite {_shell(ctx.suite_path, 'SUITE')}" if ctx.suite_path else ""
+    branch, against = _shell(result.branch, "BRANCH"), _shell(result.against, "BASE")
+    body = "\n".join(
+        [
+            f"# on {against} and on {branch}, on the same kind of runner:",
+            f"git checkout {against} && perfgate run{suite}{picks} --branch {against}",
+            f"git checkout {branch} && perfgate run{suite}{picks} --branch {branch}",
+            f"perfgate gate{suite} --branch {branch} --against {against}{picks}",
+            f"perfgate history{suite} --branch {against}"
+            + (f" --benchmark {names[0]}" if names else ""),
+        ]
+    )
+    fence = _fence(body)
+    return ["**Reproduce locally**", "", f"{fence}sh", body, fence, ""]
+
+
+def _accept_lines(result: GateResult) -> list[str]:
+    against = escape(result.against)
+    base = _shell(result.against, "BASE")
+    return [
+        "**Accept, settle or silence**",
+        "",
+        f"- An intended change: after merging, accept it with `perfgate baseline reset NAME "
+        f"--at COMMIT --branch {base} --reason WHY` (the window restarts at that commit); "
+        f"otherwise a level that holds for 5 runs on {against} becomes a change point and "
+        "the window restarts there by itself.",
+        "- A known regression someone is on: `perfgate alerts list`, then "
+        "`perfgate alerts ack ID --reason WHY` (or `alerts ignore`).",
+        "- Inconclusive: `perfgate run --confirm 5 --benchmark NAME` on this branch adds repeats "
+        "one at a time until the verdict settles; then gate again.",
+        f"- Too noisy to gate: `perfgate noise --branch {base}` lists metrics that cannot see "
+        "their minimum effect; raise `min_effect_pct` under `[metrics.NAME]` or add repeats.",
+        "- Fewer comments: `--comment-mode change` or `--comment-mode regression`.",
+        "",
+    ]
+
+
+def _details(result: GateResult, ctx: ReportContext) -> list[str]:
+    return [
+        "<details><summary>Details: environment, baseline, how to reproduce</summary>",
+        "",
+        *_environment_lines(ctx),
+        *_window_lines(result),
+        *_reproduce_lines(result, ctx),
+        *_accept_lines(result),
+        "</details>",
+    ]
+
+
+def _footer(ctx: ReportContext) -> str:
+    parts = [f"perfgate {__version__}", "trend: the baseline window, oldest first, then this run"]
+    if ctx.job_url.startswith("https://") and not re.search(r"[\s()<>\[\]]", ctx.job_url):
+        parts.append(f"[CI job]({ctx.job_url})")
+    return "<sub>" + " · ".join(parts) + "</sub>"
+
+
+def _compose(
+    result: GateResult,
+    ctx: ReportContext,
+    rows: Sequence[Comparison],
+    dropped: Sequence[Comparison],
+    *,
+    details: bool = True,
+) -> str:
+    head = escape(result.branch)
+    if ctx.commit:
+        head += f" @ {escape(ctx.commit[:7])}"
+    gate = "failed" if ctx.failed else "passed"
+    fails_on = ", ".join(escape(v) for v in ctx.fail_on)
+    lines = [
+        marker(ctx.project, ctx.suite, ctx.testbed),
+        f"### {verdict_line(result, ctx)}",
+        "",
+        f"**{head}** · gate **{gate}** (fails on: {fails_on}) · project {escape(ctx.project)}"
+        + (f" · testbed {escape(ctx.testbed)}" if ctx.testbed else ""),
+        "",
+    ]
+    if rows:
+        lines += [*_table(rows, ctx), ""]
+    if dropped:
+        lines += [_not_shown(dropped), ""]
+    why = _why(result)
+    if why:
+        lines += [*why, ""]
+    if details:
+        lines += [*_details(result, ctx), ""]
+    lines.append(_footer(ctx))
+    return "\n".join(lines) + "\n"
+
+
+def render_comment(
+    result: GateResult, ctx: ReportContext, *, max_chars: int = GITHUB_MAX_CHARS
+) -> str:
+    """The whole comment, at most ``max_chars`` characters.
+
+    Rows are shown worst first; when the comment is too long the least important rows
+    (unchanged, then improvements, no baseline, incomparable, inconclusive, regressions;
+    the smallest changes first within each) are left out and counted.
+    """
+    rows = sorted(result.comparisons, key=_row_order)
+    for details in (True, False):
+        if len(_compose(result, ctx, rows, (), details=details)) <= max_chars:
+            return _compose(result, ctx, rows, (), details=details)
+        if len(_compose(result, ctx, [], rows, details=details)) > max_chars:
+            continue
+        low, high = 1, len(rows)  # the fewest dropped rows that fit, by bisection
+        while low < high:
+            mid = (low + high) // 2
+            keep = len(rows) - mid
+            if len(_compose(result, ctx, rows[:keep], rows[keep:], details=details)) <= max_chars:
+                high = mid
+            else:
+                low = mid + 1
+        keep = len(rows) - low
+        return _compose(result, ctx, rows[:keep], rows[keep:], details=details)
+    short = _compose(result, ctx, [], rows, details=False)
+    note = "\n\n*Report cut to fit the comment size limit; `perfgate gate --json` has it all.*\n"
+    cut = short[: max(0, max_chars - len(note))]
+    return cut[: cut.rfind("\n") + 1 or len(cut)].rstrip("\n") + note
+
+
+def status_description(result: GateResult) -> str:
+    """A commit status line (plain text, at most 140 characters)."""
+    text = f"{_counts(result)} vs {plain(result.against)}"
+    return text if len(text) <= 140 else text[:139] + "…"
+
+
+def plain(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """``text`` for a place that is not Markdown (a title, a status): one line, no control
+    characters, no mentions or references."""
+    flat = " ".join(_INVISIBLE.sub(" ", text).split())[:limit]
+    return _REFERENCE.sub(lambda m: m.group(1) + ZWJ, flat)
+
+
+# --- the nightly tracking issue -------------------------------------------------------------
+
+ALERT_LABEL = "perfgate"
+MAX_ALERT_ROWS = 500
+MAX_REPORTED_KEYS = 2000
+_ROWS_START = "<!-- perfgate:rows -->"
+_ROWS_END = "<!-- /perfgate:rows -->"
+_REPORTED = re.compile(r"<!-- perfgate:reported ([0-9a-f ]*) -->")
+_ALERT_HEADER = (
+    "| benchmark | metric | commits | before | after | change | verdict | confidence | runs |",
+    "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
+)
+
+
+def alert_marker(project: str) -> str:
+    """The hidden line that identifies a project's tracking issue."""
+    return f"<!-- perfgate:alerts project={quote(project, safe='') or '-'} -->"
+
+
+def alert_title(project: str, branch: str) -> str:
+    return f"perfgate: performance change points on {plain(branch)} ({plain(project)})"
+
+
+def change_key(change: DetectedChange) -> str:
+    """What identifies a change point across nightly analyses (16 hex digits): its series
+    (benchmark, metric, environment) and the first run after it."""
+    raw = "\x1f".join(
+        [change.benchmark, change.metric, change.fingerprint_key, change.first_run_after]
+    )
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def reported_keys(body: str) -> list[str]:
+    """The change-point keys a tracking issue's body says were already reported."""
+    match = _REPORTED.search(body)
+    return match.group(1).split() if match else []
+
+
+def _alert_row(c: DetectedChange) -> str:
+    commits = f"{escape(c.commit_before[:8] or '?')}..{escape(c.commit_after[:8] or '?')}"
+    return (
+        f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
+        f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
+        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]} | {c.point.confidence:.3f} | "
+        f"{c.runs_in_series} |"
+    )
+
+
+def _old_rows(body: str) -> list[str]:
+    start, end = body.find(_ROWS_START), body.find(_ROWS_END)
+    if start < 0 or end < start:
+        return []
+    lines = body[start + len(_ROWS_START) : end].splitlines()
+    return [x for x in lines if x.startswith("| ") and x not in _ALERT_HEADER]
+
+
+def render_alert_issue(
+    project: str, branch: str, new: Sequence[DetectedChange], old_body: str = ""
+) -> str:
+    """The tracking issue's body: every change point reported so far (newest first), with
+    their keys in a hidden list so a later analysis reports only new ones."""
+    keys = list(dict.fromkeys([*reported_keys(old_body), *(change_key(c) for c in new)]))
+    rows = [*(_alert_row(c) for c in new), *_old_rows(old_body)][:MAX_ALERT_ROWS]
+    lines = [
+        alert_marker(project),
+        f"<!-- perfgate:reported {' '.join(keys[-MAX_REPORTED_KEYS:])} -->",
+        f"## perfgate: performance change points on {escape(branch)}",
+        "",
+        f"Found by the nightly `perfgate history analyze --alert` in project "
+        f"{escape(project)}, newest first. Each change lies in the commit range shown: after "
+        "the first commit, up to and including the second — an estimate of *where*, not proof "
+        "of *which* commit. A change is reported once; this list is updated in place.",
+        "",
+        _ROWS_START,
+        *_ALERT_HEADER,
+        *rows,
+        _ROWS_END,
+        "",
+        f"<sub>perfgate {__version__}</sub>",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_alert_comment(branch: str, new: Sequence[DetectedChange]) -> str:
+    """A short comment on the tracking issue naming the change points found this time."""
+    n = len(new)
+    head = f"**perfgate**: {n} new change point{'s' if n != 1 else ''} on {escape(branch)}"
+    return "\n".join([head, "", *_ALERT_HEADER, *(_alert_row(c) for c in new)]) + "\n"
