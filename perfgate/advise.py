@@ -17,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfgate.advisor.rules import Thresholds, advise, merge_findings
+from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_ranks_and_links
 from perfgate.config import Config
 from perfgate.models import ClusterView, Finding, ProfileSummary, RunRecord
 from perfgate.store import SqlStore
 
-__all__ = ["Advice", "advise_path", "advise_run", "run_findings"]
+__all__ = ["Advice", "advise_path", "advise_run", "run_findings", "timed_cluster"]
+
+_RANK_STEP = "step_time_ms.rank"
 
 
 @dataclass(frozen=True)
@@ -130,14 +132,60 @@ def run_findings(
     config: Config, record: RunRecord, device_memory_bytes: int | None = None
 ) -> tuple[Finding, ...]:
     """perfgate's rule findings on a stored run's profile (none without one), with the suite's
-    thresholds; the run's step time measured with the profiler off feeds the overhead check."""
+    thresholds; the run's step time measured with the profiler off feeds the overhead check.
+    A multi-device run's slow-rank rule reads its per-rank timed step times
+    (:func:`timed_cluster`), also when it has no profile."""
+    view = timed_cluster(record)
     if record.profile is None:
-        return ()
+        if view is None:
+            return ()
+        return tuple(slow_ranks_and_links(view, config.advisor))
     step = record.measurement("step_time_ms")
     return advise(
         record.profile,
         thresholds=config.advisor,
+        cluster=view,
         ranks=record.rank_profiles,
         device_memory_bytes=device_memory_bytes,
         measured_step_ms=None if step is None else step.summary.centre,
+    )
+
+
+def timed_cluster(record: RunRecord) -> ClusterView | None:
+    """The ranks of a multi-device run compared by their own timed steps (profiler off,
+    ``step_time_ms.rank<r>``), with each rank's communication not overlapped per step from
+    its profile as its wait (a rank that waits least is the one the others wait for).
+
+    Timed steps rather than the profiles' step windows: in a synchronous job every rank's
+    profiled step lasts as long as the slowest's (the others wait inside it), so a straggler
+    shows in its own timed step and in the others' waits, not in the profiled step length.
+    None for a single-process run.
+    """
+    steps: list[tuple[int, float]] = []
+    for m in record.measurements:
+        if m.metric.startswith(_RANK_STEP) and m.metric[len(_RANK_STEP) :].isdigit():
+            steps.append((int(m.metric[len(_RANK_STEP) :]), m.summary.centre))
+    if len(steps) < 2:
+        return None
+    steps.sort()
+    ranks = tuple(r for r, _ in steps)
+    step_ms = tuple(ms for _, ms in steps)
+    waits: dict[int, float] = {}
+    for p in record.rank_profiles:
+        b = p.breakdown
+        if p.rank is not None and b is not None and b.communication_not_overlapped_ms is not None:
+            waits[p.rank] = b.communication_not_overlapped_ms
+    known = [waits[r] for r in ranks if r in waits]
+    fastest = min(step_ms)
+    return ClusterView(
+        ranks=ranks,
+        step_ms=step_ms,
+        slowest_rank=ranks[max(range(len(ranks)), key=lambda i: step_ms[i])],
+        step_spread_pct=(max(step_ms) - fastest) / fastest * 100.0 if fastest > 0 else 0.0,
+        comm_wait_ms=tuple(waits.get(r) for r in ranks) if known else (),
+        comm_wait_spread_pct=(
+            (max(known) - min(known)) / min(known) * 100.0
+            if len(known) >= 2 and min(known) > 0
+            else None
+        ),
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError, UsageError
+from perfgate.measurements import inference_measurements, job_measurements
 from perfgate.models import (
     Alert,
     Attribution,
@@ -37,6 +38,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
+from perfgate.runner.distributed import LaunchOptions
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import ALPHA, Candidate, compare_candidates, summarize
 from perfgate.stats.changepoints import MIN_SEGMENT, ChangePoint, detect_change_points
@@ -149,20 +151,33 @@ def build_record(
         k: v for k, v in first.params.items() if k not in spec.treatment_params
     }
     comparable["threads"] = outcome.threads
+    if first.ranks:
+        comparable["nproc"] = spec.nproc
+        comparable["nnodes"] = max(1, first.world_size // max(spec.nproc, 1))
     fingerprint = build_fingerprint(
         first.env, device=spec.device, params=comparable, host_label=host_label
     )
-    step_ms = [rep.step_ms for rep in outcome.repeats]
-    throughput = [[rep.batch_size * 1000.0 / t for t in rep.step_ms] for rep in outcome.repeats]
-    memory = [[float(rep.peak_memory_bytes)] for rep in outcome.repeats]
-    measurements = [
-        _measurement("step_time_ms", "ms", Direction.LOWER_IS_BETTER, step_ms, steady=True),
-        _measurement(
-            "throughput_samples_per_s", "1/s", Direction.HIGHER_IS_BETTER, throughput, steady=True
-        ),
-        _measurement("peak_memory_bytes", "bytes", Direction.LOWER_IS_BETTER, memory),
-    ]
-    profile = _profile(outcome.trace_path)
+    rank_profiles: tuple[ProfileSummary, ...] = ()
+    if first.ranks:
+        measurements, profile, rank_profiles = job_measurements(outcome)
+    elif spec.kind == "inference":
+        measurements, profile = inference_measurements(outcome), _profile(outcome.trace_path)
+    else:
+        step_ms = [rep.step_ms for rep in outcome.repeats]
+        throughput = [[rep.batch_size * 1000.0 / t for t in rep.step_ms] for rep in outcome.repeats]
+        memory = [[float(rep.peak_memory_bytes)] for rep in outcome.repeats]
+        measurements = [
+            _measurement("step_time_ms", "ms", Direction.LOWER_IS_BETTER, step_ms, steady=True),
+            _measurement(
+                "throughput_samples_per_s",
+                "1/s",
+                Direction.HIGHER_IS_BETTER,
+                throughput,
+                steady=True,
+            ),
+            _measurement("peak_memory_bytes", "bytes", Direction.LOWER_IS_BETTER, memory),
+        ]
+        profile = _profile(outcome.trace_path)
     if profile is not None and profile.op_calls_per_step is not None:
         measurements.append(
             _measurement(
@@ -186,6 +201,7 @@ def build_record(
         measurements=tuple(measurements),
         spec=recorded_spec,
         profile=profile,
+        rank_profiles=rank_profiles,
     )
 
 
@@ -200,11 +216,14 @@ def run_and_record(
     sys_path: Sequence[str] = (),
     progress: ProgressFn | None = None,
     warn: ProgressFn | None = None,
+    launch: LaunchOptions | None = None,
 ) -> list[RunRecord]:
     """Run each benchmark and record it as one run, in one transaction per run.
 
     A benchmark that fails stops the command; the runs already recorded stay (each complete),
-    and nothing of the failed one is written.
+    and nothing of the failed one is written. A multi-device benchmark is one torchrun job
+    per repeat (``launch`` says how across nodes); on a node that did not hold rank 0
+    nothing is recorded (that node's ``perfgate run`` records it).
     """
     if not specs:
         raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
@@ -218,7 +237,12 @@ def run_and_record(
             trace_dir=trace_root / run_id,
             progress=progress,
             sys_path=list(sys_path),
+            launch=launch,
         )
+        if not outcome.repeats:
+            if warn is not None:
+                warn(f"{spec.name}: rank 0 ran on another node; that node records the run")
+            continue
         try:
             record = build_record(
                 outcome,
@@ -280,6 +304,7 @@ def run_ab_and_record(
         raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    _single_process_only(specs, "--ab")
     base_commit = resolve_commit(repo, ref)
     head_dir = repo_root(repo)
     assert head_dir is not None  # resolve_commit checked it
@@ -317,6 +342,17 @@ def run_ab_and_record(
             store.save_runs([base, head])
             pairs.append((base, head))
     return pairs
+
+
+def _single_process_only(specs: Sequence[BenchmarkSpec], flag: str) -> None:
+    """``--ab`` and ``--confirm`` measure single-process training benchmarks only."""
+    for spec in specs:
+        if spec.distributed or spec.kind != "training":
+            raise UsageError(
+                f"{flag}: benchmark {spec.name} is "
+                f"{'multi-device' if spec.distributed else spec.kind}; {flag} measures "
+                "single-process training benchmarks only"
+            )
 
 
 @dataclass(frozen=True)
@@ -371,6 +407,7 @@ def confirm_and_record(
 
     if extra < 1:
         raise UsageError("--confirm needs at least 1 extra repeat")
+    _single_process_only(specs, "--confirm")
     done = []
     for spec in specs:
         original = store.latest_run(project=config.project, benchmark=spec.name, branch=branch)
@@ -700,7 +737,7 @@ def _advice(
     profiles of its baseline window's newest runs), and perfgate's rule findings merged with
     the stored msprof-analyze findings, those the base branch's latest run also had marked
     known. Finding locations are prefixed with the benchmark."""
-    from perfgate.advise import run_findings
+    from perfgate.advise import run_findings, timed_cluster
     from perfgate.advisor.attribution import attribute
     from perfgate.advisor.rules import merge_findings
 
@@ -738,7 +775,7 @@ def _advice(
                 attributions.append(
                     attribute(record.benchmark, c.metric, delta, record.profile, profiles)
                 )
-        if record.profile is None and not record.findings:
+        if record.profile is None and not record.findings and timed_cluster(record) is None:
             continue
         base: RunRecord | None = None
         newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
@@ -885,6 +922,38 @@ class DetectedChange:
         return Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
 
 
+def series_changes(
+    benchmark: str, points: Sequence[RunPoint], *, branch: str
+) -> list[DetectedChange]:
+    """Change points of one benchmark's stored points on ``branch`` (oldest first, as
+    :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
+    series: dict[tuple[str, str], list[RunPoint]] = {}
+    for p in points:
+        if not p.deterministic:
+            series.setdefault((p.metric, p.fingerprint_key), []).append(p)
+    found: list[DetectedChange] = []
+    for (metric, key), runs in sorted(series.items()):
+        for cp in detect_change_points([r.centre for r in runs]):
+            before, after = runs[cp.index - 1], runs[cp.index]
+            found.append(
+                DetectedChange(
+                    benchmark=benchmark,
+                    metric=metric,
+                    unit=after.unit,
+                    direction=after.direction,
+                    branch=branch,
+                    fingerprint_key=key,
+                    point=cp,
+                    last_run_before=before.run_id,
+                    first_run_after=after.run_id,
+                    commit_before=before.commit,
+                    commit_after=after.commit,
+                    runs_in_series=len(runs),
+                )
+            )
+    return found
+
+
 def analyze_history(
     config: Config,
     store: SqlStore,
@@ -905,31 +974,17 @@ def analyze_history(
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        series: dict[tuple[str, str], list[RunPoint]] = {}
-        for p in points:
-            if not p.deterministic:
-                series.setdefault((p.metric, p.fingerprint_key), []).append(p)
-        for (metric, key), runs in sorted(series.items()):
-            for cp in detect_change_points([r.centre for r in runs]):
-                before, after = runs[cp.index - 1], runs[cp.index]
-                found.append(
-                    DetectedChange(
-                        benchmark=name,
-                        metric=metric,
-                        unit=after.unit,
-                        direction=after.direction,
-                        branch=branch,
-                        fingerprint_key=key,
-                        point=cp,
-                        last_run_before=before.run_id,
-                        first_run_after=after.run_id,
-                        commit_before=before.commit,
-                        commit_after=after.commit,
-                        runs_in_series=len(runs),
-                    )
-                )
+        found.extend(series_changes(name, points, branch=branch))
     if record and found:
         record_alerts(config, store, changes=found, now=now)
+    return with_triage(config, store, found)
+
+
+def with_triage(
+    config: Config, store: SqlStore, found: Sequence[DetectedChange]
+) -> list[DetectedChange]:
+    """``found`` with each change point's alert triage state; those triaged ``invalid``
+    (not real changes) left out."""
     statuses: dict[tuple[str, str], str] = {}
     for name in sorted({c.benchmark for c in found}):
         statuses.update(store.alert_statuses(project=config.project, benchmark=name))

@@ -153,6 +153,19 @@ def cli() -> None:
     "a regression up to N more repeats, one at a time (alpha spending), and record the result.",
 )
 @click.option("--against", help="Base branch for --confirm (default: base_branch).")
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    help="Ranks per node: run each repeat as a torchrun job (gloo on CPU, nccl on CUDA, "
+    "hccl on NPU), one rank per device.",
+)
+@click.option("--nnodes", type=click.IntRange(min=1), help="Nodes of a multi-node torchrun job.")
+@click.option("--node-rank", type=click.IntRange(min=0), help="This node's rank (multi-node jobs).")
+@click.option(
+    "--rdzv-endpoint",
+    metavar="HOST:PORT",
+    help="c10d rendezvous endpoint, the same on every node (default: a free local port).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
     suite: Path | None,
@@ -174,6 +187,10 @@ def run(
     ab_ref: str | None,
     confirm: int | None,
     against: str | None,
+    nproc: int | None,
+    nnodes: int | None,
+    node_rank: int | None,
+    rdzv_endpoint: str | None,
     as_json: bool,
 ) -> None:
     """Run benchmarks and record one run each in the store.
@@ -184,10 +201,12 @@ def run(
         perfgate run --suite perfgate.toml --benchmark resnet
         perfgate run --suite perfgate.toml --ab origin/main   # paired A/B in one job
         perfgate run --workload mlp --confirm 5              # settle an inconclusive gate
+        perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
     """
     from perfgate import app
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
-    from perfgate.workloads import BUILTIN
+    from perfgate.runner.distributed import LaunchOptions
+    from perfgate.workloads import BUILTIN, BUILTIN_KINDS
 
     config = _config(suite, db_url, project, host_label=host_label)
     overrides: dict[str, Any] = {
@@ -198,15 +217,19 @@ def run(
             "warmup": warmup,
             "measured": measured,
             "profiled": profiled,
+            "nproc": nproc,
+            "nnodes": nnodes,
         }.items()
         if v is not None
     }
+    launch = LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
     extra = dict(parse_param(p) for p in params)
     specs: list[BenchmarkSpec] = []
     for name in workloads:
         if name not in BUILTIN:
             raise ConfigError(f"--workload {name!r}: unknown (built-in: {', '.join(BUILTIN)})")
-        specs.append(BenchmarkSpec(name=name, workload=name, **config.defaults))
+        kind = BUILTIN_KINDS.get(name, "training")
+        specs.append(BenchmarkSpec(name=name, workload=name, kind=kind, **config.defaults))
     if not workloads:
         specs = list(config.benchmarks)
         if benchmarks:
@@ -268,6 +291,7 @@ def run(
                 sys_path=[str(suite_dir), str(Path.cwd())],
                 progress=_progress_fn(),
                 warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
+                launch=launch,
             )
     finally:
         store.close()
@@ -487,6 +511,13 @@ def _report_options(func: F) -> F:
             help="Testbed label in the comment's marker: one comment per project, suite and "
             "testbed (default: the host label, else the device).",
         ),
+        click.option(
+            "--report-url",
+            metavar="URL",
+            envvar="PERFGATE_REPORT_URL",
+            help="Where the HTML history report ('perfgate report --html') is published: "
+            "the comment links to it (env PERFGATE_REPORT_URL).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -564,6 +595,14 @@ def _compare_and_report(
 
 @cli.command()
 @_gate_common
+@click.option(
+    "--across",
+    nargs=2,
+    metavar="A B",
+    help="Instead: the same benchmarks on two environments side by side (fingerprint keys "
+    "or prefixes, device:cpu / device:cuda / device:npu, model:TEXT): ratios B / A and top "
+    "ops; a report, never a gate. --branch narrows both sides to one branch.",
+)
 def compare(
     suite: Path | None,
     db_url: str | None,
@@ -572,13 +611,32 @@ def compare(
     against: str | None,
     benchmarks: tuple[str, ...],
     as_json: bool,
+    across: tuple[str, str] | None,
 ) -> None:
     """Report how the latest runs on a branch compare with a base branch (never fails).
 
     \b
     Example:
         perfgate compare --branch feat --against main
+        perfgate compare --across device:cuda device:npu   # GPU vs NPU, a report
     """
+    if across:
+        from perfgate.across import compare_across
+        from perfgate.reporters.render import across_to_dict, render_across_text, render_json
+
+        config = _config(suite, db_url, project)
+        store = _open_store(config.database_url)
+        try:
+            report = compare_across(
+                config, store, across[0], across[1], branch=branch, benchmarks=benchmarks
+            )
+        finally:
+            store.close()
+        if as_json:
+            click.echo(render_json(across_to_dict(report)), nl=False)
+        else:
+            click.echo(render_across_text(report), nl=False)
+        return
     _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
 
 
@@ -618,6 +676,7 @@ def gate(
     status: bool | None,
     summary: bool | None,
     testbed: str | None,
+    report_url: str | None,
 ) -> None:
     """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
 
@@ -645,6 +704,7 @@ def gate(
         summary=summary,
         testbed=testbed or "",
         suite_path=str(suite) if suite is not None else "",
+        report_url=report_url or "",
     )
     failed = _compare_and_report(
         suite,
@@ -830,6 +890,171 @@ def history_analyze(
         reporter = report.make_reporter(target, os.environ)
         done = report.alert_changes(config.project, analysed, changes, reporter)
         click.echo(f"perfgate: {done}", err=True)
+
+
+@cli.command("report")
+@store_options
+@click.option(
+    "--html",
+    "html_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write the static site into (index.html, plotly.min.js, pages).",
+)
+@click.option("--branch", help="Base branch whose history is drawn (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
+)
+def report_command(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    html_dir: Path,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+    limit: int,
+) -> None:
+    """Write a static HTML history report: no server, no internet, works from file://.
+
+    An overview of every benchmark (latest verdict, trend), per benchmark the history of
+    each metric (noise band, change points with their commit ranges, PR runs apart) and
+    the profile of its latest runs (top ops, step breakdown, memory, per-rank communication,
+    findings). Publish the directory as a CI artifact or on Pages; pass its URL to
+    'gate --report-url' to link it from the PR comment.
+
+    \b
+    Example:
+        perfgate report --html out/perf-report
+    """
+    from perfgate.site import build_site
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        written = build_site(
+            config, store, html_dir, branch=branch, benchmarks=benchmarks, limit=limit
+        )
+    finally:
+        store.close()
+    click.echo(str(written.index))
+    click.echo(
+        f"perfgate: {written.files} files, {written.bytes / 1e6:.1f} MB in {html_dir}", err=True
+    )
+
+
+@cli.group("export")
+def export_group() -> None:
+    """Export stored history to TensorBoard or Prometheus (needs perfgate[export]).
+
+    \b
+    Example:
+        perfgate export tensorboard tb-logs/ && tensorboard --logdir tb-logs/
+        perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
+    """
+
+
+@export_group.command("tensorboard")
+@store_options
+@click.argument("logdir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--branch", help="Only this branch (default: every branch, one TensorBoard run each)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Runs per benchmark.",
+)
+@click.option(
+    "--profiles/--no-profiles",
+    default=True,
+    show_default=True,
+    help="Also export each profiled run's top ops and step breakdown.",
+)
+def export_tensorboard(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    logdir: Path,
+    benchmarks: tuple[str, ...],
+    branch: str | None,
+    limit: int,
+    profiles: bool,
+) -> None:
+    """Write TensorBoard event files: a scalar per metric per run (step = run order), and
+    the top ops' times and the step breakdown of profiled runs, in LOGDIR/BENCHMARK/BRANCH.
+
+    \b
+    Example:
+        perfgate export tensorboard tb-logs/ --benchmark mlp
+    """
+    from perfgate import export
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        done = export.export_tensorboard(
+            config,
+            store,
+            logdir,
+            benchmarks=benchmarks,
+            branch=branch,
+            limit=limit,
+            profiles=profiles,
+        )
+    finally:
+        store.close()
+    for path in done.files:
+        click.echo(str(path))
+    click.echo(f"perfgate: {done.scalars} scalars in {len(done.files)} event files", err=True)
+
+
+@export_group.command("prometheus")
+@store_options
+@click.option("--branch", help="Branch whose latest values are exported (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--push-gateway",
+    metavar="URL",
+    help="Push to this Pushgateway (PUT /metrics/job/JOB) instead of printing. Exits 3 if "
+    "that fails.",
+)
+@click.option("--job", default="perfgate", show_default=True, help="Pushgateway job name.")
+def export_prometheus(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+    push_gateway: str | None,
+    job: str,
+) -> None:
+    """Print the latest value of every series in the Prometheus exposition format, or push
+    it to a Pushgateway (gauges perfgate_step_time_milliseconds, perfgate_peak_memory_bytes,
+    ... labelled project, benchmark, metric, testbed, branch).
+
+    \b
+    Example:
+        perfgate export prometheus > perfgate.prom
+        perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
+    """
+    from perfgate import export
+    from perfgate.reporters.prometheus import push_prometheus, render_prometheus
+
+    config = _config(suite, db_url, project)
+    store = _open_store(config.database_url)
+    try:
+        values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
+    finally:
+        store.close()
+    if push_gateway:
+        push_prometheus(values, push_gateway, job=job)
+        click.echo(f"perfgate: pushed {len(values)} values to {push_gateway} (job {job})", err=True)
+    else:
+        click.echo(render_prometheus(values), nl=False)
 
 
 @cli.command()

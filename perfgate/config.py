@@ -16,7 +16,7 @@ from typing import Any
 
 from perfgate.advisor.rules import Thresholds, threshold_names
 from perfgate.errors import ConfigError
-from perfgate.models import BenchmarkSpec, Direction, MetricPolicy, Verdict
+from perfgate.models import TREATMENT_PARAMS, BenchmarkSpec, Direction, MetricPolicy, Verdict
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +34,25 @@ DEFAULT_METRICS: Mapping[str, MetricPolicy] = {
     "computing_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
     "communication_not_overlapped_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
     "free_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 10.0),
+    # Multi-device (torchrun) jobs: per-rank metrics are named ``<metric>.rank<r>`` and
+    # judged by the policy of ``<metric>``.
+    "communication_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
+    "communication_not_overlapped_pct": MetricPolicy(
+        Direction.LOWER_IS_BETTER, 5.0, min_effect_abs=5.0
+    ),
+    "allreduce_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
+    # The spread of per-rank step times is a percentage whose baseline is near 0: its
+    # minimum effect is in points (a straggler 1% -> 2% is +100% relative, yet noise).
+    "rank_spread_pct": MetricPolicy(Direction.LOWER_IS_BETTER, 0.0, min_effect_abs=5.0),
+    # Inference: latency percentiles per repeat (stats/quantiles.py says why the tail's
+    # minimum effect is larger).
+    "latency_p50_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
+    "latency_p90_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
+    "latency_p99_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 10.0),
+    "throughput_requests_per_s": MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0),
 }
+RANK_SUFFIX = ".rank"
+"""Per-rank metrics are ``<metric>.rank<r>`` (``step_time_ms.rank1``)."""
 FALLBACK_POLICY = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
 
 _TOP_KEYS = {
@@ -50,8 +68,18 @@ _TOP_KEYS = {
     "advisor",
 }
 _DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
-_BENCH_KEYS = {"name", "workload", "entry", "params", "treatment_params"} | _DEFAULT_KEYS
-_METRIC_KEYS = {"direction", "min_effect_pct", "deterministic"}
+_BENCH_KEYS = {
+    "name",
+    "workload",
+    "entry",
+    "params",
+    "treatment_params",
+    "kind",
+    "nproc",
+    "nnodes",
+} | _DEFAULT_KEYS
+_KINDS = ("training", "inference")
+_METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic"}
 _DEVICES = {"cpu", "cuda", "npu"}
 
 
@@ -73,7 +101,14 @@ class Config:
     """Thresholds of perfgate's advisor rules (the suite's ``[advisor]`` table)."""
 
     def policy(self, metric: str) -> MetricPolicy:
-        return self.metrics.get(metric, FALLBACK_POLICY)
+        """The metric's policy; a per-rank metric ``<m>.rank<r>`` without its own takes
+        ``<m>``'s."""
+        if metric in self.metrics:
+            return self.metrics[metric]
+        base, sep, rank = metric.rpartition(RANK_SUFFIX)
+        if sep and rank.isdigit() and base in self.metrics:
+            return self.metrics[base]
+        return FALLBACK_POLICY
 
     def with_overrides(self, **overrides: Any) -> Config:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -143,12 +178,23 @@ def parse_benchmark(
         raise ConfigError(
             f"{_where(source, path + '.device')}: expected one of cpu, cuda, npu, got {device!r}"
         )
-    treatment = merged.get("treatment_params", ["slowdown"])
+    treatment = merged.get("treatment_params", list(TREATMENT_PARAMS))
     if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
         raise ConfigError(f"{_where(source, path + '.treatment_params')}: expected a list of names")
+    from perfgate.workloads import BUILTIN_KINDS
+
+    default_kind = BUILTIN_KINDS.get(str(workload), "training")
+    kind = merged.get("kind", default_kind)
+    if kind not in _KINDS:
+        raise ConfigError(
+            f"{_where(source, path + '.kind')}: expected one of {', '.join(_KINDS)}, got {kind!r}"
+        )
     return BenchmarkSpec(
         name=name,
         workload=workload,
+        kind=kind,
+        nproc=_int(merged.get("nproc", 1), source, f"{path}.nproc", 1),
+        nnodes=_int(merged.get("nnodes", 1), source, f"{path}.nnodes", 1),
         entry=entry,
         device=device,
         params=_params(merged.get("params", {}), source, f"{path}.params"),
@@ -182,7 +228,12 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     deterministic = table.get("deterministic", base.deterministic)
     if not isinstance(deterministic, bool):
         raise ConfigError(f"{_where(source, path + '.deterministic')}: expected true or false")
-    return MetricPolicy(parsed_direction, float(effect), deterministic)
+    absolute = table.get("min_effect_abs", base.min_effect_abs)
+    if isinstance(absolute, bool) or not isinstance(absolute, int | float) or not absolute >= 0:
+        raise ConfigError(
+            f"{_where(source, path + '.min_effect_abs')}: expected a number >= 0, got {absolute!r}"
+        )
+    return MetricPolicy(parsed_direction, float(effect), deterministic, float(absolute))
 
 
 def _parse_advisor(table: Any, source: str) -> Thresholds:

@@ -169,6 +169,32 @@ class MetricPolicy:
     direction: Direction
     min_effect_pct: float
     deterministic: bool = False
+    min_effect_abs: float = 0.0
+    """A minimum effect in the metric's own unit (points, for a metric that is itself a
+    percentage near 0 such as ``rank_spread_pct``): a change must be at least this *and*
+    ``min_effect_pct`` of the baseline."""
+
+    def min_effect_pct_at(self, baseline: float) -> float:
+        """The minimum effect as a percentage of ``baseline``: the larger of the two."""
+        if self.min_effect_abs <= 0:
+            return self.min_effect_pct
+        # A baseline of (nearly) 0 caps the percentage at 10000% rather than dividing by 0.
+        floor = max(abs(baseline), self.min_effect_abs / 100.0)
+        return max(self.min_effect_pct, 100.0 * self.min_effect_abs / floor)
+
+
+TREATMENT_PARAMS: tuple[str, ...] = (
+    "slowdown",
+    "straggler_rank",
+    "straggler_extra",
+    "extra_allreduce",
+    "bucket_cap_mb",
+    "tail_every",
+    "tail_factor",
+)
+"""The built-in workloads' knobs that stand in for a code change (extra work, a straggler,
+extra communication, smaller gradient buckets, a latency tail): kept out of the fingerprint
+by default, so a run with them is compared against the runs without them."""
 
 
 @dataclass(frozen=True)
@@ -189,15 +215,31 @@ class BenchmarkSpec:
     measured: int = 30
     profiled: int = 3
     repeats: int = 3
-    treatment_params: frozenset[str] = frozenset({"slowdown"})
+    treatment_params: frozenset[str] = frozenset(TREATMENT_PARAMS)
     looks: int = 0
     """Extra repeats folded in by ``run --confirm`` (0: none)."""
     confirm_alpha: float | None = None
     """The significance level of the last confirmation look (alpha spending)."""
+    kind: str = "training"
+    """``training`` (timed steps) or ``inference`` (timed requests under
+    ``torch.inference_mode()``, reported as latency percentiles)."""
+    nproc: int = 1
+    """Processes (ranks) per node; above 1 (or with ``nnodes`` above 1) the benchmark runs
+    under torchrun, one rank per device."""
+    nnodes: int = 1
+    """Nodes of a multi-node torchrun job."""
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the benchmark runs as a torchrun job."""
+        return self.nproc > 1 or self.nnodes > 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "kind": self.kind,
+            "nproc": self.nproc,
+            "nnodes": self.nnodes,
             "workload": self.workload,
             "entry": self.entry,
             "device": self.device,
@@ -223,11 +265,14 @@ class BenchmarkSpec:
             measured=int(data.get("measured", 30)),
             profiled=int(data.get("profiled", 3)),
             repeats=int(data.get("repeats", 3)),
-            treatment_params=frozenset(data.get("treatment_params", ["slowdown"])),
+            treatment_params=frozenset(data.get("treatment_params", TREATMENT_PARAMS)),
             looks=int(data.get("looks", 0)),
             confirm_alpha=(
                 None if data.get("confirm_alpha") is None else float(data["confirm_alpha"])
             ),
+            kind=str(data.get("kind", "training")),
+            nproc=int(data.get("nproc", 1)),
+            nnodes=int(data.get("nnodes", 1)),
         )
 
 

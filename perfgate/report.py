@@ -40,6 +40,7 @@ from perfgate.reporters.markdown import (
     should_post,
     status_description,
 )
+from perfgate.reporters.series import trend_values
 from perfgate.store import SqlStore
 
 if TYPE_CHECKING:
@@ -249,11 +250,7 @@ def _trends(
             limit=max(config.baseline_window, *(len(c.baseline_run_ids) for c in comparisons)),
         )
         for c in comparisons:
-            ids = set(c.baseline_run_ids)
-            values = [p.centre for p in points if p.metric == c.metric and p.run_id in ids]
-            if c.current_centre is not None:
-                values.append(c.current_centre)
-            out[(c.benchmark, c.metric)] = values
+            out[(c.benchmark, c.metric)] = trend_values(points, c)
     return out
 
 
@@ -269,6 +266,7 @@ def build_report(
     commit: str = "",
     job_url: str = "",
     max_chars: int = GITHUB_MAX_CHARS,
+    report_url: str = "",
 ) -> Report:
     """Render the comment of ``result``, with trends and environments from the store.
 
@@ -303,6 +301,7 @@ def build_report(
         environments=sorted(environments.items()),
         suite_path=suite_path,
         job_url=job_url,
+        report_url=report_url,
     )
     return Report(
         markdown=render_comment(result, ctx, max_chars=max_chars),
@@ -401,6 +400,8 @@ class DeliveryOptions:
     summary: bool | None = None
     testbed: str = ""
     suite_path: str = ""
+    report_url: str = ""
+    """The published HTML history report, linked from the comment's footer."""
 
     @property
     def wanted(self) -> bool:
@@ -441,6 +442,7 @@ def deliver_gate(
         commit=target.sha if target is not None and target.sha else commit,
         job_url=job_url,
         max_chars=max_chars,
+        report_url=options.report_url,
     )
     done: list[str] = []
     if options.report_dir is not None:

@@ -106,6 +106,8 @@ class ReportContext:
     environments: Sequence[tuple[str, Mapping[str, Any]]] = ()
     suite_path: str = ""
     job_url: str = ""
+    report_url: str = ""
+    """Where the HTML history report (``perfgate report --html``) is published, if anywhere."""
 
 
 def escape(text: str, limit: int = MAX_NAME_CHARS) -> str:
@@ -448,10 +450,17 @@ def _details(result: GateResult, ctx: ReportContext) -> list[str]:
     ]
 
 
+def _safe_url(url: str) -> bool:
+    """An http(s) URL that cannot break out of a Markdown link."""
+    return url.startswith(("https://", "http://")) and not re.search(r"[\s()<>\[\]\"'`]", url)
+
+
 def _footer(ctx: ReportContext) -> str:
     parts = [f"perfgate {__version__}", "trend: the baseline window, oldest first, then this run"]
     if ctx.job_url.startswith("https://") and not re.search(r"[\s()<>\[\]]", ctx.job_url):
         parts.append(f"[CI job]({ctx.job_url})")
+    if _safe_url(ctx.report_url):
+        parts.append(f"[history report]({ctx.report_url})")
     return "<sub>" + " · ".join(parts) + "</sub>"
 
 

@@ -11,6 +11,7 @@ from perfgate.models import (
     Attribution,
     Comparison,
     Finding,
+    Fingerprint,
     GateResult,
     OpStat,
     ProfileSummary,
@@ -21,6 +22,7 @@ from perfgate.models import (
 )
 
 if TYPE_CHECKING:
+    from perfgate.across import AcrossReport, OpRow
     from perfgate.advise import Advice
     from perfgate.app import DetectedChange, NoiseRow
     from perfgate.ingest import IngestResult
@@ -569,3 +571,98 @@ def render_advise_text(advice: Advice) -> str:
     if advice.advisor_problem:
         lines += ["", f"advisor: {advice.advisor_problem}"]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# --- compare --across ------------------------------------------------------------------------
+
+
+def across_to_dict(report: AcrossReport) -> dict[str, Any]:
+    """``perfgate compare --across A B --json``: versioned, numbers unrounded."""
+
+    def ops(rows: Sequence[OpRow]) -> list[dict[str, Any]]:
+        return [{"name": o.name, "a_ms": o.a_ms, "b_ms": o.b_ms} for o in rows]
+
+    return {
+        "format_version": FORMAT_VERSION,
+        "perfgate_version": __version__,
+        "kind": "across",
+        "a": report.a,
+        "b": report.b,
+        "fingerprint_a": None if report.fingerprint_a is None else report.fingerprint_a.to_dict(),
+        "fingerprint_b": None if report.fingerprint_b is None else report.fingerprint_b.to_dict(),
+        "fingerprint_a_key": None if report.fingerprint_a is None else report.fingerprint_a.key(),
+        "fingerprint_b_key": None if report.fingerprint_b is None else report.fingerprint_b.key(),
+        "differences": list(report.differences),
+        "benchmarks": [
+            {
+                "benchmark": b.benchmark,
+                "run_a": b.run_a,
+                "run_b": b.run_b,
+                "metrics": [
+                    {
+                        "metric": m.metric,
+                        "unit": m.unit,
+                        "direction": m.direction.value,
+                        "a": m.a,
+                        "b": m.b,
+                        "ratio": m.ratio,
+                        "better": m.better,
+                    }
+                    for m in b.metrics
+                ],
+                "top_ops_a": ops(b.top_ops_a),
+                "top_ops_b": ops(b.top_ops_b),
+            }
+            for b in report.benchmarks
+        ],
+        "only_a": list(report.only_a),
+        "only_b": list(report.only_b),
+    }
+
+
+def _side(fp: Fingerprint | None) -> str:
+    if fp is None:
+        return "-"
+    count = f"{fp.device_count}x " if fp.device_count > 1 else ""
+    return f"{count}{fp.device_kind} {fp.device_model} [{fp.key()}]"
+
+
+def render_across_text(report: AcrossReport) -> str:
+    """The cross-device report for a terminal: ratios B / A per metric, top ops per side."""
+    lines = [
+        f"perfgate: {report.a} (A) against {report.b} (B) — a report, not a gate",
+        f"A: {_side(report.fingerprint_a)}",
+        f"B: {_side(report.fingerprint_b)}",
+    ]
+    if report.differences:
+        lines.append(f"differs: {'; '.join(report.differences)}")
+    for b in report.benchmarks:
+        lines += ["", f"{b.benchmark}  (A run {b.run_a[:12]}, B run {b.run_b[:12]})"]
+        rows = [["metric", "A", "B", "B / A", "better"]]
+        for m in b.metrics:
+            ratio = "-" if m.ratio is None else f"{m.ratio:.3g}x"
+            rows.append(
+                [
+                    m.metric,
+                    format_value(m.a, m.unit),
+                    format_value(m.b, m.unit),
+                    ratio,
+                    {"a": "A", "b": "B", "same": "="}[m.better],
+                ]
+            )
+        lines += _table(rows)
+        for label, ops in (("A", b.top_ops_a), ("B", b.top_ops_b)):
+            if not ops:
+                continue
+            lines += ["", f"top ops on {label} (self time per step; the other side by name)"]
+            op_rows = [["op", "A", "B"]]
+            for o in ops:
+                op_rows.append([o.name, format_value(o.a_ms, "ms"), format_value(o.b_ms, "ms")])
+            lines += _table(op_rows)
+    if report.only_a:
+        lines += ["", f"only on A: {', '.join(report.only_a)}"]
+    if report.only_b:
+        lines += ["", f"only on B: {', '.join(report.only_b)}"]
+    if not report.benchmarks:
+        lines += ["", "no benchmark has a run on both sides"]
+    return "\n".join(lines) + "\n"

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
-from perfgate.models import BenchmarkSpec, ParamValue
+from perfgate.models import BenchmarkSpec, ParamValue, ProfileSummary
+from perfgate.runner.distributed import LaunchOptions
 
 ProgressFn = Callable[[str], None]
 
@@ -28,8 +29,24 @@ DEFAULT_CPU_THREADS = 1
 
 
 @dataclass(frozen=True)
+class RankResult:
+    """What one rank of a multi-device (torchrun) job measured."""
+
+    rank: int
+    step_ms: tuple[float, ...]
+    peak_memory_bytes: int
+    profile: ProfileSummary | None = None
+    host: str = ""
+
+
+@dataclass(frozen=True)
 class RepeatResult:
-    """What one worker process measured."""
+    """What one worker process (or, for a multi-device benchmark, one torchrun job)
+    measured.
+
+    For a job, ``step_ms`` is the job's step time (step by step, the slowest rank's) and
+    ``ranks`` holds every rank's own samples and profile; ``world_size`` counts the ranks.
+    """
 
     step_ms: tuple[float, ...]
     batch_size: int
@@ -37,6 +54,8 @@ class RepeatResult:
     peak_memory_bytes: int
     env: Mapping[str, Any]
     trace_path: str | None
+    ranks: tuple[RankResult, ...] = ()
+    world_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,7 @@ def run_repeat(
     result_path = workdir / f"result-{tag}.json"
     request = {
         "target": resolve_target(spec),
+        "kind": spec.kind,
         "device": spec.device,
         "params": dict(params),
         "threads": threads,
@@ -146,6 +166,85 @@ def run_repeat(
     )
 
 
+def job_result(result: Mapping[str, Any]) -> RepeatResult:
+    """A torchrun job's result document (rank 0's) as one repeat: the job's step time is,
+    step by step, the slowest rank's (the steps start together at a barrier)."""
+    ranks = tuple(
+        sorted(
+            (
+                RankResult(
+                    rank=int(r["rank"]),
+                    step_ms=tuple(ns / 1e6 for ns in r["step_ns"]),
+                    peak_memory_bytes=int(r["peak_memory_bytes"]),
+                    profile=None
+                    if r["profile"] is None
+                    else ProfileSummary.from_dict(r["profile"]),
+                    host=str(r.get("host", "")),
+                )
+                for r in result["ranks"]
+            ),
+            key=lambda r: r.rank,
+        )
+    )
+    job_ms = tuple(max(steps) for steps in zip(*(r.step_ms for r in ranks), strict=True))
+    world = int(result["world_size"])
+    env = {**result["env"], "device_count": world}
+    return RepeatResult(
+        step_ms=job_ms,
+        batch_size=int(result["batch_size"]),
+        params=dict(result["params"]),
+        peak_memory_bytes=max(r.peak_memory_bytes for r in ranks),
+        env=env,
+        trace_path=None,
+        ranks=ranks,
+        world_size=world,
+    )
+
+
+def run_job_repeat(
+    spec: BenchmarkSpec,
+    repeat: int,
+    *,
+    threads: int,
+    params: Mapping[str, ParamValue],
+    trace_dir: Path | None,
+    workdir: Path,
+    sys_path: list[str],
+    timeout_s: float,
+    launch: LaunchOptions,
+) -> RepeatResult | None:
+    """One torchrun job: one repeat of a multi-device ``spec`` (see
+    :mod:`perfgate.runner.distributed`); None when rank 0 ran on another node."""
+    from perfgate.runner.distributed import run_job
+
+    nnodes = launch.nnodes or spec.nnodes
+    request = {
+        "name": spec.name,
+        "target": resolve_target(spec),
+        "kind": spec.kind,
+        "device": spec.device,
+        "params": dict(params),
+        "threads": threads,
+        "seed": 1234,
+        "warmup": spec.warmup,
+        "measured": spec.measured,
+        "profiled": spec.profiled if trace_dir is not None else 0,
+        "trace_dir": None if trace_dir is None else str(trace_dir),
+        "sys_path": sys_path,
+    }
+    where = f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}"
+    result = run_job(
+        request,
+        where=where,
+        workdir=workdir / f"job-{repeat}",
+        nproc=spec.nproc,
+        nnodes=nnodes,
+        launch=launch,
+        timeout_s=timeout_s,
+    )
+    return None if result is None else job_result(result)
+
+
 def run_benchmark(
     spec: BenchmarkSpec,
     *,
@@ -153,6 +252,7 @@ def run_benchmark(
     progress: ProgressFn | None = None,
     sys_path: list[str] | None = None,
     timeout_s: float = 3600.0,
+    launch: LaunchOptions | None = None,
 ) -> BenchmarkOutcome:
     """Run ``spec.repeats`` worker processes one after the other; profile in the first only.
 
@@ -161,7 +261,14 @@ def run_benchmark(
         trace_dir: where the profiled window's Chrome trace goes; ``None`` skips profiling.
         progress: called with a short line before each repeat.
         sys_path: directories the worker puts first on ``sys.path`` (for user entries).
-        timeout_s: the most one worker may take.
+        timeout_s: the most one worker (or one torchrun job) may take.
+        launch: how a multi-device benchmark's torchrun job is launched (nodes,
+            rendezvous); a spec with ``nproc`` or ``nnodes`` above 1 runs each repeat as a
+            job, profiling every rank in the first.
+
+    Returns:
+        The outcome; for a multi-node job on a node that did not hold rank 0, one with no
+        repeats (that node records nothing).
 
     Raises:
         ConfigError: the entry cannot be imported or called as configured.
@@ -174,8 +281,27 @@ def run_benchmark(
         for repeat in range(spec.repeats):
             if progress is not None:
                 progress(f"{spec.name}: repeat {repeat + 1}/{spec.repeats}")
+            profile_here = trace_dir is not None and repeat == 0 and spec.profiled > 0
+            if spec.distributed:
+                if profile_here and trace_dir is not None:
+                    trace_dir.mkdir(parents=True, exist_ok=True)
+                job = run_job_repeat(
+                    spec,
+                    repeat,
+                    threads=threads,
+                    params=params,
+                    trace_dir=trace_dir if profile_here else None,
+                    workdir=Path(tmp),
+                    sys_path=sys_path or [],
+                    timeout_s=timeout_s,
+                    launch=launch or LaunchOptions(),
+                )
+                if job is None:
+                    break
+                results.append(job)
+                continue
             trace_path = None
-            if trace_dir is not None and repeat == 0 and spec.profiled > 0:
+            if profile_here and trace_dir is not None:
                 trace_dir.mkdir(parents=True, exist_ok=True)
                 trace_path = trace_dir / f"{spec.name}.pt.trace.json"
             results.append(

@@ -8,10 +8,14 @@ Order inside the worker: build the workload (seeded), warm-up steps, measured st
 with a monotonic clock and device synchronisation with the profiler off, then - only if a
 trace path was given - a separate profiled window exported as a Chrome trace. Profiled
 steps are never used for timing.
+
+An inference benchmark (``kind = "inference"``) runs the same way with every step (one
+request) under ``torch.inference_mode()``; each measured sample is one request's latency.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import inspect
@@ -86,6 +90,15 @@ def build_workload(
     return step, int(batch_size), effective
 
 
+def step_mode(request: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """``torch.inference_mode()`` for an inference benchmark, else nothing."""
+    if request.get("kind") == "inference":
+        import torch
+
+        return torch.inference_mode()
+    return contextlib.nullcontext()
+
+
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     from perfgate.runner.backends import get_backend
 
@@ -110,25 +123,26 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
 
     sync = backend.synchronize
     clock = time.perf_counter_ns
-    for _ in range(int(request["warmup"])):
-        step()
-    sync()
-    gc.collect()
-    backend.reset_peak_memory()
-    measured = int(request["measured"])
-    samples_ns = [0] * measured
-    for i in range(measured):
-        t0 = clock()
-        step()
+    with step_mode(request):
+        for _ in range(int(request["warmup"])):
+            step()
         sync()
-        samples_ns[i] = clock() - t0
-    peak = backend.peak_memory_bytes()
+        gc.collect()
+        backend.reset_peak_memory()
+        measured = int(request["measured"])
+        samples_ns = [0] * measured
+        for i in range(measured):
+            t0 = clock()
+            step()
+            sync()
+            samples_ns[i] = clock() - t0
+        peak = backend.peak_memory_bytes()
 
-    trace_path = request.get("trace_path")
-    profiled = int(request["profiled"])
-    written = None
-    if trace_path and profiled > 0:
-        written = backend.profile(step, profiled, str(trace_path))
+        trace_path = request.get("trace_path")
+        profiled = int(request["profiled"])
+        written = None
+        if trace_path and profiled > 0:
+            written = backend.profile(step, profiled, str(trace_path))
     return {
         "ok": True,
         "step_ns": samples_ns,

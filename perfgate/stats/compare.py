@@ -85,7 +85,13 @@ def _bootstrap_change_ci(
     noise = residuals[rng.integers(0, k, size=BOOTSTRAP_RESAMPLES)]
     if excess > 0:
         noise = noise + rng.normal(0.0, math.sqrt(excess), size=BOOTSTRAP_RESAMPLES)
-    change = ((current - noise) / base - 1.0) * 100.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = ((current - noise) / base - 1.0) * 100.0
+    # a resampled baseline of 0 (a metric that can be 0, e.g. a share) has no relative
+    # change; with none left, an empty interval (low > high) leaves the t-based one alone
+    change = change[np.isfinite(change)]
+    if change.size == 0:
+        return float("inf"), float("-inf")
     low, high = np.percentile(change, [2.5, 97.5])
     return float(low), float(high)
 
@@ -297,8 +303,15 @@ def classify_change(
     return "unchanged"
 
 
+def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
+    if policy.min_effect_abs > 0:
+        return f"{min_effect:.3g}% minimum effect ({policy.min_effect_abs:g} points)"
+    return f"{min_effect:g}% minimum effect"
+
+
 def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison:
     cur, policy = candidate.current, candidate.policy
+    min_effect = policy.min_effect_pct_at(ev.centre)
     k = len(candidate.baseline)
     worse = _worse(cur.direction, ev.change_pct)
     if cur.unit == "ms":
@@ -313,7 +326,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         p_rank=ev.p_rank,
         baseline_runs=k,
         mde_pct=ev.mde_pct,
-        min_effect_pct=policy.min_effect_pct,
+        min_effect_pct=min_effect,
         alpha=candidate.alpha,
     )
     if outcome == "rank_blocked":
@@ -325,7 +338,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         )
     elif outcome == "change":
         verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
-        reason = f"{size}, {evidence}, beyond the {policy.min_effect_pct:g}% minimum effect"
+        reason = f"{size}, {evidence}, beyond the {_effect_words(policy, min_effect)}"
     elif outcome == "unsure":
         verdict = Verdict.INCONCLUSIVE
         reason = (
@@ -345,8 +358,9 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
     else:
         verdict = Verdict.UNCHANGED
         reason = (
-            f"{abs(ev.change_pct):.1f}% {word}, within the {policy.min_effect_pct:g}% "
-            f"minimum effect ({evidence}); changes above {ev.mde_pct:.1f}% would have shown"
+            f"{abs(ev.change_pct):.1f}% {word}, within the "
+            f"{_effect_words(policy, min_effect)} ({evidence}); changes above "
+            f"{ev.mde_pct:.1f}% would have shown"
         )
     return Comparison(
         benchmark=cur.benchmark,
@@ -363,7 +377,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         ci_high_pct=ev.ci_high_pct,
         p_value=ev.p_value,
         p_adjusted=p_adjusted,
-        min_effect_pct=policy.min_effect_pct,
+        min_effect_pct=min_effect,
         mde_pct=ev.mde_pct,
         p_rank=ev.p_rank,
         baseline_run_ids=_run_ids(candidate),

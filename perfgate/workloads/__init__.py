@@ -4,7 +4,10 @@ Each workload module has ``build(device, **params) -> Workload``: a full trainin
 (forward, loss, backward, optimizer step) with fixed seeds. Every one takes ``slowdown``, a
 knob that adds a proportional amount of real extra work (``slowdown=0.3`` computes the
 forward and backward passes over 30% more rows), for demos and for tests of a known
-regression. This package imports no torch; the modules it names do.
+regression. ``ddp_mlp`` / ``ddp_cnn`` are the same steps under DistributedDataParallel
+(``perfgate run --nproc N``, see :mod:`perfgate.workloads.ddp`); ``mlp_infer`` is an
+inference benchmark (``kind = "inference"``, see :mod:`perfgate.workloads.inference`). This
+package imports no torch; the modules it names do.
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ BUILTIN: dict[str, str] = {
     "mlp": "perfgate.workloads.mlp:build",
     "cnn": "perfgate.workloads.cnn:build",
     "transformer": "perfgate.workloads.transformer:build",
+    "ddp_mlp": "perfgate.workloads.ddp:build_mlp",
+    "ddp_cnn": "perfgate.workloads.ddp:build_cnn",
+    "mlp_infer": "perfgate.workloads.inference:build_mlp",
 }
 
-__all__ = ["BUILTIN", "Workload"]
+BUILTIN_KINDS: dict[str, str] = {"mlp_infer": "inference"}
+"""The benchmark kind of a built-in workload that is not ``training``."""
+
+__all__ = ["BUILTIN", "BUILTIN_KINDS", "Workload"]

@@ -9,16 +9,9 @@ from torch import nn
 from perfgate.workloads.base import Workload, extra_rows
 
 
-def build(
-    device: str = "cpu",
-    batch_size: int = 32,
-    image_size: int = 32,
-    channels: int = 16,
-    classes: int = 10,
-    slowdown: float = 0.0,
-) -> Workload:
-    torch.manual_seed(0)
-    model = nn.Sequential(
+def make_model(channels: int = 16, classes: int = 10) -> nn.Module:
+    """The two-conv-block classifier (also used by the DDP workload)."""
+    return nn.Sequential(
         nn.Conv2d(3, channels, 3, padding=1),
         nn.BatchNorm2d(channels),
         nn.ReLU(),
@@ -29,7 +22,19 @@ def build(
         nn.AdaptiveAvgPool2d(4),
         nn.Flatten(),
         nn.Linear(channels * 2 * 16, classes),
-    ).to(device)
+    )
+
+
+def build(
+    device: str = "cpu",
+    batch_size: int = 32,
+    image_size: int = 32,
+    channels: int = 16,
+    classes: int = 10,
+    slowdown: float = 0.0,
+) -> Workload:
+    torch.manual_seed(0)
+    model = make_model(channels, classes).to(device)
     rows = batch_size + extra_rows(batch_size, slowdown)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(rows, 3, image_size, image_size, device=device)

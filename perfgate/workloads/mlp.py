@@ -9,6 +9,17 @@ from torch import nn
 from perfgate.workloads.base import Workload, extra_rows
 
 
+def make_model(features: int = 512, hidden: int = 1024, classes: int = 10) -> nn.Module:
+    """The 3-layer MLP (also used by the DDP and inference workloads)."""
+    return nn.Sequential(
+        nn.Linear(features, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, classes),
+    )
+
+
 def build(
     device: str = "cpu",
     batch_size: int = 128,
@@ -18,13 +29,7 @@ def build(
     slowdown: float = 0.0,
 ) -> Workload:
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Linear(features, hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, classes),
-    ).to(device)
+    model = make_model(features, hidden, classes).to(device)
     rows = batch_size + extra_rows(batch_size, slowdown)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(rows, features, device=device)

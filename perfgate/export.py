@@ -1,0 +1,143 @@
+"""Use cases ``perfgate export tensorboard`` and ``perfgate export prometheus``: read the
+store, hand plain values to the writers in :mod:`perfgate.reporters.tensorboard` and
+:mod:`perfgate.reporters.prometheus`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfgate.config import Config
+from perfgate.errors import UsageError
+from perfgate.models import RunPoint, RunRecord
+from perfgate.reporters.prometheus import LatestValue
+from perfgate.store import SqlStore
+
+TOP_OPS = 10
+_BREAKDOWN = (
+    "step_ms",
+    "compute_ms",
+    "communication_not_overlapped_ms",
+    "communication_overlapped_ms",
+    "free_ms",
+    "data_loading_ms",
+    "bubble_ms",
+    "preparing_ms",
+)
+
+
+def _names(
+    config: Config, store: SqlStore, benchmarks: Sequence[str], branch: str | None
+) -> list[str]:
+    names = store.benchmarks(project=config.project, branch=branch)
+    if benchmarks:
+        missing = sorted(set(benchmarks) - set(names))
+        if missing:
+            where = f" on branch {branch!r}" if branch else ""
+            raise UsageError(
+                f"no runs of {', '.join(missing)}{where} in project {config.project!r}"
+            )
+        names = [n for n in names if n in set(benchmarks)]
+    if not names:
+        where = f" on branch {branch!r}" if branch else ""
+        raise UsageError(f"no runs{where} in project {config.project!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class TensorBoardExport:
+    """What an export wrote: one event file per (benchmark, branch), and how many scalars."""
+
+    files: tuple[Path, ...]
+    scalars: int
+
+
+def _profile_scalars(run: RunRecord, step: int, wall: float) -> list[tuple[str, int, float, float]]:
+    from perfgate.reporters.tensorboard import tag
+
+    out: list[tuple[str, int, float, float]] = []
+    profile = run.profile
+    if profile is None:
+        return out
+    for op in profile.top_ops(TOP_OPS):
+        out.append((tag("top_ops_ms_per_step", op.name), step, op.self_time_ms_per_step, wall))
+    if profile.breakdown is not None:
+        data = profile.breakdown.to_dict()
+        for field in _BREAKDOWN:
+            value = data.get(field)
+            if value is not None:
+                out.append((tag("breakdown", field), step, float(value), wall))
+    return out
+
+
+def export_tensorboard(
+    config: Config,
+    store: SqlStore,
+    logdir: Path,
+    *,
+    benchmarks: Sequence[str] = (),
+    branch: str | None = None,
+    limit: int = 1000,
+    profiles: bool = True,
+) -> TensorBoardExport:
+    """Event files under ``logdir``: per (benchmark, branch), the scalars ``metrics/<metric>``
+    (each run's centre) and, for runs with a profile, ``top_ops_ms_per_step/<op>`` (the
+    top ops' self time) and ``breakdown/<part>`` (the step breakdown, ms per step)."""
+    from perfgate.reporters.tensorboard import Scalar, run_dir, tag, write_events
+
+    files: list[Path] = []
+    count = 0
+    for name in _names(config, store, benchmarks, branch):
+        points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
+        by_branch: dict[str, list[RunPoint]] = {}
+        for p in points:
+            by_branch.setdefault(p.branch, []).append(p)
+        for run_branch, series in sorted(by_branch.items()):
+            order: dict[str, int] = {}
+            for p in series:
+                order.setdefault(p.run_id, len(order))
+            scalars = [
+                Scalar(
+                    tag("metrics", p.metric), order[p.run_id], p.centre, p.started_at.timestamp()
+                )
+                for p in series
+            ]
+            if profiles:
+                for run_id, step in order.items():
+                    run = store.get_run(run_id)
+                    wall = run.started_at.timestamp()
+                    scalars += [Scalar(*s) for s in _profile_scalars(run, step, wall)]
+            files.append(write_events(run_dir(logdir, name, run_branch), scalars))
+            count += len(scalars)
+    return TensorBoardExport(tuple(files), count)
+
+
+def latest_values(
+    config: Config, store: SqlStore, *, branch: str | None = None, benchmarks: Sequence[str] = ()
+) -> list[LatestValue]:
+    """The latest run's centre of every (benchmark, metric, testbed) on ``branch`` (default:
+    the base branch)."""
+    on = branch or config.base_branch
+    out: list[LatestValue] = []
+    for name in _names(config, store, benchmarks, on):
+        for key in store.fingerprints(project=config.project, benchmark=name, branch=on):
+            points = store.history(
+                project=config.project, benchmark=name, branch=on, fingerprint_key=key, limit=1
+            )
+            out.extend(
+                LatestValue(
+                    project=config.project,
+                    benchmark=name,
+                    metric=p.metric,
+                    unit=p.unit,
+                    testbed=key,
+                    branch=on,
+                    value=p.centre,
+                    run_id=p.run_id,
+                    commit=p.commit,
+                    started_at=p.started_at,
+                )
+                for p in points
+            )
+    return out

@@ -1,0 +1,130 @@
+"""Latest values in the Prometheus exposition format, printed or pushed to a Pushgateway.
+
+One gauge family per perfgate metric, named by Prometheus conventions with the unit in the
+name (``step_time_ms`` -> ``perfgate_step_time_milliseconds``, ``peak_memory_bytes`` ->
+``perfgate_peak_memory_bytes``, ``throughput_samples_per_s`` ->
+``perfgate_throughput_samples_per_second``), labelled ``project``, ``benchmark``,
+``metric`` (perfgate's own name), ``testbed`` (the fingerprint key) and ``branch``; plus
+``perfgate_last_run_timestamp_seconds`` per series, so a dashboard can tell stale data.
+Values are the centre of each series' latest run. Building the text is pure; pushing is the
+only I/O and fails as :class:`~perfgate.errors.ReportError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.error import URLError
+
+from prometheus_client import CollectorRegistry, generate_latest, push_to_gateway
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from perfgate.errors import ReportError
+
+PREFIX = "perfgate_"
+LABELS = ("project", "benchmark", "metric", "testbed", "branch")
+_SUFFIXES = (
+    ("_per_s", "_per_second"),
+    ("_ms", "_milliseconds"),
+    ("_us", "_microseconds"),
+    ("_ns", "_nanoseconds"),
+    ("_s", "_seconds"),
+    ("_pct", "_percent"),
+)
+_UNIT_SUFFIX = {
+    "ms": "_milliseconds",
+    "us": "_microseconds",
+    "s": "_seconds",
+    "bytes": "_bytes",
+    "1/s": "_per_second",
+    "%": "_percent",
+}
+
+
+@dataclass(frozen=True)
+class LatestValue:
+    """The latest run's centre of one series (benchmark, metric, testbed, branch)."""
+
+    project: str
+    benchmark: str
+    metric: str
+    unit: str
+    testbed: str
+    branch: str
+    value: float
+    run_id: str
+    commit: str
+    started_at: datetime
+
+
+def prometheus_name(metric: str, unit: str) -> str:
+    """The family name of ``metric``: ``perfgate_`` + the name with its unit spelled out."""
+    name = re.sub(r"[^a-zA-Z0-9_]", "_", metric).lower()
+    for short, long in _SUFFIXES:
+        if name.endswith(short):
+            name = name[: -len(short)] + long
+            break
+    else:
+        suffix = _UNIT_SUFFIX.get(unit, "")
+        if suffix and not name.endswith(suffix):
+            name += suffix
+    return PREFIX + name
+
+
+class _Latest(Collector):
+    def __init__(self, values: Sequence[LatestValue]) -> None:
+        self._values = list(values)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for v in sorted(self._values, key=lambda v: (v.metric, v.benchmark, v.testbed, v.branch)):
+            name = prometheus_name(v.metric, v.unit)
+            if name not in families:
+                families[name] = GaugeMetricFamily(
+                    name,
+                    f"Latest run's centre of a perfgate metric ({v.metric}, {v.unit or 'no unit'})",
+                    labels=LABELS,
+                )
+            families[name].add_metric(
+                [v.project, v.benchmark, v.metric, v.testbed, v.branch], v.value
+            )
+        stamps = GaugeMetricFamily(
+            PREFIX + "last_run_timestamp_seconds",
+            "Start time of the latest run of each series (Unix seconds)",
+            labels=LABELS,
+        )
+        for v in self._values:
+            stamps.add_metric(
+                [v.project, v.benchmark, v.metric, v.testbed, v.branch], v.started_at.timestamp()
+            )
+        yield from families.values()
+        if self._values:
+            yield stamps
+
+
+def registry_of(values: Sequence[LatestValue]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Latest(values))
+    return registry
+
+
+def render_prometheus(values: Sequence[LatestValue]) -> str:
+    """The exposition text (format 0.0.4) of ``values``."""
+    return generate_latest(registry_of(values)).decode("utf-8")
+
+
+def push_prometheus(
+    values: Sequence[LatestValue], gateway: str, *, job: str, timeout: float = 10.0
+) -> None:
+    """PUT ``values`` to the Pushgateway at ``gateway`` under ``/metrics/job/<job>``
+    (replacing what that job pushed before)."""
+    if not gateway.startswith(("http://", "https://")):
+        raise ReportError(f"--push-gateway {gateway!r}: expected an http(s):// URL")
+    try:
+        push_to_gateway(gateway, job=job, registry=registry_of(values), timeout=timeout)
+    except (URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise ReportError(f"push to the Pushgateway {gateway} failed: {reason}") from None

@@ -1,0 +1,424 @@
+"""Multi-device benchmarks: one repeat is one torchrun job, one rank per device.
+
+The parent (:func:`run_job`, no torch) launches::
+
+    python -m torch.distributed.run --nproc-per-node N --nnodes M --node-rank K \\
+        --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m perfgate.runner.distributed REQUEST
+
+(one node: ``127.0.0.1`` and a free port). Every rank (:func:`main`) joins the process group
+with the device's backend (gloo on CPU, nccl on CUDA, hccl on NPU), builds the workload,
+runs the warm-up steps, then the measured steps with a barrier before each one: the
+steps of all ranks start together, and each rank times its own steps (monotonic clock,
+device synchronised, profiler off). A rank's step time therefore includes the time it
+waits inside the step for the others (in the gradient all-reduce); the wait for a rank
+that is slow *between* synchronisations shows on the others at the next barrier, outside
+the timed step, and on the slow rank as a longer step. Then every rank profiles its own
+window (torch.profiler trace per rank, or the NPU backend's profile) and summarises it;
+rank 0 gathers every rank's samples and summary with ``gather_object`` and writes the
+result file.
+
+A rank whose code raises writes ``{"ok": false, "rank": r, ...}`` to its own error file
+and exits; torchrun then stops the other ranks, and the parent names the rank that failed
+first. A job that outlives its timeout is stopped as a whole: torchrun's process group is
+sent SIGTERM (torchrun stops its ranks), then SIGKILL, and every rank's own session (each
+rank is a session leader: torchrun starts them so) is killed too, so no process is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ConfigError, RunnerError
+from perfgate.models import ProfileSummary
+
+DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+"""The torch.distributed backend of each device."""
+
+TERM_GRACE_S = 10.0
+"""How long torchrun gets to stop its ranks after SIGTERM before everything is killed."""
+
+_WORKER_MODULE = "perfgate.runner.distributed"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a job is launched across nodes (``perfgate run --nnodes/--node-rank/
+    --rdzv-endpoint``); on one node all defaults."""
+
+    nnodes: int | None = None
+    """Overrides the spec's ``nnodes``."""
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of the c10d rendezvous (the same on every node); default: a free port
+    on 127.0.0.1 (one node only)."""
+    rdzv_id: str = "perfgate"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun_command(
+    request_path: Path, *, nproc: int, nnodes: int, launch: LaunchOptions
+) -> list[str]:
+    """The command line of one job."""
+    endpoint = launch.rdzv_endpoint
+    if endpoint is None:
+        if nnodes > 1:
+            raise ConfigError(
+                "a multi-node job needs --rdzv-endpoint HOST:PORT (the same on every node)"
+            )
+        endpoint = f"127.0.0.1:{free_port()}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--nnodes",
+        str(nnodes),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        launch.rdzv_id,
+        "--max-restarts",
+        "0",
+    ]
+    if launch.node_rank is not None:
+        cmd += ["--node-rank", str(launch.node_rank)]
+    return [*cmd, "-m", _WORKER_MODULE, str(request_path)]
+
+
+# --- parent side -----------------------------------------------------------------------------
+
+
+def _alive_rank(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return _WORKER_MODULE.encode() in fh.read()
+    except OSError:
+        return False
+
+
+def _kill_job(proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    """Stop torchrun and every rank it started, whatever state they are in."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for state in workdir.glob("state-rank*.json"):
+        try:
+            pid = int(json.loads(state.read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if _alive_rank(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _states(workdir: Path) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for path in workdir.glob("state-rank*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out[int(data["rank"])] = str(data["phase"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
+def _first_failure(workdir: Path) -> dict[str, Any] | None:
+    """The error of the rank that failed first (the others usually fail because it did)."""
+    failures: list[dict[str, Any]] = []
+    for path in workdir.glob("error-rank*.json"):
+        try:
+            failures.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (float(f.get("time", 0.0)), int(f.get("rank", 0))))
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    useful = [line for line in lines if line.strip() and not line.startswith("W")]
+    return (useful or lines or [""])[-1].strip()
+
+
+def run_job(
+    request: Mapping[str, Any],
+    *,
+    where: str,
+    workdir: Path,
+    nproc: int,
+    nnodes: int,
+    launch: LaunchOptions,
+    timeout_s: float,
+    cwd: Path | None = None,
+) -> dict[str, Any] | None:
+    """Launch one torchrun job for ``request`` and return rank 0's result document.
+
+    Returns None when the job succeeded but rank 0 ran on another node (that node's
+    perfgate records the run).
+
+    Raises:
+        ConfigError: a rank could not build the workload as configured.
+        RunnerError: a rank raised (named), the job died, or it outlived ``timeout_s``.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    request_path = workdir / "request.json"
+    result_path = workdir / "result.json"
+    request = {
+        **request,
+        "result_path": str(result_path),
+        "workdir": str(workdir),
+        "timeout_s": timeout_s,
+    }
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    env = dict(os.environ)
+    env.setdefault("PYTHONHASHSEED", "0")
+    env["OMP_NUM_THREADS"] = str(max(int(request.get("threads", 1)), 1))
+    cmd = torchrun_command(request_path, nproc=nproc, nnodes=nnodes, launch=launch)
+    log = workdir / "torchrun.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_job(proc, workdir)
+            states = _states(workdir)
+            unfinished = ", ".join(
+                f"rank {r} ({phase})" for r, phase in sorted(states.items()) if phase != "done"
+            )
+            raise RunnerError(
+                f"{where}: the job did not finish within {timeout_s:.0f} s and was killed"
+                + (f"; ranks not done: {unfinished}" if unfinished else "")
+            ) from None
+        except BaseException:
+            _kill_job(proc, workdir)
+            raise
+    failure = _first_failure(workdir)
+    if failure is not None:
+        rank = failure.get("rank", "?")
+        if failure.get("kind") == "config":
+            raise ConfigError(f"{where}: rank {rank}: {failure['message']}")
+        raise RunnerError(f"{where}: rank {rank} raised {failure['message']}")
+    if code != 0:
+        tail = _last_line(log)
+        raise RunnerError(
+            f"{where}: torchrun exited with code {code}"
+            + (f"; last output: {tail}" if tail else "")
+        )
+    if not result_path.exists():
+        if nnodes > 1:
+            return None
+        raise RunnerError(f"{where}: the job finished but rank 0 wrote no result")
+    result: dict[str, Any] = json.loads(result_path.read_text(encoding="utf-8"))
+    return result
+
+
+# --- rank side -------------------------------------------------------------------------------
+
+
+def _state(workdir: str, rank: int, phase: str) -> None:
+    path = os.path.join(workdir, f"state-rank{rank}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump({"rank": rank, "pid": os.getpid(), "phase": phase}, fh)
+    os.replace(path + ".tmp", path)
+
+
+def summarise_profile(path: str, rank: int) -> ProfileSummary:
+    """A rank's profiled window: a torch.profiler trace file, or the NPU profile directory."""
+    from dataclasses import replace
+
+    if Path(path).is_dir():
+        from perfgate.parsers.ascend import parse_ascend
+
+        ranks, _ = parse_ascend(Path(path))
+        summary = ranks[0]
+    else:
+        from perfgate.parsers import parse_torch_trace
+
+        summary = parse_torch_trace(path)
+    return replace(summary, rank=rank)
+
+
+def _set_device(device: str, local_rank: int) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+    elif device == "npu":
+        npu: Any = getattr(torch, "npu", None)
+        if npu is not None:
+            npu.set_device(local_rank)
+
+
+def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
+    import random
+
+    import torch
+    import torch.distributed as dist
+
+    from perfgate.runner.backends import get_backend
+    from perfgate.runner.worker import EntryError, build_workload, load_entry, step_mode
+
+    workdir = str(request["workdir"])
+    device = str(request["device"])
+    threads = int(request["threads"])
+    seed = int(request["seed"])
+    random.seed(seed)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    try:
+        backend = get_backend(device)
+    except RuntimeError as exc:
+        raise EntryError(str(exc)) from exc
+    _set_device(device, local_rank)
+    dist.init_process_group(
+        backend=DIST_BACKENDS[device], timeout=timedelta(seconds=float(request["timeout_s"]))
+    )
+    world = dist.get_world_size()
+    _state(workdir, rank, "building")
+    func = load_entry(str(request["target"]))
+    try:
+        step, batch_size, effective = build_workload(func, backend.device, request["params"])
+    except (TypeError, ValueError) as exc:
+        raise EntryError(f"cannot build the workload: {exc}") from exc
+    sync = backend.synchronize
+    clock = time.perf_counter_ns
+    barrier = dist.barrier
+    with step_mode(request):
+        _state(workdir, rank, "warm-up")
+        for _ in range(int(request["warmup"])):
+            step()
+        sync()
+        gc.collect()
+        backend.reset_peak_memory()
+        _state(workdir, rank, "measuring")
+        measured = int(request["measured"])
+        samples_ns = [0] * measured
+        for i in range(measured):
+            barrier()
+            t0 = clock()
+            step()
+            sync()
+            samples_ns[i] = clock() - t0
+        peak = backend.peak_memory_bytes()
+        profile = None
+        trace_dir = request.get("trace_dir")
+        profiled = int(request["profiled"])
+        if trace_dir and profiled > 0:
+            _state(workdir, rank, "profiling")
+            barrier()
+            path = os.path.join(str(trace_dir), f"{request['name']}.rank{rank}.pt.trace.json")
+            written = backend.profile(step, profiled, path)
+            profile = summarise_profile(written, rank).to_dict()
+    _state(workdir, rank, "gathering")
+    mine = {
+        "rank": rank,
+        "step_ns": samples_ns,
+        "peak_memory_bytes": peak,
+        "profile": profile,
+        "host": socket.gethostname(),
+    }
+    gathered: list[Any] | None = [None] * world if rank == 0 else None
+    dist.gather_object(mine, gathered, dst=0)
+    dist.barrier()
+    dist.destroy_process_group()
+    return {
+        "ok": True,
+        "ranks": gathered,
+        "world_size": world,
+        "batch_size": batch_size,
+        "params": effective,
+        "env": backend.describe(),
+    }
+
+
+def _write(path: str, doc: Mapping[str, Any]) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv: Sequence[str]) -> int:
+    """One rank of a job (run by torchrun): measure, and rank 0 writes the result."""
+    from perfgate.runner.worker import EntryError
+
+    with open(argv[0], encoding="utf-8") as fh:
+        request = json.load(fh)
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    workdir = str(request["workdir"])
+    for path in request.get("sys_path", []):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    _state(workdir, rank, "starting")
+    try:
+        result = _measure_rank(request, rank, local_rank)
+    except EntryError as exc:
+        _write(
+            os.path.join(workdir, f"error-rank{rank}.json"),
+            {"ok": False, "kind": "config", "rank": rank, "message": str(exc), "time": time.time()},
+        )
+        return 2
+    except BaseException as exc:  # the benchmark's code (or the job) failed: say which rank
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        _write(
+            os.path.join(workdir, f"error-rank{rank}.json"),
+            {
+                "ok": False,
+                "kind": "runner",
+                "rank": rank,
+                "message": f"{type(exc).__name__}: {exc}{at}",
+                "traceback": traceback.format_exc(),
+                "time": time.time(),
+            },
+        )
+        return 3
+    if rank == 0:
+        _write(str(request["result_path"]), result)
+    _state(workdir, rank, "done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

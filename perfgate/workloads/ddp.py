@@ -1,0 +1,180 @@
+"""The MLP and CNN training steps wrapped in DistributedDataParallel (run with ``--nproc N``).
+
+Each rank trains on its own batch (seeded by rank); DDP all-reduces the gradients in
+buckets during the backward pass. Knobs that inject multi-device problems, all real work:
+
+- ``straggler_rank`` / ``straggler_extra``: that rank does ``straggler_extra`` times the
+  step's forward and backward work again, on a private copy of the model, after the
+  optimizer step: rank-local work outside the gradient synchronisation, as rank-0-only
+  logging or evaluation inside the step would be. The other ranks wait for it at the next
+  step's start. ``straggler_rank = -1`` (default) means none.
+- ``extra_allreduce``: an extra blocking all-reduce of that many float32 values per step
+  (after the backward pass): communication that cannot overlap.
+- ``bucket_cap_mb``: DDP's gradient bucket size (default 25); smaller buckets mean more,
+  smaller all-reduces.
+
+The process group must already be initialised (the distributed worker does it).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from perfgate.workloads import cnn, mlp
+from perfgate.workloads.base import Workload, extra_rows
+
+
+def _require_group() -> tuple[int, int]:
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError(
+            "DDP workloads run under torch.distributed: use 'perfgate run --nproc N' "
+            "(or nproc = N in the suite entry)"
+        )
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _check_knobs(straggler_extra: float, extra_allreduce: int, bucket_cap_mb: float) -> None:
+    if straggler_extra < 0:
+        raise ValueError(f"straggler_extra must be >= 0, got {straggler_extra}")
+    if extra_allreduce < 0:
+        raise ValueError(f"extra_allreduce must be >= 0, got {extra_allreduce}")
+    if bucket_cap_mb <= 0:
+        raise ValueError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")
+
+
+def _tile(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """``rows`` rows of ``t``, repeated as often as needed."""
+    times = rows // t.shape[0] + 1
+    return t.repeat(times, *([1] * (t.dim() - 1)))[:rows]
+
+
+def _ddp_step(
+    model: nn.Module,
+    device: str,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    rank: int,
+    straggler_rank: int,
+    straggler_extra: float,
+    extra_allreduce: int,
+    bucket_cap_mb: float,
+) -> Callable[[], torch.Tensor]:
+    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    rows = extra_rows(x.shape[0], straggler_extra) if rank == straggler_rank else 0
+    shadow = copy.deepcopy(model) if rows else None
+    xs, ys = _tile(x, rows), _tile(y, rows)
+    buffer = torch.ones(extra_allreduce, device=device) if extra_allreduce else None
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        if buffer is not None:
+            dist.all_reduce(buffer)
+        optimizer.step()
+        if shadow is not None:
+            shadow.zero_grad(set_to_none=True)
+            F.cross_entropy(shadow(xs), ys).backward()
+        return loss.detach()
+
+    return step
+
+
+def build_mlp(
+    device: str = "cpu",
+    batch_size: int = 128,
+    features: int = 512,
+    hidden: int = 1024,
+    classes: int = 10,
+    slowdown: float = 0.0,
+    straggler_rank: int = -1,
+    straggler_extra: float = 0.0,
+    extra_allreduce: int = 0,
+    bucket_cap_mb: float = 25.0,
+) -> Workload:
+    """The MLP of :mod:`perfgate.workloads.mlp` under DDP; ``batch_size`` is per rank."""
+    rank, _ = _require_group()
+    _check_knobs(straggler_extra, extra_allreduce, bucket_cap_mb)
+    torch.manual_seed(0)
+    model = mlp.make_model(features, hidden, classes).to(device)
+    torch.manual_seed(1000 + rank)
+    rows = batch_size + extra_rows(batch_size, slowdown)
+    x = torch.randn(rows, features, device=device)
+    y = torch.randint(0, classes, (rows,), device=device)
+    step = _ddp_step(
+        model,
+        device,
+        x,
+        y,
+        rank=rank,
+        straggler_rank=straggler_rank,
+        straggler_extra=straggler_extra,
+        extra_allreduce=extra_allreduce,
+        bucket_cap_mb=bucket_cap_mb,
+    )
+    params = {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes}
+    knobs = {
+        "slowdown": slowdown,
+        "straggler_rank": straggler_rank,
+        "straggler_extra": straggler_extra,
+        "extra_allreduce": extra_allreduce,
+        "bucket_cap_mb": bucket_cap_mb,
+    }
+    return Workload(step=step, batch_size=batch_size, params={**params, **knobs})
+
+
+def build_cnn(
+    device: str = "cpu",
+    batch_size: int = 32,
+    image_size: int = 32,
+    channels: int = 16,
+    classes: int = 10,
+    slowdown: float = 0.0,
+    straggler_rank: int = -1,
+    straggler_extra: float = 0.0,
+    extra_allreduce: int = 0,
+    bucket_cap_mb: float = 25.0,
+) -> Workload:
+    """The CNN of :mod:`perfgate.workloads.cnn` under DDP; ``batch_size`` is per rank."""
+    rank, _ = _require_group()
+    _check_knobs(straggler_extra, extra_allreduce, bucket_cap_mb)
+    torch.manual_seed(0)
+    model = cnn.make_model(channels, classes).to(device)
+    torch.manual_seed(1000 + rank)
+    rows = batch_size + extra_rows(batch_size, slowdown)
+    x = torch.randn(rows, 3, image_size, image_size, device=device)
+    y = torch.randint(0, classes, (rows,), device=device)
+    step = _ddp_step(
+        model,
+        device,
+        x,
+        y,
+        rank=rank,
+        straggler_rank=straggler_rank,
+        straggler_extra=straggler_extra,
+        extra_allreduce=extra_allreduce,
+        bucket_cap_mb=bucket_cap_mb,
+    )
+    params = {
+        "batch_size": batch_size,
+        "image_size": image_size,
+        "channels": channels,
+        "classes": classes,
+    }
+    knobs = {
+        "slowdown": slowdown,
+        "straggler_rank": straggler_rank,
+        "straggler_extra": straggler_extra,
+        "extra_allreduce": extra_allreduce,
+        "bucket_cap_mb": bucket_cap_mb,
+    }
+    return Workload(step=step, batch_size=batch_size, params={**params, **knobs})

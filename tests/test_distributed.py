@@ -1,0 +1,216 @@
+"""Multi-device benchmarks end to end: real torchrun jobs of 2 ranks on gloo (CPU), a real
+SQLite store, the real gate and advisor.
+
+Kept few and small (warm-up 2, 10 measured steps, 2 profiled, 1 repeat; about 6 s a job on
+this 2-core machine). The workload is ``ddp_mlp`` at batch 512 / hidden 256 so that compute,
+not the loopback all-reduce, dominates a step (~6 ms in a quiet period). The injected
+straggler makes rank 1 do 6x the forward/backward work (``straggler_extra=5``), which
+makes the job's step about 3x longer: above even the spread seen between runs under
+neighbours' load (baseline runs of 7 and 13 ms in one module).
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from perfgate import app  # noqa: E402
+from perfgate.config import Config  # noqa: E402
+from perfgate.errors import RunnerError  # noqa: E402
+from perfgate.models import BenchmarkSpec, CIContext, GitContext, RunRecord, Verdict  # noqa: E402
+from perfgate.runner import run_benchmark  # noqa: E402
+from perfgate.runner.distributed import LaunchOptions  # noqa: E402
+from perfgate.store import SqlStore, open_store  # noqa: E402
+
+SMALL = {"batch_size": 512, "hidden": 256}
+SPEC = BenchmarkSpec(
+    name="ddp_mlp",
+    workload="ddp_mlp",
+    nproc=2,
+    warmup=2,
+    measured=10,
+    profiled=2,
+    repeats=1,
+    params=SMALL,
+)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Config, SqlStore, Path]]:
+    root = tmp_path_factory.mktemp("dist")
+    config = Config(database_url=f"sqlite:///{root / 'db.sqlite'}")
+    store = open_store(config.database_url)
+    yield config, store, root
+    store.close()
+
+
+def record(
+    suite: tuple[Config, SqlStore, Path], branch: str, **params: float | int
+) -> RunRecord:
+    config, store, root = suite
+    spec = replace(SPEC, params={**SMALL, **params})
+    (done,) = app.run_and_record(
+        config,
+        [spec],
+        store,
+        git=GitContext(commit=uuid.uuid4().hex[:12], branch=branch),
+        ci=CIContext(),
+        trace_root=root / "traces",
+    )
+    return done
+
+
+@pytest.fixture(scope="module")
+def baseline(suite: tuple[Config, SqlStore, Path]) -> list[RunRecord]:
+    return [record(suite, "main") for _ in range(3)]
+
+
+def test_one_run_holds_every_ranks_samples_and_profile(baseline: list[RunRecord]) -> None:
+    config, _, _ = Config(), None, None
+    run = baseline[0]
+    job = run.measurement("step_time_ms")
+    r0, r1 = run.measurement("step_time_ms.rank0"), run.measurement("step_time_ms.rank1")
+    assert job is not None and r0 is not None and r1 is not None
+    assert len(job.samples) == len(r0.samples) == len(r1.samples) == 10
+    # the job's step is, step by step, the slowest rank's
+    assert job.samples == tuple(max(a, b) for a, b in zip(r0.samples, r1.samples, strict=True))
+    assert run.measurement("rank_spread_pct") is not None
+    assert [p.rank for p in run.rank_profiles] == [0, 1]
+    assert all(p.breakdown is not None for p in run.rank_profiles)
+    for rank in (0, 1):
+        assert run.measurement(f"communication_ms.rank{rank}") is not None
+        assert run.measurement(f"communication_not_overlapped_pct.rank{rank}") is not None
+    assert run.measurement("allreduce_ms") is not None
+    assert run.fingerprint.device_count == 2
+    assert run.fingerprint.params["nproc"] == 2 and run.fingerprint.params["nnodes"] == 1
+    assert run.spec.nproc == 2
+    assert config.policy("step_time_ms.rank1") == config.policy("step_time_ms")
+
+
+def test_a_straggler_fails_the_gate_and_the_advisor_names_it(
+    suite: tuple[Config, SqlStore, Path], baseline: list[RunRecord]
+) -> None:
+    config, store, _ = suite
+    slow = record(suite, "feat", straggler_rank=1, straggler_extra=5.0)
+    assert slow.fingerprint.key() == baseline[0].fingerprint.key()  # the knob is a treatment
+    result = app.compare_records(config, store, [slow], branch="feat", against="main")
+    verdicts = {c.metric: c for c in result.comparisons}
+    assert verdicts["step_time_ms"].verdict is Verdict.REGRESSION, verdicts["step_time_ms"].reason
+    assert verdicts["rank_spread_pct"].verdict is Verdict.REGRESSION
+    assert app.gate_failed(config, result)
+    slow_rank = [f for f in result.findings if f.rule == "slow_rank"]
+    assert slow_rank and slow_rank[0].location == "ddp_mlp: rank 1"
+    assert "rank 1 is the slowest" in slow_rank[0].message
+
+
+def test_extra_communication_shows_in_the_communication_share(
+    suite: tuple[Config, SqlStore, Path], baseline: list[RunRecord]
+) -> None:
+    # 4M floats (16 MB) all-reduced after the backward pass, every step: it cannot overlap.
+    chatty = record(suite, "comm", extra_allreduce=4_000_000)
+
+    def share(run: RunRecord) -> float:
+        values = [run.measurement(f"communication_not_overlapped_pct.rank{r}") for r in (0, 1)]
+        return max(m.summary.centre for m in values if m is not None)
+
+    def comm(run: RunRecord) -> float:
+        m = run.measurement("allreduce_ms")
+        assert m is not None
+        return m.summary.centre
+
+    assert share(chatty) > max(share(b) for b in baseline) + 10.0
+    assert comm(chatty) > 2 * max(comm(b) for b in baseline)
+
+
+def test_a_rank_that_raises_is_named_and_nothing_is_recorded(tmp_path: Path) -> None:
+    (tmp_path / "boom.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.distributed as dist
+
+            def build(device="cpu"):
+                rank = dist.get_rank()
+
+                def step():
+                    dist.all_reduce(torch.ones(4))
+                    if rank == 1:
+                        raise RuntimeError("injected failure on rank 1")
+
+                return step
+            """
+        )
+    )
+    config = Config(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store = open_store(config.database_url)
+    spec = BenchmarkSpec(name="boom", entry="boom:build", nproc=2, warmup=2, measured=4, repeats=1)
+    try:
+        with pytest.raises(RunnerError, match=r"rank 1 raised RuntimeError: injected failure"):
+            app.run_and_record(
+                config,
+                [spec],
+                store,
+                git=GitContext(commit="abc", branch="main"),
+                ci=CIContext(),
+                trace_root=tmp_path / "traces",
+                sys_path=[str(tmp_path)],
+            )
+        assert store.benchmarks(project=config.project) == []
+    finally:
+        store.close()
+
+
+def _ranks_of(run_id: str) -> list[int]:
+    """Pids of live processes that belong to the torchrun job ``run_id``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if f"TORCHELASTIC_RUN_ID={run_id}".encode() in env:
+            found.append(int(pid))
+    return found
+
+
+def test_a_hung_rank_times_out_and_leaves_no_process(tmp_path: Path) -> None:
+    (tmp_path / "hang.py").write_text(
+        textwrap.dedent(
+            """
+            import time
+            import torch.distributed as dist
+
+            def build(device="cpu"):
+                rank = dist.get_rank()
+
+                def step():
+                    if rank == 1:
+                        time.sleep(3600)
+                    dist.barrier()
+
+                return step
+            """
+        )
+    )
+    run_id = f"perfgate-test-{uuid.uuid4().hex[:8]}"
+    spec = BenchmarkSpec(name="hang", entry="hang:build", nproc=2, warmup=1, measured=2, repeats=1)
+    with pytest.raises(RunnerError, match=r"did not finish within 12 s.*rank 1 \(warm-up\)"):
+        run_benchmark(
+            spec,
+            trace_dir=None,
+            sys_path=[str(tmp_path)],
+            timeout_s=12.0,
+            launch=LaunchOptions(rdzv_id=run_id),
+        )
+    assert _ranks_of(run_id) == []
