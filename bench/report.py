@@ -41,7 +41,7 @@ from perfgate.models import (
 )
 from perfgate.parsers.ascend import parse_ascend
 from perfgate.parsers.torch_trace import parse_torch_trace
-from perfgate.site import gather_site, write_site
+from perfgate.site import build_site, default_jobs, gather_site, write_site
 from perfgate.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,27 +163,35 @@ def main() -> None:
         out = args.keep or tmp / "site"
         if out.exists():
             shutil.rmtree(out)
+        # one process: where the time goes
         t0 = time.perf_counter()
         site = gather_site(Config(), store, limit=args.runs)
         t1 = time.perf_counter()
         written = write_site(out, site)
         t2 = time.perf_counter()
-        store.close()
         pages = written.files - 1
         biggest = max((p.stat().st_size for p in out.rglob("*.html")), default=0)
         changes = sum(len(m.changes) for b in site.benchmarks for m in b.metrics)
-        total = t2 - t0
+        del site
+        # what `perfgate report --html` does by default: one worker process per CPU (<= 8)
+        jobs = default_jobs()
+        t3 = time.perf_counter()
+        written = build_site(Config(), store, out, limit=args.runs, jobs=jobs, url=url)
+        t4 = time.perf_counter()
+        store.close()
+        total = t4 - t3
         size_mb = written.bytes / 1e6
-        print(f"change points found: {changes}; pages: {pages}; largest page {biggest / 1e6:.2f} MB")
-        print(f"gather (store reads, compare, change points): {t1 - t0:6.2f} s")
-        print(f"render + write:                              {t2 - t1:6.2f} s")
+        print(f"change points: {changes}; pages: {pages}; largest page {biggest / 1e6:.2f} MB")
+        print(f"1 process: gather (store reads, compare, change points) {t1 - t0:6.2f} s")
+        print(f"1 process: render + write                               {t2 - t1:6.2f} s")
+        print(f"1 process: total                                        {t2 - t0:6.2f} s")
         print(
-            f"report --html total:                         {total:6.2f} s   target < 10 s   "
-            f"{'ok' if total < 10 else 'MISSED'}"
+            f"report --html ({jobs} worker processes):                  {total:6.2f} s   "
+            f"target < 10 s   {'ok' if total < 10 else 'MISSED'}"
         )
         print(
-            f"output size:                                 {size_mb:6.1f} MB  target < 20 MB  "
-            f"{'ok' if size_mb < 20 else 'MISSED'}  (plotly.min.js "
+            f"output size:                                          {size_mb:6.1f} MB  "
+            f"target < 20 MB  {'ok' if size_mb < 20 else 'MISSED'}  (plotly.min.js "
             f"{(out / 'plotly.min.js').stat().st_size / 1e6:.1f} MB of it)"
         )
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

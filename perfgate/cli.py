@@ -906,6 +906,12 @@ def history_analyze(
 @click.option(
     "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Worker processes (default 0: one per CPU, at most 8; 1: none).",
+)
 def report_command(
     suite: Path | None,
     db_url: str | None,
@@ -914,6 +920,7 @@ def report_command(
     branch: str | None,
     benchmarks: tuple[str, ...],
     limit: int,
+    jobs: int,
 ) -> None:
     """Write a static HTML history report: no server, no internet, works from file://.
 
@@ -927,13 +934,20 @@ def report_command(
     Example:
         perfgate report --html out/perf-report
     """
-    from perfgate.site import build_site
+    from perfgate.site import build_site, default_jobs
 
     config = _config(suite, db_url, project)
     store = _open_store(config.database_url)
     try:
         written = build_site(
-            config, store, html_dir, branch=branch, benchmarks=benchmarks, limit=limit
+            config,
+            store,
+            html_dir,
+            branch=branch,
+            benchmarks=benchmarks,
+            limit=limit,
+            jobs=jobs or default_jobs(),
+            url=config.database_url,
         )
     finally:
         store.close()

@@ -12,8 +12,12 @@ then the latest of the most recent other branches).
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,10 +29,13 @@ from perfgate.models import Comparison, RunPoint, RunRecord
 from perfgate.reporters.html import (
     PLOTLY_JS,
     BenchmarkView,
+    IndexRow,
     MetricView,
     SiteView,
+    index_row,
     plotly_js,
-    render_site,
+    render_benchmark_pages,
+    render_index,
 )
 from perfgate.reporters.series import trend_values
 from perfgate.stats.band import centre_intervals, prediction_band
@@ -36,6 +43,29 @@ from perfgate.store import SqlStore
 
 OTHER_BRANCH_PAGES = 3
 """Other branches (most recent first) whose latest run of a benchmark gets a page."""
+
+
+def select_benchmarks(config: Config, store: SqlStore, benchmarks: Sequence[str]) -> list[str]:
+    """The benchmarks a site shows: ``benchmarks`` (each must have runs), else all."""
+    names = store.benchmarks(project=config.project)
+    if benchmarks:
+        missing = sorted(set(benchmarks) - set(names))
+        if missing:
+            raise UsageError(f"no runs of {', '.join(missing)} in project {config.project!r}")
+        names = [n for n in names if n in set(benchmarks)]
+    if not names:
+        raise UsageError(f"no runs in project {config.project!r}: record one with 'perfgate run'")
+    return names
+
+
+def latest_verdicts(
+    config: Config, store: SqlStore, branch: str, names: Sequence[str]
+) -> tuple[Comparison, ...]:
+    """Each named benchmark's latest run on ``branch`` judged against the runs before it,
+    in one gate (``perfgate compare --branch B --against B``)."""
+    if not names:
+        return ()
+    return app.compare(config, store, branch=branch, against=branch, benchmarks=names).comparisons
 
 
 def gather_site(
@@ -47,27 +77,18 @@ def gather_site(
     limit: int = 1000,
     other_branch_pages: int = OTHER_BRANCH_PAGES,
     now: datetime | None = None,
+    comparisons: Sequence[Comparison] | None = None,
 ) -> SiteView:
     """Everything the site shows, read from ``store``; ``branch`` is the base branch
-    (default: the configured one). Raises UsageError when there is nothing to show."""
+    (default: the configured one). ``comparisons`` are :func:`latest_verdicts` when the
+    caller has them (computed over every benchmark, so FDR adjusts over them all). Raises
+    UsageError when there is nothing to show."""
     base = branch or config.base_branch
-    names = store.benchmarks(project=config.project)
-    if benchmarks:
-        missing = sorted(set(benchmarks) - set(names))
-        if missing:
-            raise UsageError(f"no runs of {', '.join(missing)} in project {config.project!r}")
-        names = [n for n in names if n in set(benchmarks)]
-    if not names:
-        raise UsageError(f"no runs in project {config.project!r}: record one with 'perfgate run'")
+    names = select_benchmarks(config, store, benchmarks)
     on_base = set(store.benchmarks(project=config.project, branch=base))
-    judged: dict[tuple[str, str], Comparison] = {}
-    if on_base & set(names):
-        result = app.compare(
-            config, store, branch=base, against=base, benchmarks=sorted(on_base & set(names))
-        )
-        for c in result.comparisons:
-            if c.method == "history":
-                judged[(c.benchmark, c.metric)] = c
+    if comparisons is None:
+        comparisons = latest_verdicts(config, store, base, [n for n in names if n in on_base])
+    judged = {(c.benchmark, c.metric): c for c in comparisons if c.method == "history"}
 
     views: list[BenchmarkView] = []
     found: list[app.DetectedChange] = []
@@ -175,15 +196,15 @@ class SiteWritten:
     bytes: int
 
 
-def write_site(directory: Path, site: SiteView) -> SiteWritten:
-    """Render ``site`` into ``directory`` (created if needed; perfgate's pages in it are
-    replaced), with ``plotly.min.js`` copied beside ``index.html``."""
+def _prepare(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    pages = render_site(site)
     for sub in ("benchmarks", "runs"):
         old = directory / sub
         if old.is_dir():
             shutil.rmtree(old)
+
+
+def _write_pages(directory: Path, pages: Mapping[str, str]) -> int:
     total = 0
     for rel, text in pages.items():
         path = directory / rel
@@ -191,9 +212,73 @@ def write_site(directory: Path, site: SiteView) -> SiteWritten:
         data = text.encode("utf-8")
         path.write_bytes(data)
         total += len(data)
+    return total
+
+
+def _finish(
+    directory: Path, site: SiteView, rows: Sequence[IndexRow], files: int, size: int
+) -> SiteWritten:
+    size += _write_pages(directory, {"index.html": render_index(site, rows)})
     js = plotly_js()
     (directory / PLOTLY_JS).write_bytes(js)
-    return SiteWritten(directory / "index.html", len(pages) + 1, total + len(js))
+    return SiteWritten(directory / "index.html", files + 2, size + len(js))
+
+
+def write_site(directory: Path, site: SiteView) -> SiteWritten:
+    """Render ``site`` into ``directory`` (created if needed; perfgate's pages in it are
+    replaced), with ``plotly.min.js`` copied beside ``index.html``."""
+    _prepare(directory)
+    files = size = 0
+    for b in site.benchmarks:
+        pages = render_benchmark_pages(b, site)
+        files += len(pages)
+        size += _write_pages(directory, pages)
+    rows = [index_row(b, site.branch) for b in site.benchmarks]
+    return _finish(directory, site, rows, files, size)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    config: Config
+    url: str
+    directory: Path
+    branch: str | None
+    names: tuple[str, ...]
+    limit: int
+    now: datetime
+    comparisons: tuple[Comparison, ...]
+
+
+def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int]:
+    """In a worker process: gather and write some benchmarks' pages; their overview rows."""
+    from perfgate.store import open_store
+
+    store = open_store(chunk.url)
+    try:
+        site = gather_site(
+            chunk.config,
+            store,
+            branch=chunk.branch,
+            benchmarks=chunk.names,
+            limit=chunk.limit,
+            now=chunk.now,
+            comparisons=chunk.comparisons,
+        )
+    finally:
+        store.close()
+    files = size = 0
+    for b in site.benchmarks:
+        pages = render_benchmark_pages(b, site)
+        files += len(pages)
+        size += _write_pages(chunk.directory, pages)
+    return [index_row(b, site.branch) for b in site.benchmarks], files, size
+
+
+PARALLEL_MIN_BENCHMARKS = 16
+
+
+def default_jobs() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def build_site(
@@ -205,7 +290,40 @@ def build_site(
     benchmarks: Sequence[str] = (),
     limit: int = 1000,
     now: datetime | None = None,
+    jobs: int = 1,
+    url: str | None = None,
 ) -> SiteWritten:
-    """Gather and write the site: ``perfgate report --html DIR``."""
-    site = gather_site(config, store, branch=branch, benchmarks=benchmarks, limit=limit, now=now)
-    return write_site(directory, site)
+    """Gather and write the site: ``perfgate report --html DIR``.
+
+    With ``jobs`` > 1 and ``url`` (the store's URL, to reopen in each worker; not an
+    in-memory SQLite) benchmarks are gathered and rendered by that many processes; the
+    pages are the same as a single process writes.
+    """
+    now = now or datetime.now(timezone.utc)
+    names = select_benchmarks(config, store, benchmarks)
+    in_memory = url is None or url in ("sqlite://", "sqlite:///:memory:")
+    if jobs <= 1 or in_memory or url is None or len(names) < PARALLEL_MIN_BENCHMARKS:
+        site = gather_site(config, store, branch=branch, benchmarks=names, limit=limit, now=now)
+        return write_site(directory, site)
+    _prepare(directory)
+    base = branch or config.base_branch
+    on_base = set(store.benchmarks(project=config.project, branch=base))
+    judged = latest_verdicts(config, store, base, [x for x in names if x in on_base])
+    n = min(jobs * 2, len(names))
+    chunks = []
+    for i in range(n):
+        mine = tuple(names[i::n])
+        picked = tuple(c for c in judged if c.benchmark in set(mine))
+        chunks.append(_Chunk(config, url, directory, branch, mine, limit, now, picked))
+    rows: list[IndexRow] = []
+    files = size = 0
+    # fork (no re-import in each worker) where it is safe: POSIX and no other threads
+    fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    context = multiprocessing.get_context("fork" if fork else "spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=context) as pool:
+        for got, f, b in pool.map(_build_chunk, chunks):
+            rows += got
+            files += f
+            size += b
+    site = SiteView(config.project, base, now, ())
+    return _finish(directory, site, rows, files, size)

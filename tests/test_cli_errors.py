@@ -77,7 +77,7 @@ def test_unknown_workload_and_bad_param(tmp_path: Path) -> None:
         tmp_path, "run", "--workload", "resnet9000", "--db", db_url(tmp_path), "--branch", "m"
     )
     assert code == 2
-    assert "unknown (built-in: mlp, cnn, transformer)" in one_line(err)
+    assert "unknown (built-in: mlp, cnn, transformer, ddp_mlp, ddp_cnn, mlp_infer)" in one_line(err)
     with pytest.raises(ConfigError):
         parse_param("slowdown")
     assert parse_param("slowdown=0.3") == ("slowdown", 0.3)

@@ -4,9 +4,11 @@ SQLite store, the real gate and advisor.
 Kept few and small (warm-up 2, 10 measured steps, 2 profiled, 1 repeat; about 6 s a job on
 this 2-core machine). The workload is ``ddp_mlp`` at batch 512 / hidden 256 so that compute,
 not the loopback all-reduce, dominates a step (~6 ms in a quiet period). The injected
-straggler makes rank 1 do 6x the forward/backward work (``straggler_extra=5``), which
-makes the job's step about 3x longer: above even the spread seen between runs under
-neighbours' load (baseline runs of 7 and 13 ms in one module).
+straggler makes rank 1 do 9x the forward/backward work (``straggler_extra=8``), which
+makes the job's step several times longer. Under neighbours' load single-repeat baseline
+runs were seen at 7 and 13 ms in one module (minimum detectable effect of 3 such runs:
+130-570%); as in test_cli_e2e, a regression is demanded where the run's noise allowed a
+decision, and otherwise the gate must say inconclusive — never unchanged.
 """
 
 from __future__ import annotations
@@ -52,9 +54,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Config, Sq
     store.close()
 
 
-def record(
-    suite: tuple[Config, SqlStore, Path], branch: str, **params: float | int
-) -> RunRecord:
+def record(suite: tuple[Config, SqlStore, Path], branch: str, **params: float | int) -> RunRecord:
     config, store, root = suite
     spec = replace(SPEC, params={**SMALL, **params})
     (done,) = app.run_and_record(
@@ -74,7 +74,7 @@ def baseline(suite: tuple[Config, SqlStore, Path]) -> list[RunRecord]:
 
 
 def test_one_run_holds_every_ranks_samples_and_profile(baseline: list[RunRecord]) -> None:
-    config, _, _ = Config(), None, None
+    config = Config()
     run = baseline[0]
     job = run.measurement("step_time_ms")
     r0, r1 = run.measurement("step_time_ms.rank0"), run.measurement("step_time_ms.rank1")
@@ -99,13 +99,20 @@ def test_a_straggler_fails_the_gate_and_the_advisor_names_it(
     suite: tuple[Config, SqlStore, Path], baseline: list[RunRecord]
 ) -> None:
     config, store, _ = suite
-    slow = record(suite, "feat", straggler_rank=1, straggler_extra=5.0)
+    slow = record(suite, "feat", straggler_rank=1, straggler_extra=8.0)
     assert slow.fingerprint.key() == baseline[0].fingerprint.key()  # the knob is a treatment
     result = app.compare_records(config, store, [slow], branch="feat", against="main")
     verdicts = {c.metric: c for c in result.comparisons}
-    assert verdicts["step_time_ms"].verdict is Verdict.REGRESSION, verdicts["step_time_ms"].reason
-    assert verdicts["rank_spread_pct"].verdict is Verdict.REGRESSION
-    assert app.gate_failed(config, result)
+    for metric in ("step_time_ms", "rank_spread_pct"):
+        c = verdicts[metric]
+        assert c.change_pct is not None and c.mde_pct is not None and c.min_effect_pct
+        assert c.change_pct > 100.0, c.reason
+        if c.change_pct > max(c.mde_pct, c.min_effect_pct) * 1.5:
+            assert c.verdict is Verdict.REGRESSION, c.reason
+        else:  # the machine is too noisy now to see even this: the gate must say so
+            assert c.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE), c.reason
+    if verdicts["step_time_ms"].verdict is Verdict.REGRESSION:
+        assert app.gate_failed(config, result)
     slow_rank = [f for f in result.findings if f.rule == "slow_rank"]
     assert slow_rank and slow_rank[0].location == "ddp_mlp: rank 1"
     assert "rank 1 is the slowest" in slow_rank[0].message
@@ -114,19 +121,22 @@ def test_a_straggler_fails_the_gate_and_the_advisor_names_it(
 def test_extra_communication_shows_in_the_communication_share(
     suite: tuple[Config, SqlStore, Path], baseline: list[RunRecord]
 ) -> None:
-    # 4M floats (16 MB) all-reduced after the backward pass, every step: it cannot overlap.
-    chatty = record(suite, "comm", extra_allreduce=4_000_000)
+    # 16M floats (64 MB) all-reduced after the backward pass, every step: several times the
+    # gradients' traffic, and it cannot overlap. The share is the ranks' mean (the max would
+    # be the rank that waited longest for the other, which load alone can push high).
+    chatty = record(suite, "comm", extra_allreduce=16_000_000)
 
     def share(run: RunRecord) -> float:
         values = [run.measurement(f"communication_not_overlapped_pct.rank{r}") for r in (0, 1)]
-        return max(m.summary.centre for m in values if m is not None)
+        return sum(m.summary.centre for m in values if m is not None) / 2
 
     def comm(run: RunRecord) -> float:
         m = run.measurement("allreduce_ms")
         assert m is not None
         return m.summary.centre
 
-    assert share(chatty) > max(share(b) for b in baseline) + 10.0
+    assert share(chatty) > max(share(b) for b in baseline)
+    assert share(chatty) > 50.0
     assert comm(chatty) > 2 * max(comm(b) for b in baseline)
 
 

@@ -220,3 +220,24 @@ def test_gate_takes_the_report_url_from_flag_or_env(db: str, tmp_path: Path) -> 
         )
         assert result.exit_code in (0, 1), result.output
         assert f"[history report]({url})" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_grafana_dashboard_queries_the_exported_names(db: str) -> None:
+    import json
+    import re
+
+    root = Path(__file__).parent.parent
+    dashboard = json.loads((root / "ci/grafana/perfgate-dashboard.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"perfgate_[a-z_]+", target["expr"])
+    }
+    _, out, _ = invoke("export", "prometheus", "--db", db)
+    exported = {f.name for f in text_string_to_metric_families(out)}
+    exported.add(prometheus_name("throughput_samples_per_s", "1/s"))
+    exported.add(prometheus_name("peak_memory_bytes", "bytes"))
+    assert queried and queried <= exported, queried - exported
+    labels = {"project", "benchmark", "testbed", "branch"}
+    assert labels <= {v["name"] for v in dashboard["templating"]["list"]}

@@ -155,7 +155,7 @@ def test_site_files_are_self_contained_and_escaped(site_dir: Path) -> None:
         assert "<img src=x" not in text and "<script>alert" not in text, rel
     index = (site_dir / "index.html").read_text(encoding="utf-8")
     assert "ascend&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in index
-    assert index.count("<svg class=\"spark\"") == 3
+    assert index.count('<svg class="spark"') == 3
 
 
 def _chromium() -> str | None:
@@ -196,9 +196,7 @@ def _console(stderr: str) -> list[str]:
 
 
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed")
-def test_chromium_draws_every_plot_without_console_errors(
-    site_dir: Path, tmp_path: Path
-) -> None:
+def test_chromium_draws_every_plot_without_console_errors(site_dir: Path, tmp_path: Path) -> None:
     # the console check itself sees errors
     broken = tmp_path / "broken.html"
     broken.write_text("<script>console.error('boom'); missing();</script>", encoding="utf-8")
@@ -249,3 +247,44 @@ def test_report_refuses_unknown_benchmarks(store_url: str, tmp_path: Path) -> No
     )
     assert result.exit_code == 2
     assert "no runs of nope" in result.stderr
+
+
+def test_history_plots_are_valid_plotly_figures(store_url: str) -> None:
+    """History plots are built as plain dicts for speed; graph_objects still accepts them."""
+    import plotly.graph_objects as go
+
+    from perfgate.reporters.html import _other_table, _run_table, history_figure
+
+    store = open_store(store_url)
+    try:
+        site = gather_site(Config(), store)
+    finally:
+        store.close()
+    for b in site.benchmarks:
+        _, rows, starts = _run_table(b)
+        _, other_rows = _other_table(b)
+        for m in b.metrics:
+            fig = go.Figure(history_figure(m, site.branch, rows, starts, other_rows))
+            assert fig.data[0].meta == "base"
+
+
+def test_worker_processes_write_the_same_site(
+    store_url: str, site_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perfgate import site as site_module
+
+    monkeypatch.setattr(site_module, "PARALLEL_MIN_BENCHMARKS", 1)
+    out = tmp_path / "parallel"
+    result = CliRunner().invoke(
+        cli, ["report", "--html", str(out), "--db", store_url, "--jobs", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    serial = {p.relative_to(site_dir) for p in site_dir.rglob("*")}
+    assert {p.relative_to(out) for p in out.rglob("*")} == serial
+    for rel in serial:
+        if rel.suffix == ".html" and rel.name != "index.html":
+            assert (out / rel).read_text() == (site_dir / rel).read_text(), rel
+    strip = re.compile(r"generated [^<]*")
+    assert strip.sub("", (out / "index.html").read_text()) == strip.sub(
+        "", (site_dir / "index.html").read_text()
+    )

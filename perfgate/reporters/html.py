@@ -314,42 +314,56 @@ def primary_metric(view: BenchmarkView) -> MetricView | None:
 # --- the overview ----------------------------------------------------------------------------
 
 
-def render_index(site: SiteView) -> str:
-    rows = []
-    for b in site.benchmarks:
-        primary = primary_metric(b)
-        latest = b.runs[0] if b.runs and b.runs[0].git.branch == site.branch else None
-        value = change = spark = metric = ""
-        if primary is not None:
-            metric = esc(primary.metric)
-            spark = sparkline_svg(primary.trend)
-            c = primary.comparison
-            if c is not None:
-                value = esc(format_value(c.current_centre, c.unit))
-                change = esc(format_change(c))
-            elif primary.base:
-                value = esc(format_value(primary.base[-1].centre, primary.unit))
-        changes = sum(len(m.changes) for m in b.metrics)
-        runs = max((len(m.base) for m in b.metrics), default=0)
-        run_link = (
-            f'<a href="{esc(run_path(latest.id))}">{esc(latest.id[:12])}</a>' if latest else ""
-        )
-        rows.append(
-            "<tr>"
-            f'<td><a href="{esc(benchmark_path(b.name))}">{esc(b.name)}</a></td>'
-            f'<td class="verdict">{_verdict_html(b.verdict)}</td>'
-            f"<td>{metric}</td><td class='num'>{value}</td><td class='num'>{change}</td>"
-            f"<td>{spark}</td><td class='num'>{runs}</td><td class='num'>{changes}</td>"
-            f"<td>{run_link}</td></tr>"
-        )
+@dataclass(frozen=True)
+class IndexRow:
+    """One benchmark's row of the overview, rendered."""
+
+    name: str
+    verdict: Verdict | None
+    html: str
+
+
+def index_row(b: BenchmarkView, branch: str) -> IndexRow:
+    primary = primary_metric(b)
+    latest = b.runs[0] if b.runs and b.runs[0].git.branch == branch else None
+    value = change = spark = metric = ""
+    if primary is not None:
+        metric = esc(primary.metric)
+        spark = sparkline_svg(primary.trend)
+        c = primary.comparison
+        if c is not None:
+            value = esc(format_value(c.current_centre, c.unit))
+            change = esc(format_change(c))
+        elif primary.base:
+            value = esc(format_value(primary.base[-1].centre, primary.unit))
+    changes = sum(len(m.changes) for m in b.metrics)
+    runs = max((len(m.base) for m in b.metrics), default=0)
+    run_link = f'<a href="{esc(run_path(latest.id))}">{esc(latest.id[:12])}</a>' if latest else ""
+    return IndexRow(
+        b.name,
+        b.verdict,
+        "<tr>"
+        f'<td><a href="{esc(benchmark_path(b.name))}">{esc(b.name)}</a></td>'
+        f'<td class="verdict">{_verdict_html(b.verdict)}</td>'
+        f"<td>{metric}</td><td class='num'>{value}</td><td class='num'>{change}</td>"
+        f"<td>{spark}</td><td class='num'>{runs}</td><td class='num'>{changes}</td>"
+        f"<td>{run_link}</td></tr>",
+    )
+
+
+def render_index(site: SiteView, rows: Sequence[IndexRow] | None = None) -> str:
+    """The overview; ``rows`` (default: those of ``site.benchmarks``) in name order."""
+    if rows is None:
+        rows = [index_row(b, site.branch) for b in site.benchmarks]
+    rows = sorted(rows, key=lambda r: r.name)
     counts: dict[str, int] = {}
-    for b in site.benchmarks:
-        key = b.verdict.value if b.verdict else "no run"
+    for r in rows:
+        key = r.verdict.value if r.verdict else "no run"
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(counts.items()))
     body = f"""<h1>perfgate: {esc(site.project)}</h1>
 <p>Latest verdict of each benchmark on <b>{esc(site.branch)}</b> (its latest run against the
-runs before it) · {len(site.benchmarks)} benchmarks: {summary or "none"} ·
+runs before it) · {len(rows)} benchmarks: {summary or "none"} ·
 generated {esc(site.generated_at.strftime("%Y-%m-%d %H:%M %Z"))}</p>
 <p class="muted">Trend: the baseline window of the latest run, oldest first, then that run
 (the PR comment's trend column draws the same series).</p>
@@ -358,7 +372,7 @@ generated {esc(site.generated_at.strftime("%Y-%m-%d %H:%M %Z"))}</p>
 <th>change [95% CI]</th><th>trend</th><th>runs</th><th>change points</th><th>latest run</th></tr>
 </thead>
 <tbody>
-{"".join(rows)}
+{"".join(r.html for r in rows)}
 </tbody></table>"""
     return _page(f"perfgate: {site.project}", body, depth=0)
 
@@ -882,7 +896,13 @@ def render_site(site: SiteView) -> dict[str, str]:
     which every page loads from the root, is not included: see :func:`plotly_js`)."""
     pages = {"index.html": render_index(site)}
     for b in site.benchmarks:
-        pages[benchmark_path(b.name)] = render_benchmark(b, site)
-        for run in b.runs:
-            pages.setdefault(run_path(run.id), render_run(run))
+        pages.update(render_benchmark_pages(b, site))
+    return pages
+
+
+def render_benchmark_pages(view: BenchmarkView, site: SiteView) -> dict[str, str]:
+    """A benchmark's history page and its runs' pages, by path."""
+    pages = {benchmark_path(view.name): render_benchmark(view, site)}
+    for run in view.runs:
+        pages.setdefault(run_path(run.id), render_run(run))
     return pages

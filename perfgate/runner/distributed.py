@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -289,6 +289,22 @@ def _set_device(device: str, local_rank: int) -> None:
             npu.set_device(local_rank)
 
 
+def timed_steps(
+    step: Callable[[], object], n: int, sync: Callable[[], None], barrier: Callable[[], object]
+) -> list[int]:
+    """``n`` steps, each started at a barrier (all ranks together) and timed on this rank
+    with the monotonic clock until the device is synchronised; ns per step."""
+    clock = time.perf_counter_ns
+    samples = [0] * n
+    for i in range(n):
+        barrier()
+        t0 = clock()
+        step()
+        sync()
+        samples[i] = clock() - t0
+    return samples
+
+
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
     import random
 
@@ -322,7 +338,6 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     except (TypeError, ValueError) as exc:
         raise EntryError(f"cannot build the workload: {exc}") from exc
     sync = backend.synchronize
-    clock = time.perf_counter_ns
     barrier = dist.barrier
     with step_mode(request):
         _state(workdir, rank, "warm-up")
@@ -332,14 +347,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         gc.collect()
         backend.reset_peak_memory()
         _state(workdir, rank, "measuring")
-        measured = int(request["measured"])
-        samples_ns = [0] * measured
-        for i in range(measured):
-            barrier()
-            t0 = clock()
-            step()
-            sync()
-            samples_ns[i] = clock() - t0
+        samples_ns = timed_steps(step, int(request["measured"]), sync, barrier)
         peak = backend.peak_memory_bytes()
         profile = None
         trace_dir = request.get("trace_dir")

@@ -35,10 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-__all__ = ["Exceedance", "bootstrap_quantile_diff", "exceedance_test", "quantile"]
+__all__ = ["Exceedance", "Samples", "bootstrap_quantile_diff", "exceedance_test", "quantile"]
+
+Samples = Sequence[float] | np.ndarray
 
 
-def quantile(samples: Sequence[float], q: float) -> float:
+def quantile(samples: Samples, q: float) -> float:
     """The q-quantile (0 < q < 1) by linear interpolation (numpy's default)."""
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must lie in (0, 1), got {q}")
@@ -64,7 +66,7 @@ class Exceedance:
         return self.exceeding / self.n if self.n else 0.0
 
 
-def exceedance_test(samples: Sequence[float], threshold: float, q: float) -> Exceedance:
+def exceedance_test(samples: Samples, threshold: float, q: float) -> Exceedance:
     """Binomial exceedance test of ``samples`` against a baseline q-quantile ``threshold``.
 
     Raises:
@@ -83,8 +85,8 @@ def exceedance_test(samples: Sequence[float], threshold: float, q: float) -> Exc
 
 
 def bootstrap_quantile_diff(
-    baseline: Sequence[float],
-    current: Sequence[float],
+    baseline: Samples,
+    current: Samples,
     q: float,
     *,
     resamples: int = 2000,

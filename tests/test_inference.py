@@ -1,0 +1,77 @@
+"""Inference benchmarks: real forward passes timed per request, latency percentiles judged
+with statistics suited to a tail (see perfgate.stats.quantiles).
+
+The injected tail makes 1 request in 20 do 3x the work: 5% of requests, so the P99 moves
+(about 3x) and the P50 does not. 300 requests per repeat, 2 repeats, 3 baseline runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from perfgate import app  # noqa: E402
+from perfgate.config import Config  # noqa: E402
+from perfgate.models import BenchmarkSpec, CIContext, GitContext, RunRecord, Verdict  # noqa: E402
+from perfgate.stats.quantiles import exceedance_test, quantile  # noqa: E402
+from perfgate.store import open_store  # noqa: E402
+
+SPEC = BenchmarkSpec(
+    name="mlp_infer",
+    workload="mlp_infer",
+    kind="inference",
+    warmup=20,
+    measured=300,
+    profiled=0,
+    repeats=2,
+    params={"batch_size": 32},
+)
+
+
+def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
+    config = Config(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store = open_store(config.database_url)
+
+    def run(branch: str, **params: float | int) -> RunRecord:
+        (done,) = app.run_and_record(
+            config,
+            [replace(SPEC, params={**SPEC.params, **params})],
+            store,
+            git=GitContext(commit=uuid.uuid4().hex[:12], branch=branch),
+            ci=CIContext(),
+            trace_root=tmp_path / "traces",
+        )
+        return done
+
+    try:
+        base = [run("main") for _ in range(3)]
+        tail = run("feat", tail_every=20, tail_factor=3.0)
+        result = app.compare_records(config, store, [tail], branch="feat", against="main")
+    finally:
+        store.close()
+    metrics = {m.metric for m in tail.measurements}
+    assert {"latency_p50_ms", "latency_p90_ms", "latency_p99_ms"} <= metrics
+    assert "throughput_requests_per_s" in metrics and "step_time_ms" not in metrics
+    p50 = tail.measurement("latency_p50_ms")
+    assert p50 is not None and len(p50.samples) == 600  # every request's latency
+    assert tail.fingerprint.key() == base[0].fingerprint.key()  # the tail knob is a treatment
+
+    verdicts = {c.metric: c for c in result.comparisons}
+    p99, median = verdicts["latency_p99_ms"], verdicts["latency_p99_ms"]
+    median = verdicts["latency_p50_ms"]
+    assert p99.change_pct is not None and p99.change_pct > 80.0, p99.reason
+    assert p99.verdict is Verdict.REGRESSION or (
+        p99.verdict is Verdict.INCONCLUSIVE and (p99.mde_pct or 0) > p99.change_pct / 1.5
+    ), p99.reason
+    assert median.verdict is not Verdict.REGRESSION, median.reason
+    assert median.change_pct is not None and abs(median.change_pct) < 15.0, median.reason
+
+    # The tail test on raw requests: ~5% of the requests exceed the baseline's P99 (1% expected).
+    old = [x for b in base for m in [b.measurement("latency_p50_ms")] if m for x in m.samples]
+    ex = exceedance_test(p50.samples, quantile(old, 0.99), 0.99)
+    assert ex.share > 0.03 and ex.p_value < 1e-4
