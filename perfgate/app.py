@@ -17,6 +17,7 @@ from typing import Any
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError, UsageError
 from perfgate.measurements import inference_measurements, job_measurements
+from perfgate.measurements import measurement as _measurement
 from perfgate.models import (
     Alert,
     Attribution,
@@ -40,7 +41,7 @@ from perfgate.models import (
 from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.distributed import LaunchOptions
 from perfgate.runner.fingerprint import build_fingerprint
-from perfgate.stats import ALPHA, Candidate, compare_candidates, summarize
+from perfgate.stats import ALPHA, Candidate, compare_candidates
 from perfgate.stats.changepoints import MIN_SEGMENT, ChangePoint, detect_change_points
 from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
 from perfgate.stats.summary import repeat_centres
@@ -104,20 +105,6 @@ def detect_ci_context(env: Mapping[str, str]) -> CIContext:
 
 
 # --- run and record ------------------------------------------------------------------------
-
-
-def _measurement(
-    metric: str,
-    unit: str,
-    direction: Direction,
-    repeats: Sequence[Sequence[float]],
-    *,
-    steady: bool = False,
-    deterministic: bool = False,
-) -> Measurement:
-    groups = tuple(tuple(float(x) for x in rep) for rep in repeats)
-    summary = summarize(groups, steady=steady)
-    return Measurement(metric, unit, direction, groups, summary, deterministic=deterministic)
 
 
 def _profile(trace_path: str | None) -> ProfileSummary | None:

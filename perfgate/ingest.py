@@ -29,6 +29,7 @@ from pathlib import Path
 from perfgate import __version__
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
+from perfgate.measurements import measurement
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -42,7 +43,6 @@ from perfgate.models import (
     ProfileSummary,
     RunRecord,
 )
-from perfgate.stats import summarize
 from perfgate.store import SqlStore
 
 __all__ = [
@@ -205,14 +205,9 @@ def job_step_times(ranks: Sequence[ProfileSummary]) -> tuple[float, ...]:
 def _measurement(
     metric: str, unit: str, values: Sequence[float], *, deterministic: bool = False
 ) -> Measurement:
-    groups = (tuple(float(v) for v in values),)
-    return Measurement(
-        metric,
-        unit,
-        Direction.LOWER_IS_BETTER,
-        groups,
-        summarize(groups),
-        deterministic=deterministic,
+    """One repeat of ``values`` (an ingested run is one process's profile)."""
+    return measurement(
+        metric, unit, Direction.LOWER_IS_BETTER, [values], deterministic=deterministic
     )
 
 
