@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from perfgate import __version__
-from perfgate.errors import ConfigError, ExitCode, PerfgateError
+from perfgate.errors import ConfigError, ExitCode, PerfgateError, ReportError
 from perfgate.models import BenchmarkSpec, ParamValue, Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +76,16 @@ def _open_store(url: str) -> Any:
     from perfgate.store import open_store
 
     return open_store(url)
+
+
+@contextmanager
+def _writing(where: Path) -> Iterator[None]:
+    """Output that cannot be written under ``where`` (not a directory, no permission, disk
+    full): one line and exit 3, not an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise ReportError(f"cannot write {exc.filename or where}: {exc.strerror or exc}") from None
 
 
 def parse_param(text: str) -> tuple[str, ParamValue]:
@@ -939,16 +950,17 @@ def report_command(
     config = _config(suite, db_url, project)
     store = _open_store(config.database_url)
     try:
-        written = build_site(
-            config,
-            store,
-            html_dir,
-            branch=branch,
-            benchmarks=benchmarks,
-            limit=limit,
-            jobs=jobs or default_jobs(),
-            url=config.database_url,
-        )
+        with _writing(html_dir):
+            written = build_site(
+                config,
+                store,
+                html_dir,
+                branch=branch,
+                benchmarks=benchmarks,
+                limit=limit,
+                jobs=jobs or default_jobs(),
+                url=config.database_url,
+            )
     finally:
         store.close()
     click.echo(str(written.index))
@@ -1010,15 +1022,16 @@ def export_tensorboard(
     config = _config(suite, db_url, project)
     store = _open_store(config.database_url)
     try:
-        done = export.export_tensorboard(
-            config,
-            store,
-            logdir,
-            benchmarks=benchmarks,
-            branch=branch,
-            limit=limit,
-            profiles=profiles,
-        )
+        with _writing(logdir):
+            done = export.export_tensorboard(
+                config,
+                store,
+                logdir,
+                benchmarks=benchmarks,
+                branch=branch,
+                limit=limit,
+                profiles=profiles,
+            )
     finally:
         store.close()
     for path in done.files:
@@ -1589,9 +1602,10 @@ def baseline_export(
     config = _config(suite, db_url, project)
     store = _open_store(config.database_url)
     try:
-        written = export_baselines(
-            config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
-        )
+        with _writing(out_dir):
+            written = export_baselines(
+                config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
+            )
     finally:
         store.close()
     for path in written:

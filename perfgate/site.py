@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -196,12 +196,20 @@ class SiteWritten:
     bytes: int
 
 
+_PAGE = re.compile(r"^[A-Za-z0-9._-]*-[0-9a-f]{8}\.html$")
+"""The name of a page perfgate writes under ``benchmarks/`` and ``runs/`` (see ``slug``)."""
+
+
 def _prepare(directory: Path) -> None:
+    """Create ``directory`` and delete the pages an earlier report wrote there; nothing
+    else is touched (``--html .`` must not wipe a project's own ``benchmarks/``)."""
     directory.mkdir(parents=True, exist_ok=True)
     for sub in ("benchmarks", "runs"):
         old = directory / sub
         if old.is_dir():
-            shutil.rmtree(old)
+            for page in old.iterdir():
+                if _PAGE.match(page.name) and page.is_file():
+                    page.unlink()
 
 
 def _write_pages(directory: Path, pages: Mapping[str, str]) -> int:

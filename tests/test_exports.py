@@ -241,3 +241,17 @@ def test_grafana_dashboard_queries_the_exported_names(db: str) -> None:
     assert queried and queried <= exported, queried - exported
     labels = {"project", "benchmark", "testbed", "branch"}
     assert labels <= {v["name"] for v in dashboard["templating"]["list"]}
+
+
+def test_push_errors_never_show_the_gateway_credentials(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = invoke(
+        "export", "prometheus", "--db", db, "--push-gateway", "http://bot:s3cret@127.0.0.1:9"
+    )
+    assert code == 3 and "s3cret" not in err
+    assert "push to the Pushgateway http://127.0.0.1:9 failed" in err
+    code, _, err = invoke("export", "prometheus", "--db", db, "--push-gateway", "ftp://u:s3cret@x")
+    assert code == 2 and "s3cret" not in err and "expected an http(s):// URL" in err

@@ -333,3 +333,5 @@ def test_agent_report_rows_become_findings_with_numeric_evidence() -> None:
     assert found[1].location == "rank 3"
     with pytest.raises(ValueError, match="status"):
         msprof.findings_from_agent_output(json.dumps({"status": "error", "code": 1}))
+    empty = {"status": "success", "message": {"problems": {"headers": None, "data": None}}}
+    assert msprof.findings_from_agent_output(json.dumps(empty)) == ()

@@ -288,3 +288,38 @@ def test_worker_processes_write_the_same_site(
     assert strip.sub("", (out / "index.html").read_text()) == strip.sub(
         "", (site_dir / "index.html").read_text()
     )
+
+
+def test_report_into_a_project_directory_keeps_its_own_files(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``--html .`` in a repository replaces perfgate's pages only: a project's own
+    ``benchmarks/`` folder (a likely name in a performance project) survives."""
+    mine = tmp_path / "benchmarks" / "train_resnet.py"
+    mine.parent.mkdir()
+    mine.write_text("print('mine')\n")
+    stale = tmp_path / "runs" / "gone-0123abcd.html"
+    stale.parent.mkdir()
+    stale.write_text("an old page")
+    result = CliRunner().invoke(cli, ["report", "--html", str(tmp_path), "--db", store_url])
+    assert result.exit_code == 0, result.output
+    assert mine.read_text() == "print('mine')\n"
+    assert not stale.exists()
+    assert (tmp_path / benchmark_path("mlp")).is_file()
+
+
+def test_an_unwritable_report_directory_is_one_line_and_exit_3(
+    store_url: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "report"
+    for args in (
+        ["report", "--html", str(out)],
+        ["baseline", "export", "--out", str(out)],
+        ["export", "tensorboard", str(out)],
+    ):
+        result = CliRunner().invoke(cli, [*args, "--db", store_url])
+        assert result.exit_code == 3, (args, result.output)
+        assert result.stderr.startswith("perfgate: error: cannot write "), result.stderr
+        assert "Not a directory" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -175,8 +175,11 @@ def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Findin
     problems = message.get("problems") if isinstance(message, dict) else None
     if not isinstance(problems, dict):
         return ()
-    headers = [str(h).strip().lower() for h in problems.get("headers", ())]
-    rows: Sequence[Any] = problems.get("data", ())
+    raw_headers, raw_rows = problems.get("headers"), problems.get("data")
+    if not isinstance(raw_headers, list) or not isinstance(raw_rows, list):
+        return ()
+    headers = [str(h).strip().lower() for h in raw_headers]
+    rows: Sequence[Any] = raw_rows
     out: list[Finding] = []
     for row in rows:
         if not isinstance(row, list) or not row:

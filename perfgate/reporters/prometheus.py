@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest, push_to_gatewa
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from perfgate.errors import ReportError
+from perfgate.errors import ConfigError, ReportError
 
 PREFIX = "perfgate_"
 LABELS = ("project", "benchmark", "metric", "testbed", "branch")
@@ -121,10 +121,12 @@ def push_prometheus(
 ) -> None:
     """PUT ``values`` to the Pushgateway at ``gateway`` under ``/metrics/job/<job>``
     (replacing what that job pushed before)."""
+    # Messages show the URL without user:password@ (a credential never reaches a CI log).
+    shown = re.sub(r"(?<=://)[^/@]*@", "", gateway)
     if not gateway.startswith(("http://", "https://")):
-        raise ReportError(f"--push-gateway {gateway!r}: expected an http(s):// URL")
+        raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
     try:
         push_to_gateway(gateway, job=job, registry=registry_of(values), timeout=timeout)
     except (URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise ReportError(f"push to the Pushgateway {gateway} failed: {reason}") from None
+        reason = str(getattr(exc, "reason", None) or exc).replace(gateway, shown)
+        raise ReportError(f"push to the Pushgateway {shown} failed: {reason}") from None
