@@ -45,9 +45,9 @@ import gate_sim  # noqa: E402
 from gate_sim import NoiseModel, Series  # noqa: E402
 
 from perfgate.config import DEFAULT_METRICS, Config  # noqa: E402
-from perfgate.models import Comparison, Direction, RunPoint, Verdict  # noqa: E402
+from perfgate.models import Direction, RunPoint, Verdict  # noqa: E402
 from perfgate.stats import ALPHA, Candidate, benjamini_hochberg, compare_candidates  # noqa: E402
-from perfgate.stats.compare import classify_change  # noqa: E402
+from perfgate.stats.compare import _evidence, classify_change  # noqa: E402
 from perfgate.stats.paired import (  # noqa: E402
     Pair,
     PairedEvidence,
@@ -139,23 +139,24 @@ def _candidate(runs: list[list[float]], benchmark: str) -> Candidate:
     return Candidate(current=points[-1], baseline=points[:-1], policy=POLICY)
 
 
-def _verdict(c: Comparison, nulls: Sequence[float]) -> Verdict:
-    """perfgate's verdict on comparison ``c`` (judged alone) had it been judged in a gate with
-    metrics whose raw p-values are ``nulls``: compare.py's rule re-applied with the p-value
-    BH-adjusted across that gate (significance, minimum effect, rank guard, blind rule).
+def _verdict(cand: Candidate, nulls: Sequence[float]) -> Verdict:
+    """perfgate's verdict on candidate ``cand`` had it been judged in a gate with metrics
+    whose raw p-values are ``nulls``: compare.py's rule re-applied with the p-value
+    BH-adjusted across that gate and the gate's detectable effect (significance, minimum
+    effect, rank guard, blind rule).
     """
-    assert c.p_value is not None and c.change_pct is not None and c.mde_pct is not None
-    assert c.p_rank is not None and c.min_effect_pct is not None
+    ev = _evidence(cand)
+    gate_size = 1 + len(nulls)
     outcome = classify_change(
-        change_pct=c.change_pct,
-        p_adjusted=benjamini_hochberg([c.p_value, *nulls])[0],
-        p_rank=c.p_rank,
-        baseline_runs=len(c.baseline_run_ids),
-        mde_pct=c.mde_pct,
-        min_effect_pct=c.min_effect_pct,
+        change_pct=ev.change_pct,
+        p_adjusted=benjamini_hochberg([ev.p_value, *nulls])[0],
+        p_rank=ev.p_rank,
+        baseline_runs=len(cand.baseline),
+        mde_pct=ev.detectable_in(gate_size, cand.alpha),
+        min_effect_pct=cand.policy.min_effect_pct_at(ev.centre),
     )
     if outcome == "change":
-        return Verdict.REGRESSION if c.change_pct > 0 else Verdict.IMPROVEMENT
+        return Verdict.REGRESSION if ev.change_pct > 0 else Verdict.IMPROVEMENT
     return Verdict.UNCHANGED if outcome == "unchanged" else Verdict.INCONCLUSIVE
 
 
@@ -195,8 +196,7 @@ def _power_task(
     regression = np.zeros(n, dtype=bool)
     inconclusive = np.zeros(n, dtype=bool)
     for i in range(n):
-        (c,) = compare_candidates([_candidate(rows[i], "slow")])
-        verdict = _verdict(c, null_p[i % null_p.shape[0], 1:].tolist())
+        verdict = _verdict(_candidate(rows[i], "slow"), null_p[i % null_p.shape[0], 1:].tolist())
         regression[i] = verdict is Verdict.REGRESSION
         inconclusive[i] = verdict is Verdict.INCONCLUSIVE
     # Check: whole gates (this regressed metric + 19 fresh A/A metrics) through perfgate.
@@ -208,9 +208,8 @@ def _power_task(
             _candidate(fresh_rows[g * (GATE - 1) + m], f"b{m}") for m in range(GATE - 1)
         ]
         whole = compare_candidates(gate)
-        (alone,) = compare_candidates(gate[:1])
         nulls = [1.0 if c.p_value is None else c.p_value for c in whole[1:]]
-        mismatches += _verdict(alone, nulls) is not whole[0].verdict
+        mismatches += _verdict(gate[0], nulls) is not whole[0].verdict
     return {
         "regression": regression,
         "inconclusive": inconclusive,

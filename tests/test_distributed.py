@@ -70,7 +70,9 @@ def record(suite: tuple[Config, SqlStore, Path], branch: str, **params: float | 
 
 @pytest.fixture(scope="module")
 def baseline(suite: tuple[Config, SqlStore, Path]) -> list[RunRecord]:
-    return [record(suite, "main") for _ in range(3)]
+    # Five runs: with three, a t prediction interval has 2 degrees of freedom and this
+    # machine's run-to-run noise (7-13 ms steps under load) leaves even a 4x step unproven.
+    return [record(suite, "main") for _ in range(5)]
 
 
 def test_one_run_holds_every_ranks_samples_and_profile(baseline: list[RunRecord]) -> None:
@@ -107,7 +109,9 @@ def test_a_straggler_fails_the_gate_and_the_advisor_names_it(
         c = verdicts[metric]
         assert c.change_pct is not None and c.mde_pct is not None and c.min_effect_pct
         assert c.change_pct > 100.0, c.reason
-        if c.change_pct > max(c.mde_pct, c.min_effect_pct) * 1.5:
+        # The detectable effect is stated before the gate's FDR adjustment across its
+        # metrics, so demand a regression only well past it (as test_cli_e2e does).
+        if c.change_pct > max(c.mde_pct, c.min_effect_pct) * 2.5:
             assert c.verdict is Verdict.REGRESSION, c.reason
         else:  # the machine is too noisy now to see even this: the gate must say so
             assert c.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE), c.reason

@@ -202,3 +202,32 @@ def test_prediction_interval_p_value_known_answer() -> None:
     t = 2.0 / (statistics.stdev([9.0, 10.0, 11.0, 10.0, 10.0]) * (1 + np.pi / 10) ** 0.5)
     assert c.p_value == pytest.approx(2 * sps.t.sf(t, 4), rel=1e-9)
     assert c.change_pct == pytest.approx(20.0)
+
+
+def test_the_detectable_effect_is_the_gates_a_lone_change_past_it_is_significant() -> None:
+    """The MDE a verdict reports holds for the gate it is in: a single changed metric among
+    m judged together must reach alpha/m before BH's adjustment, so the MDE grows with m,
+    and a change beyond it is significant after adjustment (when no other metric moved)."""
+    rng = np.random.default_rng(11)
+    alpha = Candidate(point(0, [1.0]), (), TIME).alpha
+    for trial in range(40):
+        base = tuple(simulate_run(rng, i, 20.0, 0.02) for i in range(8))
+        size = 1.0 + rng.uniform(0.0, 0.25)
+        changed = Candidate(simulate_run(rng, 99, 20.0 * size, 0.02), base, TIME)
+        others = [
+            Candidate(
+                simulate_run(rng, 99, 20.0, 0.02),
+                tuple(simulate_run(rng, i, 20.0, 0.02) for i in range(8)),
+                TIME,
+            )
+            for _ in range(9)
+        ]
+        (alone,) = compare_candidates([changed])
+        gate = compare_candidates([changed, *others])
+        ours = gate[0]
+        assert ours.mde_pct is not None and alone.mde_pct is not None
+        assert ours.mde_pct > alone.mde_pct, trial
+        assert ours.change_pct is not None and ours.p_adjusted is not None
+        others_moved = any(c.p_value is not None and c.p_value < alpha / 10 for c in gate[1:])
+        if abs(ours.change_pct) > ours.mde_pct and not others_moved:
+            assert ours.p_adjusted < alpha, (trial, ours.reason)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -58,6 +58,15 @@ class _Evidence:
     mde_pct: float
     noisy_now: str
     p_rank: float
+    dof: float = math.inf
+    spread_pct: float = 0.0
+    """The prediction's scale in % of the baseline centre (the t statistic's denominator)."""
+
+    def detectable_in(self, tests: int, alpha: float) -> float:
+        """The smallest change significant on its own in a gate of ``tests`` noisy metrics:
+        Benjamini-Hochberg's first step asks p <= alpha / tests of it."""
+        level = alpha / max(tests, 1)
+        return float(special.stdtrit(self.dof, 1.0 - level / 2.0)) * self.spread_pct
 
 
 def _bootstrap_change_ci(
@@ -205,6 +214,8 @@ def _evidence(candidate: Candidate) -> _Evidence:
         mde_pct=mde_pct,
         noisy_now=noisy_now,
         p_rank=_rank_p(centres, current.centre),
+        dof=float(dof),
+        spread_pct=spread * to_pct,
     )
 
 
@@ -401,5 +412,8 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
             tested.append((i, _evidence(cand)))
     adjusted = benjamini_hochberg([ev.p_value for _, ev in tested])
     for (i, ev), p_adj in zip(tested, adjusted, strict=True):
-        results[i] = _judge(candidates[i], ev, p_adj)
+        # The detectable effect a verdict reports is the gate's, not one test's: with m
+        # metrics judged together, a lone change must reach alpha / m before adjustment.
+        mde = ev.detectable_in(len(tested), candidates[i].alpha)
+        results[i] = _judge(candidates[i], replace(ev, mde_pct=mde), p_adj)
     return tuple(r for r in results if r is not None)
