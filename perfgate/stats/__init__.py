@@ -24,6 +24,9 @@ Assumptions, in plain words:
   minimum effect could have been seen: perfgate says it cannot tell rather than guess. Noise
   the current run shows beyond what runs usually show inside themselves (the machine is
   noisy now) widens the prediction interval.
+* The smallest detectable change a verdict reports is the gate's: with m noisy metrics
+  judged together, a lone change must reach alpha / m before adjustment (Benjamini–Hochberg's
+  first step), so a change past the reported size is significant in that gate.
 * Deterministic metrics (operator counts) carry no noise: any change beyond their tolerance
   is reported as such, without a test.
 """
