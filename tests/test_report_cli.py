@@ -153,6 +153,23 @@ def test_github_gate_comments_once_and_edits_it_on_the_next_run(
     assert TOKEN not in forge.all_text()
 
 
+def test_a_person_quoting_the_comment_is_not_mistaken_for_it(
+    forge: FakeForge, db: str, tmp_path: Path
+) -> None:
+    env = github_env(forge, tmp_path)
+    assert gate(db, env, "--comment").exit_code == 1
+    (mine,) = marked(forge.comments[("o/r", 7)])
+    quoted = "\n".join(f"> {line}" for line in str(mine["body"]).splitlines()[:3])
+    human = forge.add_comment("o/r", 7, f"{quoted}\n\nIs this real?")
+    forge.comments[("o/r", 7)].reverse()  # the quote now comes first
+    again = gate(db, env, "--comment")
+    assert again.exit_code == 1 and "comment updated on PR #7" in again.stderr
+    bodies = {c["id"]: c["body"] for c in forge.comments[("o/r", 7)]}
+    assert bodies[human["id"]] == f"{quoted}\n\nIs this real?"
+    assert any(r.method == "PATCH" and r.path.endswith(f"/comments/{mine['id']}")
+               for r in forge.requests)  # fmt: skip
+
+
 def test_gitlab_gate_upserts_one_mr_note_and_a_status(forge: FakeForge, db: str) -> None:
     for i in range(5):
         forge.add_note("grp/proj", 3, f"note {i}")

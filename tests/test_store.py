@@ -20,7 +20,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, inspect, make_url
 
-from perfgate.errors import ExitCode, StoreError
+from perfgate.errors import ConfigError, ExitCode, StoreError
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -727,8 +727,10 @@ def test_postgres_url_uses_the_psycopg_driver(store: SqlStore, store_url: str) -
 
 @pytest.mark.parametrize("url", ["mysql://root@localhost/perf", "not a url"])
 def test_unsupported_urls_are_refused(url: str) -> None:
-    with pytest.raises(StoreError, match="URL"):
+    """A URL perfgate cannot use is a configuration error (exit 2), not an outage (3)."""
+    with pytest.raises(ConfigError, match="URL") as info:
         open_store(url)
+    assert info.value.exit_code == ExitCode.USAGE
 
 
 def test_a_store_of_an_older_revision_is_upgraded_and_keeps_its_runs(tmp_path: Path) -> None:

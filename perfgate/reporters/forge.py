@@ -262,3 +262,10 @@ class ForgeClient:
         if status == 404:
             return "; check the repository/project, the PR/MR number and the API URL"
         return ""
+
+
+def carries_marker(body: str, marker: str) -> bool:
+    """Whether a comment, note or issue ``body`` is perfgate's own: it starts with the hidden
+    marker. A person quoting perfgate's comment carries the marker too, but after a quote
+    sign, and is left alone."""
+    return body.lstrip().startswith(marker)

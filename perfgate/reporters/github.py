@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forge import ForgeClient, Response
+from perfgate.reporters.forge import ForgeClient, Response, carries_marker
 from perfgate.reporters.markdown import GITHUB_MAX_CHARS
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -73,7 +73,7 @@ class GitHubReporter:
         """The first comment on issue/PR ``number`` whose body contains ``marker``."""
         path = f"repos/{self.repo}/issues/{number}/comments"
         for item in self._pages(path, {"per_page": PER_PAGE}):
-            if marker in str(item.get("body") or ""):
+            if carries_marker(str(item.get("body") or ""), marker):
                 return item
         return None
 
@@ -120,7 +120,7 @@ class GitHubReporter:
         for query, pages in queries:
             for item in self._pages(f"repos/{self.repo}/issues", dict(query), pages):
                 body = str(item.get("body") or "")
-                if "pull_request" not in item and marker in body:
+                if "pull_request" not in item and carries_marker(body, marker):
                     return int(item["number"]), body
         return None
 

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forge import ForgeClient
+from perfgate.reporters.forge import ForgeClient, carries_marker
 from perfgate.reporters.markdown import GITLAB_MAX_CHARS
 
 DEFAULT_API_URL = "https://gitlab.com/api/v4"
@@ -59,7 +59,7 @@ class GitLabReporter:
     def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
         """The first note on merge request ``number`` whose body contains ``marker``."""
         for item in self._pages(self._notes(number), {"per_page": PER_PAGE}):
-            if marker in str(item.get("body") or ""):
+            if carries_marker(str(item.get("body") or ""), marker):
                 return item
         return None
 
@@ -97,7 +97,7 @@ class GitLabReporter:
         for query, pages in queries:
             for item in self._pages(f"projects/{self.project}/issues", dict(query), pages):
                 body = str(item.get("description") or "")
-                if marker in body:
+                if carries_marker(body, marker):
                     return int(item["iid"]), body
         return None
 

@@ -27,7 +27,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from perfgate.errors import StoreError
+from perfgate.errors import ConfigError, StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -123,7 +123,7 @@ def make_target(raw: str) -> Target:
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
-        raise StoreError(
+        raise ConfigError(
             f"cannot parse database URL {masked!r}: expected sqlite:///PATH or postgresql://..."
         ) from exc
 
@@ -132,7 +132,7 @@ def make_target(raw: str) -> Target:
         return _sqlite_target(url)
     if backend in ("postgresql", "postgres"):
         return _postgres_target(url)
-    raise StoreError(
+    raise ConfigError(
         f"unsupported database URL {masked}: perfgate stores runs in SQLite (sqlite:///PATH) "
         "or PostgreSQL (postgresql://USER@HOST/DB)"
     )
