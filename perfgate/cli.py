@@ -72,10 +72,12 @@ def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: A
     return load_config(suite, database_url=db_url, project=project, **kw)
 
 
-def _open_store(url: str) -> Any:
+def _open_store(url: str, *, create: bool = True) -> Any:
+    """The store at ``url``; commands that only read pass ``create=False``, so that a
+    mistyped SQLite path is an error rather than a new, empty store."""
     from perfgate.store import open_store
 
-    return open_store(url)
+    return open_store(url, create=create)
 
 
 @contextmanager
@@ -435,7 +437,7 @@ def _compare(
     git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
     if not git.branch:
         raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         if baseline_file is not None:
             from perfgate.baselines import gate_from_baseline_files
@@ -636,7 +638,7 @@ def compare(
         from perfgate.reporters.render import across_to_dict, render_across_text, render_json
 
         config = _config(suite, db_url, project)
-        store = _open_store(config.database_url)
+        store = _open_store(config.database_url, create=False)
         try:
             report = compare_across(
                 config, store, across[0], across[1], branch=branch, benchmarks=benchmarks
@@ -818,7 +820,7 @@ def history(
     from perfgate.reporters.render import history_to_dict, render_history_text, render_json
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         points = app.history(
             config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
@@ -881,7 +883,7 @@ def history_analyze(
 
     config = _config(suite, db_url, project)
     analysed = branch or config.base_branch
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         changes = app.analyze_history(
             config, store, branch=analysed, benchmark=benchmark, limit=limit
@@ -948,7 +950,7 @@ def report_command(
     from perfgate.site import build_site, default_jobs
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         with _writing(html_dir):
             written = build_site(
@@ -1020,7 +1022,7 @@ def export_tensorboard(
     from perfgate import export
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         with _writing(logdir):
             done = export.export_tensorboard(
@@ -1072,7 +1074,7 @@ def export_prometheus(
     from perfgate.reporters.prometheus import push_prometheus, render_prometheus
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
     finally:
@@ -1149,7 +1151,7 @@ def noise(
     from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         rows = app.noise(config, store, branch=branch or config.base_branch)
     finally:
@@ -1213,7 +1215,7 @@ def advise_command(
             device_memory_bytes=capacity,
         )
     else:
-        store = _open_store(config.database_url)
+        store = _open_store(config.database_url, create=False)
         try:
             advice = advise_run(config, store, target, device_memory_bytes=capacity)
         finally:
@@ -1399,7 +1401,7 @@ def alerts_list(
     """List alerts, newest first."""
     config = _config(suite, db_url, project)
     wanted = () if show_all else (statuses or ("untriaged", "acknowledged"))
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         found = store.alerts(project=config.project, status=wanted, benchmark=benchmark)
     finally:
@@ -1505,7 +1507,7 @@ def alerts_trail(
 ) -> None:
     """Show who triaged, reset or excluded what, when and why (newest first)."""
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         events = store.triage_events(project=config.project)
     finally:
@@ -1600,7 +1602,7 @@ def baseline_export(
     from perfgate.baselines import export_baselines
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
+    store = _open_store(config.database_url, create=False)
     try:
         with _writing(out_dir):
             written = export_baselines(

@@ -201,3 +201,15 @@ def test_help_works_and_every_command_has_help() -> None:
     for name, command in cli.commands.items():
         assert command.help, f"{name} has no help"
         assert name in result.stdout
+
+
+@pytest.mark.parametrize("command", [["gate", "--branch", "feat"], ["history"], ["noise"]])
+def test_reading_a_store_that_does_not_exist_is_one_line_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    typo = tmp_path / "no-such-dir" / "stroe.db"
+    code, _, err = invoke(tmp_path, *command, "--db", f"sqlite:///{typo}")
+    assert code == 2
+    line = one_line(err)
+    assert f"no perfgate store at {typo}" in line
+    assert not typo.exists() and not typo.parent.exists()

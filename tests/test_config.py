@@ -189,6 +189,8 @@ def test_gate_path_works_without_torch(tmp_path: Path) -> None:
         from perfgate.cli import cli
         r = CliRunner().invoke(cli, ["--help"])
         assert r.exit_code == 0, r.output
+        from perfgate.store import open_store
+        open_store("sqlite:///{tmp_path}/s.db").close()
         r = CliRunner().invoke(cli, ["history", "--db", "sqlite:///{tmp_path}/s.db"])
         assert r.exit_code == 0, r.output
         import perfgate.app, perfgate.parsers, perfgate.stats, perfgate.reporters.render

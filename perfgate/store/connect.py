@@ -27,7 +27,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from perfgate.errors import ConfigError, StoreError
+from perfgate.errors import ConfigError, StoreError, UsageError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -117,8 +117,13 @@ def open_failure(target: Target, exc: SQLAlchemyError) -> StoreError:
     return StoreError(f"cannot open store {target.where}: {first_line(exc)}")
 
 
-def make_target(raw: str) -> Target:
-    """Parse ``raw`` and build its engine. Nothing connects yet."""
+def make_target(raw: str, *, create: bool = True) -> Target:
+    """Parse ``raw`` and build its engine. Nothing connects yet.
+
+    Raises:
+        ConfigError: the URL cannot be parsed or names an unsupported database.
+        UsageError: ``create`` is False and the SQLite file does not exist.
+    """
     masked = mask_url(raw)
     try:
         url = make_url(raw)
@@ -129,7 +134,7 @@ def make_target(raw: str) -> Target:
 
     backend = url.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_target(url)
+        return _sqlite_target(url, create=create)
     if backend in ("postgresql", "postgres"):
         return _postgres_target(url)
     raise ConfigError(
@@ -138,11 +143,16 @@ def make_target(raw: str) -> Target:
     )
 
 
-def _sqlite_target(url: URL) -> Target:
+def _sqlite_target(url: URL, *, create: bool = True) -> Target:
     database = url.database or ""
     path: Path | None = None
     if database and database != ":memory:" and not database.startswith("file:"):
         path = Path(database).expanduser().absolute()
+        if not create and not path.is_file():
+            raise UsageError(
+                f"no perfgate store at {path}: nothing recorded there yet (record runs with "
+                "'perfgate run' or 'perfgate ingest') or pass the right --db"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

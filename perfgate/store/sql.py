@@ -110,18 +110,20 @@ _SQLITE_LOCKED = 6
 _SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
 
 
-def open_store(url: str) -> SqlStore:
+def open_store(url: str, *, create: bool = True) -> SqlStore:
     """Open the store at ``url``, creating or upgrading its schema as needed.
 
     Args:
         url: ``sqlite:///PATH`` (parent directories are created) or ``postgresql://...``
             (``postgresql+psycopg://`` is used for plain ``postgresql://``).
+        create: with False, a SQLite file that does not exist is a UsageError instead of
+            a new store (for commands that only read).
 
     Raises:
         StoreError: the database cannot be reached or read, is not a perfgate store, or has
             a schema newer than this perfgate. Such a database is left as it was.
     """
-    target = make_target(url)
+    target = make_target(url, create=create)
     try:
         with target.engine.connect() as conn:
             # Look first without taking any lock; most opens find a store at head.
