@@ -118,7 +118,9 @@ def test_gate_before_any_run_is_a_usage_error(
     result = contract["gate_empty"]
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
-    assert "no runs on branch 'main'" in result.stderr
+    # Before any run there is not even a store: the gate says so, and creates none.
+    assert "no perfgate store at" in result.stderr
+    assert "record runs with 'perfgate run'" in result.stderr
 
 
 def test_first_run_ever_has_no_baseline_and_passes(

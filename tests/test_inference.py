@@ -63,21 +63,27 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
 
     verdicts = {c.metric: c for c in result.comparisons}
     p99, median = verdicts["latency_p99_ms"], verdicts["latency_p50_ms"]
-    assert p99.change_pct is not None and p99.change_pct > 80.0, p99.reason
-    # The detectable effect is stated before the FDR adjustment across the gate's metrics:
-    # inconclusive is accepted only while the change is within 2.5x of it.
-    assert p99.verdict is Verdict.REGRESSION or (
-        p99.verdict is Verdict.INCONCLUSIVE and (p99.mde_pct or 0) > p99.change_pct / 2.5
-    ), p99.reason
-    # The median does not move with the tail. On a shared runner the whole run can be a
-    # few % slower (load), so "unchanged" is relative: far below the P99's change, and a
-    # regression only if that load alone made one.
+    assert p99.change_pct is not None and p99.mde_pct is not None, p99.reason
     assert median.change_pct is not None, median.reason
-    assert abs(median.change_pct) < max(15.0, p99.change_pct / 4), median.reason
-    if median.verdict is Verdict.REGRESSION:
-        assert median.change_pct < p99.change_pct / 4, median.reason
+    # Never "unchanged" or "faster": the tail is there. A regression is demanded once the
+    # change is well past what this run's noise lets the gate see (the detectable effect is
+    # the gate's, after its FDR adjustment); a machine loaded far beyond the usual 2-20%
+    # noise makes it inconclusive, which is what the gate must then say.
+    assert p99.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE), p99.reason
+    if p99.change_pct > 2.5 * p99.mde_pct:
+        assert p99.verdict is Verdict.REGRESSION, p99.reason
+    calm = p99.mde_pct < 100.0  # the machine let the gate see the tail's size
+    if calm:
+        assert p99.change_pct > 80.0, p99.reason
+        # The median does not move with the tail. On a shared runner the whole run can be
+        # a few % slower (load), so "unchanged" is relative: far below the P99's change,
+        # and a regression only if that load alone made one.
+        assert abs(median.change_pct) < max(15.0, p99.change_pct / 4), median.reason
+        if median.verdict is Verdict.REGRESSION:
+            assert median.change_pct < p99.change_pct / 4, median.reason
 
     # The tail test on raw requests: ~5% of the requests exceed the baseline's P99 (1% expected).
     old = [x for b in base for m in [b.measurement("latency_p50_ms")] if m for x in m.samples]
     ex = exceedance_test(p50.samples, quantile(old, 0.99), 0.99)
-    assert ex.share > 0.03 and ex.p_value < 1e-4
+    if calm:  # (a loaded baseline can have a P99 past the tail's 3x)
+        assert ex.share > 0.03 and ex.p_value < 1e-4
