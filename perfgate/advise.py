@@ -25,6 +25,7 @@ from perfgate.store import SqlStore
 __all__ = ["Advice", "advise_path", "advise_run", "run_findings", "timed_cluster"]
 
 _RANK_STEP = "step_time_ms.rank"
+_RANK_OWN = "own_step_ms.rank"
 
 
 @dataclass(frozen=True)
@@ -152,22 +153,31 @@ def run_findings(
 
 
 def timed_cluster(record: RunRecord) -> ClusterView | None:
-    """The ranks of a multi-device run compared by their own timed steps (profiler off,
-    ``step_time_ms.rank<r>``), with each rank's communication not overlapped per step from
-    its profile as its wait (a rank that waits least is the one the others wait for).
+    """The ranks of a multi-device run compared by their own work per step (profiler off):
+    ``own_step_ms.rank<r>`` (each timed step less the rank's time blocked in collectives)
+    where the run has it, else the timed steps ``step_time_ms.rank<r>``; with each rank's
+    communication not overlapped per step from its profile as its wait (a rank that waits
+    least is the one the others wait for).
 
-    Timed steps rather than the profiles' step windows: in a synchronous job every rank's
-    profiled step lasts as long as the slowest's (the others wait inside it), so a straggler
-    shows in its own timed step and in the others' waits, not in the profiled step length.
+    Own work rather than the timed steps or the profiles' step windows: the ranks' steps are
+    not aligned per step, and in a synchronous job every rank's step lasts about as long as
+    the slowest's (the others wait for it inside their next collective), so a straggler
+    shows in its own work and in the others' waits, not in the step length.
     None for a single-process run.
     """
-    steps: list[tuple[int, float]] = []
-    for m in record.measurements:
-        if m.metric.startswith(_RANK_STEP) and m.metric[len(_RANK_STEP) :].isdigit():
-            steps.append((int(m.metric[len(_RANK_STEP) :]), m.summary.centre))
+
+    def per_rank(prefix: str) -> list[tuple[int, float]]:
+        return sorted(
+            (int(m.metric[len(prefix) :]), m.summary.centre)
+            for m in record.measurements
+            if m.metric.startswith(prefix) and m.metric[len(prefix) :].isdigit()
+        )
+
+    steps = per_rank(_RANK_OWN)
+    if len(steps) < 2:
+        steps = per_rank(_RANK_STEP)
     if len(steps) < 2:
         return None
-    steps.sort()
     ranks = tuple(r for r, _ in steps)
     step_ms = tuple(ms for _, ms in steps)
     waits: dict[int, float] = {}

@@ -9,8 +9,12 @@ Three shapes of benchmark:
   ============================================  ==================================================
   ``step_time_ms``                              the job's step: per step, the slowest rank's
   ``step_time_ms.rank<r>``                      each rank's own timed steps
-  ``rank_spread_pct``                           per repeat, (slowest - fastest rank median) /
-                                                fastest, in % (a straggler; judged in points)
+  ``own_step_ms.rank<r>``                       each rank's own work per step: its timed step
+                                                less its time blocked in collectives (when the
+                                                step reports it, as the DDP workloads do)
+  ``rank_spread_pct``                           per repeat, (slowest - fastest rank median own
+                                                work) / fastest, in % (a straggler; judged in
+                                                points)
   ``throughput_samples_per_s``                  global batch (per-rank batch x ranks) / job step
   ``peak_memory_bytes``                         the largest rank's
   ``allreduce_ms``                              collective communication per step, mean over
@@ -79,7 +83,7 @@ def job_measurements(
 ) -> tuple[list[Measurement], ProfileSummary | None, tuple[ProfileSummary, ...]]:
     """A multi-device run's measurements, the slowest rank's profile and every rank's.
 
-    The slowest rank is the one with the largest median timed step (profiler off).
+    The slowest rank is the one with the largest median own work per step (profiler off).
     """
     reps = outcome.repeats
     world = reps[0].world_size
@@ -99,7 +103,7 @@ def job_measurements(
             "rank_spread_pct",
             "%",
             LOWER,
-            [[spread_pct([float(np.median(k.step_ms)) for k in r.ranks])] for r in reps],
+            [[spread_pct([float(np.median(k.own_ms)) for k in r.ranks])] for r in reps],
         ),
     ]
     ranks = sorted({k.rank for r in reps for k in r.ranks})
@@ -113,6 +117,9 @@ def job_measurements(
                 steady=True,
             )
         )
+        own = [k.own_ms for r in reps for k in r.ranks if k.rank == rank and k.wait_ms]
+        if own:
+            out.append(measurement(f"own_step_ms.rank{rank}", "ms", LOWER, own, steady=True))
     profiles = tuple(k.profile for k in reps[0].ranks if k.profile is not None)
     comm = {p.rank: c for p in profiles if (c := _communication(p)) is not None}
     if comm and len(comm) == len(profiles):
@@ -140,7 +147,7 @@ def job_measurements(
             )
     medians = {
         k.rank: float(
-            np.median([x for r in reps for j in r.ranks if j.rank == k.rank for x in j.step_ms])
+            np.median([x for r in reps for j in r.ranks if j.rank == k.rank for x in j.own_ms])
         )
         for k in reps[0].ranks
     }

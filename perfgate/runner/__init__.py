@@ -37,6 +37,16 @@ class RankResult:
     peak_memory_bytes: int
     profile: ProfileSummary | None = None
     host: str = ""
+    wait_ms: tuple[float, ...] = ()
+    """Per timed step, the time this rank was blocked in collectives (waiting for the
+    others), when the step reports it; empty otherwise."""
+
+    @property
+    def own_ms(self) -> tuple[float, ...]:
+        """Per timed step, this rank's own work: its step less its wait in collectives."""
+        if len(self.wait_ms) != len(self.step_ms):
+            return self.step_ms
+        return tuple(max(s - w, 0.0) for s, w in zip(self.step_ms, self.wait_ms, strict=True))
 
 
 @dataclass(frozen=True)
@@ -168,7 +178,8 @@ def run_repeat(
 
 def job_result(result: Mapping[str, Any]) -> RepeatResult:
     """A torchrun job's result document (rank 0's) as one repeat: the job's step time is,
-    step by step, the slowest rank's (the steps start together at a barrier)."""
+    step by step, the slowest rank's (the ranks' steps run concurrently, coupled by their
+    collectives; see :func:`perfgate.runner.distributed.timed_steps`)."""
     ranks = tuple(
         sorted(
             (
@@ -180,6 +191,7 @@ def job_result(result: Mapping[str, Any]) -> RepeatResult:
                     if r["profile"] is None
                     else ProfileSummary.from_dict(r["profile"]),
                     host=str(r.get("host", "")),
+                    wait_ms=tuple(ns / 1e6 for ns in r.get("wait_ns", ())),
                 )
                 for r in result["ranks"]
             ),

@@ -7,12 +7,14 @@ The parent (:func:`run_job`, no torch) launches::
 
 (one node: ``127.0.0.1`` and a free port). Every rank (:func:`main`) joins the process group
 with the device's backend (gloo on CPU, nccl on CUDA, hccl on NPU), builds the workload,
-runs the warm-up steps, then the measured steps with a barrier before each one: the
-steps of all ranks start together, and each rank times its own steps (monotonic clock,
-device synchronised, profiler off). A rank's step time therefore includes the time it
-waits inside the step for the others (in the gradient all-reduce); the wait for a rank
-that is slow *between* synchronisations shows on the others at the next barrier, outside
-the timed step, and on the slow rank as a longer step. Then every rank profiles its own
+runs the warm-up steps, then the measured steps (:func:`timed_steps`): one barrier before
+the first and one after the last, not per step (a gloo barrier is ~0.5 ms on loopback);
+each rank times its own steps (monotonic clock, device synchronised, profiler off) and the
+part of each step it was blocked in collectives, as the step reports it
+(:func:`perfgate.workloads.base.record_collective_wait`). A rank's step time includes the
+time it waits inside the step for the others (in the gradient all-reduce), so a rank that
+is slow *between* synchronisations makes the others' next steps as long as its own; its
+step less its wait (its own work) is what tells it apart. Then every rank profiles its own
 window (torch.profiler trace per rank, or the NPU backend's profile) and summarises it;
 rank 0 gathers every rank's samples and summary with ``gather_object`` and writes the
 result file.
@@ -290,19 +292,34 @@ def _set_device(device: str, local_rank: int) -> None:
 
 
 def timed_steps(
-    step: Callable[[], object], n: int, sync: Callable[[], None], barrier: Callable[[], object]
-) -> list[int]:
-    """``n`` steps, each started at a barrier (all ranks together) and timed on this rank
-    with the monotonic clock until the device is synchronised; ns per step."""
+    step: Callable[[], object],
+    n: int,
+    sync: Callable[[], None],
+    barrier: Callable[[], object],
+    waited: Callable[[], int] = lambda: 0,
+) -> tuple[list[int], list[int]]:
+    """``n`` steps timed on this rank, ns per step, and the part of each step this rank spent
+    blocked in collectives (``waited``: a cumulative ns counter, see
+    :func:`perfgate.workloads.base.record_collective_wait`).
+
+    The ranks are aligned by one barrier before the first step and one after the last, not
+    per step (a gloo barrier costs ~0.5 ms on loopback, 10% of a short step); each step is
+    timed with this rank's monotonic clock until the device is synchronised. In a
+    synchronous job (DDP) step ``i`` runs concurrently on every rank, coupled by its
+    collectives, so the job's step ``i`` is the slowest rank's."""
     clock = time.perf_counter_ns
     samples = [0] * n
+    waits = [0] * n
+    barrier()
     for i in range(n):
-        barrier()
+        w0 = waited()
         t0 = clock()
         step()
         sync()
         samples[i] = clock() - t0
-    return samples
+        waits[i] = waited() - w0
+    barrier()
+    return samples, waits
 
 
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
@@ -313,6 +330,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
 
     from perfgate.runner.backends import get_backend
     from perfgate.runner.worker import EntryError, build_workload, load_entry, step_mode
+    from perfgate.workloads.base import collective_wait_ns
 
     workdir = str(request["workdir"])
     device = str(request["device"])
@@ -347,7 +365,9 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         gc.collect()
         backend.reset_peak_memory()
         _state(workdir, rank, "measuring")
-        samples_ns = timed_steps(step, int(request["measured"]), sync, barrier)
+        samples_ns, wait_ns = timed_steps(
+            step, int(request["measured"]), sync, barrier, collective_wait_ns
+        )
         peak = backend.peak_memory_bytes()
         profile = None
         trace_dir = request.get("trace_dir")
@@ -362,6 +382,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     mine = {
         "rank": rank,
         "step_ns": samples_ns,
+        "wait_ns": wait_ns,
         "peak_memory_bytes": peak,
         "profile": profile,
         "host": socket.gethostname(),

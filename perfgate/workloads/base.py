@@ -28,3 +28,19 @@ def extra_rows(batch_size: int, slowdown: float) -> int:
     if slowdown < 0:
         raise ValueError(f"slowdown must be >= 0, got {slowdown}")
     return int(round(batch_size * slowdown))
+
+
+_collective_wait_ns = [0]
+
+
+def record_collective_wait(ns: int) -> None:
+    """Add ``ns`` to this process's time blocked in collectives (a multi-device step calls it
+    for the part of its step spent waiting for the other ranks: DDP's gradient all-reduce,
+    its own blocking collectives). The distributed runner subtracts it from each timed step
+    to get the rank's own work; a step that never calls it counts wholly as own work."""
+    _collective_wait_ns[0] += int(ns)
+
+
+def collective_wait_ns() -> int:
+    """This process's time blocked in collectives so far (see :func:`record_collective_wait`)."""
+    return _collective_wait_ns[0]

@@ -6,12 +6,18 @@ buckets during the backward pass. Knobs that inject multi-device problems, all r
 - ``straggler_rank`` / ``straggler_extra``: that rank does ``straggler_extra`` times the
   step's forward and backward work again, on a private copy of the model, after the
   optimizer step: rank-local work outside the gradient synchronisation, as rank-0-only
-  logging or evaluation inside the step would be. The other ranks wait for it at the next
-  step's start. ``straggler_rank = -1`` (default) means none.
+  logging or evaluation inside the step would be. The other ranks wait for it inside the
+  next step's gradient all-reduce. ``straggler_rank = -1`` (default) means none.
 - ``extra_allreduce``: an extra blocking all-reduce of that many float32 values per step
   (after the backward pass): communication that cannot overlap.
 - ``bucket_cap_mb``: DDP's gradient bucket size (default 25); smaller buckets mean more,
   smaller all-reduces.
+
+The gradient all-reduce runs through a DDP communication hook equivalent to DDP's default
+(mean over ranks) that notes each bucket's launch and completion; the step reports, per
+step, the time from the last bucket's launch (the backward compute is done) until every
+bucket has completed, plus the extra all-reduce's time, as its wait in collectives
+(:func:`perfgate.workloads.base.record_collective_wait`).
 
 The process group must already be initialised (the distributed worker does it).
 """
@@ -19,7 +25,9 @@ The process group must already be initialised (the distributed worker does it).
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -28,7 +36,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from perfgate.workloads import cnn, mlp
-from perfgate.workloads.base import Workload, extra_rows
+from perfgate.workloads.base import Workload, extra_rows, record_collective_wait
 
 
 def _require_group() -> tuple[int, int]:
@@ -55,6 +63,35 @@ def _tile(t: torch.Tensor, rows: int) -> torch.Tensor:
     return t.repeat(times, *([1] * (t.dim() - 1)))[:rows]
 
 
+def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
+    """DDP's default gradient all-reduce (mean over ranks) as a communication hook that
+    notes when each bucket's all-reduce is launched and when it completes (monotonic ns)."""
+    launched: list[int] = []
+    done: list[int] = []
+    world = dist.get_world_size()
+    clock = time.perf_counter_ns
+
+    def hook(state: Any, bucket: Any) -> torch.futures.Future[torch.Tensor]:
+        launched.append(clock())
+        tensor = bucket.buffer().div_(world)
+        fut = dist.all_reduce(tensor, async_op=True).get_future()  # type: ignore[union-attr]
+
+        def finish(f: torch.futures.Future[Any]) -> torch.Tensor:
+            done.append(clock())
+            return f.value()[0]  # type: ignore[no-any-return]
+
+        return fut.then(finish)  # type: ignore[no-any-return]
+
+    # DDP checks the hook's annotations as objects (this module's are strings)
+    hook.__annotations__ = {
+        "state": Any,
+        "bucket": dist.GradBucket,  # type: ignore[attr-defined]
+        "return": torch.futures.Future[torch.Tensor],
+    }
+    ddp.register_comm_hook(None, hook)
+    return launched, done
+
+
 def _ddp_step(
     model: nn.Module,
     device: str,
@@ -68,18 +105,28 @@ def _ddp_step(
     bucket_cap_mb: float,
 ) -> Callable[[], torch.Tensor]:
     ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    launched, done = _time_buckets(ddp)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     rows = extra_rows(x.shape[0], straggler_extra) if rank == straggler_rank else 0
     shadow = copy.deepcopy(model) if rows else None
     xs, ys = _tile(x, rows), _tile(y, rows)
     buffer = torch.ones(extra_allreduce, device=device) if extra_allreduce else None
+    clock = time.perf_counter_ns
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(ddp(x), y)
+        launched.clear()
+        done.clear()
         loss.backward()
+        if launched and done:
+            # blocked from the last bucket's launch (the backward compute is over) until
+            # every bucket's all-reduce has completed: the wait for the other ranks
+            record_collective_wait(max(0, max(done) - max(launched)))
         if buffer is not None:
+            t0 = clock()
             dist.all_reduce(buffer)
+            record_collective_wait(clock() - t0)
         optimizer.step()
         if shadow is not None:
             shadow.zero_grad(set_to_none=True)
