@@ -260,8 +260,7 @@ def run(
     git = app.detect_git_context(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
     )
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         suite_dir = (suite or Path("perfgate.toml")).resolve().parent
         if confirm is not None:
             if not git.branch:
@@ -306,8 +305,6 @@ def run(
                 warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
                 launch=launch,
             )
-    finally:
-        store.close()
     if as_json:
         click.echo(render_json(runs_to_dict(records)), nl=False)
     else:
@@ -373,8 +370,7 @@ def ingest(
     git = app.detect_git_context(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
     )
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         result = ingest_and_record(
             config,
             store,
@@ -386,8 +382,6 @@ def ingest(
             advisor=not no_advisor,
             advisor_timeout_s=advisor_timeout,
         )
-    finally:
-        store.close()
     if as_json:
         if result.advisor_problem:
             click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)
@@ -437,8 +431,7 @@ def _compare(
     git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
     if not git.branch:
         raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         if baseline_file is not None:
             from perfgate.baselines import gate_from_baseline_files
 
@@ -454,8 +447,6 @@ def _compare(
             )
             if alerts:
                 app.record_alerts(config, store, result=result)
-    finally:
-        store.close()
     return config, result
 
 
@@ -585,8 +576,7 @@ def _compare_and_report(
         from perfgate import report
 
         git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
-        store = _open_store(config.database_url)
-        try:
+        with _open_store(config.database_url) as store:
             done = report.deliver_gate(
                 config,
                 store,
@@ -597,8 +587,6 @@ def _compare_and_report(
                 commit=git.commit,
                 job_url=app.detect_ci_context(os.environ).job_url,
             )
-        finally:
-            store.close()
         for line in done.done:
             click.echo(f"perfgate: {line}", err=True)
         for line in done.warnings:
@@ -638,13 +626,10 @@ def compare(
         from perfgate.reporters.render import across_to_dict, render_across_text, render_json
 
         config = _config(suite, db_url, project)
-        store = _open_store(config.database_url, create=False)
-        try:
+        with _open_store(config.database_url, create=False) as store:
             report = compare_across(
                 config, store, across[0], across[1], branch=branch, benchmarks=benchmarks
             )
-        finally:
-            store.close()
         if as_json:
             click.echo(render_json(across_to_dict(report)), nl=False)
         else:
@@ -820,13 +805,10 @@ def history(
     from perfgate.reporters.render import history_to_dict, render_history_text, render_json
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         points = app.history(
             config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
         )
-    finally:
-        store.close()
     if as_json:
         click.echo(render_json(history_to_dict(points)), nl=False)
     else:
@@ -883,13 +865,10 @@ def history_analyze(
 
     config = _config(suite, db_url, project)
     analysed = branch or config.base_branch
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         changes = app.analyze_history(
             config, store, branch=analysed, benchmark=benchmark, limit=limit
         )
-    finally:
-        store.close()
     if as_json:
         click.echo(render_json(changes_to_dict(changes)), nl=False)
     else:
@@ -950,8 +929,7 @@ def report_command(
     from perfgate.site import build_site, default_jobs
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         with _writing(html_dir):
             written = build_site(
                 config,
@@ -963,8 +941,6 @@ def report_command(
                 jobs=jobs or default_jobs(),
                 url=config.database_url,
             )
-    finally:
-        store.close()
     click.echo(str(written.index))
     click.echo(
         f"perfgate: {written.files} files, {written.bytes / 1e6:.1f} MB in {html_dir}", err=True
@@ -1022,8 +998,7 @@ def export_tensorboard(
     from perfgate import export
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         with _writing(logdir):
             done = export.export_tensorboard(
                 config,
@@ -1034,8 +1009,6 @@ def export_tensorboard(
                 limit=limit,
                 profiles=profiles,
             )
-    finally:
-        store.close()
     for path in done.files:
         click.echo(str(path))
     click.echo(f"perfgate: {done.scalars} scalars in {len(done.files)} event files", err=True)
@@ -1074,11 +1047,8 @@ def export_prometheus(
     from perfgate.reporters.prometheus import push_prometheus, render_prometheus
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
-    finally:
-        store.close()
     if push_gateway:
         push_prometheus(values, push_gateway, job=job)
         click.echo(f"perfgate: pushed {len(values)} values to {push_gateway} (job {job})", err=True)
@@ -1151,11 +1121,8 @@ def noise(
     from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         rows = app.noise(config, store, branch=branch or config.base_branch)
-    finally:
-        store.close()
     if as_json:
         click.echo(render_json(noise_to_dict(rows)), nl=False)
     else:
@@ -1215,11 +1182,8 @@ def advise_command(
             device_memory_bytes=capacity,
         )
     else:
-        store = _open_store(config.database_url, create=False)
-        try:
+        with _open_store(config.database_url, create=False) as store:
             advice = advise_run(config, store, target, device_memory_bytes=capacity)
-        finally:
-            store.close()
     if as_json:
         if advice.advisor_problem:
             click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
@@ -1339,11 +1303,8 @@ def db_prune(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         plan = app.prune(config, store, keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
-    finally:
-        store.close()
     if as_json:
         _echo_json(
             {
@@ -1401,11 +1362,8 @@ def alerts_list(
     """List alerts, newest first."""
     config = _config(suite, db_url, project)
     wanted = () if show_all else (statuses or ("untriaged", "acknowledged"))
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         found = store.alerts(project=config.project, status=wanted, benchmark=benchmark)
-    finally:
-        store.close()
     if as_json:
         _echo_json({"alerts": [a.to_dict() for a in found]})
         return
@@ -1433,13 +1391,10 @@ def _triage(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         alert = app.triage_alert(
             config, store, alert_id, action=action, by=_actor(by), reason=reason, state=state
         )
-    finally:
-        store.close()
     click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
 
 
@@ -1507,11 +1462,8 @@ def alerts_trail(
 ) -> None:
     """Show who triaged, reset or excluded what, when and why (newest first)."""
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         events = store.triage_events(project=config.project)
-    finally:
-        store.close()
     if as_json:
         _echo_json({"events": [e.to_dict() for e in events]})
         return
@@ -1559,8 +1511,7 @@ def baseline_reset(
     from datetime import datetime, timezone
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         reset = store.reset_baseline(
             project=config.project,
             benchmark=benchmark,
@@ -1570,8 +1521,6 @@ def baseline_reset(
             reason=reason,
             now=datetime.now(timezone.utc),
         )
-    finally:
-        store.close()
     click.echo(
         f"baseline of {benchmark} now starts at run {reset.run_id[:12]} "
         f"(commit {reset.commit[:12]}, {reset.starts_at.isoformat(timespec='seconds')})"
@@ -1602,14 +1551,11 @@ def baseline_export(
     from perfgate.baselines import export_baselines
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url, create=False)
-    try:
+    with _open_store(config.database_url, create=False) as store:
         with _writing(out_dir):
             written = export_baselines(
                 config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
             )
-    finally:
-        store.close()
     for path in written:
         click.echo(f"wrote {path}")
     if not written:
@@ -1626,11 +1572,8 @@ def baseline_import(
     from perfgate.baselines import import_baselines
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         done = import_baselines(store, directory)
-    finally:
-        store.close()
     click.echo(
         f"imported {done.added} runs from {done.files} files ({done.already_stored} already stored)"
     )
@@ -1662,13 +1605,10 @@ def runs_exclude(
     from datetime import datetime, timezone
 
     config = _config(suite, db_url, project)
-    store = _open_store(config.database_url)
-    try:
+    with _open_store(config.database_url) as store:
         run = store.exclude_run(
             run_id, by=_actor(by), reason=reason, now=datetime.now(timezone.utc)
         )
-    finally:
-        store.close()
     click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")
 
 

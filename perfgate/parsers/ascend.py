@@ -924,24 +924,28 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
             "(record_shapes=False or Level0 profile)"
         )
     if any_type:
-        result.op_types = tuple(
-            sorted(
-                (
-                    OpStat(
-                        name=t,
-                        device="npu",
-                        calls_per_step=calls / steps,
-                        self_time_ms_per_step=dur / _US_PER_MS / steps,
-                        total_time_ms_per_step=dur / _US_PER_MS / steps,
-                        op_type=t,
-                        core=c,
-                    )
-                    for (t, c), (calls, dur) in by_type.items()
-                ),
-                key=lambda o: (-o.total_time_ms_per_step, o.name, o.core),
-            )
-        )
+        result.op_types = _op_type_stats(by_type, steps)
     return result
+
+
+def _op_type_stats(
+    totals: Mapping[tuple[str, str], Sequence[float]], steps: int
+) -> tuple[OpStat, ...]:
+    """Per (op type, core): (calls, total µs) over the window -> OpStats per step, the
+    largest total first."""
+    stats = [
+        OpStat(
+            name=t,
+            device="npu",
+            calls_per_step=calls / steps,
+            self_time_ms_per_step=total / _US_PER_MS / steps,
+            total_time_ms_per_step=total / _US_PER_MS / steps,
+            op_type=t,
+            core=c,
+        )
+        for (t, c), (calls, total) in totals.items()
+    ]
+    return tuple(sorted(stats, key=lambda o: (-o.total_time_ms_per_step, o.name, o.core)))
 
 
 # --------------------------------------------------------------------------- op statistic
@@ -977,20 +981,7 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
             slot = acc.setdefault((row[i_type].strip(), "" if core == _NA else core), [0.0, 0.0])
             slot[0] += count
             slot[1] += total
-    stats = [
-        OpStat(
-            name=t,
-            device="npu",
-            calls_per_step=count / steps,
-            self_time_ms_per_step=total / _US_PER_MS / steps,
-            total_time_ms_per_step=total / _US_PER_MS / steps,
-            op_type=t,
-            core=c,
-        )
-        for (t, c), (count, total) in acc.items()
-    ]
-    stats.sort(key=lambda o: (-o.total_time_ms_per_step, o.name, o.core))
-    return tuple(stats)
+    return _op_type_stats(acc, steps)
 
 
 # --------------------------------------------------------------------------- communication

@@ -107,6 +107,29 @@ def resolve_target(spec: BenchmarkSpec) -> str:
     return BUILTIN[spec.workload]
 
 
+def _request(
+    spec: BenchmarkSpec,
+    params: Mapping[str, ParamValue],
+    threads: int,
+    sys_path: list[str],
+    *,
+    profile: bool,
+) -> dict[str, Any]:
+    """What a worker process (one repeat, or one rank of a torchrun job) is asked to do."""
+    return {
+        "target": resolve_target(spec),
+        "kind": spec.kind,
+        "device": spec.device,
+        "params": dict(params),
+        "threads": threads,
+        "seed": 1234,
+        "warmup": spec.warmup,
+        "measured": spec.measured,
+        "profiled": spec.profiled if profile else 0,
+        "sys_path": sys_path,
+    }
+
+
 def run_repeat(
     spec: BenchmarkSpec,
     repeat: int,
@@ -124,18 +147,9 @@ def run_repeat(
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
     request = {
-        "target": resolve_target(spec),
-        "kind": spec.kind,
-        "device": spec.device,
-        "params": dict(params),
-        "threads": threads,
-        "seed": 1234,
-        "warmup": spec.warmup,
-        "measured": spec.measured,
-        "profiled": spec.profiled if trace_path is not None else 0,
+        **_request(spec, params, threads, sys_path, profile=trace_path is not None),
         "trace_path": None if trace_path is None else str(trace_path),
         "result_path": str(result_path),
-        "sys_path": sys_path,
     }
     request_path = workdir / f"request-{tag}.json"
     request_path.write_text(json.dumps(request), encoding="utf-8")
@@ -232,17 +246,8 @@ def run_job_repeat(
     nnodes = launch.nnodes or spec.nnodes
     request = {
         "name": spec.name,
-        "target": resolve_target(spec),
-        "kind": spec.kind,
-        "device": spec.device,
-        "params": dict(params),
-        "threads": threads,
-        "seed": 1234,
-        "warmup": spec.warmup,
-        "measured": spec.measured,
-        "profiled": spec.profiled if trace_dir is not None else 0,
+        **_request(spec, params, threads, sys_path, profile=trace_dir is not None),
         "trace_dir": None if trace_dir is None else str(trace_dir),
-        "sys_path": sys_path,
     }
     where = f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}"
     result = run_job(

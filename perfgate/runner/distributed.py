@@ -323,27 +323,20 @@ def timed_steps(
 
 
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
-    import random
-
-    import torch
     import torch.distributed as dist
 
-    from perfgate.runner.backends import get_backend
-    from perfgate.runner.worker import EntryError, build_workload, load_entry, step_mode
+    from perfgate.runner.worker import (
+        EntryError,
+        build_workload,
+        load_entry,
+        prepare_process,
+        step_mode,
+    )
     from perfgate.workloads.base import collective_wait_ns
 
     workdir = str(request["workdir"])
     device = str(request["device"])
-    threads = int(request["threads"])
-    seed = int(request["seed"])
-    random.seed(seed)
-    if threads > 0:
-        torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    try:
-        backend = get_backend(device)
-    except RuntimeError as exc:
-        raise EntryError(str(exc)) from exc
+    backend = prepare_process(request)
     _set_device(device, local_rank)
     dist.init_process_group(
         backend=DIST_BACKENDS[device], timeout=timedelta(seconds=float(request["timeout_s"]))

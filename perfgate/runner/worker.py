@@ -26,7 +26,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfgate.runner.backends import Backend
 
 
 class EntryError(Exception):
@@ -99,11 +102,12 @@ def step_mode(request: Mapping[str, Any]) -> contextlib.AbstractContextManager[A
     return contextlib.nullcontext()
 
 
-def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
+def prepare_process(request: Mapping[str, Any]) -> Backend:
+    """Seed Python and torch, set torch's intra-op threads, and return the device backend
+    the request asks for (a device that cannot be used is the entry's error)."""
     from perfgate.runner.backends import get_backend
 
     threads = int(request["threads"])
-    params = dict(request["params"])
     seed = int(request["seed"])
     random.seed(seed)
     import torch
@@ -112,9 +116,14 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     try:
-        backend = get_backend(str(request["device"]))
+        return get_backend(str(request["device"]))
     except RuntimeError as exc:
         raise EntryError(str(exc)) from exc
+
+
+def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
+    params = dict(request["params"])
+    backend = prepare_process(request)
     func = load_entry(str(request["target"]))
     try:
         step, batch_size, effective = build_workload(func, backend.device, params)
