@@ -44,10 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gate_sim  # noqa: E402
 from gate_sim import NoiseModel, Series  # noqa: E402
 
-from perfgate.config import DEFAULT_METRICS, Config  # noqa: E402
+from perfgate.config import Config  # noqa: E402
+from perfgate.metrics import CATALOGUE  # noqa: E402
 from perfgate.models import Direction, RunPoint, Verdict  # noqa: E402
 from perfgate.stats import ALPHA, Candidate, benjamini_hochberg, compare_candidates  # noqa: E402
-from perfgate.stats.compare import _evidence, classify_change  # noqa: E402
+from perfgate.stats.compare import _evidence  # noqa: E402
+from perfgate.stats.decide import Outcome, change_verdict, classify_change  # noqa: E402
 from perfgate.stats.paired import (  # noqa: E402
     Pair,
     PairedEvidence,
@@ -61,7 +63,7 @@ GATE = 20
 """Metrics per gate."""
 WINDOW = Config().baseline_window
 """Baseline runs (perfgate's default window)."""
-POLICY = DEFAULT_METRICS["step_time_ms"]
+POLICY = CATALOGUE["step_time_ms"].policy
 EFFECTS = (0.05, 0.10)
 REPEATS = (1, 3, 5)
 VERIFY_GATES = 15
@@ -155,9 +157,9 @@ def _verdict(cand: Candidate, nulls: Sequence[float]) -> Verdict:
         mde_pct=ev.detectable_in(gate_size, cand.alpha),
         min_effect_pct=cand.policy.min_effect_pct_at(ev.centre),
     )
-    if outcome == "change":
-        return Verdict.REGRESSION if ev.change_pct > 0 else Verdict.IMPROVEMENT
-    return Verdict.UNCHANGED if outcome == "unchanged" else Verdict.INCONCLUSIVE
+    if outcome is Outcome.CHANGE:
+        return change_verdict(cand.current.direction, ev.change_pct)
+    return Verdict.UNCHANGED if outcome is Outcome.UNCHANGED else Verdict.INCONCLUSIVE
 
 
 def _aa_task(model: NoiseModel, repeats: int, gates: int, key: int) -> dict[str, Any]:

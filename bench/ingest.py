@@ -7,7 +7,7 @@ Three inputs, each a torch_npu text export:
 2. one rank whose ``trace_view.json`` is scaled to ``--size-mb`` (default 1000 MB) by
    repeating the fixture's events with shifted ``ts`` and step numbers (one
    ``ProfilerStep#`` per copy), *without* ``step_trace_time.csv``, so perfgate takes the step
-   breakdown from the trace (``perfgate.parsers.ascend_trace``);
+   breakdown from the trace (``perfgate.parsers.ascend.trace_view``);
 3. one rank whose ``kernel_details.csv`` is scaled to ``--size-mb`` by repeating the
    fixture's rows with new ``Step Id`` values (and a ``step_trace_time.csv`` row per step).
 
@@ -75,7 +75,7 @@ RSS_TARGET_MB = 500.0
 COMPLETE = ".complete"
 
 # kernel_details columns perfgate's parser reads besides the PMU metric columns (every
-# column not in its list of standard columns); see perfgate/parsers/ascend.py _read_kernels.
+# column not in its list of standard columns); see perfgate/parsers/ascend/text.py _read_kernels.
 KERNEL_KEY_COLUMNS = ("Step Id", "Name", "Type", "Accelerator Core", "Duration(us)", "Input Shapes")
 
 
@@ -258,20 +258,10 @@ def _rss_mb() -> float:
 
 def child_perfgate(path: Path) -> dict[str, Any]:
     before = _rss_mb()
-    try:
-        from perfgate.parsers.ascend import parse_ascend
-    except ImportError:
-        # Until perfgate.parsers.ascend exists: the trace_view reader alone.
-        from perfgate.parsers.ascend_trace import breakdown_from_trace_view
+    from perfgate.parsers.ascend import parse_ascend
 
-        trace = next(path.rglob("trace_view.json"))
-        started = time.perf_counter()
-        steps, bd, _ = breakdown_from_trace_view(trace)
-        wall = time.perf_counter() - started
-        what = f"ascend_trace only: {len(steps)} steps, step {bd.step_ms if bd else 0:.3f} ms"
-        return {"wall": wall, "rss": _rss_mb(), "rss_before": before, "what": what}
     started = time.perf_counter()
-    summaries, _cluster = parse_ascend(path)
+    summaries = parse_ascend(path)
     wall = time.perf_counter() - started
     first = summaries[0]
     step = first.breakdown.step_ms if first.breakdown else float("nan")
@@ -305,10 +295,8 @@ def child_orjson(path: Path) -> dict[str, Any]:
 
 
 def kernel_usecols(path: Path) -> list[str]:
-    try:
-        from perfgate.parsers.ascend import _KERNEL_STANDARD as standard
-    except ImportError:
-        standard = frozenset(c.lower() for c in KERNEL_KEY_COLUMNS)
+    from perfgate.parsers.ascend.text import _KERNEL_STANDARD as standard
+
     with path.open(newline="", encoding="utf-8") as f:
         header = next(csv.reader(f))
     return [c for c in header if c in KERNEL_KEY_COLUMNS or c.lower() not in standard]

@@ -46,13 +46,12 @@ import torch
 
 import perfgate.runner.backends as backends
 from perfgate import __version__ as perfgate_version
-from perfgate.app import _measurement as app_measurement
 from perfgate.app import build_record, compare
+from perfgate.app.measure import measurement
 from perfgate.config import Config
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
-    Direction,
     GitContext,
     OpStat,
     ProfileSummary,
@@ -62,8 +61,8 @@ from perfgate.models import (
 from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.worker import _measure
 from perfgate.store import open_store
+from perfgate.store.runs import _rows_of
 from perfgate.store.schema import measurements, profiles, runs
-from perfgate.store.sql import _rows_of
 from perfgate.workloads import Workload
 from perfgate.workloads.mlp import build as build_mlp
 
@@ -436,13 +435,7 @@ class StoreBuilder:
             ci=CIContext("github", "https://github.com/o/r/actions/runs/1", "push"),
             host_label="",
         )
-        op_calls = app_measurement(
-            "op_calls_per_step",
-            "count",
-            Direction.LOWER_IS_BETTER,
-            [[info["op_calls"]]],
-            deterministic=True,
-        )
+        op_calls = measurement("op_calls_per_step", [[info["op_calls"]]])
         return replace(
             record,
             measurements=(*record.measurements, op_calls),

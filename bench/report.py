@@ -5,7 +5,7 @@ A temp SQLite store is filled (``SqlStore.save_runs`` in batches) with 100 bench
 change points) and 100 PR runs over 20 branches, each run with the 4 metrics a real run
 has (step time and throughput from 3 repeats, peak memory, op calls). The latest run of each
 benchmark carries a real profile (the torch trace fixture; every tenth benchmark the
-2-rank Ascend fixture). Then ``perfgate.site.build_site`` (what ``perfgate report --html``
+2-rank Ascend fixture). Then ``perfgate.app.site.build_site`` (what ``perfgate report --html``
 runs: the store reads, change points, the gate's comparison, rendering, writing) is timed,
 with its parts, and the site's size is summed. Targets: < 10 s and < 20 MB.
 
@@ -41,7 +41,7 @@ from perfgate.models import (
 )
 from perfgate.parsers.ascend import parse_ascend
 from perfgate.parsers.torch_trace import parse_torch_trace
-from perfgate.site import build_site, default_jobs, gather_site, write_site
+from perfgate.app.site import build_site, default_jobs, gather_site, write_site
 from perfgate.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def _measurement(metric: str, unit: str, direction: Direction, reps: list[float]
 
 def make_runs(n_bench: int, n_runs: int, rng: random.Random) -> list[list[RunRecord]]:
     torch_profile = parse_torch_trace(ROOT / "tests/data/torch_trace/mlp_cpu.pt.trace.json.gz")
-    ranks, _ = parse_ascend(ROOT / "tests/data/ascend/msinsight_pt_text_level1_2rank")
+    ranks = parse_ascend(ROOT / "tests/data/ascend/msinsight_pt_text_level1_2rank")
     n_pr = n_runs // 10
     n_main = n_runs - n_pr
     out = []

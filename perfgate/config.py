@@ -14,9 +14,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfgate.advisor.rules import Thresholds, threshold_names
 from perfgate.errors import ConfigError
-from perfgate.models import TREATMENT_PARAMS, BenchmarkSpec, Direction, MetricPolicy, Verdict
+from perfgate.metrics import base_name, default_policy
+from perfgate.models import (
+    TABLE_THRESHOLDS,
+    TREATMENT_PARAMS,
+    BenchmarkSpec,
+    Direction,
+    MetricPolicy,
+    Thresholds,
+    Verdict,
+    threshold_names,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,35 +34,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 DEFAULT_DATABASE_URL = "sqlite:///.perfgate/perfgate.db"
 
-DEFAULT_METRICS: Mapping[str, MetricPolicy] = {
-    "step_time_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
-    "throughput_samples_per_s": MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0),
-    "peak_memory_bytes": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
-    "op_calls_per_step": MetricPolicy(Direction.LOWER_IS_BETTER, 0.5, deterministic=True),
-    # The step breakdown of an ingested profile (Ascend step_trace_time, torch traces).
-    "computing_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
-    "communication_not_overlapped_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
-    "free_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 10.0),
-    # Multi-device (torchrun) jobs: per-rank metrics are named ``<metric>.rank<r>`` and
-    # judged by the policy of ``<metric>``.
-    "communication_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
-    "communication_not_overlapped_pct": MetricPolicy(
-        Direction.LOWER_IS_BETTER, 5.0, min_effect_abs=5.0
-    ),
-    "allreduce_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
-    # The spread of per-rank step times is a percentage whose baseline is near 0: its
-    # minimum effect is in points (a straggler 1% -> 2% is +100% relative, yet noise).
-    "rank_spread_pct": MetricPolicy(Direction.LOWER_IS_BETTER, 0.0, min_effect_abs=5.0),
-    # Inference: latency percentiles per repeat (stats/quantiles.py says why the tail's
-    # minimum effect is larger).
-    "latency_p50_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 3.0),
-    "latency_p90_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 5.0),
-    "latency_p99_ms": MetricPolicy(Direction.LOWER_IS_BETTER, 10.0),
-    "throughput_requests_per_s": MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0),
-}
-RANK_SUFFIX = ".rank"
-"""Per-rank metrics are ``<metric>.rank<r>`` (``step_time_ms.rank1``)."""
-FALLBACK_POLICY = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
 
 _TOP_KEYS = {
     "project",
@@ -94,21 +74,24 @@ class Config:
     fail_on: frozenset[Verdict] = frozenset({Verdict.REGRESSION})
     baseline_window: int = 30
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    metrics: Mapping[str, MetricPolicy] = field(default_factory=lambda: dict(DEFAULT_METRICS))
+    metrics: Mapping[str, MetricPolicy] = field(default_factory=dict)
+    """The suite's ``[metrics.NAME]`` policies; every other metric takes its catalogue's
+    (:mod:`perfgate.metrics`)."""
     benchmarks: tuple[BenchmarkSpec, ...] = ()
     source: str = ""
     advisor: Thresholds = field(default_factory=Thresholds)
     """Thresholds of perfgate's advisor rules (the suite's ``[advisor]`` table)."""
 
     def policy(self, metric: str) -> MetricPolicy:
-        """The metric's policy; a per-rank metric ``<m>.rank<r>`` without its own takes
-        ``<m>``'s."""
+        """How a comparison judges ``metric``: the suite's ``[metrics.NAME]`` where it has
+        one, else the catalogue's; a per-rank metric ``<m>.rank<r>`` without its own takes
+        ``<m>``'s. Its direction is the one a verdict is judged by."""
         if metric in self.metrics:
             return self.metrics[metric]
-        base, sep, rank = metric.rpartition(RANK_SUFFIX)
-        if sep and rank.isdigit() and base in self.metrics:
+        base = base_name(metric)
+        if base in self.metrics:
             return self.metrics[base]
-        return FALLBACK_POLICY
+        return default_policy(metric)
 
     def with_overrides(self, **overrides: Any) -> Config:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -181,11 +164,8 @@ def parse_benchmark(
     treatment = merged.get("treatment_params", list(TREATMENT_PARAMS))
     if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
         raise ConfigError(f"{_where(source, path + '.treatment_params')}: expected a list of names")
-    from perfgate.workloads import BUILTIN_KINDS
-
-    default_kind = BUILTIN_KINDS.get(str(workload), "training")
-    kind = merged.get("kind", default_kind)
-    if kind not in _KINDS:
+    kind = merged.get("kind", "")  # "": the workload's own kind (perfgate.app.specs)
+    if kind != "" and kind not in _KINDS:
         raise ConfigError(
             f"{_where(source, path + '.kind')}: expected one of {', '.join(_KINDS)}, got {kind!r}"
         )
@@ -211,7 +191,7 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     if not isinstance(table, Mapping):
         raise ConfigError(f"{_where(source, path)}: expected a table")
     _check_keys(table, _METRIC_KEYS, source, path + ".")
-    base = DEFAULT_METRICS.get(name, FALLBACK_POLICY)
+    base = default_policy(name)
     direction = table.get("direction", base.direction.value)
     try:
         parsed_direction = Direction(direction)
@@ -236,14 +216,37 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     return MetricPolicy(parsed_direction, float(effect), deterministic, float(absolute))
 
 
+def _parse_number_table(
+    table: Any, default: tuple[tuple[str, float], ...], source: str, path: str
+) -> tuple[tuple[str, float], ...]:
+    """A table of name = number >= 0 merged over ``default`` (names compared upper-cased)."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{_where(source, path)}: expected a table of name = number")
+    merged = {name.upper(): value for name, value in default}
+    for name, value in table.items():
+        bad = isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0
+        if bad or value == float("inf"):
+            raise ConfigError(
+                f"{_where(source, path + '.' + name)}: expected a number >= 0, got {value!r}"
+            )
+        merged[str(name).upper()] = float(value)
+    return tuple(merged.items())
+
+
 def _parse_advisor(table: Any, source: str) -> Thresholds:
-    """``[advisor]``: any Thresholds field, each a number >= 0 (integers where the default is)."""
+    """``[advisor]``: any Thresholds field, each a number >= 0 (integers where the default is);
+    the table fields (``[advisor.slow_link_gb_s]``) are merged over their defaults."""
     if not isinstance(table, Mapping):
         raise ConfigError(f"{_where(source, 'advisor')}: expected a table")
     _check_keys(table, set(threshold_names()), source, "advisor.")
     defaults = Thresholds()
     values: dict[str, Any] = {}
     for key, value in table.items():
+        if key in TABLE_THRESHOLDS:
+            values[key] = _parse_number_table(
+                value, getattr(defaults, key), source, f"advisor.{key}"
+            )
+            continue
         whole = isinstance(getattr(defaults, key), int)
         bad = isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0
         if bad or value == float("inf") or (whole and not float(value).is_integer()):
@@ -255,6 +258,19 @@ def _parse_advisor(table: Any, source: str) -> Thresholds:
     return replace(defaults, **values)
 
 
+def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
+    """``[defaults]`` valid on its own, whichever benchmarks use it (suite or ``--workload``)."""
+    minimum = {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}
+    for key, least in minimum.items():
+        if key in defaults:
+            _int(defaults[key], source, f"defaults.{key}", least)
+    if "device" in defaults and defaults["device"] not in _DEVICES:
+        raise ConfigError(
+            f"{_where(source, 'defaults.device')}: expected one of cpu, cuda, npu, "
+            f"got {defaults['device']!r}"
+        )
+
+
 def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
     """Validate a parsed TOML document (the perfgate table) into a Config."""
     _check_keys(data, _TOP_KEYS, source, "")
@@ -262,7 +278,8 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
     if not isinstance(defaults, Mapping):
         raise ConfigError(f"{_where(source, 'defaults')}: expected a table")
     _check_keys(defaults, _DEFAULT_KEYS, source, "defaults.")
-    metrics = dict(DEFAULT_METRICS)
+    _check_defaults(defaults, source)
+    metrics: dict[str, MetricPolicy] = {}
     raw_metrics = data.get("metrics", {})
     if not isinstance(raw_metrics, Mapping):
         raise ConfigError(f"{_where(source, 'metrics')}: expected a table")

@@ -6,6 +6,8 @@ exit codes, through :attr:`PerfgateError.exit_code`.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from enum import IntEnum, unique
 
 
@@ -70,3 +72,41 @@ class ReportError(PerfgateError):
     """
 
     exit_code = ExitCode.INFRASTRUCTURE
+
+
+class MissingExtra(PerfgateError):
+    """An optional dependency a command needs is not installed; the message names the extra
+    that installs it."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        super().__init__(f"{feature} needs {package}: pip install 'perfgate[{extra}]'")
+        self.feature = feature
+        self.package = package
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str, str]]:
+        # Raised in a worker process (the HTML site's pool), it is pickled back to the parent.
+        return (type(self), (self.feature, self.package, self.extra))
+
+
+def require(module: str, *, extra: str, feature: str, load: bool = True) -> None:
+    """Make sure the optional ``module`` can be used by ``feature``, or raise
+    :class:`MissingExtra` naming ``extra``.
+
+    With ``load`` (the default) the module is imported, so a broken install counts as a
+    missing one and the caller's own ``import`` that follows is a dictionary lookup; without
+    it the module is only looked up, not imported (the runner's parent process checks for
+    torch this way and leaves importing it to the worker).
+    """
+    package = module.partition(".")[0]
+    try:
+        if load:
+            importlib.import_module(module)
+            return
+        if importlib.util.find_spec(package) is not None:
+            return
+    except (ImportError, ValueError) as exc:
+        raise MissingExtra(feature, package, extra) from exc
+    raise MissingExtra(feature, package, extra)

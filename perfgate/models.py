@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import Any, ClassVar
 
 ParamValue = str | int | float | bool
@@ -24,6 +25,11 @@ class Direction(str, Enum):
 
     LOWER_IS_BETTER = "lower"
     HIGHER_IS_BETTER = "higher"
+
+    def worse(self, change: float) -> bool:
+        """Whether a change of ``change`` (any signed size: a difference, a percentage, a
+        log-ratio) makes a metric with this direction worse. The one place that says it."""
+        return change > 0 if self is Direction.LOWER_IS_BETTER else change < 0
 
 
 class Verdict(str, Enum):
@@ -624,6 +630,27 @@ class ClusterView:
 
 
 @dataclass(frozen=True)
+class Profiled:
+    """A profile read from disk (:func:`perfgate.parsers.read_profile`): its format
+    (``ascend`` or ``torch_trace``), the path given, one summary per rank, and the ranks'
+    cluster view, which the parsers leave None (it is analysis: the app sets it with
+    :func:`perfgate.advisor.cluster.cluster_view`)."""
+
+    format: str
+    path: Path
+    ranks: tuple[ProfileSummary, ...]
+    cluster: ClusterView | None = None
+
+    @property
+    def slowest(self) -> ProfileSummary:
+        """The rank whose mean step is longest (the only one for a single-rank profile)."""
+        timed = [r for r in self.ranks if r.breakdown is not None]
+        if not timed:
+            return self.ranks[0]
+        return max(timed, key=lambda r: r.breakdown.step_ms if r.breakdown else 0.0)
+
+
+@dataclass(frozen=True)
 class GitContext:
     commit: str = ""
     branch: str = ""
@@ -878,9 +905,6 @@ class GateResult:
     findings: tuple[Finding, ...] = ()
     attributions: tuple[Attribution, ...] = ()
 
-    def count(self, verdict: Verdict) -> int:
-        return sum(1 for c in self.comparisons if c.verdict is verdict)
-
 
 # --- team store: alerts, triage, baseline resets, retention ---------------------------------
 
@@ -1003,3 +1027,287 @@ class PrunePlan:
     reasons: Mapping[str, int] = field(default_factory=dict)
     """How many candidate runs each protection kept (baseline, change_point, reset, alert,
     paired)."""
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """One change of level in a series.
+
+    ``index`` is the first run of the new regime: ``values[index]`` is after the change, so
+    the change lies between the runs ``index - 1`` and ``index`` (their commits bound it).
+    ``before``/``after`` are the medians of the segments on either side (bounded by the
+    neighbouring change points or the series ends); ``change_pct`` is
+    ``(after - before) / |before| * 100`` (infinite when ``before`` is 0). ``p_value`` and
+    ``confidence`` are described in the module docstring.
+    """
+
+    index: int
+    before: float
+    after: float
+    change_pct: float
+    p_value: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class DetectedChange:
+    """A change point of one stored series, with the commits it lies between."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    branch: str
+    fingerprint_key: str
+    point: ChangePoint
+    last_run_before: str
+    first_run_after: str
+    commit_before: str
+    commit_after: str
+    runs_in_series: int
+    triage: str | None = None
+    """The state of this change point's alert (untriaged, acknowledged, wontfix, fixed),
+    None where none is recorded."""
+
+    @property
+    def verdict(self) -> Verdict:
+        worse = self.direction.worse(self.point.change_pct)
+        return Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """How noisy one (benchmark, metric) is on a branch, against its minimum effect."""
+
+    benchmark: str
+    metric: str
+    runs: int
+    mde_pct: float | None
+    min_effect_pct: float | None
+
+    @property
+    def too_noisy(self) -> bool:
+        return (
+            self.mde_pct is not None
+            and self.min_effect_pct is not None
+            and self.mde_pct > self.min_effect_pct
+        )
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What ``run --confirm`` did for one benchmark."""
+
+    benchmark: str
+    original: RunRecord
+    folded: RunRecord | None
+    extra_repeats: int
+    note: str
+
+
+# --- compare --across: a report, not a gate ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricRatio:
+    """One metric of one benchmark on both sides."""
+
+    metric: str
+    unit: str
+    direction: Direction
+    a: float
+    b: float
+
+    @property
+    def ratio(self) -> float | None:
+        """B / A (None when A is 0)."""
+        return None if self.a == 0 else self.b / self.a
+
+    @property
+    def better(self) -> str:
+        """``a``, ``b`` or ``same`` (within 1%)."""
+        ratio = self.ratio
+        if ratio is None or abs(ratio - 1.0) < 0.01:
+            return "same"
+        return "a" if self.direction.worse(ratio - 1.0) else "b"
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One op of a side's top list, with its time per step on both sides (None: absent)."""
+
+    name: str
+    a_ms: float | None
+    b_ms: float | None
+
+
+@dataclass(frozen=True)
+class AcrossBenchmark:
+    benchmark: str
+    run_a: str
+    run_b: str
+    metrics: tuple[MetricRatio, ...]
+    top_ops_a: tuple[OpRow, ...] = ()
+    top_ops_b: tuple[OpRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class AcrossReport:
+    a: str
+    b: str
+    fingerprint_a: Fingerprint | None
+    fingerprint_b: Fingerprint | None
+    benchmarks: tuple[AcrossBenchmark, ...]
+    only_a: tuple[str, ...] = ()
+    """Benchmarks with a run on side A only."""
+    only_b: tuple[str, ...] = ()
+    differences: tuple[str, ...] = ()
+    """What differs between the two fingerprints (B against A)."""
+
+
+# --- the advisor's thresholds (a suite's [advisor] table overrides them) ---------------------
+
+_MIB = 1024 * 1024
+
+DEFAULT_SLOW_LINK_GB_S: tuple[tuple[str, float], ...] = (
+    # msprof-analyze's bandwidth_contention_analysis flags SDMA below 0.8 x 18 GB/s.
+    ("SDMA", 0.8 * 18.0),
+    ("HCCS", 18.0),
+    ("RDMA", 12.5),
+)
+"""Per link type, the bandwidth (GB/s) below which a link is slow, unless a suite says otherwise."""
+
+TABLE_THRESHOLDS = frozenset({"slow_link_gb_s"})
+"""The Thresholds fields a suite gives as a table of numbers (name = number) rather than one
+number."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold of perfgate's rules, with its default and the reason for it."""
+
+    comm_share_warning: float = 0.10
+    """Communication not overlapped above a tenth of the step is worth overlapping."""
+    comm_share_critical: float = 0.30
+    """Above 30% the job is communication-bound (msprof-analyze's own example: AllReduce 30%)."""
+    idle_share_warning: float = 0.15
+    """A device-bound step idles a few %; above 15% free time the host holds the device back."""
+    idle_share_critical: float = 0.50
+    """Idle half the step: the device is mostly waiting (capped at warning on CPU-only traces)."""
+    data_loading_share: float = 0.10
+    """Data loading above a tenth of the step is named as the cause of idle time."""
+    sync_calls_per_step: float = 1.0
+    """Any host synchronisation inside the step stalls an accelerator's queue; one is enough."""
+    cpu_sync_cause_share: float = 0.25
+    """On CPU a sync idles nothing; it is named the cause of idle time when it is 1 in 4 ops."""
+    tiny_op_calls_per_step: float = 500.0
+    """More launches per step than this, each tiny, and launch overhead dominates."""
+    tiny_op_median_us: float = 20.0
+    """An op shorter than ~20 µs costs about as much to dispatch and launch as to run."""
+    launch_overhead_us: float = 5.0
+    """Typical eager dispatch + launch cost of one op; used for the tiny-ops impact estimate."""
+    aicpu_share: float = 0.05
+    """AI CPU ops are 10-100x slower than AI Core ones; 5% of op time on them is worth removing."""
+    format_conversion_share: float = 0.10
+    """A format conversion type (TransData, Cast, ...) above 10% of op time is pure overhead."""
+    dominant_op_share: float = 0.20
+    """Only an op holding a fifth of compute op time moves the step when tuned."""
+    low_unit_utilization: float = 0.30
+    """Cube/Vector busy below 30% of an op's time: tiling, alignment or format is off."""
+    memory_bound_pipe_ratio: float = 0.80
+    """An MTE2/MTE3 pipe busy above 80% of the op's time means the op is memory-bound."""
+    memory_capacity_warning: float = 0.90
+    """Peak above 90% of device memory leaves no room for fragmentation or a longer input."""
+    memory_capacity_critical: float = 0.95
+    """Above 95% an out-of-memory error is a batch away."""
+    leak_min_steps: int = 4
+    """Fewer per-step memory samples cannot tell steady growth from warm-up."""
+    leak_min_growth_bytes: float = float(_MIB)
+    """Growth below 1 MiB over the window is allocator noise, not a leak."""
+    leak_rising_share: float = 0.75
+    """A leak grows step after step: at least 3 in 4 step-to-step changes are increases."""
+    window_growth_share: float = 0.05
+    """Start-to-end growth above 5% of the peak is worth a look when per-step data is missing."""
+    straggler_spread_pct: float = 3.0
+    """Ranks of a synchronous job run at the slowest's pace; 3% is above run-to-run noise."""
+    straggler_critical_pct: float = 20.0
+    """One rank a fifth slower than the fastest wastes a fifth of the whole job."""
+    min_profiled_steps: int = 3
+    """Fewer profiled steps than this and one odd step decides every number."""
+    profiler_overhead: float = 0.50
+    """Profiled steps 50% longer than the timed ones: absolute op times are inflated."""
+    slow_link_gb_s: tuple[tuple[str, float], ...] = DEFAULT_SLOW_LINK_GB_S
+    """Bandwidth (GB/s) below which the cluster view reports a link as slow, per link type
+    (compared case-insensitively; :data:`DEFAULT_SLOW_LINK_GB_S` by default). Link types not
+    listed are never reported. A suite's ``[advisor.slow_link_gb_s]`` table is merged over
+    the defaults (``HCCS = 20`` changes HCCS and keeps SDMA and RDMA)."""
+
+
+def threshold_names() -> tuple[str, ...]:
+    """The field names of :class:`Thresholds` (the keys a suite's ``[advisor]`` table allows)."""
+    return tuple(f.name for f in fields(Thresholds))
+
+
+@dataclass(frozen=True)
+class Band:
+    """A window's median and its prediction band for the next run's centre."""
+
+    centre: float
+    low: float
+    high: float
+    runs: int
+    level: float
+    """The band's probability of holding the next run's centre (e.g. 0.95)."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a job is launched across nodes (``perfgate run --nnodes/--node-rank/
+    --rdzv-endpoint``); on one node all defaults."""
+
+    nnodes: int | None = None
+    """Overrides the spec's ``nnodes``."""
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of the c10d rendezvous (the same on every node); default: a free port
+    on 127.0.0.1 (one node only)."""
+    rdzv_id: str = "perfgate"
+
+
+# --- what ingest and advise found ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    record: RunRecord
+    """The run as recorded (its ``findings``: msprof-analyze's, stored with it)."""
+    profiled: Profiled
+    advisor_problem: str | None = None
+    advisor_version: str | None = None
+    findings: tuple[Finding, ...] = ()
+    """Every finding on the run, as ``advise``, the gate and the HTML run page show it
+    (:func:`perfgate.app.advise.findings_for`, ``known`` against the base branch)."""
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What ``perfgate advise`` found for one profile or stored run."""
+
+    kind: str
+    """``profile`` (a path) or ``run`` (a stored run)."""
+    target: str
+    """The path or run id as given."""
+    profile: ProfileSummary | None
+    """The profile judged (the slowest rank's for a multi-rank job); None if the run has none."""
+    findings: tuple[Finding, ...]
+    ranks: int = 1
+    cluster: ClusterView | None = None
+    run: RunRecord | None = None
+    format: str = ""
+    """The profile format for a path (``ascend``, ``torch_trace``)."""
+    advisor_ran: bool = False
+    """Whether msprof-analyze was asked (Ascend profile, not ``--no-advisor``)."""
+    advisor_problem: str | None = None
+    advisor_version: str | None = None
+    baseline_run_id: str | None = None
+    """The base branch run whose findings marked these ``known`` (runs only)."""

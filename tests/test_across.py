@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfgate.across import compare_across
+from perfgate.app.across import compare_across
 from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.errors import UsageError

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from perfgate.advisor.cluster import cluster_view
 from perfgate.advisor.rules import Thresholds, advise, merge_findings
 from perfgate.models import (
     ClusterView,
@@ -151,7 +152,8 @@ def test_a_step_of_tiny_ops_asks_for_fusion(cpu_profiles: dict[str, ProfileSumma
 
 @pytest.fixture(scope="module")
 def ascend_job() -> tuple[tuple[ProfileSummary, ...], ClusterView | None]:
-    return parse_ascend(ASCEND)
+    ranks = parse_ascend(ASCEND)
+    return ranks, cluster_view(ranks)
 
 
 def test_ascend_rank0_communication_not_overlapped_is_critical(

@@ -3,81 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
+from conftest import fill, fingerprint, record
 
+from perfgate.app import compare_records
 from perfgate.cli import cli
+from perfgate.config import config_from_mapping
 from perfgate.models import (
-    BenchmarkSpec,
-    CIContext,
     Direction,
-    Fingerprint,
-    GitContext,
-    Measurement,
     RunRecord,
+    Verdict,
 )
-from perfgate.stats import summarize
 from perfgate.store import open_store
-
-T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
-
-
-def fingerprint(**changes: object) -> Fingerprint:
-    base: dict[str, object] = dict(
-        device_kind="cpu",
-        device_model="Xeon",
-        device_count=1,
-        cpu_model="Xeon",
-        cpu_cores=2,
-        os="Linux-x86_64",
-        python_version="3.11",
-        torch_version="2.13.0",
-        timing_method="wall-sync-v1",
-        params={"batch_size": 128, "threads": 1},
-    )
-    base.update(changes)
-    return Fingerprint(**base)  # type: ignore[arg-type]
-
-
-def record(
-    i: int,
-    step_ms: float,
-    *,
-    branch: str = "main",
-    benchmark: str = "mlp",
-    noise: float = 0.01,
-    fp: Fingerprint | None = None,
-    seed: int = 0,
-) -> RunRecord:
-    rng = np.random.default_rng(seed * 1000 + i)
-    reps = [tuple(step_ms * rng.lognormal(0, noise, 30)) for _ in range(3)]
-    step = Measurement(
-        "step_time_ms", "ms", Direction.LOWER_IS_BETTER, tuple(reps), summarize(reps, steady=True)
-    )
-    return RunRecord(
-        id=f"{benchmark}-{branch}-{i:03d}",
-        project="default",
-        benchmark=benchmark,
-        fingerprint=fp or fingerprint(),
-        git=GitContext(commit=f"{i:040x}", branch=branch),
-        ci=CIContext(),
-        started_at=T0 + timedelta(minutes=i),
-        finished_at=T0 + timedelta(minutes=i, seconds=30),
-        measurements=(step,),
-        spec=BenchmarkSpec(name=benchmark, workload="mlp"),
-    )
-
-
-def fill(url: str, records: list[RunRecord]) -> None:
-    store = open_store(url)
-    try:
-        for r in records:
-            store.save_run(r)
-    finally:
-        store.close()
 
 
 def gate(url: str, *args: str) -> tuple[int, dict[str, object]]:
@@ -183,3 +124,36 @@ def test_detect_reads_a_series_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["detect", str(bad)])
     assert result.exit_code == 2
     assert str(bad) in result.stderr and ":3" in result.stderr
+
+
+def _judged(url: str, suite: dict[str, object], head: RunRecord) -> dict[tuple[str, str], Verdict]:
+    store = open_store(url)
+    try:
+        result = compare_records(
+            config_from_mapping(suite), store, [head], branch=head.git.branch, against="main"
+        )
+    finally:
+        store.close()
+    return {(c.metric, c.method): c.verdict for c in result.comparisons}
+
+
+def test_the_suite_direction_decides_the_verdict_not_the_recorded_one(tmp_path: Path) -> None:
+    """``[metrics.step_time_ms] direction = "higher"``: a run 30% above its history is an
+    improvement, though the run recorded step_time_ms as lower-is-better."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, [record(i, 20.0) for i in range(8)])
+    slower = record(50, 26.0, branch="feat")
+    assert slower.measurements[0].direction is Direction.LOWER_IS_BETTER
+    assert _judged(url, {}, slower) == {("step_time_ms", "history"): Verdict.REGRESSION}
+    higher = {"metrics": {"step_time_ms": {"direction": "higher"}}}
+    assert _judged(url, higher, slower) == {("step_time_ms", "history"): Verdict.IMPROVEMENT}
+
+
+def test_the_suite_direction_decides_a_paired_verdict_too(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    base = record(1, 20.0, noise=0.002)
+    head = replace(record(2, 26.0, branch="feat", noise=0.002), paired_with=base.id)
+    fill(url, [base])
+    assert _judged(url, {}, head)[("step_time_ms", "paired")] is Verdict.REGRESSION
+    higher = {"metrics": {"step_time_ms": {"direction": "higher"}}}
+    assert _judged(url, higher, head)[("step_time_ms", "paired")] is Verdict.IMPROVEMENT

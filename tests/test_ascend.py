@@ -1,5 +1,6 @@
-"""Tests of perfgate.parsers.ascend: the real 2-rank Level1 and Level0 torch_npu text exports
-(tests/data/ascend, see PROVENANCE.md), header variants written into tmp_path, and bad input.
+"""Tests of perfgate.parsers.ascend (and the cluster view over its ranks): the real 2-rank
+Level1 and Level0 torch_npu text exports (tests/data/ascend, see PROVENANCE.md), header
+variants written into tmp_path, and bad input.
 
 Expected numbers are computed from the fixture files themselves with ``csv``/``json``, except
 the contract numbers of rank 0's breakdown (msprof-analyze's "Overall Summary" says the same).
@@ -11,8 +12,6 @@ import csv
 import json
 import math
 import shutil
-import sys
-import types
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -20,13 +19,14 @@ from typing import Any
 
 import pytest
 
-from perfgate.errors import ParseError
+from perfgate.advisor.cluster import cluster_view
+from perfgate.models import DEFAULT_SLOW_LINK_GB_S, Thresholds
+from perfgate.config import config_from_mapping
+from perfgate.errors import ConfigError, ParseError
 from perfgate.models import ProfileSummary, StepBreakdown
 from perfgate.parsers import ascend
 from perfgate.parsers.ascend import (
-    DEFAULT_EXPECTED_BANDWIDTH_GB_S,
     SOURCE_TEXT,
-    cluster_view,
     find_rank_dirs,
     is_ascend_profile,
     parse_ascend,
@@ -559,8 +559,8 @@ def test_small_chunks_and_fields_spanning_lines(
         return [header, *rows]
 
     _rewrite_csv(rank_dir / OUT / "kernel_details.csv", odd_name)
-    monkeypatch.setattr(ascend, "_CHUNK_BYTES", 1500)
-    monkeypatch.setattr(ascend, "_HEAD_ROWS", 3)
+    monkeypatch.setattr(ascend.text, "_CHUNK_BYTES", 1500)
+    monkeypatch.setattr(ascend.text, "_HEAD_ROWS", 3)
     summary = parse_ascend_rank(rank_dir)
     rows = _rows(rank_dir / OUT / "kernel_details.csv")
     groups: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
@@ -611,19 +611,19 @@ def _fast_and_csv(
 ) -> tuple[ProfileSummary, ProfileSummary, int]:
     """``rank_dir`` read in small chunks the usual way and with the csv path only, and how
     many chunks the usual way handed to the csv path."""
-    monkeypatch.setattr(ascend, "_CHUNK_BYTES", 1500)
-    monkeypatch.setattr(ascend, "_HEAD_ROWS", 3)
+    monkeypatch.setattr(ascend.text, "_CHUNK_BYTES", 1500)
+    monkeypatch.setattr(ascend.text, "_HEAD_ROWS", 3)
     fallbacks: list[int] = []
-    csv_chunk = ascend._KernelScan._slow_chunk
+    csv_chunk = ascend.text._KernelScan._slow_chunk
 
     def counted(self: Any, lines: list[str], row_no: int, more: Any) -> int:
         fallbacks.append(row_no)
         return csv_chunk(self, lines, row_no, more)
 
-    monkeypatch.setattr(ascend._KernelScan, "_slow_chunk", counted)
+    monkeypatch.setattr(ascend.text._KernelScan, "_slow_chunk", counted)
     fast = parse_ascend_rank(rank_dir)
     used = len(fallbacks)
-    monkeypatch.setattr(ascend._KernelScan, "_fast_chunk", lambda self, lines: False)
+    monkeypatch.setattr(ascend.text._KernelScan, "_fast_chunk", lambda self, lines: False)
     by_csv = parse_ascend_rank(rank_dir)
     assert len(fallbacks) > used  # the second reading did go through csv
     return fast, by_csv, used
@@ -816,9 +816,7 @@ def test_trace_view_fallback_is_called(tmp_path: Path, monkeypatch: pytest.Monke
         seen.append(path)
         return (10.0, 12.0), StepBreakdown(step_ms=11.0, compute_ms=5.5), ("from the stub",)
 
-    stub = types.ModuleType("perfgate.parsers.ascend_trace")
-    stub.breakdown_from_trace_view = fake  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "perfgate.parsers.ascend_trace", stub)
+    monkeypatch.setattr(ascend.text, "breakdown_from_trace_view", fake)
     summary = parse_ascend_rank(rank_dir)
     assert seen == [rank_dir / OUT / "trace_view.json"]
     assert summary.steps == 2
@@ -844,9 +842,9 @@ def test_db_export_is_handed_to_the_db_parser(
     (rank_dir / OUT).mkdir(parents=True)
     (rank_dir / OUT / "ascend_pytorch_profiler_0.db").write_bytes(b"")
     expected = ProfileSummary(source="ascend_db", steps=1)
-    stub = types.ModuleType("perfgate.parsers.ascend_db")
-    stub.parse_ascend_db_rank = lambda path: expected if path == rank_dir else None  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "perfgate.parsers.ascend_db", stub)
+    monkeypatch.setattr(
+        ascend, "parse_ascend_db_rank", lambda path: expected if path == rank_dir else None
+    )
     assert parse_ascend_rank(rank_dir) is expected
 
 
@@ -854,9 +852,9 @@ def test_db_export_is_handed_to_the_db_parser(
 
 
 def test_parse_ascend_two_ranks_and_cluster_view() -> None:
-    ranks, view = parse_ascend(LEVEL1)
+    ranks = parse_ascend(LEVEL1)
     assert [r.rank for r in ranks] == [0, 1]
-    assert view is not None
+    view = cluster_view(ranks)
     step_ms = []
     for rank_dir in (RANK0, RANK1):
         row = _rows(rank_dir / OUT / "step_trace_time.csv")[0]
@@ -874,24 +872,40 @@ def test_parse_ascend_two_ranks_and_cluster_view() -> None:
 
 
 def test_slow_links_against_expected_bandwidth() -> None:
-    ranks, view = parse_ascend(LEVEL1)
-    assert view is not None
+    ranks = parse_ascend(LEVEL1)
+    view = cluster_view(ranks)
+    expected = dict(DEFAULT_SLOW_LINK_GB_S)
     hccs = [
         link
         for r in ranks
         for link in (r.communication.links if r.communication else ())
         if link.link == "HCCS"
     ]
-    assert all(link.bandwidth_gb_s < DEFAULT_EXPECTED_BANDWIDTH_GB_S["HCCS"] for link in hccs)
+    assert all(link.bandwidth_gb_s < expected["HCCS"] for link in hccs)
     assert view.slow_links == (
         f"rank 0 HCCS {round(hccs[0].bandwidth_gb_s, 1):g} GB/s < 18 GB/s expected",
         f"rank 1 HCCS {round(hccs[1].bandwidth_gb_s, 1):g} GB/s < 18 GB/s expected",
     )
     # SDMA carries the same traffic here but is above msprof-analyze's 0.8 x 18 GB/s.
-    assert DEFAULT_EXPECTED_BANDWIDTH_GB_S["SDMA"] == pytest.approx(14.4)
-    relaxed = cluster_view(ranks, {"hccs": 10.0, "SDMA": 16.0})
+    assert expected["SDMA"] == pytest.approx(14.4)
+    relaxed = cluster_view(ranks, Thresholds(slow_link_gb_s=(("hccs", 10.0), ("SDMA", 16.0))))
     assert relaxed.slow_links == ("rank 0 SDMA 15.7 GB/s < 16 GB/s expected",
                                   "rank 1 SDMA 15.5 GB/s < 16 GB/s expected")  # fmt: skip
+
+
+def test_the_suites_advisor_table_sets_the_slow_link_bandwidth() -> None:
+    config = config_from_mapping({"advisor": {"slow_link_gb_s": {"hccs": 10, "PCIE": 20.5}}})
+    assert config.advisor.slow_link_gb_s == (
+        ("SDMA", pytest.approx(14.4)),
+        ("HCCS", 10.0),
+        ("RDMA", 12.5),
+        ("PCIE", 20.5),
+    )
+    assert cluster_view(parse_ascend(LEVEL1), config.advisor).slow_links == ()
+    with pytest.raises(ConfigError, match=r"advisor\.slow_link_gb_s\.HCCS: expected a number"):
+        config_from_mapping({"advisor": {"slow_link_gb_s": {"HCCS": "fast"}}})
+    with pytest.raises(ConfigError, match="advisor.slow_link_gb_s: expected a table"):
+        config_from_mapping({"advisor": {"slow_link_gb_s": 10}})
 
 
 def test_cluster_view_names_the_slower_rank() -> None:
@@ -906,8 +920,7 @@ def test_cluster_view_names_the_slower_rank() -> None:
     assert view.slow_links == ()
 
 
-def test_single_rank_has_no_cluster_view() -> None:
-    ranks, view = parse_ascend(RANK1)
+def test_single_rank_dir_is_one_rank() -> None:
+    ranks = parse_ascend(RANK1)
     assert len(ranks) == 1 and ranks[0].rank == 1
-    assert view is None
     assert math.isclose(ranks[0].breakdown.step_ms, 131.912616, rel_tol=1e-9)  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""Tests of perfgate.parsers.ascend_db on the real 2-rank db-format fixture.
+"""Tests of perfgate.parsers.ascend.db on the real 2-rank db-format fixture.
 
 Expected numbers come from the fixture databases themselves through independent SQL, and
 from the text export of the same job (``msinsight_pt_text_level1_2rank``). The text and
@@ -23,7 +23,7 @@ import pytest
 
 from perfgate.errors import ParseError
 from perfgate.models import OpStat, ProfileSummary
-from perfgate.parsers.ascend_db import SOURCE_DB, parse_ascend_db_rank
+from perfgate.parsers.ascend.db import SOURCE_DB, parse_ascend_db_rank
 
 DATA = Path(__file__).parent / "data" / "ascend"
 DB_JOB = DATA / "msinsight_pt_db_level1_2rank"

@@ -1,4 +1,4 @@
-"""Tests of perfgate.parsers.ascend_trace: a real trace_view.json checked against the
+"""Tests of perfgate.parsers.ascend.trace_view: a real trace_view.json checked against the
 step_trace_time.csv torch_npu wrote from it, a hand-written trace with known answers (read
 whole and in chunks that cut events apart), and broken files."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from perfgate.errors import ParseError
 from perfgate.models import StepBreakdown
-from perfgate.parsers.ascend_trace import breakdown_from_trace_view
+from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
 
 DATA = (
     Path(__file__).parent

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from perfgate.errors import ParseError, UsageError
+from perfgate.parsers.series import read_series_csv
+from perfgate.reporters.render import change_points_to_json
 from perfgate.stats.changepoints import (
     MIN_SEGMENT,
     ChangePoint,
-    change_points_to_json,
     detect_change_points,
-    read_series_csv,
 )
 
 
@@ -182,14 +182,10 @@ def test_p_value_is_calibrated_on_change_free_segments() -> None:
     assert 0.05 < share < 0.15
 
 
-def test_runtime_on_a_long_series_is_small() -> None:
-    import time
-
+def test_a_long_series_with_four_steps() -> None:
+    # The runtime on a long series is measured in bench/detection_history.py, not here.
     x = stepped(1000, 0.01, 17, {150: 1.05, 400: 1.1, 420: 1 / 1.1, 700: 0.95})
-    t0 = time.perf_counter()
-    found = indexes(x)
-    assert time.perf_counter() - t0 < 1.0
-    assert found == [150, 400, 420, 700]
+    assert indexes(x) == [150, 400, 420, 700]
 
 
 # JSON ---------------------------------------------------------------------------------------
@@ -202,7 +198,9 @@ def test_json_shape() -> None:
     assert obj["change_points"] == [30]
     details = obj["details"]
     assert isinstance(details, list)
-    assert list(details[0]) == ["index", "before", "after", "change_pct", "p_value", "confidence"]
+    assert list(details[0]) == [
+        *("index", "before", "after", "change_pct", "p_value", "confidence", "verdict")
+    ]
     assert details[0]["index"] == 30
     assert json.loads(json.dumps(obj)) == obj
     assert change_points_to_json([]) == {"change_points": [], "details": []}

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfgate.cli import cli, parse_param
+from perfgate.cli import cli
+from perfgate.cli.base import parse_param
 from perfgate.errors import ConfigError
 from perfgate.store import open_store
 
@@ -62,6 +63,43 @@ def test_suite_with_unknown_key_is_a_config_error(tmp_path: Path) -> None:
     assert code == 2
     line = one_line(err)
     assert "perfgate.toml: benchmarks[0].warmpu: unknown key" in line
+    assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("defaults", "message"),
+    [
+        ('repeats = "three"', "defaults.repeats: expected an integer >= 1, got 'three'"),
+        ("warmup = -5", "defaults.warmup: expected an integer >= 0, got -5"),
+        ('device = "tpu"', "defaults.device: expected one of cpu, cuda, npu, got 'tpu'"),
+    ],
+)
+def test_invalid_defaults_are_refused_on_the_workload_path_as_on_the_suite_path(
+    tmp_path: Path, defaults: str, message: str
+) -> None:
+    with_benchmark = write_suite(
+        tmp_path,
+        f"""
+        [defaults]
+        {defaults}
+
+        [[benchmarks]]
+        name = "mlp"
+        workload = "mlp"
+        """,
+    )
+    url = db_url(tmp_path)
+    suite_code, _, suite_err = invoke(
+        tmp_path, "run", "--suite", str(with_benchmark), "--db", url, "--branch", "main"
+    )
+    workload_code, _, workload_err = invoke(
+        tmp_path,
+        *("run", "--suite", str(with_benchmark), "--workload", "mlp"),
+        *("--db", url, "--branch", "main"),
+    )
+    assert suite_code == workload_code == 2
+    assert one_line(suite_err) == one_line(workload_err)
+    assert f"perfgate.toml: {message}" in one_line(workload_err)
     assert not (tmp_path / "store.db").exists()
 
 

@@ -27,9 +27,15 @@ pytest.importorskip("torch")
 from perfgate import app  # noqa: E402
 from perfgate.config import Config  # noqa: E402
 from perfgate.errors import RunnerError  # noqa: E402
-from perfgate.models import BenchmarkSpec, CIContext, GitContext, RunRecord, Verdict  # noqa: E402
+from perfgate.models import (  # noqa: E402
+    BenchmarkSpec,
+    CIContext,
+    GitContext,
+    LaunchOptions,  # noqa: E402
+    RunRecord,
+    Verdict,
+)
 from perfgate.runner import run_benchmark  # noqa: E402
-from perfgate.runner.distributed import LaunchOptions  # noqa: E402
 from perfgate.store import SqlStore, open_store  # noqa: E402
 
 SMALL = {"batch_size": 512, "hidden": 256}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import fill, fingerprint, record
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_app import fill, fingerprint, record
 
 from perfgate.cli import cli
 from perfgate.models import Comparison, Direction, GateResult, Verdict

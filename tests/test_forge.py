@@ -1,18 +1,19 @@
-"""The forge HTTP client and the GitHub/GitLab posters against a real HTTP server on
+"""The forge registry, the HTTP client and the GitHub/GitLab posters against a real HTTP server on
 loopback (tests/fake_forge.py): pagination, upsert by marker, retries and their limits,
 errors that never carry the token."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_forge import FakeForge
 
-from perfgate.errors import ConfigError, ReportError
-from perfgate.reporters import github, gitlab
-from perfgate.reporters.forge import ForgeClient, RetryPolicy
+from perfgate.errors import ConfigError, ExitCode, ReportError, UsageError
+from perfgate.reporters.forges import FORGES, detect_forge, forge_named, forge_names, github, gitlab
+from perfgate.reporters.forges.http import ForgeClient, RetryPolicy
 
 TOKEN = "good-token-123"
 MARK = "<!-- perfgate:report project=p suite=s testbed=t -->"
@@ -175,15 +176,42 @@ def test_404_names_what_to_check(forge: FakeForge) -> None:
         github.GitHubReporter(github.client_for(forge.url, TOKEN), "not a repo")
 
 
-def test_a_hanging_response_times_out_within_the_budget(forge: FakeForge) -> None:
+class TimedOpener:
+    """The client's opener, on a fake clock: an attempt that times out moves the clock by the
+    timeout it was given (the socket really waits that long on loopback; the test never reads
+    the wall clock)."""
+
+    def __init__(self, opener: Any, fake: FakeTime) -> None:
+        self.opener = opener
+        self.fake = fake
+        self.timeouts: list[float] = []
+
+    def open(self, request: Any, timeout: float) -> Any:
+        self.timeouts.append(timeout)
+        try:
+            return self.opener.open(request, timeout=timeout)
+        except Exception:
+            self.fake.now += timeout
+            raise
+
+
+def test_a_hanging_response_times_out_within_the_budget(
+    forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
     forge.fail("GET", r"/comments$", hang_s=5.0, times=9)
-    client = github.client_for(
-        forge.url, TOKEN, policy=RetryPolicy(timeout_s=0.2, budget_s=0.7, backoff_s=0.05)
-    )
-    start = time.monotonic()
-    with pytest.raises(ReportError, match="no response within"):
+    fake = FakeTime()
+    policy = RetryPolicy(timeout_s=0.2, budget_s=0.7, backoff_s=0.05)
+    client = github.client_for(forge.url, TOKEN, policy=policy, sleep=fake.sleep, clock=fake.clock)
+    opener = TimedOpener(client._opener, fake)
+    monkeypatch.setattr(client, "_opener", opener)
+    with pytest.raises(ReportError, match="gave up: no response within"):
         github.GitHubReporter(client, "o/r").find_comment(1, MARK)
-    assert time.monotonic() - start < 2.0
+    # 0.2 + 0.05 + 0.2 + 0.1 + 0.15 = 0.7: the last try gets what is left of the budget and the
+    # next wait (0.2 s) would pass it.
+    assert opener.timeouts == pytest.approx([0.2, 0.2, 0.15])
+    assert fake.sleeps == [0.05, 0.1]
+    assert sum(opener.timeouts) + sum(fake.sleeps) == pytest.approx(policy.budget_s)
+    assert len([r for r in forge.requests if r.method == "GET"]) == 3
 
 
 def test_unreachable_server_is_a_report_error(forge: FakeForge) -> None:
@@ -216,3 +244,59 @@ def test_retry_policy_from_env() -> None:
     )
     with pytest.raises(ConfigError, match="PERFGATE_HTTP_BUDGET_S"):
         RetryPolicy.from_env({"PERFGATE_HTTP_BUDGET_S": "soon"})
+
+
+def test_the_registry_lists_github_and_gitlab_and_nothing_is_a_fallback() -> None:
+    assert forge_names() == ("github", "gitlab")
+    assert [forge_named(name).name for name in forge_names()] == ["github", "gitlab"]
+    with pytest.raises(
+        UsageError, match="unknown forge 'gitea': expected github or gitlab"
+    ) as info:
+        forge_named("gitea")
+    assert info.value.exit_code is ExitCode.USAGE and int(info.value.exit_code) == 2
+    assert detect_forge({"GITHUB_ACTIONS": "true"}) is forge_named("github")
+    assert detect_forge({"GITLAB_CI": "true"}) is forge_named("gitlab")
+    assert detect_forge({"CI": "true"}) is None
+
+
+def test_each_forge_reads_its_own_ci_variables(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text('{"pull_request": {"number": 7, "head": {"sha": "head1"}}}')
+    gh_env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_SHA": "merge1", "GITHUB_REPOSITORY": "o/r"}
+    hub = forge_named("github")
+    assert (hub.read_number(gh_env), hub.read_sha(gh_env), hub.repo(gh_env)) == (7, "head1", "o/r")
+    assert hub.api_url(gh_env) == "https://api.github.com"
+    assert hub.read_number({"GITHUB_REF": "refs/pull/12/merge"}) == 12
+    assert hub.change_ref(7) == "PR #7" and hub.max_chars == 65_536
+    lab = forge_named("gitlab")
+    gl_env = {
+        "CI_MERGE_REQUEST_IID": "3",
+        "CI_COMMIT_SHA": "c1",
+        "CI_API_V4_URL": "https://g/api/v4",
+    }
+    assert (lab.read_number(gl_env), lab.read_sha(gl_env), lab.api_url(gl_env)) == (
+        3,
+        "c1",
+        "https://g/api/v4",
+    )
+    assert lab.change_ref(3) == "MR !3" and lab.max_chars == 1_000_000
+    assert {forge.name for forge in FORGES} == set(forge_names())
+
+
+def test_tokens_come_from_the_forge_s_variables_in_order() -> None:
+    lab = forge_named("gitlab")
+    assert lab.token({"GITLAB_TOKEN": "a", "CI_JOB_TOKEN": "b"}).variable == "GITLAB_TOKEN"
+    assert lab.token({"CI_JOB_TOKEN": "b"}).variable == "CI_JOB_TOKEN"
+    with pytest.raises(ReportError, match="gitlab: no token: set GITLAB_TOKEN .* or CI_JOB_TOKEN"):
+        lab.token({"GITHUB_TOKEN": "x"})
+    with pytest.raises(ReportError, match="github: no token: set GITHUB_TOKEN"):
+        forge_named("github").token({"GITLAB_TOKEN": "x"})
+
+
+def test_a_job_token_is_sent_as_one(forge: FakeForge) -> None:
+    poster = forge_named("gitlab").poster(
+        forge.gitlab_url, "9", {"CI_JOB_TOKEN": TOKEN}, RetryPolicy()
+    )
+    poster.upsert_comment(1, MARK, MARK)
+    assert forge.requests[-1].headers["job-token"] == TOKEN
+    assert poster.head_sha(1) is None

@@ -18,9 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.advisor import msprof
+from perfgate.app.advise import read_job
+from perfgate.app.ingest import ingest_and_record, job_step_times
 from perfgate.cli import cli
 from perfgate.config import Config
-from perfgate.ingest import ingest_and_record, job_step_times, read_profile
 from perfgate.models import CIContext, GitContext, Severity
 from perfgate.store import open_store
 
@@ -100,9 +101,12 @@ def test_contract_ingest_of_one_rank_prints_the_step_op_types_and_advisor_findin
     # msprof-analyze ran for real: its report's categories are there, marked as its own.
     assert doc["advisor"]["problem"] is None
     assert doc["advisor"]["version"] == msprof.msprof_version()
-    rules = {f["rule"] for f in doc["findings"]}
-    assert {"Overall Summary", "Byte Alignment Analysis"} <= rules
-    assert all(f["source"] == "msprof-analyze" for f in doc["findings"])
+    theirs = {f["rule"] for f in doc["findings"] if f["source"] == "msprof-analyze"}
+    assert {"Overall Summary", "Byte Alignment Analysis"} <= theirs
+    # perfgate's own rules beside them: one list, as advise and the gate show it.
+    own = {f["rule"] for f in doc["findings"] if f["source"] == "perfgate"}
+    assert "comm_not_overlapped" in own
+    assert {f["source"] for f in doc["findings"]} == {"perfgate", "msprof-analyze"}
     assert doc["measurements"]["step_time_ms"]["n"] == 1
     assert stored_runs(db(tmp_path)) == 1
 
@@ -140,7 +144,7 @@ def test_findings_are_stored_with_the_run_and_shown_by_the_gate(tmp_path: Path) 
 
 
 def test_two_rank_job_gives_per_rank_summaries_and_names_the_slower_rank(tmp_path: Path) -> None:
-    profiled = read_profile(LEVEL1)
+    profiled = read_job(LEVEL1)
     assert [p.rank for p in profiled.ranks] == [0, 1]
     assert profiled.cluster is not None
     steps = {r: step_trace(LEVEL1 / f"rank{r}_ascend_pt") for r in (0, 1)}
@@ -189,7 +193,10 @@ def test_torch_trace_file_and_trace_handler_directory_give_the_same_metrics(
         docs.append(json.loads(out))
     file_doc, dir_doc = docs
     assert file_doc["format"] == dir_doc["format"] == "torch_trace"
-    assert file_doc["advisor"] is None and file_doc["findings"] == []
+    # No msprof-analyze on a torch trace: only perfgate's own rules find something.
+    assert file_doc["advisor"] is None
+    assert {f["source"] for f in file_doc["findings"]} == {"perfgate"}
+    assert file_doc["findings"] == dir_doc["findings"]
     assert file_doc["measurements"] == dir_doc["measurements"]
     # Several profiled steps become the run's samples.
     assert file_doc["measurements"]["step_time_ms"]["n"] == file_doc["steps"] == 3

@@ -22,8 +22,8 @@ from perfgate.models import (
     Severity,
     Verdict,
 )
+from perfgate.reporters.forges.github import MAX_CHARS as GITHUB_MAX_CHARS
 from perfgate.reporters.markdown import (
-    GITHUB_MAX_CHARS,
     ZWJ,
     CommentMode,
     ReportContext,

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from npu_standin import PROFILE, StandIn
 
-from perfgate.app import _profile, with_advisor_findings
-from perfgate.ingest import build_ingest_record, read_profile
+from perfgate.app.ingest import build_ingest_record
+from perfgate.app.record import _profile, with_advisor_findings
 from perfgate.models import CIContext, GitContext
+from perfgate.parsers import read_profile
 from perfgate.runner.npu import NpuBackend, cann_version, profiler_settings
 
 torch = pytest.importorskip("torch")

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_app import fill, record
+from conftest import fill, record
 
-from perfgate import app, report
+from perfgate import app
+from perfgate.app import deliver as report
+from perfgate.app.site import gather_site
 from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.models import (
@@ -30,7 +32,6 @@ from perfgate.parsers.ascend import parse_ascend
 from perfgate.parsers.torch_trace import parse_torch_trace
 from perfgate.reporters.html import benchmark_path, run_path
 from perfgate.reporters.markdown import escape, sparkline
-from perfgate.site import gather_site
 from perfgate.stats import summarize
 from perfgate.store import open_store
 
@@ -49,7 +50,7 @@ def _memory(run: RunRecord, value: float) -> RunRecord:
 
 def build_runs() -> list[RunRecord]:
     torch_profile = parse_torch_trace(DATA / "torch_trace" / "mlp_cpu.pt.trace.json.gz")
-    ranks, _ = parse_ascend(DATA / "ascend" / "msinsight_pt_text_level1_2rank")
+    ranks = parse_ascend(DATA / "ascend" / "msinsight_pt_text_level1_2rank")
     finding = Finding(
         rule="host_bound<b>",
         severity=Severity.WARNING,
@@ -271,7 +272,7 @@ def test_history_plots_are_valid_plotly_figures(store_url: str) -> None:
 def test_worker_processes_write_the_same_site(
     store_url: str, site_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from perfgate import site as site_module
+    from perfgate.app import site as site_module
 
     monkeypatch.setattr(site_module, "PARALLEL_MIN_BENCHMARKS", 1)
     out = tmp_path / "parallel"

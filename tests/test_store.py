@@ -3,13 +3,10 @@ the same tests against a real PostgreSQL server (each test in a fresh schema).""
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
-import statistics
 import threading
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -18,31 +15,33 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect, make_url
+from conftest import (
+    RUN_T0,
+    count,
+    default_measurements,
+    is_sqlite,
+    make_fingerprint,
+    make_measurement,
+    make_profile,
+    make_run,
+    snapshot,
+)
+from sqlalchemy import Engine, create_engine, inspect
 
 from perfgate.errors import ConfigError, ExitCode, StoreError
 from perfgate.models import (
-    BenchmarkSpec,
-    CIContext,
     Direction,
     Finding,
-    Fingerprint,
     GitContext,
-    Measurement,
-    OpStat,
-    ProfileSummary,
     RunRecord,
     Severity,
-    StepBreakdown,
-    Summary,
 )
 from perfgate.store import SqlStore, open_store
 from perfgate.store.migrate import head_revision
 from perfgate.store.schema import metadata
 
-PG_ENV = "PERFGATE_TEST_POSTGRES_URL"
 UTC = timezone.utc
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+T0 = RUN_T0  # make_run's default start
 PERFGATE_TABLES = {
     "alembic_version",
     "alerts",
@@ -55,200 +54,6 @@ PERFGATE_TABLES = {
     "runs",
     "triage_events",
 }
-
-
-# -- building records -------------------------------------------------------------------
-
-
-def make_fingerprint(**changes: object) -> Fingerprint:
-    base = Fingerprint(
-        device_kind="cpu",
-        device_model="Test CPU",
-        device_count=1,
-        cpu_model="Test CPU @ 3.0GHz",
-        cpu_cores=8,
-        os="Linux",
-        python_version="3.11.7",
-        torch_version="2.4.0",
-        timing_method="perf_counter",
-        params={"batch_size": 32, "dtype": "float32", "lr": 0.01, "amp": False},
-        os_release="6.1.0",
-        perfgate_version="0.1.0",
-    )
-    return replace(base, **changes)  # type: ignore[arg-type]
-
-
-def make_measurement(
-    metric: str,
-    repeats: Sequence[Sequence[float]],
-    *,
-    unit: str = "ms",
-    direction: Direction = Direction.LOWER_IS_BETTER,
-    deterministic: bool = False,
-) -> Measurement:
-    flat = sorted(x for rep in repeats for x in rep)
-    median = statistics.median(flat)
-    summary = Summary(
-        n=len(flat),
-        centre=statistics.median(statistics.median(rep) for rep in repeats),
-        median=median,
-        mean=statistics.fmean(flat),
-        mad=statistics.median(abs(x - median) for x in flat),
-        p10=flat[len(flat) // 10],
-        p90=flat[(len(flat) * 9) // 10],
-        p99=flat[-1],
-        minimum=flat[0],
-        maximum=flat[-1],
-        repeat_centres=tuple(statistics.median(rep) for rep in repeats),
-        dropped=1 if metric == "step_time_ms" else 0,
-        centre_se=0.125 if metric == "step_time_ms" else None,
-    )
-    return Measurement(
-        metric=metric,
-        unit=unit,
-        direction=direction,
-        repeats=tuple(tuple(float(x) for x in rep) for rep in repeats),
-        summary=summary,
-        deterministic=deterministic,
-    )
-
-
-def default_measurements(scale: float = 1.0) -> tuple[Measurement, ...]:
-    return (
-        make_measurement(
-            "step_time_ms", [[10.0 * scale, 10.5 * scale, 9.75 * scale], [11.0 * scale, 10.25]]
-        ),
-        make_measurement(
-            "throughput_samples_per_s",
-            [[3200.0 / scale, 3150.5], [3100.25, 3300.0 / scale, 3000.0]],
-            unit="samples/s",
-            direction=Direction.HIGHER_IS_BETTER,
-        ),
-    )
-
-
-def make_profile() -> ProfileSummary:
-    return ProfileSummary(
-        source="torch.profiler",
-        steps=3,
-        ops=(
-            OpStat("aten::addmm", "cpu", 3.0, 1.25, 2.5, op_type="matmul", input_shapes=("32x64",)),
-            OpStat("aten::relu", "cpu", 1.0, 0.125, 0.125),
-        ),
-        breakdown=StepBreakdown(step_ms=10.0, compute_ms=8.5, free_ms=1.5),
-        peak_memory_bytes=123_456_789,
-        memory_per_step_bytes=(1.0e6, 1.5e6, 1.25e6),
-        device_busy_fraction=0.85,
-        op_calls_per_step=42.0,
-        kernel_launches_per_step=None,
-        rank=0,
-        raw_files=("trace.json.gz",),
-        notes=("kernel_launches_per_step: CPU run has no kernels",),
-    )
-
-
-def make_run(
-    run_id: str,
-    *,
-    project: str = "demo",
-    benchmark: str = "mlp",
-    branch: str = "main",
-    started_at: datetime = T0,
-    fingerprint: Fingerprint | None = None,
-    measurements: tuple[Measurement, ...] | None = None,
-    profile: ProfileSummary | None = None,
-    excluded: bool = False,
-) -> RunRecord:
-    return RunRecord(
-        id=run_id,
-        project=project,
-        benchmark=benchmark,
-        fingerprint=fingerprint or make_fingerprint(),
-        git=GitContext(commit=f"c0ffee{run_id}", branch=branch, base_branch="main"),
-        ci=CIContext(provider="github", job_url="https://ci.example/1", trigger="push"),
-        started_at=started_at,
-        finished_at=started_at + timedelta(seconds=42, microseconds=123),
-        measurements=default_measurements() if measurements is None else measurements,
-        spec=BenchmarkSpec(name=benchmark, workload="mlp", params={"batch_size": 32}),
-        profile=profile,
-        excluded=excluded,
-    )
-
-
-# -- fixtures ---------------------------------------------------------------------------
-
-
-def _libpq_url(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL to a fresh, empty database: a SQLite file, or a new PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    base = os.environ.get(PG_ENV)
-    if not base:
-        pytest.skip(f"{PG_ENV} is not set")
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"perfgate_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq_url(base), autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(_libpq_url(base), autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    opened = open_store(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def raw(store_url: str) -> Iterator[Engine]:
-    """A plain engine on the same database, for looking and tampering behind the store."""
-    url = make_url(store_url)
-    if url.get_backend_name() == "postgresql":
-        url = url.set(drivername="postgresql+psycopg")
-    engine = create_engine(url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-def is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
-
-
-def sqlite_path(url: str) -> Path:
-    return Path(url.removeprefix("sqlite:///"))
-
-
-def count(engine: Engine, table: str) -> int:
-    with engine.connect() as conn:
-        return int(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {table}").scalar_one())
-
-
-def snapshot(url: str, engine: Engine) -> object:
-    """Enough of a database's state to tell whether opening it changed anything."""
-    if is_sqlite(url):
-        return sqlite_path(url).read_bytes()
-    with engine.connect() as conn:
-        tables = sorted(inspect(conn).get_table_names())
-        contents = {
-            t: sorted(map(tuple, conn.exec_driver_sql(f'SELECT * FROM "{t}"').all()))
-            for t in tables
-        }
-    return tables, contents
 
 
 # -- round trips ------------------------------------------------------------------------
@@ -737,7 +542,6 @@ def test_a_store_of_an_older_revision_is_upgraded_and_keeps_its_runs(tmp_path: P
     """A store written at revision 0001 (before steady-state columns) opens, is upgraded to
     head in place, keeps its runs, and takes new ones."""
     from alembic import command
-    from sqlalchemy import create_engine
 
     from perfgate.store.migrate import alembic_config, head_revision
 

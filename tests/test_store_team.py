@@ -1,5 +1,5 @@
 """The team store on SQLite and PostgreSQL, the same tests on both (the ``store_url``
-fixture of test_store.py: a SQLite file, or a fresh PostgreSQL schema when
+fixture of conftest.py: a SQLite file, or a fresh PostgreSQL schema when
 PERFGATE_TEST_POSTGRES_URL is set): explicit upgrades and status, migrations that fail
 half-way, parallel and killed recorders, triage, baseline resets, exclusion, retention and
 baselines as code."""
@@ -20,14 +20,22 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-import test_store
 from click.testing import CliRunner
+from conftest import (
+    T0,
+    count,
+    fingerprint,
+    is_sqlite,
+    make_measurement,
+    make_profile,
+    make_run,
+    record,
+    snapshot,
+)
 from sqlalchemy import Engine, inspect
-from test_app import T0, fingerprint, record
-from test_store import count, is_sqlite, make_measurement, make_profile, make_run, snapshot
 
 from perfgate import app
-from perfgate.baselines import (
+from perfgate.app.baselines import (
     export_baselines,
     gate_from_baseline_files,
     import_baselines,
@@ -39,15 +47,10 @@ from perfgate.errors import StoreError
 from perfgate.models import Finding, NewAlert, RunRecord, Severity, Verdict
 from perfgate.store import SqlStore, open_store
 from perfgate.store import migrate as migrate_module
-from perfgate.store import sql as sql_module
+from perfgate.store import runs as runs_module
 
 UTC = timezone.utc
 NOW = T0 + timedelta(days=400)
-
-# The same parametrised fixtures as test_store.py: a SQLite file, or a fresh PG schema.
-store_url = test_store.store_url
-store = test_store.store
-raw = test_store.raw
 
 
 def config_for(url: str, **changes: object) -> Config:
@@ -215,7 +218,7 @@ def _block_mid_save(url: str, ready: str) -> None:
         Path(ready).write_text(run_id)
         time.sleep(600)
 
-    sql_module._SAVE_HOOK = hold
+    runs_module._SAVE_HOOK = hold
     many = tuple(make_measurement(f"metric_{i:03d}", [[1.0 + i, 2.0]]) for i in range(300))
     with open_store(url) as s:
         s.save_run(make_run("killed-0001", measurements=many, profile=make_profile()))

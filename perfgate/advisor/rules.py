@@ -19,9 +19,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
-from perfgate.models import ClusterView, Finding, OpStat, ProfileSummary, Severity
+from perfgate.advisor.cluster import cluster_view
+from perfgate.models import (
+    ClusterView,
+    Finding,
+    OpStat,
+    ProfileSummary,
+    Severity,
+    Thresholds,
+    threshold_names,
+)
 
 __all__ = [
     "RULES",
@@ -55,67 +64,6 @@ _COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
 _CUBE_CORES = frozenset({"AI_CORE", "MIX_AIC"})
 _VECTOR_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIV"})
 _AICPU = "AI_CPU"
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Every threshold of perfgate's rules, with its default and the reason for it."""
-
-    comm_share_warning: float = 0.10
-    """Communication not overlapped above a tenth of the step is worth overlapping."""
-    comm_share_critical: float = 0.30
-    """Above 30% the job is communication-bound (msprof-analyze's own example: AllReduce 30%)."""
-    idle_share_warning: float = 0.15
-    """A device-bound step idles a few %; above 15% free time the host holds the device back."""
-    idle_share_critical: float = 0.50
-    """Idle half the step: the device is mostly waiting (capped at warning on CPU-only traces)."""
-    data_loading_share: float = 0.10
-    """Data loading above a tenth of the step is named as the cause of idle time."""
-    sync_calls_per_step: float = 1.0
-    """Any host synchronisation inside the step stalls an accelerator's queue; one is enough."""
-    cpu_sync_cause_share: float = 0.25
-    """On CPU a sync idles nothing; it is named the cause of idle time when it is 1 in 4 ops."""
-    tiny_op_calls_per_step: float = 500.0
-    """More launches per step than this, each tiny, and launch overhead dominates."""
-    tiny_op_median_us: float = 20.0
-    """An op shorter than ~20 µs costs about as much to dispatch and launch as to run."""
-    launch_overhead_us: float = 5.0
-    """Typical eager dispatch + launch cost of one op; used for the tiny-ops impact estimate."""
-    aicpu_share: float = 0.05
-    """AI CPU ops are 10-100x slower than AI Core ones; 5% of op time on them is worth removing."""
-    format_conversion_share: float = 0.10
-    """A format conversion type (TransData, Cast, ...) above 10% of op time is pure overhead."""
-    dominant_op_share: float = 0.20
-    """Only an op holding a fifth of compute op time moves the step when tuned."""
-    low_unit_utilization: float = 0.30
-    """Cube/Vector busy below 30% of an op's time: tiling, alignment or format is off."""
-    memory_bound_pipe_ratio: float = 0.80
-    """An MTE2/MTE3 pipe busy above 80% of the op's time means the op is memory-bound."""
-    memory_capacity_warning: float = 0.90
-    """Peak above 90% of device memory leaves no room for fragmentation or a longer input."""
-    memory_capacity_critical: float = 0.95
-    """Above 95% an out-of-memory error is a batch away."""
-    leak_min_steps: int = 4
-    """Fewer per-step memory samples cannot tell steady growth from warm-up."""
-    leak_min_growth_bytes: float = float(_MIB)
-    """Growth below 1 MiB over the window is allocator noise, not a leak."""
-    leak_rising_share: float = 0.75
-    """A leak grows step after step: at least 3 in 4 step-to-step changes are increases."""
-    window_growth_share: float = 0.05
-    """Start-to-end growth above 5% of the peak is worth a look when per-step data is missing."""
-    straggler_spread_pct: float = 3.0
-    """Ranks of a synchronous job run at the slowest's pace; 3% is above run-to-run noise."""
-    straggler_critical_pct: float = 20.0
-    """One rank a fifth slower than the fastest wastes a fifth of the whole job."""
-    min_profiled_steps: int = 3
-    """Fewer profiled steps than this and one odd step decides every number."""
-    profiler_overhead: float = 0.50
-    """Profiled steps 50% longer than the timed ones: absolute op times are inflated."""
-
-
-def threshold_names() -> tuple[str, ...]:
-    """The field names of :class:`Thresholds` (the keys a suite's ``[advisor]`` table allows)."""
-    return tuple(f.name for f in fields(Thresholds))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -768,12 +716,10 @@ RULES: tuple[ProfileRule, ...] = (
 """The rules that need only the profile and the thresholds."""
 
 
-def _cluster_of(ranks: Sequence[ProfileSummary]) -> ClusterView | None:
+def _cluster_of(ranks: Sequence[ProfileSummary], t: Thresholds) -> ClusterView | None:
     if len(ranks) < 2 or not all(_step(r) is not None for r in ranks):
         return None
-    from perfgate.parsers.ascend import cluster_view
-
-    return cluster_view(ranks)
+    return cluster_view(ranks, t)
 
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
@@ -824,7 +770,7 @@ def advise(
     for rule in RULES:
         found.extend(rule(profile, t))
     found.extend(memory(profile, t, device_memory_bytes))
-    view = cluster if cluster is not None else _cluster_of(ranks)
+    view = cluster if cluster is not None else _cluster_of(ranks, t)
     if view is not None:
         found.extend(slow_ranks_and_links(view, t))
     found.extend(profile_window(profile, t, measured_step_ms))

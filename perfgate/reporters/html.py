@@ -1,4 +1,4 @@
-"""The HTML history report: a static site, pure given its data (see :mod:`perfgate.site`).
+"""The HTML history report: a static site, pure given its data (see :mod:`perfgate.app.site`).
 
 ``render_site`` returns every page as text, keyed by its path relative to the site root:
 
@@ -39,10 +39,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import plotly.graph_objects as go
-import plotly.io as pio
 
 from perfgate import __version__
+from perfgate.errors import require
 from perfgate.models import (
     Comparison,
     Direction,
@@ -55,8 +54,9 @@ from perfgate.models import (
 from perfgate.reporters.render import format_change, format_value
 
 if TYPE_CHECKING:
-    from perfgate.app import DetectedChange
-    from perfgate.stats.band import Band
+    import plotly.graph_objects as go
+
+    from perfgate.models import Band, DetectedChange
 
 PLOTLY_JS = "plotly.min.js"
 TOP_OPS = 15
@@ -91,7 +91,7 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
-# --- the data a site is rendered from (built by perfgate.site) -----------------------------
+# --- the data a site is rendered from (built by perfgate.app.site) -----------------------------
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,15 @@ def run_path(run_id: str) -> str:
     return f"runs/{slug(run_id)}.html"
 
 
+def need_plotly() -> None:
+    """Raise :class:`~perfgate.errors.MissingExtra` unless plotly (``perfgate[export]``) is
+    installed; every function here that draws imports it through this."""
+    require("plotly.graph_objects", extra="export", feature="perfgate report --html")
+
+
 def plotly_js() -> bytes:
     """The plotly.js bundle shipped with the installed plotly package."""
+    need_plotly()
     return (resources.files("plotly") / "package_data" / PLOTLY_JS).read_bytes()
 
 
@@ -185,6 +192,9 @@ def _json_script(name: str, value: object) -> str:
 def _plot(fig: go.Figure | dict[str, Any], div_id: str, post_script: str | None = None) -> str:
     """A figure as an HTML fragment (plotly.js loaded by the page); a dict figure (see
     :func:`history_figure`) is not validated again."""
+    need_plotly()
+    import plotly.io as pio
+
     out: str = pio.to_html(
         fig,
         full_html=False,
@@ -666,6 +676,9 @@ def _unique_labels(names: Sequence[str]) -> list[str]:
 
 
 def _ops_figure(profile: ProfileSummary) -> go.Figure | None:
+    need_plotly()
+    import plotly.graph_objects as go
+
     ops = list(profile.top_ops(TOP_OPS))
     if not ops:
         return None
@@ -702,6 +715,9 @@ _BREAKDOWN = (
 
 
 def _breakdown_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
+    need_plotly()
+    import plotly.graph_objects as go
+
     shown = [p for p in profiles if p.breakdown is not None]
     if not shown:
         return None
@@ -741,6 +757,9 @@ def _breakdown_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
 
 
 def _memory_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
+    need_plotly()
+    import plotly.graph_objects as go
+
     shown = [p for p in profiles if p.memory_per_step_bytes]
     if not shown:
         return None
@@ -770,6 +789,9 @@ def _memory_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
 def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure]:
     """Per-rank heatmaps: communication time by kind, and link bandwidth by link type (the
     profiles summarise each rank's communication; they hold no rank-to-rank matrix)."""
+    need_plotly()
+    import plotly.graph_objects as go
+
     ranks = [p for p in profiles if p.communication is not None]
     if len(ranks) < 2:
         return []

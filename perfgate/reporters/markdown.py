@@ -25,12 +25,11 @@ from urllib.parse import quote
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import format_change, format_value
+from perfgate.stats.decide import deciding
 
 if TYPE_CHECKING:
-    from perfgate.app import DetectedChange
+    from perfgate.models import DetectedChange
 
-GITHUB_MAX_CHARS = 65_536
-GITLAB_MAX_CHARS = 1_000_000
 MAX_FINDINGS = 20
 MAX_ATTRIBUTIONS = 10
 MAX_OPS = 5
@@ -159,15 +158,9 @@ def sparkline(values: Sequence[float], points: int = SPARK_POINTS) -> str:
     return "".join(_SPARKS[round((v - low) / (high - low) * top)] for v in recent)
 
 
-def deciding(result: GateResult) -> tuple[Comparison, ...]:
-    """The comparisons a gate decides on (paired ones where a benchmark has them)."""
-    paired = {c.benchmark for c in result.comparisons if c.method == "paired"}
-    return tuple(c for c in result.comparisons if c.method == "paired" or c.benchmark not in paired)
-
-
 def should_post(mode: CommentMode, result: GateResult) -> bool:
     """Whether ``mode`` asks for a (new) comment on this result."""
-    seen = {c.verdict for c in deciding(result)}
+    seen = {c.verdict for c in deciding(result.comparisons)}
     if mode is CommentMode.REGRESSION:
         return Verdict.REGRESSION in seen
     if mode is CommentMode.CHANGE:
@@ -176,7 +169,7 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
 
 
 def _counts(result: GateResult) -> str:
-    decided = deciding(result)
+    decided = deciding(result.comparisons)
     parts = []
     for verdict in sorted(_RANK, key=_RANK.__getitem__):
         n = sum(1 for c in decided if c.verdict is verdict)
@@ -203,7 +196,7 @@ def _baseline_phrase(result: GateResult) -> str:
 
 
 def _icon(result: GateResult, ctx: ReportContext) -> str:
-    seen = {c.verdict for c in deciding(result)}
+    seen = {c.verdict for c in deciding(result.comparisons)}
     if ctx.failed:
         return "❌"
     if seen & {Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE}:
@@ -315,7 +308,7 @@ def _why(result: GateResult) -> list[str]:
     known = sum(1 for f in result.findings if f.known)
     notes = [
         f"- **{escape(c.benchmark)}** {escape(c.metric)}: {escape(c.reason, 500)}"
-        for c in sorted(deciding(result), key=_row_order)
+        for c in sorted(deciding(result.comparisons), key=_row_order)
         if c.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE)
     ]
     out: list[str] = []
@@ -396,7 +389,7 @@ def _window_lines(result: GateResult) -> list[str]:
 
 
 def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
-    decided = sorted(deciding(result), key=_row_order)
+    decided = sorted(deciding(result.comparisons), key=_row_order)
     names = list(dict.fromkeys(c.benchmark for c in decided if _RANK[c.verdict] <= 1))
     names = [_shell(n) for n in names or dict.fromkeys(c.benchmark for c in decided)]
     names = list(dict.fromkeys(names))
@@ -498,16 +491,17 @@ def _compose(
     return "\n".join(lines) + "\n"
 
 
-def render_comment(
-    result: GateResult, ctx: ReportContext, *, max_chars: int = GITHUB_MAX_CHARS
-) -> str:
-    """The whole comment, at most ``max_chars`` characters.
+def render_comment(result: GateResult, ctx: ReportContext, *, max_chars: int | None = None) -> str:
+    """The whole comment, at most ``max_chars`` characters (the forge's limit, which the
+    caller knows; no limit when None).
 
     Rows are shown worst first; when the comment is too long the least important rows
     (unchanged, then improvements, no baseline, incomparable, inconclusive, regressions;
     the smallest changes first within each) are left out and counted.
     """
     rows = sorted(result.comparisons, key=_row_order)
+    if max_chars is None:
+        return _compose(result, ctx, rows, (), details=True)
     for details in (True, False):
         if len(_compose(result, ctx, rows, (), details=details)) <= max_chars:
             return _compose(result, ctx, rows, (), details=details)

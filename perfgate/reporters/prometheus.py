@@ -16,13 +16,16 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 from urllib.error import URLError
 
-from prometheus_client import CollectorRegistry, generate_latest, push_to_gateway
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from perfgate.errors import ConfigError, ReportError, require
 
-from perfgate.errors import ConfigError, ReportError
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
+
+FEATURE = "perfgate export prometheus"
 
 PREFIX = "perfgate_"
 LABELS = ("project", "benchmark", "metric", "testbed", "branch")
@@ -74,46 +77,55 @@ def prometheus_name(metric: str, unit: str) -> str:
     return PREFIX + name
 
 
-class _Latest(Collector):
-    def __init__(self, values: Sequence[LatestValue]) -> None:
-        self._values = list(values)
+def _families(values: Sequence[LatestValue]) -> Iterator[GaugeMetricFamily]:
+    """One gauge family per metric, then the last-run timestamps (when there are values)."""
+    from prometheus_client.core import GaugeMetricFamily
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        families: dict[str, GaugeMetricFamily] = {}
-        for v in sorted(self._values, key=lambda v: (v.metric, v.benchmark, v.testbed, v.branch)):
-            name = prometheus_name(v.metric, v.unit)
-            if name not in families:
-                families[name] = GaugeMetricFamily(
-                    name,
-                    f"Latest run's centre of a perfgate metric ({v.metric}, {v.unit or 'no unit'})",
-                    labels=LABELS,
-                )
-            families[name].add_metric(
-                [v.project, v.benchmark, v.metric, v.testbed, v.branch], v.value
+    families: dict[str, GaugeMetricFamily] = {}
+    for v in sorted(values, key=lambda v: (v.metric, v.benchmark, v.testbed, v.branch)):
+        name = prometheus_name(v.metric, v.unit)
+        if name not in families:
+            families[name] = GaugeMetricFamily(
+                name,
+                f"Latest run's centre of a perfgate metric ({v.metric}, {v.unit or 'no unit'})",
+                labels=LABELS,
             )
-        stamps = GaugeMetricFamily(
-            PREFIX + "last_run_timestamp_seconds",
-            "Start time of the latest run of each series (Unix seconds)",
-            labels=LABELS,
+        families[name].add_metric([v.project, v.benchmark, v.metric, v.testbed, v.branch], v.value)
+    stamps = GaugeMetricFamily(
+        PREFIX + "last_run_timestamp_seconds",
+        "Start time of the latest run of each series (Unix seconds)",
+        labels=LABELS,
+    )
+    for v in values:
+        stamps.add_metric(
+            [v.project, v.benchmark, v.metric, v.testbed, v.branch], v.started_at.timestamp()
         )
-        for v in self._values:
-            stamps.add_metric(
-                [v.project, v.benchmark, v.metric, v.testbed, v.branch], v.started_at.timestamp()
-            )
-        yield from families.values()
-        if self._values:
-            yield stamps
+    yield from families.values()
+    if values:
+        yield stamps
 
 
 def registry_of(values: Sequence[LatestValue]) -> CollectorRegistry:
+    """A registry holding ``values`` as gauges (needs prometheus_client, ``perfgate[export]``)."""
+    require("prometheus_client", extra="export", feature=FEATURE)
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.registry import Collector
+
+    class Latest(Collector):
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            return _families(values)
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Latest(values))
+    registry.register(Latest())
     return registry
 
 
 def render_prometheus(values: Sequence[LatestValue]) -> str:
     """The exposition text (format 0.0.4) of ``values``."""
-    return generate_latest(registry_of(values)).decode("utf-8")
+    registry = registry_of(values)
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry).decode("utf-8")
 
 
 def push_prometheus(
@@ -125,8 +137,11 @@ def push_prometheus(
     shown = re.sub(r"(?<=://)[^/@]*@", "", gateway)
     if not gateway.startswith(("http://", "https://")):
         raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
+    registry = registry_of(values)
+    from prometheus_client import push_to_gateway
+
     try:
-        push_to_gateway(gateway, job=job, registry=registry_of(values), timeout=timeout)
+        push_to_gateway(gateway, job=job, registry=registry, timeout=timeout)
     except (URLError, OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", None) or exc).replace(gateway, shown)
         raise ReportError(f"push to the Pushgateway {shown} failed: {reason}") from None

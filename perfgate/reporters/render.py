@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
 from perfgate.models import (
+    Advice,
     Attribution,
+    ChangePoint,
     Comparison,
+    Direction,
     Finding,
     Fingerprint,
     GateResult,
+    IngestResult,
     OpStat,
     ProfileSummary,
     RunPoint,
@@ -20,12 +25,10 @@ from perfgate.models import (
     Severity,
     Verdict,
 )
+from perfgate.stats import decide
 
 if TYPE_CHECKING:
-    from perfgate.across import AcrossReport, OpRow
-    from perfgate.advise import Advice
-    from perfgate.app import DetectedChange, NoiseRow
-    from perfgate.ingest import IngestResult
+    from perfgate.models import AcrossReport, DetectedChange, NoiseRow, OpRow
 
 TOP_OP_TYPES = 10
 
@@ -68,8 +71,7 @@ def format_change(c: Comparison) -> str:
 def headline(result: GateResult) -> str:
     """One line: what the gate found, e.g. '1 regression, 2 unchanged in 1 benchmark'."""
     parts = []
-    for verdict in Verdict:
-        n = result.count(verdict)
+    for verdict, n in decide.verdict_counts(result.comparisons).items():
         if n:
             word = _MARK[verdict].lower()
             if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and n != 1:
@@ -151,7 +153,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "failed": failed,
         "branch": result.branch,
         "against": result.against,
-        "summary": {v.value: result.count(v) for v in Verdict},
+        "summary": {v.value: n for v, n in decide.verdict_counts(result.comparisons).items()},
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
         "attributions": [a.to_dict() for a in result.attributions],
@@ -391,7 +393,7 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         ],
         "cluster": None if result.profiled.cluster is None else result.profiled.cluster.to_dict(),
         "collection": dict(slowest.collection),
-        "findings": [f.to_dict() for f in r.findings],
+        "findings": [f.to_dict() for f in result.findings],
         "advisor": {
             "tool": "msprof-analyze",
             "version": result.advisor_version,
@@ -433,8 +435,8 @@ def render_ingest_text(result: IngestResult) -> str:
         )
         lines += [f"  slow link: {link}" for link in cluster.slow_links]
         lines.append("")
-    if r.findings:
-        lines += [*render_findings_lines(r.findings), ""]
+    if result.findings:
+        lines += [*render_findings_lines(result.findings), ""]
     if result.advisor_problem:
         lines += [f"advisor: {result.advisor_problem}", ""]
     lines += [f"note: {n}" for n in slowest.notes]
@@ -666,3 +668,29 @@ def render_across_text(report: AcrossReport) -> str:
     if not report.benchmarks:
         lines += ["", "no benchmark has a run on both sides"]
     return "\n".join(lines) + "\n"
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def change_points_to_json(
+    points: Sequence[ChangePoint], direction: Direction = Direction.LOWER_IS_BETTER
+) -> dict[str, object]:
+    """The object ``perfgate detect --json`` prints (non-finite numbers become null); each
+    change point's verdict follows ``direction``."""
+    return {
+        "change_points": [p.index for p in points],
+        "details": [
+            {
+                "index": p.index,
+                "before": _finite_or_none(p.before),
+                "after": _finite_or_none(p.after),
+                "change_pct": _finite_or_none(p.change_pct),
+                "p_value": p.p_value,
+                "confidence": p.confidence,
+                "verdict": decide.change_verdict(direction, p.change_pct).value,
+            }
+            for p in points
+        ],
+    }

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 
+from perfgate.errors import require
+
 SUFFIX = ".perfgate"
 """File-name suffix of the event files perfgate writes (and replaces on the next export)."""
 MAX_TAG = 120
@@ -49,6 +51,11 @@ def tag(*parts: str) -> str:
 def write_events(directory: Path, scalars: Sequence[Scalar]) -> Path:
     """Write ``scalars`` as one event file in ``directory`` (perfgate's earlier event files
     there are removed first, so re-exporting does not duplicate points); returns its path."""
+    require(
+        "tensorboard.summary.writer.event_file_writer",
+        extra="export",
+        feature="perfgate export tensorboard",
+    )
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 

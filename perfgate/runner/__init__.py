@@ -16,9 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import ConfigError, RunnerError
-from perfgate.models import BenchmarkSpec, ParamValue, ProfileSummary
-from perfgate.runner.distributed import LaunchOptions
+from perfgate.errors import ConfigError, RunnerError, require
+from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSummary
 
 ProgressFn = Callable[[str], None]
 
@@ -130,6 +129,13 @@ def _request(
     }
 
 
+def need_torch() -> None:
+    """Raise :class:`~perfgate.errors.MissingExtra` unless torch (``perfgate[torch]``) is
+    installed. The workers import torch; the parent only looks it up, so a missing torch is
+    one line and exit 2, not a worker dying on each repeat."""
+    require("torch", extra="torch", feature="perfgate run", load=False)
+
+
 def run_repeat(
     spec: BenchmarkSpec,
     repeat: int,
@@ -144,6 +150,7 @@ def run_repeat(
     label: str = "",
 ) -> RepeatResult:
     """One worker process: one repeat of ``spec``; see :func:`run_benchmark`."""
+    need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
     request = {
@@ -241,6 +248,7 @@ def run_job_repeat(
 ) -> RepeatResult | None:
     """One torchrun job: one repeat of a multi-device ``spec`` (see
     :mod:`perfgate.runner.distributed`); None when rank 0 ran on another node."""
+    need_torch()
     from perfgate.runner.distributed import run_job
 
     nnodes = launch.nnodes or spec.nnodes
@@ -290,6 +298,7 @@ def run_benchmark(
     Raises:
         ConfigError: the entry cannot be imported or called as configured.
         RunnerError: a step raised, or a worker died or hung.
+        MissingExtra: torch is not installed (``perfgate[torch]``).
     """
     threads, params = split_threads(spec)
     started = datetime.now(timezone.utc)

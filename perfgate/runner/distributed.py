@@ -39,13 +39,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
-from perfgate.models import ProfileSummary
+from perfgate.models import LaunchOptions, ProfileSummary
 
 DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 """The torch.distributed backend of each device."""
@@ -54,20 +53,6 @@ TERM_GRACE_S = 10.0
 """How long torchrun gets to stop its ranks after SIGTERM before everything is killed."""
 
 _WORKER_MODULE = "perfgate.runner.distributed"
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    """How a job is launched across nodes (``perfgate run --nnodes/--node-rank/
-    --rdzv-endpoint``); on one node all defaults."""
-
-    nnodes: int | None = None
-    """Overrides the spec's ``nnodes``."""
-    node_rank: int | None = None
-    rdzv_endpoint: str | None = None
-    """``HOST:PORT`` of the c10d rendezvous (the same on every node); default: a free port
-    on 127.0.0.1 (one node only)."""
-    rdzv_id: str = "perfgate"
 
 
 def free_port() -> int:
@@ -265,19 +250,13 @@ def _state(workdir: str, rank: int, phase: str) -> None:
 
 
 def summarise_profile(path: str, rank: int) -> ProfileSummary:
-    """A rank's profiled window: a torch.profiler trace file, or the NPU profile directory."""
+    """A rank's profiled window: a torch.profiler trace file, or the NPU profile directory
+    (read by the one parser dispatcher), with its rank set."""
     from dataclasses import replace
 
-    if Path(path).is_dir():
-        from perfgate.parsers.ascend import parse_ascend
+    from perfgate.parsers import read_profile
 
-        ranks, _ = parse_ascend(Path(path))
-        summary = ranks[0]
-    else:
-        from perfgate.parsers import parse_torch_trace
-
-        summary = parse_torch_trace(path)
-    return replace(summary, rank=rank)
+    return replace(read_profile(Path(path)).ranks[0], rank=rank)
 
 
 def _set_device(device: str, local_rank: int) -> None:

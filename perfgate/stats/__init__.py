@@ -31,7 +31,8 @@ Assumptions, in plain words:
   is reported as such, without a test.
 """
 
-from perfgate.stats.compare import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates
+from perfgate.stats.compare import MIN_BASELINE_RUNS, Candidate, compare_candidates
+from perfgate.stats.decide import ALPHA
 from perfgate.stats.fdr import benjamini_hochberg
 from perfgate.stats.summary import summarize
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
-from perfgate.models import RunPoint
+from perfgate.models import Band, RunPoint
 from perfgate.stats.compare import (
     MEDIAN_VARIANCE_FACTOR,
     SCALE_FLOOR,
@@ -31,17 +30,6 @@ from perfgate.stats.compare import (
 )
 
 BAND_LEVEL = 0.95
-
-
-@dataclass(frozen=True)
-class Band:
-    """A window's median and its prediction band for the next run's centre."""
-
-    centre: float
-    low: float
-    high: float
-    runs: int
-    level: float = BAND_LEVEL
 
 
 def prediction_band(points: Sequence[RunPoint], level: float = BAND_LEVEL) -> Band | None:

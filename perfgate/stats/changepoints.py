@@ -64,16 +64,15 @@ on the seed the bench reports.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy import special
 
-from perfgate.errors import ParseError, UsageError
+from perfgate.errors import UsageError
+from perfgate.models import ChangePoint
 
 MIN_EFFECT_PCT = 1.5
 """Smallest move between the medians of neighbouring segments reported, in percent."""
@@ -99,26 +98,6 @@ MAD_TO_SD = 1.4826
 OUTLIER_MADS = 4.0
 """Runs further than this many robust deviations from the step fit are left out of the
 steps-against-ramp comparison."""
-
-
-@dataclass(frozen=True)
-class ChangePoint:
-    """One change of level in a series.
-
-    ``index`` is the first run of the new regime: ``values[index]`` is after the change, so
-    the change lies between the runs ``index - 1`` and ``index`` (their commits bound it).
-    ``before``/``after`` are the medians of the segments on either side (bounded by the
-    neighbouring change points or the series ends); ``change_pct`` is
-    ``(after - before) / |before| * 100`` (infinite when ``before`` is 0). ``p_value`` and
-    ``confidence`` are described in the module docstring.
-    """
-
-    index: int
-    before: float
-    after: float
-    change_pct: float
-    p_value: float
-    confidence: float
 
 
 @dataclass(frozen=True)
@@ -519,80 +498,3 @@ def detect_change_points(
         )
         for j in judged
     ]
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def change_points_to_json(points: Sequence[ChangePoint]) -> dict[str, object]:
-    """The object ``perfgate detect --json`` prints (non-finite numbers become null)."""
-    return {
-        "change_points": [p.index for p in points],
-        "details": [
-            {
-                "index": p.index,
-                "before": _finite_or_none(p.before),
-                "after": _finite_or_none(p.after),
-                "change_pct": _finite_or_none(p.change_pct),
-                "p_value": p.p_value,
-                "confidence": p.confidence,
-            }
-            for p in points
-        ],
-    }
-
-
-def read_series_csv(path: str | Path) -> list[float]:
-    """Values of a series file: CSV with header ``index,value``, one row per run, oldest first.
-
-    ``index`` must be an integer, strictly increasing; ``value`` a finite number. Blank lines
-    are skipped. Change points are reported as 0-based row positions (the same as the index
-    column when it counts 0, 1, 2, ...). Raises ParseError naming the file and line.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ParseError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ParseError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
-    rows = csv.reader(text.splitlines())
-    values: list[float] = []
-    previous: int | None = None
-    header_seen = False
-    for line_no, row in enumerate(rows, start=1):
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        cells = [cell.strip() for cell in row]
-        if not header_seen:
-            if [c.lower() for c in cells] != ["index", "value"]:
-                raise ParseError(
-                    f"{p}:{line_no}: header must be 'index,value', got {','.join(cells)!r}"
-                )
-            header_seen = True
-            continue
-        if len(cells) != 2:
-            raise ParseError(f"{p}:{line_no}: expected 2 fields (index,value), got {len(cells)}")
-        raw_index, raw_value = cells
-        try:
-            index = int(raw_index)
-        except ValueError:
-            raise ParseError(f"{p}:{line_no}: index {raw_index!r} is not an integer") from None
-        try:
-            value = float(raw_value)
-        except ValueError:
-            raise ParseError(f"{p}:{line_no}: value {raw_value!r} is not a number") from None
-        if not math.isfinite(value):
-            raise ParseError(f"{p}:{line_no}: value {raw_value!r} is not finite")
-        if previous is not None and index <= previous:
-            raise ParseError(
-                f"{p}:{line_no}: index {index} is not greater than the previous index {previous}"
-            )
-        previous = index
-        values.append(value)
-    if not header_seen:
-        raise ParseError(f"{p}:1: header must be 'index,value', but the file is empty")
-    if not values:
-        raise ParseError(f"{p}: no runs after the header (the series is empty)")
-    return values

@@ -13,11 +13,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import special
 
-from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
+from perfgate.stats.decide import (
+    ALPHA,
+    Outcome,
+    change_verdict,
+    classify_change,
+    deterministic_verdict,
+)
 from perfgate.stats.fdr import benjamini_hochberg
 from perfgate.stats.summary import mad
 
-ALPHA = 0.01
 """False discovery rate of one gate: the share of flagged metrics allowed to be false."""
 
 MIN_BASELINE_RUNS = 3
@@ -30,9 +36,6 @@ MEDIAN_VARIANCE_FACTOR = math.pi / 2
 NOISY_NOW_FACTOR = 3.0
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 7
-BLIND_FACTOR = 4.0
-"""A small change is only called ``unchanged`` when the data could have seen a change of
-BLIND_FACTOR times the minimum effect; past that the gate is blind and says inconclusive."""
 NOISY_NOW_MIN_COV = 0.02
 
 
@@ -219,10 +222,6 @@ def _evidence(candidate: Candidate) -> _Evidence:
     )
 
 
-def _worse(direction: Direction, change_pct: float) -> bool:
-    return change_pct > 0 if direction is Direction.LOWER_IS_BETTER else change_pct < 0
-
-
 def _run_ids(candidate: Candidate) -> tuple[str, ...]:
     return tuple(p.run_id for p in candidate.baseline)
 
@@ -255,11 +254,10 @@ def _deterministic(candidate: Candidate) -> Comparison:
     cur, policy = candidate.current, candidate.policy
     centre = float(np.median([p.centre for p in candidate.baseline]))
     change_pct = 0.0 if centre == cur.centre else (cur.centre - centre) * 100.0 / abs(centre or 1.0)
-    if abs(change_pct) <= policy.min_effect_pct:
-        verdict = Verdict.UNCHANGED
+    verdict = deterministic_verdict(cur.direction, change_pct, policy.min_effect_pct)
+    if verdict is Verdict.UNCHANGED:
         reason = f"deterministic metric, {cur.centre:g} against {centre:g}: within tolerance"
     else:
-        verdict = Verdict.REGRESSION if _worse(cur.direction, change_pct) else Verdict.IMPROVEMENT
         reason = (
             f"deterministic metric changed from {centre:g} to {cur.centre:g} "
             f"({change_pct:+.1f}%, tolerance {policy.min_effect_pct:g}%)"
@@ -281,39 +279,6 @@ def _deterministic(candidate: Candidate) -> Comparison:
     )
 
 
-def classify_change(
-    *,
-    change_pct: float,
-    p_adjusted: float,
-    p_rank: float,
-    baseline_runs: int,
-    mde_pct: float,
-    min_effect_pct: float,
-    alpha: float = ALPHA,
-) -> str:
-    """The decision rule, in one place: ``change`` (a regression or an improvement, by
-    direction), ``rank_blocked``, ``unsure`` or ``blind`` (all three inconclusive), or
-    ``unchanged``.
-
-    A change must be significant after adjustment, at least the minimum effect, and beyond
-    all but one in ten of the baseline runs (rank guard: a run that is not past nearly every
-    baseline run is not called a change, whatever the interval says; one run in ten may be a
-    spike that reverted). A small change is only ``unchanged`` when the data could have seen
-    one of BLIND_FACTOR times the minimum effect.
-    """
-    significant = p_adjusted < alpha
-    big_enough = abs(change_pct) >= min_effect_pct
-    allowed = baseline_runs // 10
-    beyond = p_rank <= 2.0 * (allowed + 1) / (baseline_runs + 1) + 1e-12
-    if significant and big_enough:
-        return "change" if beyond else "rank_blocked"
-    if big_enough:
-        return "unsure"
-    if mde_pct > BLIND_FACTOR * max(min_effect_pct, 1.0):
-        return "blind"
-    return "unchanged"
-
-
 def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
     if policy.min_effect_abs > 0:
         return f"{min_effect:.3g}% minimum effect ({policy.min_effect_abs:g} points)"
@@ -324,7 +289,6 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
     cur, policy = candidate.current, candidate.policy
     min_effect = policy.min_effect_pct_at(ev.centre)
     k = len(candidate.baseline)
-    worse = _worse(cur.direction, ev.change_pct)
     if cur.unit == "ms":
         word = "slower" if ev.change_pct > 0 else "faster"
     else:
@@ -340,17 +304,17 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         min_effect_pct=min_effect,
         alpha=candidate.alpha,
     )
-    if outcome == "rank_blocked":
+    if outcome is Outcome.RANK_BLOCKED:
         verdict = Verdict.INCONCLUSIVE
         as_far = max(int(round(ev.p_rank * (k + 1) / 2)) - 1, 0)
         reason = (
             f"{size}, {evidence}, but {as_far} of the {k} baseline runs are already as far "
             "out; more runs would settle it"
         )
-    elif outcome == "change":
-        verdict = Verdict.REGRESSION if worse else Verdict.IMPROVEMENT
+    elif outcome is Outcome.CHANGE:
+        verdict = change_verdict(cur.direction, ev.change_pct)
         reason = f"{size}, {evidence}, beyond the {_effect_words(policy, min_effect)}"
-    elif outcome == "unsure":
+    elif outcome is Outcome.UNSURE:
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{size}, but not significant ({evidence}); with this noise only changes "
@@ -358,7 +322,7 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         )
         if ev.noisy_now:
             reason += f" ({ev.noisy_now})"
-    elif outcome == "blind":
+    elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{abs(ev.change_pct):.1f}% {word}, but too noisy to call it unchanged: only "

@@ -57,7 +57,14 @@ import numpy as np
 from scipy import special
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
-from perfgate.stats.compare import ALPHA, BLIND_FACTOR, SCALE_FLOOR
+from perfgate.stats.compare import SCALE_FLOOR
+from perfgate.stats.decide import (
+    ALPHA,
+    Outcome,
+    change_verdict,
+    classify_change,
+    deterministic_verdict,
+)
 from perfgate.stats.fdr import benjamini_hochberg
 
 POWER = 0.8
@@ -305,10 +312,6 @@ def compare_pairs(
     )
 
 
-def _worse(direction: Direction, change_pct: float) -> bool:
-    return change_pct > 0 if direction is Direction.LOWER_IS_BETTER else change_pct < 0
-
-
 def _words(ev: PairedEvidence, change_pct: float) -> str:
     if ev.unit == "ms":
         word = "slower" if change_pct > 0 else "faster"
@@ -350,10 +353,10 @@ def _comparison(
 def _deterministic(ev: PairedEvidence, change: float) -> Comparison:
     base, head = ev.base_centre, ev.head_centre
     tolerance = ev.policy.min_effect_pct
-    if abs(change) <= tolerance:
+    verdict = deterministic_verdict(ev.direction, change, tolerance)
+    if verdict is Verdict.UNCHANGED:
         reason = f"deterministic metric, {head:g} against {base:g} in the base: within tolerance"
-        return _comparison(ev, Verdict.UNCHANGED, reason)
-    verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
+        return _comparison(ev, verdict, reason)
     reason = (
         f"deterministic metric changed from {base:g} in the base to {head:g} "
         f"({change:+.1f}%, tolerance {tolerance:g}%)"
@@ -379,24 +382,29 @@ def _more_pairs(ev: PairedEvidence, what: str) -> str:
 
 def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     min_effect = ev.policy.min_effect_pct
-    significant = p_adjusted < ev.alpha
-    big_enough = abs(change) >= min_effect
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
     size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
     evidence = f"p={p_adjusted:.2g} after FDR adjustment, raw {ev.p_value:.2g}"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
-    if significant and big_enough:
-        verdict = Verdict.REGRESSION if _worse(ev.direction, change) else Verdict.IMPROVEMENT
+    outcome = classify_change(
+        change_pct=change,
+        p_adjusted=p_adjusted,
+        mde_pct=mde,
+        min_effect_pct=min_effect,
+        alpha=ev.alpha,
+    )
+    if outcome is Outcome.CHANGE:
+        verdict = change_verdict(ev.direction, change)
         reason = f"{size}, {evidence}, beyond the {min_effect:g}% minimum effect"
-    elif big_enough:
+    elif outcome is Outcome.UNSURE:
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{size}, but not significant ({evidence}); with this noise only changes "
             f"above {mde:.1f}% can be told apart; "
             + _more_pairs(ev, "would settle a change this size")
         )
-    elif mde > BLIND_FACTOR * max(min_effect, 1.0):
+    elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but too noisy to call it "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from scipy import special
 
-from perfgate.stats.compare import ALPHA
+from perfgate.stats.decide import ALPHA
 
 
 def _phi(x: float) -> float:

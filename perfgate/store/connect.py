@@ -27,7 +27,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from perfgate.errors import ConfigError, StoreError, UsageError
+from perfgate.errors import ConfigError, StoreError, UsageError, require
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -221,6 +221,8 @@ def _postgres_target(url: URL) -> Target:
     if "application_name" not in url.query:
         connect_args["application_name"] = "perfgate"
     masked = url.render_as_string(hide_password=True)
+    if url.drivername == "postgresql+psycopg":
+        require("psycopg", extra="postgres", feature=f"the store {masked}")
     try:
         engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as exc:

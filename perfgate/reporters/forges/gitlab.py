@@ -1,22 +1,41 @@
 """GitLab: one merge request note per marker (updated in place), a commit status, and the
-nightly tracking issue — over the REST API v4 with :class:`ForgeClient`."""
+nightly tracking issue — over the REST API v4 with :class:`ForgeClient`; and what a GitLab CI
+job's variables say about where to post."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forge import ForgeClient, carries_marker
-from perfgate.reporters.markdown import GITLAB_MAX_CHARS
+from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, carries_marker
 
 DEFAULT_API_URL = "https://gitlab.com/api/v4"
+MAX_CHARS = 1_000_000
+"""The longest note body GitLab accepts."""
+JOB_TOKEN_VARIABLE = "CI_JOB_TOKEN"
 PER_PAGE = 100
 MAX_PAGES = 50
 FALLBACK_PAGES = 5
 """Unlabelled open issues scanned for the tracking issue when the label finds none."""
 STATES = {"success": "success", "failure": "failed", "error": "failed"}
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    """Whether this is a GitLab CI job."""
+    return env.get("GITLAB_CI") == "true"
+
+
+def read_number(env: Mapping[str, str]) -> int | None:
+    """The merge request's iid (``CI_MERGE_REQUEST_IID``), in merge request pipelines."""
+    iid = env.get("CI_MERGE_REQUEST_IID", "")
+    return int(iid) if iid.isdigit() else None
+
+
+def read_sha(env: Mapping[str, str]) -> str:
+    """The commit for the status (``CI_COMMIT_SHA``)."""
+    return env.get("CI_COMMIT_SHA", "")
 
 
 def client_for(api_url: str, token: str, *, job_token: bool = False, **kwargs: Any) -> ForgeClient:
@@ -30,9 +49,6 @@ def client_for(api_url: str, token: str, *, job_token: bool = False, **kwargs: A
 
 class GitLabReporter:
     """Posts to one project (numeric id or ``group/name`` path) through ``client``."""
-
-    name = "gitlab"
-    max_chars = GITLAB_MAX_CHARS
 
     def __init__(self, client: ForgeClient, project: str) -> None:
         if not project.strip():
@@ -88,6 +104,10 @@ class GitLabReporter:
             "POST", f"projects/{self.project}/statuses/{quote(sha, safe='')}", payload
         )
 
+    def head_sha(self, number: int) -> str | None:
+        """None: the merge request's head is not checked on GitLab."""
+        return None
+
     def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
         """(iid, description) of the open issue labelled ``label`` holding ``marker``."""
         queries: tuple[tuple[dict[str, str | int], int], ...] = (
@@ -118,3 +138,12 @@ class GitLabReporter:
         self.client.request(
             "POST", f"projects/{self.project}/issues/{number}/notes", {"body": body}
         )
+
+
+def connect(
+    api_url: str, repo: str, token: str, *, variable: str, policy: RetryPolicy
+) -> GitLabReporter:
+    """A poster for project ``repo``; a token read from ``CI_JOB_TOKEN`` is sent as the job
+    token, any other as a personal/project access token."""
+    client = client_for(api_url, token, job_token=variable == JOB_TOKEN_VARIABLE, policy=policy)
+    return GitLabReporter(client, repo)

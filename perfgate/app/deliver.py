@@ -4,8 +4,8 @@ the nightly tracking issue.
 
 Delivery is best effort: every failure becomes one warning line (never with a token in it),
 the report stays on disk and in the job summary, and the gate's verdict and exit code do not
-change. Settings come from flags, else the CI's variables (GitHub Actions, GitLab CI);
-tokens come only from the environment.
+change. Settings come from flags, else the CI's variables as the forge's registry entry
+reads them (:mod:`perfgate.reporters.forges`); tokens come only from the environment.
 """
 
 from __future__ import annotations
@@ -15,17 +15,23 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from perfgate.config import Config
 from perfgate.errors import PerfgateError, ReportError, UsageError
 from perfgate.models import GateResult
-from perfgate.reporters import github, gitlab
-from perfgate.reporters.forge import RetryPolicy
+from perfgate.reporters.forges import (
+    FORGES,
+    MAX_CHARS_ANY,
+    Forge,
+    Reporter,
+    detect_forge,
+    forge_named,
+    forge_names,
+)
+from perfgate.reporters.forges.http import RetryPolicy
 from perfgate.reporters.markdown import (
     ALERT_LABEL,
-    GITHUB_MAX_CHARS,
-    GITLAB_MAX_CHARS,
     ZWJ,
     CommentMode,
     ReportContext,
@@ -44,41 +50,18 @@ from perfgate.reporters.series import trend_values
 from perfgate.store import SqlStore
 
 if TYPE_CHECKING:
-    from perfgate.app import DetectedChange
+    from perfgate.models import DetectedChange
 
-FORGES = ("github", "gitlab")
 FORMAT_VERSION = 1
 REPORT_FILE = "report.md"
 TARGET_FILE = "target.json"
 
 
-class Reporter(Protocol):
-    """What :mod:`perfgate.reporters.github` and :mod:`~perfgate.reporters.gitlab` offer."""
-
-    name: str
-    max_chars: int
-
-    def upsert_comment(
-        self, number: int, marker: str, body: str, *, create: bool = True
-    ) -> str: ...
-
-    def set_status(
-        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
-    ) -> None: ...
-
-    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None: ...
-
-    def create_issue(self, title: str, body: str, label: str) -> int: ...
-
-    def update_issue(self, number: int, body: str) -> None: ...
-
-    def comment_issue(self, number: int, body: str) -> None: ...
-
-
 @dataclass(frozen=True)
 class ForgeTarget:
-    """Where a report goes: the forge, its API, the repository (GitHub ``owner/name``) or
-    project (GitLab id or path), the PR/MR number and the commit for the status."""
+    """Where a report goes: the forge (its registry name), its API, the repository (GitHub
+    ``owner/name``, GitLab id or path), the change request's number and the commit for the
+    status."""
 
     forge: str
     api_url: str
@@ -109,99 +92,42 @@ class TargetOverrides:
     sha: str | None = None
 
 
-def detect_forge(env: Mapping[str, str], flag: str | None = None) -> str | None:
-    """``--forge``, else GitHub Actions or GitLab CI from their variables, else None."""
-    if flag:
-        if flag not in FORGES:
-            raise UsageError(f"--forge {flag!r}: expected github or gitlab")
-        return flag
-    if env.get("GITHUB_ACTIONS") == "true":
-        return "github"
-    if env.get("GITLAB_CI") == "true":
-        return "gitlab"
-    return None
-
-
-def _github_event(env: Mapping[str, str]) -> Mapping[str, Any]:
-    path = env.get("GITHUB_EVENT_PATH", "")
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _forge(env: Mapping[str, str], name: str | None) -> Forge | None:
+    """The forge named (``--forge``; UsageError if unknown), else the one whose CI this job
+    runs in, else None."""
+    return forge_named(name) if name else detect_forge(env)
 
 
 def resolve_target(
     env: Mapping[str, str], overrides: TargetOverrides, *, job_url: str = ""
 ) -> ForgeTarget:
-    """The target from flags over CI variables; ReportError if the forge or the
-    repository cannot be told."""
-    forge = detect_forge(env, overrides.forge)
+    """The target from flags over the forge's CI variables; ReportError if the forge or
+    the repository cannot be told."""
+    forge = _forge(env, overrides.forge)
     if forge is None:
-        raise ReportError(
-            "cannot tell the forge: pass --forge github|gitlab (not in GitHub Actions or GitLab CI)"
-        )
-    if forge == "github":
-        event = _github_event(env)
-        pull = event.get("pull_request")
-        pull = pull if isinstance(pull, dict) else {}
-        head = pull.get("head")
-        head_sha = str(head.get("sha", "")) if isinstance(head, dict) else ""
-        number = overrides.number
-        if number is None and isinstance(pull.get("number"), int):
-            number = int(pull["number"])
-        if number is None and env.get("GITHUB_REF", "").startswith("refs/pull/"):
-            part = env["GITHUB_REF"].split("/")[2]
-            number = int(part) if part.isdigit() else None
-        target = ForgeTarget(
-            forge="github",
-            api_url=overrides.api_url or env.get("GITHUB_API_URL") or github.DEFAULT_API_URL,
-            repo=overrides.repo or env.get("GITHUB_REPOSITORY", ""),
-            number=number,
-            sha=overrides.sha or head_sha or env.get("GITHUB_SHA", ""),
-            job_url=job_url,
-        )
-    else:
-        iid = env.get("CI_MERGE_REQUEST_IID", "")
-        target = ForgeTarget(
-            forge="gitlab",
-            api_url=overrides.api_url or env.get("CI_API_V4_URL") or gitlab.DEFAULT_API_URL,
-            repo=overrides.repo or env.get("CI_PROJECT_ID", ""),
-            number=overrides.number
-            if overrides.number is not None
-            else (int(iid) if iid.isdigit() else None),
-            sha=overrides.sha or env.get("CI_COMMIT_SHA", ""),
-            job_url=job_url,
-        )
+        names = "|".join(forge_names())
+        cis = " or ".join(f.ci for f in FORGES)
+        raise ReportError(f"cannot tell the forge: pass --forge {names} (not in {cis})")
+    target = ForgeTarget(
+        forge=forge.name,
+        api_url=overrides.api_url or forge.api_url(env),
+        repo=overrides.repo or forge.repo(env),
+        number=overrides.number if overrides.number is not None else forge.read_number(env),
+        sha=overrides.sha or forge.read_sha(env),
+        job_url=job_url,
+    )
     if not target.repo:
-        what = "GITHUB_REPOSITORY" if forge == "github" else "CI_PROJECT_ID"
-        raise ReportError(f"{forge}: no repository: pass --repo or set {what}")
+        raise ReportError(f"{forge.name}: no repository: pass --repo or set {forge.repo_variable}")
     return target
 
 
 def make_reporter(
     target: ForgeTarget, env: Mapping[str, str], policy: RetryPolicy | None = None
 ) -> Reporter:
-    """A poster for ``target`` with the token from the environment (GITHUB_TOKEN;
-    GITLAB_TOKEN, else CI_JOB_TOKEN)."""
-    policy = policy or RetryPolicy.from_env(env)
-    if target.forge == "github":
-        token = env.get("GITHUB_TOKEN", "")
-        if not token:
-            raise ReportError("github: no token: set GITHUB_TOKEN")
-        return github.GitHubReporter(
-            github.client_for(target.api_url, token, policy=policy), target.repo
-        )
-    token, job = env.get("GITLAB_TOKEN", ""), False
-    if not token:
-        token, job = env.get("CI_JOB_TOKEN", ""), True
-    if not token:
-        raise ReportError("gitlab: no token: set GITLAB_TOKEN (api scope) or CI_JOB_TOKEN")
-    return gitlab.GitLabReporter(
-        gitlab.client_for(target.api_url, token, job_token=job, policy=policy), target.repo
-    )
+    """A poster for ``target`` with the token from the environment (the first of the
+    forge's token variables that is set)."""
+    forge = forge_named(target.forge)
+    return forge.poster(target.api_url, target.repo, env, policy or RetryPolicy.from_env(env))
 
 
 # --- the gate's report ---------------------------------------------------------------------
@@ -265,7 +191,7 @@ def build_report(
     testbed: str = "",
     commit: str = "",
     job_url: str = "",
-    max_chars: int = GITHUB_MAX_CHARS,
+    max_chars: int = MAX_CHARS_ANY,
     report_url: str = "",
 ) -> Report:
     """Render the comment of ``result``, with trends and environments from the store.
@@ -356,16 +282,16 @@ def publish(
     one is always kept current) and set the commit status; each failure is a warning."""
     done: list[str] = []
     warnings: list[str] = []
-    where = "MR !" if target.forge == "gitlab" else "PR #"
+    forge = forge_named(target.forge)
     if comment and target.number is None:
-        warnings.append(f"{target.forge}: no PR/MR number (pass --pr): comment not posted")
+        warnings.append(f"{target.forge}: no {forge.change} number (pass --pr): comment not posted")
     elif comment and target.number is not None:
         try:
             action = reporter.upsert_comment(
                 target.number, report.marker, report.markdown, create=report.post
             )
             done.append(
-                f"comment {action} on {where}{target.number}"
+                f"comment {action} on {forge.change_ref(target.number)}"
                 + (f" (comment mode {report.mode.value})" if action == "skipped" else "")
             )
         except ReportError as exc:
@@ -430,7 +356,7 @@ def deliver_gate(
     except ReportError as exc:
         if posting:
             warnings.append(str(exc))
-    max_chars = GITLAB_MAX_CHARS if target and target.forge == "gitlab" else GITHUB_MAX_CHARS
+    max_chars = forge_named(target.forge).max_chars if target is not None else MAX_CHARS_ANY
     report = build_report(
         config,
         store,
@@ -515,9 +441,10 @@ def post_report_dir(
     and, on GitHub, the PR's head must be that commit.
     """
     markdown, data = load_report_dir(directory)
-    file_forge = data.get("forge") if data.get("forge") in FORGES else None
+    detected = detect_forge(env)
+    file_forge = data.get("forge") if data.get("forge") in forge_names() else None
     saved = TargetOverrides(
-        forge=overrides.forge or detect_forge(env) or file_forge,
+        forge=overrides.forge or (detected.name if detected else None) or file_forge,
         # never the file's API URL: the token must only go where this job's CI says
         api_url=overrides.api_url,
         repo=overrides.repo or data.get("repo") or None,
@@ -529,22 +456,20 @@ def post_report_dir(
         raise UsageError(
             f"the report is for commit {target.sha[:12] or '?'}, not {expect_sha[:12]}: not posted"
         )
+    forge = forge_named(target.forge)
     reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
-    if (
-        expect_sha is not None
-        and target.number is not None
-        and isinstance(reporter, github.GitHubReporter)
-    ):
-        head = reporter.pull_head_sha(target.number)
-        if head != expect_sha:
+    if expect_sha is not None and target.number is not None:
+        head = reporter.head_sha(target.number)  # None where the forge's poster cannot tell
+        if head is not None and head != expect_sha:
             raise UsageError(
-                f"PR #{target.number} is at {head[:12] or '?'}, not {expect_sha[:12]}: not posted"
+                f"{forge.change_ref(target.number)} is at {head[:12] or '?'}, "
+                f"not {expect_sha[:12]}: not posted"
             )
     lines = markdown.splitlines()
     if not lines or lines[0] != data["marker"]:
         raise UsageError(f"{directory / REPORT_FILE}: does not start with its marker")
     body = lines[0] + "\n" + _DEFANG.sub(lambda m: m.group(1) + ZWJ, "\n".join(lines[1:])) + "\n"
-    body = body[: reporter.max_chars]
+    body = body[: forge.max_chars]
     report = Report(
         markdown=body,
         marker=str(data["marker"]),

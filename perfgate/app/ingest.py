@@ -12,7 +12,9 @@ The run's samples are the profiled steps' times (the slowest rank's time for eac
 multi-rank job, since a synchronous step ends when its last rank does), or the numbers of a
 ``--step-times`` file when one is given. The step breakdown, peak memory and op count come
 from the profile. On Ascend, msprof-analyze's advisor runs over the same directory and its
-findings are stored with the run. Nothing is written unless the run's step time exists.
+findings are stored with the run; the result lists them with perfgate's own
+(:func:`perfgate.app.advise.findings_for`). Nothing is written unless the run's step time
+exists.
 """
 
 from __future__ import annotations
@@ -22,43 +24,36 @@ import os
 import platform
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate import __version__
+from perfgate.app.advise import base_run, findings_for, read_job
+from perfgate.app.measure import measurement
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
-from perfgate.measurements import measurement
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
-    ClusterView,
-    Direction,
     Finding,
     Fingerprint,
     GitContext,
+    IngestResult,
     Measurement,
     ParamValue,
+    Profiled,
     ProfileSummary,
     RunRecord,
 )
+from perfgate.parsers import FORMAT_ASCEND, FORMAT_TORCH
 from perfgate.store import SqlStore
 
 __all__ = [
-    "FORMAT_ASCEND",
-    "FORMAT_TORCH",
     "IngestResult",
-    "Profiled",
     "build_ingest_record",
-    "detect_format",
     "ingest_and_record",
-    "read_profile",
     "read_step_times",
 ]
-
-FORMAT_ASCEND = "ascend"
-FORMAT_TORCH = "torch_trace"
 
 # Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
 # (wall clock around synchronised steps), nor with each other.
@@ -68,97 +63,8 @@ TIMING_METHODS = {FORMAT_ASCEND: "ascend-profile-v1", FORMAT_TORCH: "torch-trace
 # not comparable. The export type (text or db) is left out: both describe the same job.
 _COMPARABLE_COLLECTION = ("profiler_level", "aic_metrics")
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
-
-
-@dataclass(frozen=True)
-class Profiled:
-    """A profile read from disk: one summary per rank, and the cluster view of several."""
-
-    format: str
-    path: Path
-    ranks: tuple[ProfileSummary, ...]
-    cluster: ClusterView | None = None
-
-    @property
-    def slowest(self) -> ProfileSummary:
-        """The rank whose mean step is longest (the only one for a single-rank profile)."""
-        timed = [r for r in self.ranks if r.breakdown is not None]
-        if not timed:
-            return self.ranks[0]
-        return max(timed, key=lambda r: r.breakdown.step_ms if r.breakdown else 0.0)
-
-
-@dataclass(frozen=True)
-class IngestResult:
-    record: RunRecord
-    profiled: Profiled
-    advisor_problem: str | None = None
-    advisor_version: str | None = None
-
 
 # --- reading -------------------------------------------------------------------------------
-
-
-def _trace_files(directory: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and ".pt.trace" in p.name
-    )
-
-
-def detect_format(path: Path) -> str:
-    """``ascend`` or ``torch_trace``, from what ``path`` holds.
-
-    Raises:
-        UsageError: the path does not exist.
-        ParseError: it holds neither format.
-    """
-    from perfgate.parsers.ascend import is_ascend_profile
-
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    if path.is_dir():
-        if is_ascend_profile(path):
-            return FORMAT_ASCEND
-        if _trace_files(path):
-            return FORMAT_TORCH
-        raise ParseError(
-            f"{path}: not a profile perfgate can read: no ASCEND_PROFILER_OUTPUT directory "
-            "(torch_npu) and no *.pt.trace.json[.gz] files (torch.profiler)"
-        )
-    if path.name == "trace_view.json":
-        raise ParseError(
-            f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
-            "directory"
-        )
-    if path.name.endswith(_TRACE_SUFFIXES):
-        return FORMAT_TORCH
-    raise ParseError(
-        f"{path}: not a profile perfgate can read (expected a *_ascend_pt directory, a "
-        "torch.profiler *.json[.gz] trace, or a directory of them)"
-    )
-
-
-def read_profile(path: Path) -> Profiled:
-    """Parse the profile at ``path`` into one summary per rank (pure apart from reading)."""
-    fmt = detect_format(path)
-    if fmt == FORMAT_ASCEND:
-        from perfgate.parsers.ascend import parse_ascend
-
-        ranks, cluster = parse_ascend(path)
-        return Profiled(fmt, path, tuple(ranks), cluster)
-    from perfgate.parsers.torch_trace import parse_torch_trace
-
-    files = _trace_files(path) if path.is_dir() else [path]
-    summaries = tuple(parse_torch_trace(f) for f in files)
-    cluster = None
-    if len(summaries) > 1:
-        from perfgate.parsers.ascend import cluster_view
-
-        cluster = cluster_view(summaries)
-    return Profiled(fmt, path, summaries, cluster)
 
 
 def read_step_times(path: Path) -> tuple[float, ...]:
@@ -202,18 +108,15 @@ def job_step_times(ranks: Sequence[ProfileSummary]) -> tuple[float, ...]:
     return tuple(max(s[i] for s in series) for i in range(n))
 
 
-def _measurement(
-    metric: str, unit: str, values: Sequence[float], *, deterministic: bool = False
-) -> Measurement:
-    """One repeat of ``values`` (an ingested run is one process's profile)."""
-    return measurement(
-        metric, unit, Direction.LOWER_IS_BETTER, [values], deterministic=deterministic
-    )
+def _measurement(metric: str, values: Sequence[float]) -> Measurement:
+    """One repeat of ``values`` (an ingested run is one process's profile), summarised as it
+    is: a profile's steps are its profiled window, not a timed run with a warm-up to find."""
+    return measurement(metric, [values], steady=False)
 
 
 def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Measurement, ...]:
     slowest = profiled.slowest
-    out = [_measurement("step_time_ms", "ms", step_times)]
+    out = [_measurement("step_time_ms", step_times)]
     b = slowest.breakdown
     if b is not None:
         for metric, value in (
@@ -222,16 +125,12 @@ def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Meas
             ("free_ms", b.free_ms),
         ):
             if value is not None and math.isfinite(value):
-                out.append(_measurement(metric, "ms", [value]))
+                out.append(_measurement(metric, [value]))
     peaks = [r.peak_memory_bytes for r in profiled.ranks if r.peak_memory_bytes is not None]
     if peaks:
-        out.append(_measurement("peak_memory_bytes", "bytes", [float(max(peaks))]))
+        out.append(_measurement("peak_memory_bytes", [float(max(peaks))]))
     if slowest.op_calls_per_step is not None:
-        out.append(
-            _measurement(
-                "op_calls_per_step", "count", [slowest.op_calls_per_step], deterministic=True
-            )
-        )
+        out.append(_measurement("op_calls_per_step", [slowest.op_calls_per_step]))
     return tuple(out)
 
 
@@ -351,7 +250,7 @@ def ingest_and_record(
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
-    profiled = read_profile(path)
+    profiled = read_job(path, config.advisor)
     findings: tuple[Finding, ...] = ()
     problem: str | None = None
     version: str | None = None
@@ -378,4 +277,5 @@ def ingest_and_record(
         findings=findings,
     )
     store.save_run(record)
-    return IngestResult(record, profiled, problem, version)
+    found = findings_for(config, record, base_run(config, store, record))
+    return IngestResult(record, profiled, problem, version, found)

@@ -1,4 +1,4 @@
-"""One small JSON-over-HTTP client for forge APIs (GitHub, GitLab), on ``urllib.request``.
+"""One small JSON-over-HTTP client for every forge's API, on ``urllib.request``.
 
 Every request has a bounded total time (all attempts and waits together); 429, 5xx,
 timeouts and connection errors are retried with exponential backoff, honouring

@@ -1,8 +1,7 @@
-"""Read an Ascend PyTorch Profiler (torch_npu) text export into :class:`ProfileSummary`.
+"""Read one rank of an Ascend PyTorch Profiler (torch_npu) text export into :class:`ProfileSummary`.
 
-The input is what ``torch_npu.profiler.tensorboard_trace_handler(dir)`` writes: one
-``{worker}_{timestamp}_ascend_pt`` directory per rank, each holding ``profiler_info[_{rank}].json``,
-``profiler_metadata.json`` and ``ASCEND_PROFILER_OUTPUT/`` (the format reference is
+The input is a ``*_ascend_pt`` rank directory (found by :mod:`perfgate.parsers.ascend.discovery`)
+whose ``ASCEND_PROFILER_OUTPUT/`` holds the text export (the format reference is
 ``shared/fixtures/ascend/FORMATS.md`` §1). What this module reads of it, all times in µs
 unless the header says otherwise:
 
@@ -10,7 +9,7 @@ unless the header says otherwise:
   Computing, Communication(Not Overlapped), Overlapped, Free, Bubble, Preparing. The step's
   end-to-end time is Computing + Communication(Not Overlapped) + Free (what msprof-analyze's
   "Overall Summary" calls E2E). Without this file the step times come from
-  ``trace_view.json`` through :mod:`perfgate.parsers.ascend_trace`.
+  ``trace_view.json`` through :mod:`perfgate.parsers.ascend.trace_view`.
 - ``kernel_details.csv``: one row per device task (kernel); grouped by (Name, Accelerator
   Core) into per-step :class:`OpStat` with duration-weighted PMU metrics.
 - ``op_statistic.csv``: per op type (Level1+); without it op types are aggregated from
@@ -33,10 +32,8 @@ The module is pure: it imports neither torch nor pandas.
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,41 +43,20 @@ from typing import Any, TextIO, cast
 
 import numpy as np
 
-from perfgate.errors import ParseError, UsageError
+from perfgate.errors import ParseError
 from perfgate.models import (
-    ClusterView,
     CommunicationSummary,
     LinkBandwidth,
     OpStat,
     ProfileSummary,
     StepBreakdown,
 )
+from perfgate.parsers.ascend.discovery import json_problem, read_collection
+from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
 
-__all__ = [
-    "DEFAULT_EXPECTED_BANDWIDTH_GB_S",
-    "SOURCE_TEXT",
-    "cluster_view",
-    "find_rank_dirs",
-    "is_ascend_profile",
-    "parse_ascend",
-    "parse_ascend_rank",
-    "read_collection",
-]
+__all__ = ["SOURCE_TEXT", "parse_ascend_text_rank"]
 
 SOURCE_TEXT = "ascend_text"
-
-OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
-
-DEFAULT_EXPECTED_BANDWIDTH_GB_S: Mapping[str, float] = {
-    # msprof-analyze's bandwidth_contention_analysis flags SDMA below 0.8 x 18 GB/s.
-    "SDMA": 0.8 * 18.0,
-    "HCCS": 18.0,
-    "RDMA": 12.5,
-}
-"""Bandwidth (GB/s) below which :func:`cluster_view` reports a link as slow, per link type.
-
-Defaults only: a suite's configuration may pass its own mapping (merged over these). Link
-types not listed here are never reported."""
 
 _MB = 1024 * 1024
 """torch_npu's memory "MB" is MiB: every value in the fixtures' memory_record.csv
@@ -134,171 +110,6 @@ _KERNEL_STANDARD = frozenset(
         "Task Wait Time(us)",
     )
 )
-
-_RANK_FILE = re.compile(r"^profiler_info_(\d+)\.json$")
-
-
-# --------------------------------------------------------------------------- discovery
-
-
-def _as_rank_dir(path: Path) -> Path:
-    return path.parent if path.name == OUTPUT_DIR else path
-
-
-def _has_output(path: Path) -> bool:
-    return (path / OUTPUT_DIR).is_dir()
-
-
-def is_ascend_profile(path: Path) -> bool:
-    """True for a ``*_ascend_pt`` rank directory (it holds ``ASCEND_PROFILER_OUTPUT``), that
-    ``ASCEND_PROFILER_OUTPUT`` directory itself, or a parent holding one or more rank dirs."""
-    path = _as_rank_dir(Path(path))
-    if not path.is_dir():
-        return False
-    if _has_output(path):
-        return True
-    try:
-        return any(child.is_dir() and _has_output(child) for child in path.iterdir())
-    except OSError:
-        return False
-
-
-def _rank_of(rank_dir: Path) -> int | None:
-    """The rank a directory's profiler_info file names, from its suffix or its rank_id."""
-    plain: Path | None = None
-    for info in sorted(rank_dir.glob("profiler_info*.json")):
-        match = _RANK_FILE.match(info.name)
-        if match:
-            return int(match.group(1))
-        plain = info
-    if plain is not None:
-        try:
-            doc = json.loads(plain.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        rank = doc.get("rank_id") if isinstance(doc, dict) else None
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            return rank
-    return None
-
-
-def find_rank_dirs(path: Path) -> tuple[Path, ...]:
-    """The rank directories of a profile, sorted by rank (directories without a rank last,
-    by name). ``path`` is one rank dir, its ``ASCEND_PROFILER_OUTPUT`` or their parent."""
-    path = _as_rank_dir(Path(path))
-    if not path.is_dir():
-        raise ParseError(f"{path}: no such directory")
-    if _has_output(path):
-        return (path,)
-    try:
-        children = [c for c in path.iterdir() if c.is_dir() and _has_output(c)]
-    except OSError as exc:
-        raise ParseError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
-    if not children:
-        raise ParseError(
-            f"{path}: no {OUTPUT_DIR} directory here or in its subdirectories; "
-            "not an Ascend PyTorch Profiler output (*_ascend_pt)"
-        )
-    ranked = [(_rank_of(c), c) for c in children]
-    ranked.sort(key=lambda rc: (rc[0] is None, rc[0] if rc[0] is not None else 0, rc[1].name))
-    return tuple(c for _, c in ranked)
-
-
-# --------------------------------------------------------------------------- collection
-
-
-def _config_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v).removeprefix("ProfilerActivity.") for v in value)
-    return str(value)
-
-
-def _json_problem(exc: json.JSONDecodeError) -> str:
-    """Say whether a JSON error means the file was cut short or is otherwise broken."""
-    if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
-        return f"truncated JSON ({exc.msg}, line {exc.lineno})"
-    return f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
-
-
-def _load_small_json(path: Path) -> tuple[Any, str | None]:
-    """A small JSON file's document, or ``(None, why)`` when it cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, _json_problem(exc)
-    except RecursionError:
-        return None, "JSON nested too deeply"
-
-
-def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
-    """How a rank's profile was collected, from ``profiler_info*.json`` and
-    ``profiler_metadata.json``.
-
-    Keys (only those present): profiler_level, aic_metrics, export_type, l2_cache,
-    record_shapes, profile_memory, with_stack, activities, torch_npu_version, cann_version,
-    rank. Values are strings; booleans are ``true``/``false`` and activities are joined with
-    commas without the ``ProfilerActivity.`` prefix (``CPU,NPU``). Returns the mapping and
-    notes on what could not be read.
-    """
-    rank_dir = _as_rank_dir(Path(rank_dir))
-    out: dict[str, str] = {}
-    notes: list[str] = []
-    infos = sorted(rank_dir.glob("profiler_info*.json"))
-    if not infos:
-        notes.append(f"collection: no profiler_info*.json in {rank_dir.name}")
-    elif len(infos) > 1:
-        notes.append(
-            f"collection: {len(infos)} profiler_info*.json files in {rank_dir.name}; "
-            f"read {infos[0].name}"
-        )
-    docs: list[Mapping[str, Any]] = []
-    for path in infos[:1] + [rank_dir / "profiler_metadata.json"]:
-        if not path.is_file():
-            continue
-        doc, why = _load_small_json(path)
-        if why is not None:
-            notes.append(f"collection: {path.name} {why}")
-        elif isinstance(doc, dict):
-            docs.append(doc)
-        else:
-            notes.append(f"collection: {path.name} is not a JSON object")
-
-    def put(key: str, value: Any) -> None:
-        text = _config_text(value)
-        if text is not None and key not in out:
-            out[key] = text
-
-    for doc in docs:
-        config = doc.get("config")
-        config = config if isinstance(config, dict) else {}
-        common = config.get("common_config")
-        common = common if isinstance(common, dict) else {}
-        experimental = config.get("experimental_config")
-        experimental = experimental if isinstance(experimental, dict) else {}
-        for key in ("profiler_level", "aic_metrics", "export_type", "l2_cache"):
-            put(key, experimental.get(f"_{key}", experimental.get(key)))
-        for key in ("record_shapes", "profile_memory", "with_stack", "activities"):
-            put(key, common.get(key))
-        for key in ("torch_npu_version", "cann_version"):
-            put(key, doc.get(key))
-        rank = doc.get("rank_id")
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            put("rank", rank)
-    if "rank" not in out and infos:
-        match = _RANK_FILE.match(infos[0].name)
-        if match:
-            out["rank"] = match.group(1)
-    return out, tuple(notes)
 
 
 # --------------------------------------------------------------------------- CSV helpers
@@ -1009,7 +820,7 @@ def _read_communication(path: Path) -> CommunicationSummary | str:
     except UnicodeDecodeError:
         return "not UTF-8 text"
     except json.JSONDecodeError as exc:
-        return _json_problem(exc)
+        return json_problem(exc)
     except RecursionError:
         return "JSON nested too deeply"
     if not isinstance(doc, dict) or not doc:
@@ -1201,35 +1012,6 @@ def _optional(
         return None
 
 
-def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
-    """Summarise one rank's profile per profiled step.
-
-    Reads the text export when ``ASCEND_PROFILER_OUTPUT`` holds its CSVs; otherwise, when it
-    holds ``ascend_pytorch_profiler*.db``, hands over to
-    :func:`perfgate.parsers.ascend_db.parse_ascend_db_rank`.
-    """
-    rank_dir = _as_rank_dir(Path(rank_dir))
-    out_dir = rank_dir / OUTPUT_DIR
-    if not out_dir.is_dir():
-        raise ParseError(
-            f"{rank_dir}: no {OUTPUT_DIR} directory; not an Ascend PyTorch Profiler rank dir"
-        )
-    text_files = ("step_trace_time.csv", "kernel_details.csv", "trace_view.json")
-    if not any((out_dir / name).is_file() for name in text_files) and any(
-        out_dir.glob("ascend_pytorch_profiler*.db")
-    ):
-        try:
-            module = importlib.import_module("perfgate.parsers.ascend_db")
-        except ImportError:
-            raise ParseError(
-                f"{out_dir}: db export (ascend_pytorch_profiler*.db), but "
-                "perfgate.parsers.ascend_db is not available"
-            ) from None
-        parse_db = cast(Callable[[Path], ProfileSummary], module.parse_ascend_db_rank)
-        return parse_db(rank_dir)
-    return _parse_text_rank(rank_dir, out_dir)
-
-
 def _rel(rank_dir: Path, path: Path) -> str:
     try:
         return path.relative_to(rank_dir).as_posix()
@@ -1237,7 +1019,13 @@ def _rel(rank_dir: Path, path: Path) -> str:
         return str(path)
 
 
-def _parse_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
+def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
+    """Summarise one rank's text export per profiled step.
+
+    ``rank_dir`` is the ``*_ascend_pt`` directory and ``out_dir`` its
+    ``ASCEND_PROFILER_OUTPUT``. Raises ParseError when no step time can be read (neither
+    ``step_trace_time.csv`` nor ``trace_view.json``), or a required file is broken.
+    """
     notes: list[str] = []
     raw: list[str] = []
     collection, collection_notes = read_collection(rank_dir)
@@ -1392,91 +1180,10 @@ def _steps_from_trace_view(
     trace_path = out_dir / "trace_view.json"
     if not trace_path.is_file():
         raise ParseError(f"{step_path}: absent, and no trace_view.json to take step times from")
-    try:
-        module = importlib.import_module("perfgate.parsers.ascend_trace")
-    except ImportError:
-        raise ParseError(
-            f"{step_path}: absent, and perfgate.parsers.ascend_trace (the trace_view.json "
-            "reader) is not available"
-        ) from None
-    read = cast(
-        Callable[[Path], tuple[tuple[float, ...], StepBreakdown | None, tuple[str, ...]]],
-        module.breakdown_from_trace_view,
-    )
-    step_times, breakdown, trace_notes = read(trace_path)
+    step_times, breakdown, trace_notes = breakdown_from_trace_view(trace_path)
     if not step_times:
         raise ParseError(f"{trace_path}: no steps found (and step_trace_time.csv is absent)")
     notes.append("steps: step_trace_time.csv absent; step times from trace_view.json")
     notes.extend(trace_notes)
     raw.append(_rel(rank_dir, trace_path))
     return tuple(step_times), breakdown
-
-
-# --------------------------------------------------------------------------- all ranks
-
-
-def parse_ascend(path: Path) -> tuple[tuple[ProfileSummary, ...], ClusterView | None]:
-    """Every rank under ``path`` (a rank dir or their parent), and their cluster view when
-    there are two or more."""
-    ranks = tuple(parse_ascend_rank(d) for d in find_rank_dirs(Path(path)))
-    return ranks, cluster_view(ranks) if len(ranks) >= 2 else None
-
-
-def _spread_pct(values: Sequence[float]) -> float:
-    low, high = min(values), max(values)
-    return (high - low) / low * 100.0 if low > 0 else 0.0
-
-
-def _gb_s(value: float) -> str:
-    return f"{round(value, 1):g}"
-
-
-def cluster_view(
-    ranks: Sequence[ProfileSummary],
-    expected_bandwidth_gb_s: Mapping[str, float] | None = None,
-) -> ClusterView:
-    """Compare the ranks of one job: step time per rank, the slowest rank, the spread of
-    step and communication-wait times, and the links slower than expected.
-
-    A rank's step time is its ``breakdown.step_ms`` (the mean of ``step_times_ms`` when it
-    has no breakdown). ``expected_bandwidth_gb_s`` overrides
-    :data:`DEFAULT_EXPECTED_BANDWIDTH_GB_S` per link type.
-    """
-    if not ranks:
-        raise UsageError("cluster view: no ranks to compare")
-    expected = {k.upper(): v for k, v in DEFAULT_EXPECTED_BANDWIDTH_GB_S.items()}
-    if expected_bandwidth_gb_s:
-        expected.update({k.upper(): float(v) for k, v in expected_bandwidth_gb_s.items()})
-    ids: list[int] = []
-    step_ms: list[float] = []
-    waits: list[float | None] = []
-    slow: list[str] = []
-    for index, summary in enumerate(ranks):
-        rank = summary.rank if summary.rank is not None else index
-        ids.append(rank)
-        if summary.breakdown is not None:
-            step_ms.append(summary.breakdown.step_ms)
-        elif summary.step_times_ms:
-            step_ms.append(_mean(summary.step_times_ms))
-        else:
-            raise ParseError(f"rank {rank}: no step time in its profile summary")
-        comm = summary.communication
-        waits.append(None if comm is None else comm.wait_ms)
-        for link in () if comm is None else comm.links:
-            limit = expected.get(link.link.upper())
-            if limit is not None and link.bandwidth_gb_s < limit:
-                slow.append(
-                    f"rank {rank} {link.link} {_gb_s(link.bandwidth_gb_s)} GB/s "
-                    f"< {_gb_s(limit)} GB/s expected"
-                )
-    slowest = ids[max(range(len(step_ms)), key=lambda i: step_ms[i])]
-    known = [w for w in waits if w is not None]
-    return ClusterView(
-        ranks=tuple(ids),
-        step_ms=tuple(step_ms),
-        slowest_rank=slowest,
-        step_spread_pct=_spread_pct(step_ms),
-        comm_wait_ms=tuple(waits),
-        comm_wait_spread_pct=_spread_pct(known) if len(known) >= 2 else None,
-        slow_links=tuple(slow),
-    )

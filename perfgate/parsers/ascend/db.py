@@ -69,12 +69,12 @@ from perfgate.models import (
     ProfileSummary,
     StepBreakdown,
 )
+from perfgate.parsers.ascend.discovery import OUTPUT_DIR, read_collection
 
 __all__ = ["SOURCE_DB", "parse_ascend_db_rank"]
 
 SOURCE_DB = "ascend_db"
 
-_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _PROFILER_DB_PATTERN = "ascend_pytorch_profiler*.db"
 _ANALYSIS_DB = "analysis.db"
 _HCCL = "HCCL"
@@ -130,7 +130,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     rank_dir = Path(rank_dir)
     notes: list[str] = []
     raw_files: list[str] = []
-    collection, collection_notes = _read_collection(rank_dir)
+    collection, collection_notes = read_collection(rank_dir)
     notes.extend(collection_notes)
     for info in sorted(rank_dir.glob("profiler_info*.json"))[:1]:
         raw_files.append(_relative(info, rank_dir))
@@ -345,7 +345,7 @@ def _relative(path: Path, rank_dir: Path) -> str:
 
 
 def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Path:
-    output = rank_dir / _OUTPUT_DIR
+    output = rank_dir / OUTPUT_DIR
     candidates = sorted(p for p in output.glob(_PROFILER_DB_PATTERN) if p.is_file())
     if not candidates:
         raise ParseError(f"{output}: no {_PROFILER_DB_PATTERN} (not a db-format profile?)")
@@ -359,13 +359,6 @@ def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Pat
             f"read {candidates[0].name}"
         )
     return candidates[0]
-
-
-def _read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
-    # Imported here: perfgate.parsers.ascend imports this module lazily in turn.
-    from perfgate.parsers.ascend import read_collection
-
-    return read_collection(rank_dir)
 
 
 def _rank_and_device(

@@ -7,7 +7,8 @@ exactly as ``perfgate compare --branch main --against main``), its baseline wind
 band (:func:`perfgate.stats.band.prediction_band`), the change points of each series
 (:func:`perfgate.app.series_changes`, as ``history analyze`` finds them, with their alerts'
 triage) and the full records of the runs that get a page (the latest on the base branch,
-then the latest of the most recent other branches).
+then the latest of the most recent other branches), each with every finding on it
+(:func:`perfgate.app.advise.findings_for`, as ``advise``, ``ingest`` and the gate list them).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfgate import app
+from perfgate.app.advise import findings_for
+from perfgate.app.gate import compare
+from perfgate.app.history import series_changes, with_triage
 from perfgate.config import Config
 from perfgate.errors import UsageError
-from perfgate.models import Comparison, RunPoint, RunRecord
+from perfgate.models import Comparison, DetectedChange, RunPoint, RunRecord
 from perfgate.reporters.html import (
     PLOTLY_JS,
     BenchmarkView,
@@ -33,11 +36,13 @@ from perfgate.reporters.html import (
     MetricView,
     SiteView,
     index_row,
+    need_plotly,
     plotly_js,
     render_benchmark_pages,
     render_index,
 )
 from perfgate.reporters.series import trend_values
+from perfgate.stats import decide
 from perfgate.stats.band import centre_intervals, prediction_band
 from perfgate.store import SqlStore
 
@@ -65,7 +70,7 @@ def latest_verdicts(
     in one gate (``perfgate compare --branch B --against B``)."""
     if not names:
         return ()
-    return app.compare(config, store, branch=branch, against=branch, benchmarks=names).comparisons
+    return compare(config, store, branch=branch, against=branch, benchmarks=names).comparisons
 
 
 def gather_site(
@@ -91,7 +96,7 @@ def gather_site(
     judged = {(c.benchmark, c.metric): c for c in comparisons if c.method == "history"}
 
     views: list[BenchmarkView] = []
-    found: list[app.DetectedChange] = []
+    found: list[DetectedChange] = []
     points_of: dict[str, tuple[list[RunPoint], list[RunPoint]]] = {}
     for name in names:
         base_points = (
@@ -114,8 +119,8 @@ def gather_site(
             if p.branch != base
         ]
         points_of[name] = (base_points, others)
-        found.extend(app.series_changes(name, base_points, branch=base))
-    changes = app.with_triage(config, store, found)
+        found.extend(series_changes(name, base_points, branch=base))
+    changes = with_triage(config, store, found)
 
     for name in names:
         base_points, others = points_of[name]
@@ -152,7 +157,7 @@ def gather_site(
             BenchmarkView(
                 name=name,
                 metrics=tuple(views_of_metrics),
-                verdict=app.overall_verdict(comparisons) if comparisons else None,
+                verdict=decide.overall_verdict(comparisons) if comparisons else None,
                 runs=_paged_runs(config, store, name, base, others, other_branch_pages),
             )
         )
@@ -180,10 +185,16 @@ def _paged_runs(
             break
         if p.branch not in branches:
             branches.append(p.branch)
+    on_base: RunRecord | None = None
     for b in branches:
         run = store.latest_run(project=config.project, benchmark=name, branch=b)
-        if run is not None:
-            runs.append(run)
+        if run is None:
+            continue
+        if b == base:
+            on_base = run
+        # The page lists every finding; those the base branch's latest run had are known.
+        known = None if b == base else on_base
+        runs.append(replace(run, findings=findings_for(config, run, known)))
     return tuple(runs)
 
 
@@ -306,7 +317,11 @@ def build_site(
     With ``jobs`` > 1 and ``url`` (the store's URL, to reopen in each worker; not an
     in-memory SQLite) benchmarks are gathered and rendered by that many processes; the
     pages are the same as a single process writes.
+
+    Raises:
+        MissingExtra: plotly (``perfgate[export]``) is not installed; nothing is written.
     """
+    need_plotly()
     now = now or datetime.now(timezone.utc)
     names = select_benchmarks(config, store, benchmarks)
     in_memory = url is None or url in ("sqlite://", "sqlite:///:memory:")

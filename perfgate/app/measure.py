@@ -1,9 +1,12 @@
 """The measurements of a run, from what the runner measured (pure; no torch, no store).
 
-Three shapes of benchmark:
+Each metric's unit, direction, kind of samples and steady-state handling come from the
+catalogue (:mod:`perfgate.metrics`); this module only produces the samples. Three shapes of
+benchmark:
 
-- **training, one process** (``step_time_ms``, ``throughput_samples_per_s``,
-  ``peak_memory_bytes``): built in :func:`perfgate.app.build_record`.
+- **training, one process** (:func:`training_measurements`): ``step_time_ms``,
+  ``throughput_samples_per_s`` (batch / step time, per step) and ``peak_memory_bytes`` (per
+  repeat); :func:`extended` adds one more repeat's samples (``run --confirm``).
 - **training, multi-device** (a torchrun job per repeat, :func:`job_measurements`):
 
   ============================================  ==================================================
@@ -32,34 +35,44 @@ Three shapes of benchmark:
   and ``latency_p99_ms`` hold one percentile per repeat (a P99 is a property of a repeat's
   requests, not of one request; see :mod:`perfgate.stats.quantiles`);
   ``throughput_requests_per_s`` is requests / summed latency per repeat.
+
+Any of them with a profile that counts operator calls adds ``op_calls_per_step``
+(:func:`profile_measurements`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from perfgate.models import Direction, Measurement, ProfileSummary
-from perfgate.runner import BenchmarkOutcome
+from perfgate.metrics import Samples, entry
+from perfgate.models import Measurement, ProfileSummary
+from perfgate.runner import BenchmarkOutcome, RepeatResult
 from perfgate.stats import summarize
 
-LOWER = Direction.LOWER_IS_BETTER
-HIGHER = Direction.HIGHER_IS_BETTER
+TRAINING_METRICS = ("step_time_ms", "throughput_samples_per_s", "peak_memory_bytes")
+"""What a single-process training run records, in this order."""
 
 
 def measurement(
-    metric: str,
-    unit: str,
-    direction: Direction,
-    repeats: Sequence[Sequence[float]],
-    *,
-    steady: bool = False,
-    deterministic: bool = False,
+    metric: str, repeats: Sequence[Sequence[float]], *, steady: bool | None = None
 ) -> Measurement:
+    """A catalogue metric's Measurement from its samples grouped by repeat.
+
+    Unit, direction, whether it is deterministic and whether its warm-up is found and left
+    out come from the catalogue; ``steady=False`` summarises a per-step series as it is (the
+    steps of an ingested profile, a profiled window rather than a timed run).
+
+    Raises:
+        KeyError: ``metric`` is not in the catalogue.
+    """
+    spec = entry(metric)
     groups = tuple(tuple(float(x) for x in rep) for rep in repeats)
-    summary = summarize(groups, steady=steady)
-    return Measurement(metric, unit, direction, groups, summary, deterministic=deterministic)
+    summary = summarize(groups, steady=spec.steady if steady is None else steady)
+    return Measurement(
+        metric, spec.unit, spec.direction, groups, summary, deterministic=spec.deterministic
+    )
 
 
 def spread_pct(values: Sequence[float]) -> float:
@@ -67,6 +80,42 @@ def spread_pct(values: Sequence[float]) -> float:
     if len(values) < 2 or min(values) <= 0:
         return 0.0
     return (max(values) - min(values)) / min(values) * 100.0
+
+
+def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
+    """One single-process training repeat's samples of each of :data:`TRAINING_METRICS`."""
+    return {
+        "step_time_ms": tuple(rep.step_ms),
+        "throughput_samples_per_s": tuple(rep.batch_size * 1000.0 / t for t in rep.step_ms),
+        "peak_memory_bytes": (float(rep.peak_memory_bytes),),
+    }
+
+
+def training_measurements(outcome: BenchmarkOutcome) -> list[Measurement]:
+    """A single-process training run's measurements (see the module)."""
+    samples = [training_samples(rep) for rep in outcome.repeats]
+    return [measurement(metric, [s[metric] for s in samples]) for metric in TRAINING_METRICS]
+
+
+def extended(measurements: Sequence[Measurement], rep: RepeatResult) -> tuple[Measurement, ...]:
+    """``measurements`` of a single-process training run with one more repeat's samples added
+    to each metric a repeat extends (not a profile's one value per run, nor a deterministic
+    count)."""
+    added = training_samples(rep)
+    out = []
+    for m in measurements:
+        spec = entry(m.metric) if m.metric in added else None
+        if spec is not None and spec.samples is not Samples.PER_RUN and not m.deterministic:
+            m = measurement(m.metric, (*m.repeats, added[m.metric]))
+        out.append(m)
+    return tuple(out)
+
+
+def profile_measurements(profile: ProfileSummary | None) -> list[Measurement]:
+    """What a run's profile adds to any benchmark: its operator calls per step."""
+    if profile is None or profile.op_calls_per_step is None:
+        return []
+    return [measurement("op_calls_per_step", [[profile.op_calls_per_step]])]
 
 
 def _communication(profile: ProfileSummary) -> tuple[float, float] | None:
@@ -88,21 +137,14 @@ def job_measurements(
     reps = outcome.repeats
     world = reps[0].world_size
     out = [
-        measurement("step_time_ms", "ms", LOWER, [r.step_ms for r in reps], steady=True),
+        measurement("step_time_ms", [r.step_ms for r in reps]),
         measurement(
             "throughput_samples_per_s",
-            "1/s",
-            HIGHER,
             [[r.batch_size * world * 1000.0 / t for t in r.step_ms] for r in reps],
-            steady=True,
         ),
-        measurement(
-            "peak_memory_bytes", "bytes", LOWER, [[float(r.peak_memory_bytes)] for r in reps]
-        ),
+        measurement("peak_memory_bytes", [[float(r.peak_memory_bytes)] for r in reps]),
         measurement(
             "rank_spread_pct",
-            "%",
-            LOWER,
             [[spread_pct([float(np.median(k.own_ms)) for k in r.ranks])] for r in reps],
         ),
     ]
@@ -111,37 +153,26 @@ def job_measurements(
         out.append(
             measurement(
                 f"step_time_ms.rank{rank}",
-                "ms",
-                LOWER,
                 [k.step_ms for r in reps for k in r.ranks if k.rank == rank],
-                steady=True,
             )
         )
         own = [k.own_ms for r in reps for k in r.ranks if k.rank == rank and k.wait_ms]
         if own:
-            out.append(measurement(f"own_step_ms.rank{rank}", "ms", LOWER, own, steady=True))
+            out.append(measurement(f"own_step_ms.rank{rank}", own))
     profiles = tuple(k.profile for k in reps[0].ranks if k.profile is not None)
     comm = {p.rank: c for p in profiles if (c := _communication(p)) is not None}
     if comm and len(comm) == len(profiles):
+        out.append(measurement("allreduce_ms", [[float(np.mean([c[0] for c in comm.values()]))]]))
         out.append(
-            measurement(
-                "allreduce_ms", "ms", LOWER, [[float(np.mean([c[0] for c in comm.values()]))]]
-            )
-        )
-        out.append(
-            measurement(
-                "communication_not_overlapped_ms", "ms", LOWER, [[max(c[1] for c in comm.values())]]
-            )
+            measurement("communication_not_overlapped_ms", [[max(c[1] for c in comm.values())]])
         )
         for p in profiles:
             total, exposed = comm[p.rank]
             step = p.breakdown.step_ms if p.breakdown is not None else 0.0
-            out.append(measurement(f"communication_ms.rank{p.rank}", "ms", LOWER, [[total]]))
+            out.append(measurement(f"communication_ms.rank{p.rank}", [[total]]))
             out.append(
                 measurement(
                     f"communication_not_overlapped_pct.rank{p.rank}",
-                    "%",
-                    LOWER,
                     [[exposed / step * 100.0 if step > 0 else 0.0]],
                 )
             )
@@ -161,20 +192,9 @@ def inference_measurements(outcome: BenchmarkOutcome) -> list[Measurement]:
     reps = outcome.repeats
     latencies = [r.step_ms for r in reps]
     return [
-        measurement("latency_p50_ms", "ms", LOWER, latencies),
-        measurement(
-            "latency_p90_ms", "ms", LOWER, [[float(np.percentile(x, 90))] for x in latencies]
-        ),
-        measurement(
-            "latency_p99_ms", "ms", LOWER, [[float(np.percentile(x, 99))] for x in latencies]
-        ),
-        measurement(
-            "throughput_requests_per_s",
-            "1/s",
-            HIGHER,
-            [[len(x) * 1000.0 / sum(x)] for x in latencies],
-        ),
-        measurement(
-            "peak_memory_bytes", "bytes", LOWER, [[float(r.peak_memory_bytes)] for r in reps]
-        ),
+        measurement("latency_p50_ms", latencies),
+        measurement("latency_p90_ms", [[float(np.percentile(x, 90))] for x in latencies]),
+        measurement("latency_p99_ms", [[float(np.percentile(x, 99))] for x in latencies]),
+        measurement("throughput_requests_per_s", [[len(x) * 1000.0 / sum(x)] for x in latencies]),
+        measurement("peak_memory_bytes", [[float(r.peak_memory_bytes)] for r in reps]),
     ]

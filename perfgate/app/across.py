@@ -17,74 +17,22 @@ and ``--json`` outputs show keys), or by ``device:KIND`` (``device:cpu``, ``devi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from perfgate.config import Config
 from perfgate.errors import UsageError
-from perfgate.models import Direction, Fingerprint, RunRecord
+from perfgate.models import (
+    AcrossBenchmark,
+    AcrossReport,
+    Fingerprint,
+    MetricRatio,
+    OpRow,
+    RunRecord,
+)
 from perfgate.store import SqlStore
 
-__all__ = ["AcrossBenchmark", "AcrossReport", "MetricRatio", "OpRow", "compare_across"]
+__all__ = ["compare_across"]
 
 TOP_OPS = 10
-
-
-@dataclass(frozen=True)
-class MetricRatio:
-    """One metric of one benchmark on both sides."""
-
-    metric: str
-    unit: str
-    direction: Direction
-    a: float
-    b: float
-
-    @property
-    def ratio(self) -> float | None:
-        """B / A (None when A is 0)."""
-        return None if self.a == 0 else self.b / self.a
-
-    @property
-    def better(self) -> str:
-        """``a``, ``b`` or ``same`` (within 1%)."""
-        ratio = self.ratio
-        if ratio is None or abs(ratio - 1.0) < 0.01:
-            return "same"
-        lower_wins = self.direction is Direction.LOWER_IS_BETTER
-        return "b" if (ratio < 1.0) == lower_wins else "a"
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """One op of a side's top list, with its time per step on both sides (None: absent)."""
-
-    name: str
-    a_ms: float | None
-    b_ms: float | None
-
-
-@dataclass(frozen=True)
-class AcrossBenchmark:
-    benchmark: str
-    run_a: str
-    run_b: str
-    metrics: tuple[MetricRatio, ...]
-    top_ops_a: tuple[OpRow, ...] = ()
-    top_ops_b: tuple[OpRow, ...] = ()
-
-
-@dataclass(frozen=True)
-class AcrossReport:
-    a: str
-    b: str
-    fingerprint_a: Fingerprint | None
-    fingerprint_b: Fingerprint | None
-    benchmarks: tuple[AcrossBenchmark, ...]
-    only_a: tuple[str, ...] = ()
-    """Benchmarks with a run on side A only."""
-    only_b: tuple[str, ...] = ()
-    differences: tuple[str, ...] = ()
-    """What differs between the two fingerprints (B against A)."""
 
 
 def matches(selector: str, key: str, fp: Fingerprint) -> bool:

@@ -9,47 +9,45 @@ Two entry points, one result:
   findings, and the findings the base branch's latest run of the benchmark already had
   marked ``known``.
 
+:func:`findings_for` is the one list of a stored run's findings: ``ingest``, ``advise``,
+the gate and the HTML run page all show what it returns.
+
 Nothing is written; nothing here prints.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
+from perfgate.advisor.cluster import cluster_view
 from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_ranks_and_links
 from perfgate.config import Config
-from perfgate.models import ClusterView, Finding, ProfileSummary, RunRecord
+from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
+from perfgate.parsers import FORMAT_ASCEND, read_profile
 from perfgate.store import SqlStore
 
-__all__ = ["Advice", "advise_path", "advise_run", "run_findings", "timed_cluster"]
+__all__ = [
+    "advise_path",
+    "advise_run",
+    "base_run",
+    "findings_for",
+    "read_job",
+    "run_findings",
+    "timed_cluster",
+]
 
 _RANK_STEP = "step_time_ms.rank"
 _RANK_OWN = "own_step_ms.rank"
 
 
-@dataclass(frozen=True)
-class Advice:
-    """What ``perfgate advise`` found for one profile or stored run."""
-
-    kind: str
-    """``profile`` (a path) or ``run`` (a stored run)."""
-    target: str
-    """The path or run id as given."""
-    profile: ProfileSummary | None
-    """The profile judged (the slowest rank's for a multi-rank job); None if the run has none."""
-    findings: tuple[Finding, ...]
-    ranks: int = 1
-    cluster: ClusterView | None = None
-    run: RunRecord | None = None
-    format: str = ""
-    """The profile format for a path (``ascend``, ``torch_trace``)."""
-    advisor_ran: bool = False
-    """Whether msprof-analyze was asked (Ascend profile, not ``--no-advisor``)."""
-    advisor_problem: str | None = None
-    advisor_version: str | None = None
-    baseline_run_id: str | None = None
-    """The base branch run whose findings marked these ``known`` (runs only)."""
+def read_job(path: Path, thresholds: Thresholds | None = None) -> Profiled:
+    """The profile at ``path`` (:func:`perfgate.parsers.read_profile`) with the cluster view
+    of its ranks when it has two or more (``thresholds``: the suite's ``[advisor]``)."""
+    profiled = read_profile(path)
+    if len(profiled.ranks) < 2:
+        return profiled
+    return replace(profiled, cluster=cluster_view(profiled.ranks, thresholds))
 
 
 def advise_path(
@@ -62,9 +60,7 @@ def advise_path(
 ) -> Advice:
     """Advise on the profile at ``path`` (a torch trace, a ``*_ascend_pt`` directory, or a
     directory of several ranks)."""
-    from perfgate.ingest import FORMAT_ASCEND, read_profile
-
-    profiled = read_profile(path)
+    profiled = read_job(path, thresholds)
     profile = profiled.slowest
     own = advise(
         profile,
@@ -106,27 +102,49 @@ def advise_run(
         StoreError: no such run, or the prefix is ambiguous.
     """
     record = store.get_run(run_id)
-    own = run_findings(config, record, device_memory_bytes)
-    base: RunRecord | None = None
-    if record.git.branch != config.base_branch:
-        base = store.latest_run(
-            project=record.project, benchmark=record.benchmark, branch=config.base_branch
-        )
-    base_findings: tuple[Finding, ...] = ()
-    if base is not None and base.id != record.id:
-        base_findings = (*run_findings(config, base, device_memory_bytes), *base.findings)
-    else:
-        base = None
+    base = base_run(config, store, record)
     ranks = record.rank_profiles
     return Advice(
         kind="run",
         target=run_id,
         profile=record.profile,
-        findings=merge_findings(own, record.findings, base_findings),
+        findings=findings_for(config, record, base, device_memory_bytes=device_memory_bytes),
         ranks=max(1, len(ranks)),
         run=record,
         baseline_run_id=None if base is None else base.id,
     )
+
+
+def base_run(config: Config, store: SqlStore, record: RunRecord) -> RunRecord | None:
+    """The run whose findings are not news for ``record``: the base branch's latest run of
+    its benchmark; None for a run on the base branch (or when the branch has none)."""
+    if record.git.branch == config.base_branch:
+        return None
+    base = store.latest_run(
+        project=record.project, benchmark=record.benchmark, branch=config.base_branch
+    )
+    return None if base is None or base.id == record.id else base
+
+
+def findings_for(
+    config: Config,
+    record: RunRecord,
+    base: RunRecord | None = None,
+    *,
+    device_memory_bytes: int | None = None,
+) -> tuple[Finding, ...]:
+    """Every finding on a stored run, most severe first: perfgate's rules over it
+    (:func:`run_findings`) and the msprof-analyze findings stored with it, one finding per
+    key (:func:`~perfgate.advisor.rules.merge_findings`). Those ``base`` (the run it is
+    judged against, e.g. :func:`base_run`) also had are marked ``known``.
+
+    The one findings path: ``perfgate ingest``, ``perfgate advise RUN``, the gate and the
+    HTML run page show what this returns.
+    """
+    known: tuple[Finding, ...] = ()
+    if base is not None and base.id != record.id:
+        known = (*run_findings(config, base, device_memory_bytes), *base.findings)
+    return merge_findings(run_findings(config, record, device_memory_bytes), record.findings, known)
 
 
 def run_findings(

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.app import Window, _judge, baseline_window, overall_verdict
+from perfgate.app.gate import Window, _judge, baseline_window
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
 from perfgate.models import (
@@ -43,6 +43,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.stats import Candidate, compare_candidates
+from perfgate.stats.decide import overall_verdict
 from perfgate.store import SqlStore
 
 FORMAT_VERSION = 1

@@ -1,18 +1,22 @@
 """GitHub: one PR comment per marker (updated in place), a commit status, the job summary,
-and the nightly tracking issue — over the REST API with :class:`ForgeClient`."""
+and the nightly tracking issue — over the REST API with :class:`ForgeClient`; and what a
+GitHub Actions job's variables say about where to post."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forge import ForgeClient, Response, carries_marker
-from perfgate.reporters.markdown import GITHUB_MAX_CHARS
+from perfgate.reporters.forges.http import ForgeClient, Response, RetryPolicy, carries_marker
 
 DEFAULT_API_URL = "https://api.github.com"
+MAX_CHARS = 65_536
+"""The longest comment body GitHub accepts."""
 PER_PAGE = 100
 MAX_PAGES = 50
 FALLBACK_PAGES = 5
@@ -26,6 +30,46 @@ def next_link(response: Response) -> str | None:
     """The ``rel="next"`` URL of a paginated response's ``Link`` header, if any."""
     match = _NEXT.search(response.headers.get("link", ""))
     return match.group(1) if match else None
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    """Whether this is a GitHub Actions job."""
+    return env.get("GITHUB_ACTIONS") == "true"
+
+
+def _event(env: Mapping[str, str]) -> Mapping[str, Any]:
+    """The webhook payload of the job's event (``GITHUB_EVENT_PATH``); empty if unreadable."""
+    path = env.get("GITHUB_EVENT_PATH", "")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _pull(env: Mapping[str, str]) -> Mapping[str, Any]:
+    pull = _event(env).get("pull_request")
+    return pull if isinstance(pull, dict) else {}
+
+
+def read_number(env: Mapping[str, str]) -> int | None:
+    """The PR number: the event's pull request, else a ``refs/pull/N/...`` ref."""
+    pull = _pull(env)
+    if isinstance(pull.get("number"), int):
+        return int(pull["number"])
+    if env.get("GITHUB_REF", "").startswith("refs/pull/"):
+        part = env["GITHUB_REF"].split("/")[2]
+        return int(part) if part.isdigit() else None
+    return None
+
+
+def read_sha(env: Mapping[str, str]) -> str:
+    """The commit for the status: the PR's head (not the merge commit), else ``GITHUB_SHA``."""
+    head = _pull(env).get("head")
+    head_sha = str(head.get("sha", "")) if isinstance(head, dict) else ""
+    return head_sha or env.get("GITHUB_SHA", "")
 
 
 def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
@@ -44,9 +88,6 @@ def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
 
 class GitHubReporter:
     """Posts to one repository (``owner/name``) through ``client``."""
-
-    name = "github"
-    max_chars = GITHUB_MAX_CHARS
 
     def __init__(self, client: ForgeClient, repo: str) -> None:
         if not _REPO.match(repo):
@@ -110,6 +151,10 @@ class GitHubReporter:
         head = data.get("head") if isinstance(data, dict) else None
         return str(head.get("sha", "")) if isinstance(head, dict) else ""
 
+    def head_sha(self, number: int) -> str | None:
+        """The head commit of pull request ``number`` (see :meth:`pull_head_sha`)."""
+        return self.pull_head_sha(number)
+
     def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
         """(number, body) of the open issue (not a PR) labelled ``label`` whose body holds
         ``marker``; falls back to all open issues when labels were dropped at creation."""
@@ -135,3 +180,10 @@ class GitHubReporter:
 
     def comment_issue(self, number: int, body: str) -> None:
         self.client.request("POST", f"repos/{self.repo}/issues/{number}/comments", {"body": body})
+
+
+def connect(
+    api_url: str, repo: str, token: str, *, variable: str, policy: RetryPolicy
+) -> GitHubReporter:
+    """A poster for ``repo`` with ``token`` (read from ``variable``)."""
+    return GitHubReporter(client_for(api_url, token, policy=policy), repo)

@@ -1,0 +1,419 @@
+"""Compare runs with their baseline windows and decide the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from perfgate.config import Config
+from perfgate.errors import StoreError, UsageError
+from perfgate.models import (
+    Attribution,
+    Comparison,
+    Direction,
+    Finding,
+    Fingerprint,
+    GateResult,
+    Measurement,
+    NoiseRow,
+    RunPoint,
+    RunRecord,
+    Verdict,
+)
+from perfgate.stats import ALPHA, Candidate, compare_candidates, decide
+from perfgate.stats.changepoints import MIN_SEGMENT, detect_change_points
+from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
+from perfgate.stats.summary import repeat_centres
+from perfgate.store import SqlStore
+
+
+def _point(record: RunRecord, m: Measurement, direction: Direction) -> RunPoint:
+    """The run's point of ``m``, judged in ``direction``: the policy's (the catalogue's,
+    or the suite's ``[metrics.NAME]``), not the one recorded with the measurement."""
+    return RunPoint(
+        run_id=record.id,
+        benchmark=record.benchmark,
+        metric=m.metric,
+        unit=m.unit,
+        direction=direction,
+        branch=record.git.branch,
+        commit=record.git.commit,
+        fingerprint_key=record.fingerprint.key(),
+        started_at=record.started_at,
+        centre=m.summary.centre,
+        repeat_centres=m.summary.repeat_centres or repeat_centres(m.repeats),
+        deterministic=m.deterministic,
+        centre_se=m.summary.centre_se,
+    )
+
+
+def _incomparable(
+    record: RunRecord,
+    m: Measurement,
+    direction: Direction,
+    against: str,
+    others: Mapping[str, Fingerprint],
+) -> Comparison:
+    newest = next(iter(others.values()))
+    diffs = tuple(record.fingerprint.differences(newest))
+    return Comparison(
+        benchmark=record.benchmark,
+        metric=m.metric,
+        unit=m.unit,
+        direction=direction,
+        verdict=Verdict.INCOMPARABLE,
+        reason=(
+            f"no run on {against} with this environment; {len(others)} other environment"
+            f"{'s' if len(others) != 1 else ''} not compared ({'; '.join(diffs) or 'differs'})"
+        ),
+        current_run_id=record.id,
+        current_centre=m.summary.centre,
+        fingerprint_differences=diffs,
+    )
+
+
+def latest_runs(
+    config: Config, store: SqlStore, *, branch: str, benchmarks: Sequence[str] = ()
+) -> list[RunRecord]:
+    """The latest run of each benchmark on ``branch`` (only ``benchmarks`` when given).
+
+    Raises:
+        UsageError: a named benchmark has no run on the branch, or the branch has none.
+    """
+    names = store.benchmarks(project=config.project, branch=branch)
+    if benchmarks:
+        missing = sorted(set(benchmarks) - set(names))
+        if missing:
+            raise UsageError(
+                f"no run of {', '.join(missing)} on branch {branch!r} in project {config.project!r}"
+            )
+        names = [n for n in names if n in set(benchmarks)]
+    if not names:
+        raise UsageError(
+            f"no runs on branch {branch!r} in project {config.project!r}: record one with "
+            "'perfgate run' first"
+        )
+    records = []
+    for name in names:
+        record = store.latest_run(project=config.project, benchmark=name, branch=branch)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def compare(
+    config: Config,
+    store: SqlStore,
+    *,
+    branch: str,
+    against: str,
+    benchmarks: Sequence[str] = (),
+) -> GateResult:
+    """Compare the latest run of each benchmark on ``branch`` with its window on ``against``.
+
+    Only runs with the same fingerprint key are compared; when the base branch has runs of
+    the benchmark only in other environments, the comparison is ``incomparable`` and says
+    which fields differ. With ``branch == against`` the latest run is compared with the runs
+    before it.
+    """
+    records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
+    return compare_records(config, store, records, branch=branch, against=against)
+
+
+HISTORY_SCAN_RUNS = 100
+"""Runs of history scanned for change points before the baseline window is cut."""
+
+
+def _since_last_change(
+    centres: Mapping[str, Sequence[tuple[str, float]]],
+    config: Config,
+    invalid: frozenset[tuple[str, str]] = frozenset(),
+) -> dict[str, set[str]]:
+    """Per noisy metric, the ids of the runs after the last change point of its series: an
+    accepted change (a detected shift that persisted) starts a new baseline, so a gate never
+    judges against a level the project has already moved away from. A change point whose
+    alert was triaged ``invalid`` (``(first run after, metric)`` in ``invalid``) is not a
+    change and does not cut the window. Metrics with no change point (and deterministic
+    ones) are left out: their whole window counts."""
+    out: dict[str, set[str]] = {}
+    for metric, series in centres.items():
+        if config.policy(metric).deterministic or len(series) < 2 * MIN_SEGMENT:
+            continue
+        points = [
+            cp
+            for cp in detect_change_points([c for _, c in series])
+            if (series[cp.index][0], metric) not in invalid
+        ]
+        if points:
+            out[metric] = {run_id for run_id, _ in series[points[-1].index :]}
+    return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """A run's baseline: per metric, the comparable runs' points, oldest first; or, when
+    there are none, the fingerprints of the other testbeds that do have runs."""
+
+    points: Mapping[str, tuple[RunPoint, ...]]
+    others: Mapping[str, Fingerprint]
+
+
+def baseline_window(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str,
+    fingerprint_key: str,
+    against: str,
+    before: datetime | None = None,
+    exclude_run_ids: Sequence[str] = (),
+) -> Window:
+    """The baseline window a gate judges a run of ``benchmark`` against: the last
+    ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
+    started at or after the benchmark's latest baseline reset and, per metric, after the
+    last change point of its series that was not triaged invalid."""
+    reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+    selection: dict[str, Any] = {
+        "project": config.project,
+        "benchmark": benchmark,
+        "branch": against,
+        "before": before,
+        "exclude_run_ids": tuple(exclude_run_ids),
+        "fingerprint_key": fingerprint_key,
+        "since": None if reset is None else reset.starts_at,
+    }
+    points = store.history(**selection, limit=config.baseline_window)
+    invalid = frozenset(
+        key
+        for key, status in store.alert_statuses(project=config.project, benchmark=benchmark).items()
+        if status == "invalid"
+    )
+    since = _since_last_change(store.centres(**selection, limit=HISTORY_SCAN_RUNS), config, invalid)
+    others: dict[str, Fingerprint] = {}
+    if not points:
+        others = {
+            k: fp
+            for k, fp in store.fingerprints(
+                project=config.project, benchmark=benchmark, branch=against
+            ).items()
+            if k != fingerprint_key
+        }
+    by_metric: dict[str, list[RunPoint]] = {}
+    for p in points:
+        allowed = since.get(p.metric)
+        if allowed is None or p.run_id in allowed:
+            by_metric.setdefault(p.metric, []).append(p)
+    return Window({m: tuple(ps) for m, ps in by_metric.items()}, others)
+
+
+def _judge(
+    config: Config, record: RunRecord, window: Window, against: str
+) -> tuple[list[Candidate], list[Comparison]]:
+    """The candidates (and the comparisons fixed without statistics) of one run."""
+    candidates: list[Candidate] = []
+    fixed: list[Comparison] = []
+    alpha = record.spec.confirm_alpha or ALPHA
+    for m in record.measurements:
+        policy = config.policy(m.metric)
+        if window.others:
+            fixed.append(_incomparable(record, m, policy.direction, against, window.others))
+            continue
+        candidates.append(
+            Candidate(
+                _point(record, m, policy.direction),
+                window.points.get(m.metric, ()),
+                policy,
+                alpha=alpha,
+            )
+        )
+    return candidates, fixed
+
+
+def compare_records(
+    config: Config,
+    store: SqlStore,
+    records: Sequence[RunRecord],
+    *,
+    branch: str,
+    against: str,
+) -> GateResult:
+    """Judge the given runs (one per benchmark) against their windows on ``against``; the
+    runs need not be stored yet (``run --confirm`` judges a run before recording it)."""
+    candidates: list[Candidate] = []
+    fixed: list[Comparison] = []
+    paired: list[RunRecord] = []
+    for record in records:
+        if record.paired_with:
+            paired.append(record)
+        window = baseline_window(
+            config,
+            store,
+            benchmark=record.benchmark,
+            fingerprint_key=record.fingerprint.key(),
+            against=against,
+            before=record.started_at if branch == against else None,
+            exclude_run_ids=(record.id,),
+        )
+        more, done = _judge(config, record, window, against)
+        candidates.extend(more)
+        fixed.extend(done)
+    comparisons = (
+        *fixed,
+        *compare_candidates(candidates),
+        *_paired(config, store, paired, against),
+    )
+    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+    attributions, found = _advice(config, store, records, ordered, against)
+    result = GateResult(
+        branch=branch,
+        against=against,
+        verdict=Verdict.UNCHANGED,
+        comparisons=ordered,
+        findings=found,
+        attributions=attributions,
+    )
+    return replace(result, verdict=decide.overall_verdict(ordered))
+
+
+ATTRIBUTION_WINDOW = 10
+"""Baseline runs (the most recent of the window) whose profiles an attribution reads."""
+
+
+def _advice(
+    config: Config,
+    store: SqlStore,
+    records: Sequence[RunRecord],
+    comparisons: Sequence[Comparison],
+    against: str,
+) -> tuple[tuple[Attribution, ...], tuple[Finding, ...]]:
+    """Per run: an attribution of each time metric that regressed or improved (against the
+    profiles of its baseline window's newest runs), and its findings
+    (:func:`perfgate.app.advise.findings_for`), those the run it is judged against (the
+    baseline window's newest, else the base branch's latest) also had marked known. Finding
+    locations are prefixed with the benchmark."""
+    from perfgate.advisor.attribution import attribute
+    from perfgate.app.advise import findings_for, timed_cluster
+
+    loaded: dict[str, RunRecord | None] = {}
+
+    def load(run_id: str) -> RunRecord | None:
+        if run_id not in loaded:
+            try:
+                loaded[run_id] = store.get_run(run_id)
+            except StoreError:
+                loaded[run_id] = None
+        return loaded[run_id]
+
+    paired = {c.benchmark for c in comparisons if c.method == "paired"}
+    attributions: list[Attribution] = []
+    found: list[Finding] = []
+    for record in records:
+        mine = [
+            c
+            for c in comparisons
+            if c.current_run_id == record.id and (c.method == "paired" or c.benchmark not in paired)
+        ]
+        if record.profile is not None:
+            for c in mine:
+                if (
+                    c.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                    or c.unit != "ms"
+                    or c.current_centre is None
+                    or c.baseline_centre is None
+                ):
+                    continue
+                window = [load(i) for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]]
+                profiles = [r.profile for r in window if r is not None and r.profile is not None]
+                delta = c.current_centre - c.baseline_centre
+                attributions.append(
+                    attribute(record.benchmark, c.metric, delta, record.profile, profiles)
+                )
+        if record.profile is None and not record.findings and timed_cluster(record) is None:
+            continue
+        base: RunRecord | None = None
+        newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
+        if newest:
+            base = load(newest[0])
+        else:
+            base = store.latest_run(
+                project=config.project, benchmark=record.benchmark, branch=against
+            )
+            if base is not None and base.id == record.id:
+                base = None
+        found.extend(
+            replace(
+                f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark
+            )
+            for f in findings_for(config, record, base)
+        )
+    return tuple(attributions), tuple(found)
+
+
+def _paired(
+    config: Config, store: SqlStore, heads: Sequence[RunRecord], against: str
+) -> tuple[Comparison, ...]:
+    """Each head run against the base run measured beside it, pair by pair; the spread of
+    repeats inside the base branch's runs, where there is a history, bounds the pair noise
+    from below (a few pairs cannot show their own noise)."""
+    evidences = []
+    for head in heads:
+        assert head.paired_with is not None
+        base = store.get_run(head.paired_with)
+        window = store.history(
+            project=config.project,
+            benchmark=head.benchmark,
+            branch=against,
+            fingerprint_key=head.fingerprint.key(),
+            limit=config.baseline_window,
+        )
+        for m in head.measurements:
+            b = base.measurement(m.metric)
+            if b is None:
+                continue
+            noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
+            policy = config.policy(m.metric)
+            evidences.append(
+                compare_pairs(
+                    [
+                        Pair(base=x, head=y)
+                        for x, y in zip(
+                            b.summary.repeat_centres, m.summary.repeat_centres, strict=True
+                        )
+                    ],
+                    benchmark=head.benchmark,
+                    metric=m.metric,
+                    unit=m.unit,
+                    direction=policy.direction,
+                    policy=policy,
+                    run_id=head.id,
+                    base_run_id=base.id,
+                    base_commit=base.git.commit,
+                    noise=noise,
+                )
+            )
+    return tuple(replace(c, method="paired") for c in decide_paired(evidences))
+
+
+def gate_failed(config: Config, result: GateResult) -> bool:
+    """Whether the gate fails: any deciding comparison whose verdict the policy fails on."""
+    return decide.gate_fails(result.comparisons, config.fail_on)
+
+
+def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
+    """Minimum detectable effect of every noisy metric: the latest run on ``branch`` judged
+    against the runs before it. A metric whose MDE exceeds its minimum effect cannot be
+    gated at that threshold: a real regression of that size would read as inconclusive."""
+    result = compare(config, store, branch=branch, against=branch)
+    return [
+        NoiseRow(
+            benchmark=c.benchmark,
+            metric=c.metric,
+            runs=len(c.baseline_run_ids),
+            mde_pct=c.mde_pct,
+            min_effect_pct=c.min_effect_pct,
+        )
+        for c in result.comparisons
+        if not config.policy(c.metric).deterministic
+    ]

@@ -1,0 +1,74 @@
+"""What to run: the suite's benchmarks or ``--workload`` names, with flag overrides, as
+validated specs — one path, so a value the suite path refuses is refused here too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from perfgate.config import Config, parse_benchmark
+from perfgate.errors import ConfigError
+from perfgate.models import BenchmarkSpec, ParamValue
+from perfgate.workloads import BUILTIN, BUILTIN_KINDS
+
+
+def _resolved(spec: BenchmarkSpec) -> BenchmarkSpec:
+    """A spec whose workload is a built-in that exists, with the kind the workload has when
+    the suite did not say."""
+    if spec.workload is not None and spec.workload not in BUILTIN:
+        raise ConfigError(
+            f"benchmark {spec.name}: unknown workload {spec.workload!r} "
+            f"(built-in: {', '.join(BUILTIN)})"
+        )
+    if spec.kind:
+        return spec
+    return replace(spec, kind=BUILTIN_KINDS.get(spec.workload or "", "training"))
+
+
+def benchmark_specs(
+    config: Config,
+    *,
+    workloads: Sequence[str] = (),
+    benchmarks: Sequence[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+    params: Mapping[str, ParamValue] | None = None,
+) -> list[BenchmarkSpec]:
+    """The specs ``perfgate run`` measures.
+
+    Args:
+        workloads: built-in workload names (``--workload``); each becomes a benchmark of that
+            name over the suite's ``[defaults]``, validated exactly as a ``[[benchmarks]]``
+            table is. Without any, the suite's benchmarks (``benchmarks`` picks some).
+        overrides: spec fields given as flags (``repeats``, ``device``, ...), already valid.
+        params: workload parameters (``--param``), over each spec's own.
+
+    Raises:
+        ConfigError: an unknown workload or benchmark name, or an invalid value.
+    """
+    if workloads:
+        specs = []
+        for name in workloads:
+            if name not in BUILTIN:
+                hint = (
+                    "; a user entry ('module:function') goes in a suite's [[benchmarks]] "
+                    "table as entry = ..."
+                    if ":" in name
+                    else ""
+                )
+                raise ConfigError(
+                    f"--workload {name!r}: unknown (built-in: {', '.join(BUILTIN)}){hint}"
+                )
+            table = {"name": name, "workload": name}
+            specs.append(parse_benchmark(table, config.defaults, config.source, "--workload"))
+    else:
+        specs = list(config.benchmarks)
+        if benchmarks:
+            unknown = sorted(set(benchmarks) - {s.name for s in specs})
+            if unknown:
+                raise ConfigError(f"--benchmark {', '.join(unknown)}: not in the suite")
+            specs = [s for s in specs if s.name in set(benchmarks)]
+    extra = dict(params or {})
+    return [
+        replace(_resolved(s), params={**s.params, **extra}, **dict(overrides or {})) for s in specs
+    ]

@@ -1,0 +1,393 @@
+"""``perfgate compare``, ``gate`` and ``comment``: judge runs and say so where people look."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from perfgate.cli.base import (
+    F,
+    _config,
+    _open_store,
+    cli,
+    store_options,
+)
+from perfgate.errors import ConfigError, ExitCode
+from perfgate.models import Verdict
+
+
+def _gate_common(func: F) -> F:
+    func = click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")(func)
+    func = click.option("--benchmark", "benchmarks", multiple=True, help="Only these.")(func)
+    func = click.option(
+        "--against", help="Base branch whose history is the baseline (default: base_branch)."
+    )(func)
+    func = click.option("--branch", help="Branch whose latest runs are judged (default: git).")(
+        func
+    )
+    return store_options(func)
+
+
+def _compare(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    *,
+    baseline_file: Path | None = None,
+    alerts: bool = False,
+) -> tuple[Any, Any]:
+    """The gate's result: against the store's history, or against baseline files (the runs
+    judged still come from the store); ``alerts`` records a base-branch gate's regressions
+    as untriaged alerts."""
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+    if not git.branch:
+        raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
+    with _open_store(config.database_url, create=False) as store:
+        if baseline_file is not None:
+            from perfgate.app.baselines import gate_from_baseline_files
+
+            records = app.latest_runs(config, store, branch=git.branch, benchmarks=benchmarks)
+            result = gate_from_baseline_files(config, records, baseline_file)
+        else:
+            result = app.compare(
+                config,
+                store,
+                branch=git.branch,
+                against=against or git.base_branch or config.base_branch,
+                benchmarks=benchmarks,
+            )
+            if alerts:
+                app.record_alerts(config, store, result=result)
+    return config, result
+
+
+def _report_options(func: F) -> F:
+    """The gate's reporting flags (PR/MR comment, status, job summary, report directory)."""
+    options = [
+        click.option(
+            "--comment",
+            is_flag=True,
+            help="Post the report as one PR/MR comment (updated in place on later runs) and "
+            "set a commit status. A posting failure is a warning: the exit code stays the "
+            "verdict's.",
+        ),
+        click.option(
+            "--comment-mode",
+            type=click.Choice(["always", "change", "regression"]),
+            default="always",
+            show_default=True,
+            help="When to post a new comment: always, on any change (regression, improvement, "
+            "inconclusive), or only on a regression. An existing comment is always updated.",
+        ),
+        click.option(
+            "--forge",
+            type=click.Choice(["github", "gitlab"]),
+            help="Where to post (default: from GITHUB_ACTIONS / GITLAB_CI).",
+        ),
+        click.option(
+            "--forge-url",
+            metavar="URL",
+            help="API base URL, for GitHub Enterprise or self-managed GitLab "
+            "(default: GITHUB_API_URL / CI_API_V4_URL).",
+        ),
+        click.option(
+            "--repo",
+            help="GitHub owner/name or GitLab project id (default: GITHUB_REPOSITORY / "
+            "CI_PROJECT_ID).",
+        ),
+        click.option(
+            "--pr",
+            "pr_number",
+            type=click.IntRange(min=1),
+            help="PR/MR number (default: the CI event's, CI_MERGE_REQUEST_IID).",
+        ),
+        click.option(
+            "--sha", help="Commit for the status (default: the PR head, GITHUB_SHA, CI_COMMIT_SHA)."
+        ),
+        click.option(
+            "--report-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Write report.md and target.json here (fork PRs: post them from a privileged "
+            "job with 'perfgate comment --from DIR').",
+        ),
+        click.option(
+            "--status/--no-status",
+            default=None,
+            help="Set a commit status perfgate/PROJECT (default: with --comment).",
+        ),
+        click.option(
+            "--summary/--no-summary",
+            default=None,
+            help="Append the report to $GITHUB_STEP_SUMMARY when set (default: with --comment "
+            "or --report-dir).",
+        ),
+        click.option(
+            "--testbed",
+            help="Testbed label in the comment's marker: one comment per project, suite and "
+            "testbed (default: the host label, else the device).",
+        ),
+        click.option(
+            "--report-url",
+            metavar="URL",
+            envvar="PERFGATE_REPORT_URL",
+            help="Where the HTML history report ('perfgate report --html') is published: "
+            "the comment links to it (env PERFGATE_REPORT_URL).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _parse_fail_on(text: str) -> frozenset[Verdict]:
+    """``--fail-on regression,inconclusive``: the verdicts that fail the gate."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    try:
+        return frozenset(Verdict(x) for x in names)
+    except ValueError:
+        known = ", ".join(v.value for v in Verdict)
+        raise ConfigError(f"--fail-on {text!r}: expected verdicts from {known}") from None
+
+
+def _compare_and_report(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+    delivery: Any = None,
+    fail_on: str | None = None,
+    baseline_file: Path | None = None,
+) -> bool:
+    """Compare, print the report, deliver it where asked, and say whether the gate's policy
+    fails it. Delivery problems are warnings on stderr; they never change the verdict."""
+    from perfgate import app
+    from perfgate.reporters.render import gate_to_dict, render_json, render_text
+
+    config, result = _compare(
+        suite,
+        db_url,
+        project,
+        branch,
+        against,
+        benchmarks,
+        baseline_file=baseline_file,
+        alerts=delivery is not None,
+    )
+    if fail_on is not None:
+        config = replace(config, fail_on=_parse_fail_on(fail_on))
+    failed: bool = app.gate_failed(config, result)
+    if as_json:
+        click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
+    else:
+        click.echo(render_text(result), nl=False)
+    if delivery is not None and delivery.wanted:
+        from perfgate.app import deliver as report
+
+        git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+        with _open_store(config.database_url) as store:
+            done = report.deliver_gate(
+                config,
+                store,
+                result,
+                failed=failed,
+                env=os.environ,
+                options=delivery,
+                commit=git.commit,
+                job_url=app.detect_ci_context(os.environ).job_url,
+            )
+        for line in done.done:
+            click.echo(f"perfgate: {line}", err=True)
+        for line in done.warnings:
+            click.echo(f"perfgate: warning: {line}", err=True)
+    return failed
+
+
+@cli.command()
+@_gate_common
+@click.option(
+    "--across",
+    nargs=2,
+    metavar="A B",
+    help="Instead: the same benchmarks on two environments side by side (fingerprint keys "
+    "or prefixes, device:cpu / device:cuda / device:npu, model:TEXT): ratios B / A and top "
+    "ops; a report, never a gate. --branch narrows both sides to one branch.",
+)
+def compare(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+    across: tuple[str, str] | None,
+) -> None:
+    """Report how the latest runs on a branch compare with a base branch (never fails).
+
+    \b
+    Example:
+        perfgate compare --branch feat --against main
+        perfgate compare --across device:cuda device:npu   # GPU vs NPU, a report
+    """
+    if across:
+        from perfgate.app.across import compare_across
+        from perfgate.reporters.render import across_to_dict, render_across_text, render_json
+
+        config = _config(suite, db_url, project)
+        with _open_store(config.database_url, create=False) as store:
+            report = compare_across(
+                config, store, across[0], across[1], branch=branch, benchmarks=benchmarks
+            )
+        if as_json:
+            click.echo(render_json(across_to_dict(report)), nl=False)
+        else:
+            click.echo(render_across_text(report), nl=False)
+        return
+    _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
+
+
+@cli.command()
+@_gate_common
+@click.option(
+    "--fail-on",
+    metavar="VERDICTS",
+    help="Comma-separated verdicts that fail the gate, e.g. regression,inconclusive "
+    "(default: the suite's fail_on, else regression).",
+)
+@click.option(
+    "--baseline-file",
+    type=click.Path(exists=True, path_type=Path),
+    help="Judge against baseline JSON files ('perfgate baseline export'; a directory or "
+    "one file) instead of the store's history: no shared database needed.",
+)
+@_report_options
+def gate(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    against: str | None,
+    benchmarks: tuple[str, ...],
+    as_json: bool,
+    fail_on: str | None,
+    baseline_file: Path | None,
+    comment: bool,
+    comment_mode: str,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+    pr_number: int | None,
+    sha: str | None,
+    report_dir: Path | None,
+    status: bool | None,
+    summary: bool | None,
+    testbed: str | None,
+    report_url: str | None,
+) -> None:
+    """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
+
+    With --comment it also posts the report to the PR/MR (one comment, updated in place),
+    sets a commit status and writes the job summary; tokens come from GITHUB_TOKEN,
+    GITLAB_TOKEN or CI_JOB_TOKEN.
+
+    \b
+    Example:
+        perfgate gate --branch feat --against main --json
+        perfgate gate --against main --comment --comment-mode change   # in CI
+        perfgate gate --against main --report-dir out/                 # fork PRs
+    """
+    from perfgate.app.deliver import DeliveryOptions, TargetOverrides
+    from perfgate.reporters.markdown import CommentMode
+
+    delivery = DeliveryOptions(
+        comment=comment,
+        mode=CommentMode(comment_mode),
+        target=TargetOverrides(
+            forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha
+        ),
+        report_dir=report_dir,
+        status=status,
+        summary=summary,
+        testbed=testbed or "",
+        suite_path=str(suite) if suite is not None else "",
+        report_url=report_url or "",
+    )
+    failed = _compare_and_report(
+        suite,
+        db_url,
+        project,
+        branch,
+        against,
+        benchmarks,
+        as_json,
+        delivery,
+        fail_on,
+        baseline_file,
+    )
+    if failed:
+        sys.exit(int(ExitCode.REGRESSION))
+
+
+@cli.command()
+@click.option(
+    "--from",
+    "from_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory 'gate --report-dir' wrote (report.md, target.json).",
+)
+@click.option("--forge", type=click.Choice(["github", "gitlab"]), help="Override the target's.")
+@click.option("--forge-url", metavar="URL", help="Override the target's API base URL.")
+@click.option("--repo", help="Override the repository / project (use the trusted one).")
+@click.option("--pr", "pr_number", type=click.IntRange(min=1), help="Override the PR/MR number.")
+@click.option("--sha", help="Override the commit for the status.")
+@click.option(
+    "--expect-sha",
+    metavar="SHA",
+    help="The trusted head commit (e.g. github.event.workflow_run.head_sha): refuse a report "
+    "made for another commit, or a PR whose head is not this commit.",
+)
+@click.option("--status/--no-status", default=True, show_default=True, help="Set the status.")
+def comment(
+    from_dir: Path,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+    pr_number: int | None,
+    sha: str | None,
+    expect_sha: str | None,
+    status: bool,
+) -> None:
+    """Post a report that 'gate --report-dir' wrote, from a job allowed to (fork PRs).
+
+    Exits 3 when the forge refuses or cannot be reached.
+
+    \b
+    Example:
+        perfgate comment --from out/ --expect-sha "$HEAD_SHA"
+    """
+    from perfgate.app.deliver import TargetOverrides, post_report_dir
+
+    delivery = post_report_dir(
+        from_dir,
+        os.environ,
+        TargetOverrides(forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha),
+        status=status,
+        expect_sha=expect_sha,
+    )
+    for line in delivery.done:
+        click.echo(f"perfgate: {line}", err=True)

@@ -1,0 +1,193 @@
+"""``perfgate history`` (and ``analyze``), ``detect`` and ``noise``: the stored series."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from perfgate.cli.base import (
+    _config,
+    _open_store,
+    cli,
+    store_options,
+)
+
+
+@cli.group(invoke_without_command=True)
+@store_options
+@click.option("--benchmark", help="One benchmark (default: all).")
+@click.option("--branch", help="One branch (default: all).")
+@click.option("--metric", default="step_time_ms", show_default=True, help="Metric to list.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Runs per benchmark."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+@click.pass_context
+def history(
+    ctx: click.Context,
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str | None,
+    branch: str | None,
+    metric: str,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List the stored runs of a metric, oldest first ('history analyze' finds change points).
+
+    \b
+    Example:
+        perfgate history --benchmark mlp --branch main
+        perfgate history analyze --branch main --json
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from perfgate import app
+    from perfgate.reporters.render import history_to_dict, render_history_text, render_json
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        points = app.metric_history(
+            config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
+        )
+    if as_json:
+        click.echo(render_json(history_to_dict(points)), nl=False)
+    else:
+        click.echo(render_history_text(points), nl=False)
+
+
+@history.command("analyze")
+@store_options
+@click.option("--benchmark", help="One benchmark (default: all).")
+@click.option("--branch", help="Branch to analyse (default: base_branch).")
+@click.option(
+    "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+@click.option(
+    "--alert",
+    is_flag=True,
+    help="Report change points not reported before on the project's tracking issue "
+    "(labelled perfgate; opened when missing, updated in place). Exits 3 if that fails.",
+)
+@click.option(
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    help="Where to alert (default: from GITHUB_ACTIONS / GITLAB_CI).",
+)
+@click.option("--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab).")
+@click.option("--repo", help="GitHub owner/name or GitLab project id (default: from CI).")
+def history_analyze(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str | None,
+    branch: str | None,
+    limit: int,
+    as_json: bool,
+    alert: bool,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+) -> None:
+    """Find change points in every stored series, each with the commits it lies between.
+
+    A change point is a shift of level that persisted for at least 5 runs; the gate's
+    baseline window starts at the last one, so an accepted change stops being compared
+    against the level before it.
+
+    \b
+    Example:
+        perfgate history analyze --branch main --benchmark mlp
+        perfgate history analyze --alert          # nightly, on the base branch
+    """
+    from perfgate import app
+    from perfgate.reporters.render import changes_to_dict, render_changes_text, render_json
+
+    config = _config(suite, db_url, project)
+    analysed = branch or config.base_branch
+    with _open_store(config.database_url, create=False) as store:
+        changes = app.analyze_history(
+            config, store, branch=analysed, benchmark=benchmark, limit=limit
+        )
+    if as_json:
+        click.echo(render_json(changes_to_dict(changes)), nl=False)
+    else:
+        click.echo(render_changes_text(changes), nl=False)
+    if alert:
+        from perfgate.app import deliver as report
+
+        target = report.resolve_target(
+            os.environ, report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
+        )
+        reporter = report.make_reporter(target, os.environ)
+        done = report.alert_changes(config.project, analysed, changes, reporter)
+        click.echo(f"perfgate: {done}", err=True)
+
+
+@cli.command()
+@click.argument("series", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--direction",
+    type=click.Choice(["lower", "higher"]),
+    default="lower",
+    show_default=True,
+    help="Which way is better, to label each change a regression or an improvement.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def detect(series: Path, direction: str, as_json: bool) -> None:
+    """Find change points in a series file (CSV 'index,value', oldest run first).
+
+    Uses exactly the code of 'history analyze', so the detector can be scored on any
+    labelled data.
+
+    \b
+    Example:
+        perfgate detect step_times.csv --json
+    """
+    from perfgate import app
+    from perfgate.models import Direction
+    from perfgate.reporters.render import change_points_to_json, render_json
+
+    values, points = app.detect_series(series)
+    data = change_points_to_json(points, Direction(direction))
+    details = data["details"]
+    assert isinstance(details, list)
+    if as_json:
+        click.echo(render_json(data), nl=False)
+    else:
+        if not points:
+            click.echo(f"no change points in {len(values)} values")
+        for item, cp in zip(details, points, strict=True):
+            click.echo(
+                f"index {cp.index}: {cp.before:.4g} -> {cp.after:.4g} ({cp.change_pct:+.1f}%, "
+                f"{item['verdict']}, confidence {cp.confidence:.3f})"
+            )
+
+
+@cli.command()
+@store_options
+@click.option("--branch", help="Branch whose history is measured (default: base_branch).")
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def noise(
+    suite: Path | None, db_url: str | None, project: str | None, branch: str | None, as_json: bool
+) -> None:
+    """List how small a change each benchmark can detect, and which are too noisy to gate.
+
+    \b
+    Example:
+        perfgate noise --branch main
+    """
+    from perfgate import app
+    from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        rows = app.noise(config, store, branch=branch or config.base_branch)
+    if as_json:
+        click.echo(render_json(noise_to_dict(rows)), nl=False)
+    else:
+        click.echo(render_noise_text(rows), nl=False)

@@ -1,0 +1,253 @@
+"""``perfgate report``, ``export`` and ``advise``: look at runs and profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from perfgate.cli.base import (
+    _config,
+    _open_store,
+    _writing,
+    cli,
+    store_options,
+)
+
+
+@cli.command("report")
+@store_options
+@click.option(
+    "--html",
+    "html_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write the static site into (index.html, plotly.min.js, pages).",
+)
+@click.option("--branch", help="Base branch whose history is drawn (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--limit", type=click.IntRange(min=10), default=1000, show_default=True, help="Runs per series."
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Worker processes (default 0: one per CPU, at most 8; 1: none).",
+)
+def report_command(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    html_dir: Path,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+    limit: int,
+    jobs: int,
+) -> None:
+    """Write a static HTML history report: no server, no internet, works from file://.
+
+    An overview of every benchmark (latest verdict, trend), per benchmark the history of
+    each metric (noise band, change points with their commit ranges, PR runs apart) and
+    the profile of its latest runs (top ops, step breakdown, memory, per-rank communication,
+    findings). Publish the directory as a CI artifact or on Pages; pass its URL to
+    'gate --report-url' to link it from the PR comment.
+
+    \b
+    Example:
+        perfgate report --html out/perf-report
+    """
+    from perfgate.app.site import build_site, default_jobs
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        with _writing(html_dir):
+            written = build_site(
+                config,
+                store,
+                html_dir,
+                branch=branch,
+                benchmarks=benchmarks,
+                limit=limit,
+                jobs=jobs or default_jobs(),
+                url=config.database_url,
+            )
+    click.echo(str(written.index))
+    click.echo(
+        f"perfgate: {written.files} files, {written.bytes / 1e6:.1f} MB in {html_dir}", err=True
+    )
+
+
+@cli.group("export")
+def export_group() -> None:
+    """Export stored history to TensorBoard or Prometheus (needs perfgate[export]).
+
+    \b
+    Example:
+        perfgate export tensorboard tb-logs/ && tensorboard --logdir tb-logs/
+        perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
+    """
+
+
+@export_group.command("tensorboard")
+@store_options
+@click.argument("logdir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--branch", help="Only this branch (default: every branch, one TensorBoard run each)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Runs per benchmark.",
+)
+@click.option(
+    "--profiles/--no-profiles",
+    default=True,
+    show_default=True,
+    help="Also export each profiled run's top ops and step breakdown.",
+)
+def export_tensorboard(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    logdir: Path,
+    benchmarks: tuple[str, ...],
+    branch: str | None,
+    limit: int,
+    profiles: bool,
+) -> None:
+    """Write TensorBoard event files: a scalar per metric per run (step = run order), and
+    the top ops' times and the step breakdown of profiled runs, in LOGDIR/BENCHMARK/BRANCH.
+
+    \b
+    Example:
+        perfgate export tensorboard tb-logs/ --benchmark mlp
+    """
+    from perfgate.app import export
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        with _writing(logdir):
+            done = export.export_tensorboard(
+                config,
+                store,
+                logdir,
+                benchmarks=benchmarks,
+                branch=branch,
+                limit=limit,
+                profiles=profiles,
+            )
+    for path in done.files:
+        click.echo(str(path))
+    click.echo(f"perfgate: {done.scalars} scalars in {len(done.files)} event files", err=True)
+
+
+@export_group.command("prometheus")
+@store_options
+@click.option("--branch", help="Branch whose latest values are exported (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+@click.option(
+    "--push-gateway",
+    metavar="URL",
+    help="Push to this Pushgateway (PUT /metrics/job/JOB) instead of printing. Exits 3 if "
+    "that fails.",
+)
+@click.option("--job", default="perfgate", show_default=True, help="Pushgateway job name.")
+def export_prometheus(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+    push_gateway: str | None,
+    job: str,
+) -> None:
+    """Print the latest value of every series in the Prometheus exposition format, or push
+    it to a Pushgateway (gauges perfgate_step_time_milliseconds, perfgate_peak_memory_bytes,
+    ... labelled project, benchmark, metric, testbed, branch).
+
+    \b
+    Example:
+        perfgate export prometheus > perfgate.prom
+        perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
+    """
+    from perfgate.app import export
+    from perfgate.reporters.prometheus import push_prometheus, render_prometheus
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
+    if push_gateway:
+        push_prometheus(values, push_gateway, job=job)
+        click.echo(f"perfgate: pushed {len(values)} values to {push_gateway} (job {job})", err=True)
+    else:
+        click.echo(render_prometheus(values), nl=False)
+
+
+@cli.command("advise")
+@store_options
+@click.argument("target")
+@click.option(
+    "--no-advisor", is_flag=True, help="Do not run msprof-analyze on an Ascend profile path."
+)
+@click.option(
+    "--advisor-timeout",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds msprof-analyze may take before it is stopped.",
+)
+@click.option(
+    "--device-memory-gib",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Device memory capacity in GiB, for the out-of-memory rule.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def advise_command(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    target: str,
+    no_advisor: bool,
+    advisor_timeout: float,
+    device_memory_gib: float | None,
+    as_json: bool,
+) -> None:
+    """Say what a profile shows is slow and what to do about it (never fails).
+
+    TARGET is a profile path (anything 'ingest' reads) or the id (or a 6+ character
+    prefix) of a stored run. Thresholds come from the suite's [advisor] table.
+
+    \b
+    Example:
+        perfgate advise ./prof/rank0_ascend_pt --no-advisor
+        perfgate advise 3f9c2a1b --json
+    """
+    from perfgate.app.advise import advise_path, advise_run
+    from perfgate.reporters.render import advise_to_dict, render_advise_text, render_json
+
+    config = _config(suite, db_url, project)
+    capacity = None if device_memory_gib is None else int(device_memory_gib * (1 << 30))
+    if Path(target).exists():
+        advice = advise_path(
+            Path(target),
+            thresholds=config.advisor,
+            msprof=not no_advisor,
+            msprof_timeout_s=advisor_timeout,
+            device_memory_bytes=capacity,
+        )
+    else:
+        with _open_store(config.database_url, create=False) as store:
+            advice = advise_run(config, store, target, device_memory_bytes=capacity)
+    if as_json:
+        if advice.advisor_problem:
+            click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
+        click.echo(render_json(advise_to_dict(advice)), nl=False)
+    else:
+        click.echo(render_advise_text(advice), nl=False)
+
+
+# --- team store: db, alerts, baseline, runs -------------------------------------------------

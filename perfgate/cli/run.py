@@ -1,0 +1,267 @@
+"""``perfgate run`` and ``perfgate ingest``: record runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from perfgate.cli.base import (
+    _config,
+    _open_store,
+    _progress_fn,
+    cli,
+    parse_param,
+    store_options,
+)
+from perfgate.errors import ConfigError
+
+
+@cli.command()
+@store_options
+@click.option(
+    "--workload", "workloads", multiple=True, help="Built-in workload (mlp, cnn, transformer)."
+)
+@click.option("--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter.")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat.")
+@click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat.")
+@click.option("--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat).")
+@click.option("--branch", help="Branch to record under (default: from CI or git).")
+@click.option("--commit", help="Commit to record (default: from CI or git).")
+@click.option("--base-branch", help="The branch this one targets (default: from CI).")
+@click.option("--host-label", help="Label of the runner class, part of the fingerprint.")
+@click.option(
+    "--trace-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".perfgate/traces"),
+    show_default=True,
+    help="Where profiled windows are written.",
+)
+@click.option(
+    "--ab",
+    "ab_ref",
+    metavar="REF",
+    help="Also measure commit REF (e.g. the merge-base), alternating its repeats with the "
+    "head's in pairs; the gate then compares the pairs.",
+)
+@click.option(
+    "--confirm",
+    "confirm",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Instead of a new run: give the latest run of each benchmark judged inconclusive or "
+    "a regression up to N more repeats, one at a time (alpha spending), and record the result.",
+)
+@click.option("--against", help="Base branch for --confirm (default: base_branch).")
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    help="Ranks per node: run each repeat as a torchrun job (gloo on CPU, nccl on CUDA, "
+    "hccl on NPU), one rank per device.",
+)
+@click.option("--nnodes", type=click.IntRange(min=1), help="Nodes of a multi-node torchrun job.")
+@click.option("--node-rank", type=click.IntRange(min=0), help="This node's rank (multi-node jobs).")
+@click.option(
+    "--rdzv-endpoint",
+    metavar="HOST:PORT",
+    help="c10d rendezvous endpoint, the same on every node (default: a free local port).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
+def run(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    workloads: tuple[str, ...],
+    benchmarks: tuple[str, ...],
+    params: tuple[str, ...],
+    device: str | None,
+    repeats: int | None,
+    warmup: int | None,
+    measured: int | None,
+    profiled: int | None,
+    branch: str | None,
+    commit: str | None,
+    base_branch: str | None,
+    host_label: str | None,
+    trace_dir: Path,
+    ab_ref: str | None,
+    confirm: int | None,
+    against: str | None,
+    nproc: int | None,
+    nnodes: int | None,
+    node_rank: int | None,
+    rdzv_endpoint: str | None,
+    as_json: bool,
+) -> None:
+    """Run benchmarks and record one run each in the store.
+
+    \b
+    Example:
+        perfgate run --workload mlp --repeats 3 --branch main
+        perfgate run --suite perfgate.toml --benchmark resnet
+        perfgate run --suite perfgate.toml --ab origin/main   # paired A/B in one job
+        perfgate run --workload mlp --confirm 5              # settle an inconclusive gate
+        perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
+    """
+    from perfgate import app
+    from perfgate.app.specs import benchmark_specs
+    from perfgate.models import LaunchOptions
+    from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
+
+    config = _config(suite, db_url, project, host_label=host_label)
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "device": device,
+            "repeats": repeats,
+            "warmup": warmup,
+            "measured": measured,
+            "profiled": profiled,
+            "nproc": nproc,
+            "nnodes": nnodes,
+        }.items()
+        if v is not None
+    }
+    launch = LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    specs = benchmark_specs(
+        config,
+        workloads=workloads,
+        benchmarks=benchmarks,
+        overrides=overrides,
+        params=dict(parse_param(p) for p in params),
+    )
+    git = app.detect_git_context(
+        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
+    )
+    with _open_store(config.database_url) as store:
+        suite_dir = (suite or Path("perfgate.toml")).resolve().parent
+        if confirm is not None:
+            if not git.branch:
+                raise ConfigError("cannot tell the branch: pass --branch")
+            confirmations = app.confirm_and_record(
+                config,
+                specs,
+                store,
+                branch=git.branch,
+                against=against or git.base_branch or config.base_branch,
+                extra=confirm,
+                sys_path=[str(suite_dir), str(Path.cwd())],
+                progress=_progress_fn(),
+            )
+            records = [c.folded for c in confirmations if c.folded is not None]
+            for c in confirmations:
+                click.echo(f"{c.benchmark}: {c.note}", err=True)
+        elif ab_ref is not None:
+            pairs = app.run_ab_and_record(
+                config,
+                specs,
+                store,
+                ref=ab_ref,
+                repo=suite_dir,
+                git=git,
+                ci=app.detect_ci_context(os.environ),
+                trace_root=trace_dir,
+                progress=_progress_fn(),
+            )
+            records = [r for pair in pairs for r in pair]
+        else:
+            records = app.run_and_record(
+                config,
+                specs,
+                store,
+                git=git,
+                ci=app.detect_ci_context(os.environ),
+                trace_root=trace_dir,
+                sys_path=[str(suite_dir), str(Path.cwd())],
+                progress=_progress_fn(),
+                warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
+                launch=launch,
+            )
+    if as_json:
+        click.echo(render_json(runs_to_dict(records)), nl=False)
+    else:
+        click.echo(render_runs_text(records), nl=False)
+        for r in records:
+            click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
+
+
+@cli.command()
+@store_options
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--benchmark", required=True, help="Benchmark name to record the run under.")
+@click.option("--branch", help="Branch the run belongs to (default: CI variables, then git).")
+@click.option("--commit", help="Commit measured (default: CI variables, then git).")
+@click.option("--base-branch", help="Branch the change targets (default: CI variables).")
+@click.option("--host-label", help="Runner class label kept in the fingerprint.")
+@click.option(
+    "--step-times",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File with one step time (ms) per line; taken over the profile's step times.",
+)
+@click.option(
+    "--no-advisor", is_flag=True, help="Do not run msprof-analyze's advisor on an Ascend profile."
+)
+@click.option(
+    "--advisor-timeout",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds msprof-analyze may take before it is stopped.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+def ingest(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    path: Path,
+    benchmark: str,
+    branch: str | None,
+    commit: str | None,
+    base_branch: str | None,
+    host_label: str | None,
+    step_times: Path | None,
+    no_advisor: bool,
+    advisor_timeout: float,
+    as_json: bool,
+) -> None:
+    """Record a run from a profile your own script wrote.
+
+    PATH is a torch_npu *_ascend_pt directory (text or db export), a parent directory of
+    one per rank, a torch.profiler *.pt.trace.json[.gz] file, or a directory of them.
+
+    \b
+    Example:
+        perfgate ingest ./prof/rank0_ascend_pt --benchmark llama-dp --json
+        perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
+    """
+    from perfgate import app
+    from perfgate.app.ingest import ingest_and_record
+    from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
+
+    config = _config(suite, db_url, project, host_label=host_label)
+    git = app.detect_git_context(
+        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
+    )
+    with _open_store(config.database_url) as store:
+        result = ingest_and_record(
+            config,
+            store,
+            path,
+            benchmark=benchmark,
+            git=git,
+            ci=app.detect_ci_context(os.environ),
+            step_times_file=step_times,
+            advisor=not no_advisor,
+            advisor_timeout_s=advisor_timeout,
+        )
+    if as_json:
+        if result.advisor_problem:
+            click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)
+        click.echo(render_json(ingest_to_dict(result)), nl=False)
+    else:
+        click.echo(render_ingest_text(result), nl=False)

@@ -1,0 +1,418 @@
+"""``perfgate db``, ``alerts``, ``baseline`` and ``runs``: the team store's workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from perfgate.cli.base import (
+    _actor,
+    _by_option,
+    _config,
+    _echo_json,
+    _open_store,
+    _writing,
+    cli,
+    store_options,
+)
+
+
+@cli.group()
+def db() -> None:
+    """Inspect, upgrade and prune the store (SQLite file or PostgreSQL).
+
+    \b
+    Example:
+        perfgate db status --json
+        PERFGATE_DATABASE_URL=postgresql://perf@db/perf perfgate db upgrade
+        perfgate db prune --keep-days 365 --dry-run
+    """
+
+
+@db.command("status")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_status(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+    """Show the store's schema revision, this perfgate's head, the engine and the run count.
+
+    Reads only: an empty or older database is reported, not created or upgraded.
+    """
+    from perfgate.app import store_status
+
+    config = _config(suite, db_url, project)
+    status = store_status(config.database_url)
+    if as_json:
+        _echo_json({"store": status.to_dict()})
+        return
+    notes = {
+        "empty": "no perfgate schema yet ('perfgate db upgrade' creates it)",
+        "behind": "older than this perfgate ('perfgate db upgrade' migrates it)",
+        "current": "up to date",
+        "newer": "written by a newer perfgate: upgrade perfgate to use it",
+    }
+    click.echo(f"store:    {status.url}")
+    click.echo(f"engine:   {status.engine}")
+    click.echo(f"revision: {status.revision or '-'} ({notes[status.state]})")
+    click.echo(f"head:     {status.head}")
+    click.echo(f"runs:     {'-' if status.runs is None else status.runs}")
+
+
+@db.command("upgrade")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_upgrade(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+    """Create the store or migrate it to this perfgate's schema (one transaction: a failed
+    migration leaves the database as it was; a newer schema is refused untouched)."""
+    from perfgate.app import upgrade_store
+
+    config = _config(suite, db_url, project)
+    before, after = upgrade_store(config.database_url)
+    if as_json:
+        _echo_json({"before": before.to_dict(), "after": after.to_dict()})
+        return
+    if before.revision == after.revision:
+        click.echo(f"{after.url}: already at revision {after.revision}")
+    else:
+        click.echo(f"{after.url}: {before.revision or 'empty'} -> {after.revision}")
+
+
+@db.command("prune")
+@store_options
+@click.option("--keep-days", type=click.IntRange(min=1), help="Delete runs older than N days.")
+@click.option(
+    "--keep-runs",
+    type=click.IntRange(min=1),
+    help="Keep the newest N runs of each benchmark, branch and testbed.",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def db_prune(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    keep_days: int | None,
+    keep_runs: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Delete old runs with their measurements, profiles and findings.
+
+    Never deleted: the newest baseline_window runs of each benchmark / branch / testbed,
+    the runs around a recorded change point, an open alert's run, a baseline reset's run.
+    """
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url) as store:
+        plan = app.prune(config, store, keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
+    if as_json:
+        _echo_json(
+            {
+                "dry_run": plan.dry_run,
+                "candidates": plan.candidates,
+                "protected": plan.protected,
+                "protected_by": dict(sorted(plan.reasons.items())),
+                "deleted" if not plan.dry_run else "would_delete": list(plan.deleted_run_ids),
+            }
+        )
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for run_id in plan.deleted_run_ids:
+        click.echo(f"{verb} run {run_id}")
+    kept = ", ".join(f"{n} {why}" for why, n in sorted(plan.reasons.items()))
+    click.echo(
+        f"{verb} {len(plan.deleted_run_ids)} of {plan.candidates} old runs"
+        + (f"; kept {plan.protected} ({kept})" if plan.protected else "")
+    )
+
+
+@cli.group()
+def alerts() -> None:
+    """List and triage alerts (gate regressions on the base branch, history change points).
+
+    \b
+    Example:
+        perfgate alerts list
+        perfgate alerts ack 12 --reason "looking into it"
+        perfgate alerts ignore 13 --as invalid --reason "noisy runner"
+    """
+
+
+@alerts.command("list")
+@store_options
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["untriaged", "acknowledged", "invalid", "wontfix", "fixed"]),
+    help="Only these states (default: untriaged and acknowledged).",
+)
+@click.option("--all", "show_all", is_flag=True, help="Every state.")
+@click.option("--benchmark", help="One benchmark.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts_list(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    statuses: tuple[str, ...],
+    show_all: bool,
+    benchmark: str | None,
+    as_json: bool,
+) -> None:
+    """List alerts, newest first."""
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        found = app.list_alerts(
+            config, store, statuses=statuses, every=show_all, benchmark=benchmark
+        )
+    if as_json:
+        _echo_json({"alerts": [a.to_dict() for a in found]})
+        return
+    if not found:
+        click.echo("no alerts")
+    for a in found:
+        change = "" if a.change_pct is None else f" {a.change_pct:+.1f}%"
+        commits = f"{(a.commit_before or '?')[:10]}..{a.commit_after[:10]}"
+        click.echo(
+            f"#{a.id} [{a.status}] {a.benchmark} {a.metric} {a.verdict.value}{change} "
+            f"({a.source}, {a.branch}, {commits}, run {a.run_id[:12]})"
+        )
+
+
+def _triage(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    action: str,
+    by: str | None,
+    reason: str,
+    state: str | None = None,
+) -> None:
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url) as store:
+        alert = app.triage_alert(
+            config, store, alert_id, action=action, by=_actor(by), reason=reason, state=state
+        )
+    click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
+
+
+@alerts.command("ack")
+@store_options
+@click.argument("alert_id", type=int)
+@_by_option
+def alerts_ack(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Acknowledge an alert: the change is real and someone is on it."""
+    _triage(suite, db_url, project, alert_id, "ack", by, reason)
+
+
+@alerts.command("ignore")
+@store_options
+@click.argument("alert_id", type=int)
+@click.option(
+    "--as",
+    "state",
+    type=click.Choice(["invalid", "wontfix"]),
+    required=True,
+    help="invalid: not a real change (no longer cuts baseline windows); wontfix: accepted.",
+)
+@_by_option
+def alerts_ignore(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    state: str,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Close an alert as invalid (noise, infrastructure) or wontfix (accepted change)."""
+    _triage(suite, db_url, project, alert_id, "ignore", by, reason, state)
+
+
+@alerts.command("fixed")
+@store_options
+@click.argument("alert_id", type=int)
+@_by_option
+def alerts_fixed(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    alert_id: int,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Close an alert as fixed."""
+    _triage(suite, db_url, project, alert_id, "fixed", by, reason)
+
+
+@alerts.command("trail")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts_trail(
+    suite: Path | None, db_url: str | None, project: str | None, as_json: bool
+) -> None:
+    """Show who triaged, reset or excluded what, when and why (newest first)."""
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        events = app.triage_trail(config, store)
+    if as_json:
+        _echo_json({"events": [e.to_dict() for e in events]})
+        return
+    if not events:
+        click.echo("no triage actions")
+    for e in events:
+        what = f"alert #{e.alert_id}" if e.alert_id is not None else (e.benchmark or "")
+        if e.run_id and e.alert_id is None:
+            what += f" run {e.run_id[:12]}"
+        state = f" -> {e.state}" if e.state else ""
+        click.echo(
+            f"{e.at.isoformat(timespec='seconds')} {e.by}: {e.action} {what}{state}: {e.reason}"
+        )
+
+
+@cli.group()
+def baseline() -> None:
+    """Reset a benchmark's baseline, and keep baselines as code (export / import JSON).
+
+    \b
+    Example:
+        perfgate baseline reset resnet --at 3f9c2a1 --reason "new data loader, accepted"
+        perfgate baseline export --out baselines/
+        perfgate baseline import baselines/
+    """
+
+
+@baseline.command("reset")
+@store_options
+@click.argument("benchmark")
+@click.option("--at", "commit", required=True, help="Commit (or 7+ char prefix) of the change.")
+@click.option("--branch", help="Find the commit's first run on this branch only.")
+@_by_option
+def baseline_reset(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    benchmark: str,
+    commit: str,
+    branch: str | None,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Accept a change: BENCHMARK's baseline window starts at the first run of COMMIT."""
+
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url) as store:
+        reset = app.reset_baseline(
+            config,
+            store,
+            benchmark=benchmark,
+            commit=commit,
+            branch=branch,
+            by=_actor(by),
+            reason=reason,
+        )
+    click.echo(
+        f"baseline of {benchmark} now starts at run {reset.run_id[:12]} "
+        f"(commit {reset.commit[:12]}, {reset.starts_at.isoformat(timespec='seconds')})"
+    )
+
+
+@baseline.command("export")
+@store_options
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("baselines"),
+    show_default=True,
+    help="Directory for the JSON files.",
+)
+@click.option("--branch", help="Branch whose windows are exported (default: base_branch).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
+def baseline_export(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    out_dir: Path,
+    branch: str | None,
+    benchmarks: tuple[str, ...],
+) -> None:
+    """Write each benchmark's baseline window as versioned JSON, one file per testbed."""
+    from perfgate.app.baselines import export_baselines
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url, create=False) as store:
+        with _writing(out_dir):
+            written = export_baselines(
+                config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
+            )
+    for path in written:
+        click.echo(f"wrote {path}")
+    if not written:
+        click.echo("no baseline windows to export")
+
+
+@baseline.command("import")
+@store_options
+@click.argument("directory", type=click.Path(exists=True, path_type=Path))
+def baseline_import(
+    suite: Path | None, db_url: str | None, project: str | None, directory: Path
+) -> None:
+    """Load baseline JSON files into the store (runs marked imported; idempotent)."""
+    from perfgate.app.baselines import import_baselines
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url) as store:
+        done = import_baselines(store, directory)
+    click.echo(
+        f"imported {done.added} runs from {done.files} files ({done.already_stored} already stored)"
+    )
+
+
+@cli.group("runs")
+def runs_group() -> None:
+    """Act on stored runs.
+
+    \b
+    Example:
+        perfgate runs exclude 3f9c2a1b --reason "runner was throttled"
+    """
+
+
+@runs_group.command("exclude")
+@store_options
+@click.argument("run_id")
+@_by_option
+def runs_exclude(
+    suite: Path | None,
+    db_url: str | None,
+    project: str | None,
+    run_id: str,
+    by: str | None,
+    reason: str,
+) -> None:
+    """Leave a run out of every history and baseline window (its id or a 6+ char prefix)."""
+
+    from perfgate import app
+
+    config = _config(suite, db_url, project)
+    with _open_store(config.database_url) as store:
+        run = app.exclude_run(store, run_id, by=_actor(by), reason=reason)
+    click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")

@@ -1,0 +1,242 @@
+"""The metric catalogue: every metric perfgate records, with its unit, which way is better,
+the smallest change that matters, and how its samples are taken.
+
+One entry per metric. A measurement builder takes a metric's unit, direction and kind of
+samples from here (it never writes them itself), and :meth:`perfgate.config.Config.policy`
+starts from the entry's policy and applies the suite's ``[metrics.NAME]`` table over it.
+Adding a metric is one entry here plus the code that produces its samples.
+
+Per-rank metrics of a multi-device job are named ``<metric>.rank<r>`` (``step_time_ms.rank1``)
+and take the entry of ``<metric>``. A metric not in the catalogue (one read from a baseline
+file written by another version, say) is judged by :data:`FALLBACK_POLICY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+
+from perfgate.models import Direction, MetricPolicy
+
+LOWER = Direction.LOWER_IS_BETTER
+HIGHER = Direction.HIGHER_IS_BETTER
+
+RANK_SUFFIX = ".rank"
+"""Per-rank metrics are ``<metric>.rank<r>`` (``step_time_ms.rank1``)."""
+
+FALLBACK_POLICY = MetricPolicy(LOWER, 3.0)
+"""The policy of a metric the catalogue does not know."""
+
+
+class Samples(str, Enum):
+    """What one sample of a metric is, and so what one more repeat adds to it."""
+
+    PER_STEP = "per_step"
+    """One sample per timed step (or request): a repeat adds its whole series."""
+    PER_REPEAT = "per_repeat"
+    """One value per repeat (a peak, a percentile of the repeat's requests): a repeat adds one."""
+    PER_RUN = "per_run"
+    """One value per run, from a profile (the first repeat's profiled window, or an ingested
+    profile): more repeats do not add to it."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of the catalogue."""
+
+    name: str
+    unit: str
+    direction: Direction
+    min_effect_pct: float
+    """The smallest change that matters, in % of the baseline."""
+    description: str
+    min_effect_abs: float = 0.0
+    """The smallest change that matters in the metric's own unit (points, for a percentage
+    whose baseline is near 0); a change must be at least this and ``min_effect_pct``."""
+    samples: Samples = Samples.PER_REPEAT
+    deterministic: bool = False
+    """No noise: any change beyond the tolerance is a change, without a test."""
+    steady: bool = False
+    """A series of steps whose warm-up transient is found and left out of its summary."""
+
+    @property
+    def policy(self) -> MetricPolicy:
+        """How a comparison judges it, before the suite's ``[metrics.NAME]`` overrides."""
+        return MetricPolicy(
+            self.direction, self.min_effect_pct, self.deterministic, self.min_effect_abs
+        )
+
+
+_ENTRIES = (
+    # Training, measured by the runner (profiler off).
+    MetricSpec(
+        "step_time_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "wall time of one training step, device synchronised; for a multi-device job the "
+        "slowest rank's, step by step; for an ingested profile its profiled steps",
+        samples=Samples.PER_STEP,
+        steady=True,
+    ),
+    MetricSpec(
+        "throughput_samples_per_s",
+        "1/s",
+        HIGHER,
+        3.0,
+        "samples per second of each step: batch size (x ranks) / step time",
+        samples=Samples.PER_STEP,
+        steady=True,
+    ),
+    MetricSpec(
+        "peak_memory_bytes",
+        "bytes",
+        LOWER,
+        5.0,
+        "the allocator's peak (RSS on CPU); for a multi-device job the largest rank's",
+    ),
+    MetricSpec(
+        "own_step_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "per rank (own_step_ms.rank<r>): the rank's timed step less its time blocked in "
+        "collectives, when the step reports it",
+        samples=Samples.PER_STEP,
+        steady=True,
+    ),
+    MetricSpec(
+        "rank_spread_pct",
+        "%",
+        LOWER,
+        0.0,
+        "per repeat, (slowest - fastest rank's median own work) / fastest: a straggler; "
+        "its baseline is near 0, so its minimum effect is in points",
+        min_effect_abs=5.0,
+    ),
+    # From a profile: the first repeat's profiled window, or an ingested profile.
+    MetricSpec(
+        "op_calls_per_step",
+        "count",
+        LOWER,
+        0.5,
+        "operator calls per profiled step",
+        samples=Samples.PER_RUN,
+        deterministic=True,
+    ),
+    MetricSpec(
+        "computing_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "compute per step of the profile's step breakdown",
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "communication_not_overlapped_ms",
+        "ms",
+        LOWER,
+        5.0,
+        "communication per step not hidden under compute (a job: the most of any rank)",
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "free_ms",
+        "ms",
+        LOWER,
+        10.0,
+        "time per step the device did neither compute nor communication",
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "communication_ms",
+        "ms",
+        LOWER,
+        5.0,
+        "per rank (communication_ms.rank<r>): its communication per step, hidden or not",
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "communication_not_overlapped_pct",
+        "%",
+        LOWER,
+        5.0,
+        "per rank (communication_not_overlapped_pct.rank<r>): its non-overlapped "
+        "communication as a share of its step",
+        min_effect_abs=5.0,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "allreduce_ms",
+        "ms",
+        LOWER,
+        5.0,
+        "collective communication per step, mean over ranks (in a DDP step, the gradient "
+        "all-reduce)",
+        samples=Samples.PER_RUN,
+    ),
+    # Inference (stats/quantiles.py says why the tail's minimum effect is larger).
+    MetricSpec(
+        "latency_p50_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "every request's latency; its centre, the median of the repeats' medians, is the P50",
+        samples=Samples.PER_STEP,
+    ),
+    MetricSpec(
+        "latency_p90_ms",
+        "ms",
+        LOWER,
+        5.0,
+        "the 90th percentile of each repeat's request latencies",
+    ),
+    MetricSpec(
+        "latency_p99_ms",
+        "ms",
+        LOWER,
+        10.0,
+        "the 99th percentile of each repeat's request latencies",
+    ),
+    MetricSpec(
+        "throughput_requests_per_s",
+        "1/s",
+        HIGHER,
+        3.0,
+        "requests per second of each repeat: requests / summed latency",
+    ),
+)
+
+CATALOGUE: Mapping[str, MetricSpec] = MappingProxyType({m.name: m for m in _ENTRIES})
+"""Every metric perfgate records, by name."""
+
+
+def base_name(metric: str) -> str:
+    """``<metric>`` of a per-rank ``<metric>.rank<r>``; any other name unchanged."""
+    base, sep, rank = metric.rpartition(RANK_SUFFIX)
+    return base if sep and base and rank.isdigit() else metric
+
+
+def lookup(metric: str) -> MetricSpec | None:
+    """The catalogue entry of ``metric`` (a per-rank name takes its base's), or None."""
+    return CATALOGUE.get(metric) or CATALOGUE.get(base_name(metric))
+
+
+def entry(metric: str) -> MetricSpec:
+    """The catalogue entry of a metric perfgate records.
+
+    Raises:
+        KeyError: the catalogue has no such metric (a builder asked for one not listed).
+    """
+    found = lookup(metric)
+    if found is None:
+        raise KeyError(f"{metric!r} is not in the metric catalogue (perfgate/metrics.py)")
+    return found
+
+
+def default_policy(metric: str) -> MetricPolicy:
+    """The catalogue's policy of ``metric``; :data:`FALLBACK_POLICY` for one it does not know."""
+    found = lookup(metric)
+    return found.policy if found is not None else FALLBACK_POLICY

@@ -1,0 +1,80 @@
+"""Ascend PyTorch Profiler (torch_npu) output -> one :class:`ProfileSummary` per rank.
+
+The input is what ``torch_npu.profiler.tensorboard_trace_handler(dir)`` writes: one
+``{worker}_{timestamp}_ascend_pt`` directory per rank, each holding ``profiler_info[_{rank}].json``,
+``profiler_metadata.json`` and ``ASCEND_PROFILER_OUTPUT/`` (``shared/fixtures/ascend/FORMATS.md``
+§1). One module per concern, imported one way (``discovery`` <- ``text``, ``db``;
+``trace_view`` <- ``text``):
+
+- :mod:`~perfgate.parsers.ascend.discovery`: which directories are ranks, and how each was
+  collected (``profiler_info*.json``, ``profiler_metadata.json``);
+- :mod:`~perfgate.parsers.ascend.text`: the text export (CSV and JSON files);
+- :mod:`~perfgate.parsers.ascend.db`: the db export (``ascend_pytorch_profiler*.db``,
+  ``analysis.db``);
+- :mod:`~perfgate.parsers.ascend.trace_view`: step times from ``trace_view.json`` when the
+  text export has no ``step_trace_time.csv``.
+
+Comparing the ranks of one job (slowest rank, spreads, slow links) is analysis and lives in
+:mod:`perfgate.advisor.cluster`. Everything here is pure: no torch, no pandas.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfgate.errors import ParseError
+from perfgate.models import ProfileSummary
+from perfgate.parsers.ascend.db import SOURCE_DB, parse_ascend_db_rank
+from perfgate.parsers.ascend.discovery import (
+    OUTPUT_DIR,
+    as_rank_dir,
+    find_rank_dirs,
+    is_ascend_profile,
+    read_collection,
+)
+from perfgate.parsers.ascend.text import SOURCE_TEXT, parse_ascend_text_rank
+from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
+
+__all__ = [
+    "SOURCE_DB",
+    "SOURCE_TEXT",
+    "breakdown_from_trace_view",
+    "find_rank_dirs",
+    "is_ascend_profile",
+    "parse_ascend",
+    "parse_ascend_db_rank",
+    "parse_ascend_rank",
+    "read_collection",
+]
+
+_TEXT_FILES = ("step_trace_time.csv", "kernel_details.csv", "trace_view.json")
+_DB_PATTERN = "ascend_pytorch_profiler*.db"
+
+
+def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
+    """Summarise one rank's profile per profiled step.
+
+    Reads the text export when ``ASCEND_PROFILER_OUTPUT`` holds its files; otherwise, when it
+    holds ``ascend_pytorch_profiler*.db``, the db export. ``rank_dir`` is the ``*_ascend_pt``
+    directory or its ``ASCEND_PROFILER_OUTPUT``.
+
+    Raises:
+        ParseError: not a rank directory, or its profile cannot be read.
+    """
+    rank_dir = as_rank_dir(Path(rank_dir))
+    out_dir = rank_dir / OUTPUT_DIR
+    if not out_dir.is_dir():
+        raise ParseError(
+            f"{rank_dir}: no {OUTPUT_DIR} directory; not an Ascend PyTorch Profiler rank dir"
+        )
+    if not any((out_dir / name).is_file() for name in _TEXT_FILES) and any(
+        out_dir.glob(_DB_PATTERN)
+    ):
+        return parse_ascend_db_rank(rank_dir)
+    return parse_ascend_text_rank(rank_dir, out_dir)
+
+
+def parse_ascend(path: Path) -> tuple[ProfileSummary, ...]:
+    """Every rank under ``path`` (a rank dir, its ``ASCEND_PROFILER_OUTPUT``, or their
+    parent), sorted by rank."""
+    return tuple(parse_ascend_rank(d) for d in find_rank_dirs(Path(path)))

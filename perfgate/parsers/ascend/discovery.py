@@ -1,0 +1,195 @@
+"""Find the rank directories of an Ascend PyTorch Profiler output and read how each was collected.
+
+torch_npu's ``tensorboard_trace_handler(dir)`` writes one ``{worker}_{timestamp}_ascend_pt``
+directory per rank, each holding ``profiler_info[_{rank}].json``, ``profiler_metadata.json``
+and ``ASCEND_PROFILER_OUTPUT/`` (text or db export; ``shared/fixtures/ascend/FORMATS.md`` §1).
+This module only looks at that layout and the two small JSON files; the exports themselves
+are read by :mod:`perfgate.parsers.ascend.text` and :mod:`perfgate.parsers.ascend.db`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ParseError
+
+__all__ = [
+    "OUTPUT_DIR",
+    "as_rank_dir",
+    "find_rank_dirs",
+    "is_ascend_profile",
+    "json_problem",
+    "read_collection",
+]
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+
+_RANK_FILE = re.compile(r"^profiler_info_(\d+)\.json$")
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def as_rank_dir(path: Path) -> Path:
+    """``path`` itself, or its parent when ``path`` is ``ASCEND_PROFILER_OUTPUT``."""
+    return path.parent if path.name == OUTPUT_DIR else path
+
+
+def _has_output(path: Path) -> bool:
+    return (path / OUTPUT_DIR).is_dir()
+
+
+def is_ascend_profile(path: Path) -> bool:
+    """True for a ``*_ascend_pt`` rank directory (it holds ``ASCEND_PROFILER_OUTPUT``), that
+    ``ASCEND_PROFILER_OUTPUT`` directory itself, or a parent holding one or more rank dirs."""
+    path = as_rank_dir(Path(path))
+    if not path.is_dir():
+        return False
+    if _has_output(path):
+        return True
+    try:
+        return any(child.is_dir() and _has_output(child) for child in path.iterdir())
+    except OSError:
+        return False
+
+
+def _rank_of(rank_dir: Path) -> int | None:
+    """The rank a directory's profiler_info file names, from its suffix or its rank_id."""
+    plain: Path | None = None
+    for info in sorted(rank_dir.glob("profiler_info*.json")):
+        match = _RANK_FILE.match(info.name)
+        if match:
+            return int(match.group(1))
+        plain = info
+    if plain is not None:
+        try:
+            doc = json.loads(plain.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        rank = doc.get("rank_id") if isinstance(doc, dict) else None
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            return rank
+    return None
+
+
+def find_rank_dirs(path: Path) -> tuple[Path, ...]:
+    """The rank directories of a profile, sorted by rank (directories without a rank last,
+    by name). ``path`` is one rank dir, its ``ASCEND_PROFILER_OUTPUT`` or their parent."""
+    path = as_rank_dir(Path(path))
+    if not path.is_dir():
+        raise ParseError(f"{path}: no such directory")
+    if _has_output(path):
+        return (path,)
+    try:
+        children = [c for c in path.iterdir() if c.is_dir() and _has_output(c)]
+    except OSError as exc:
+        raise ParseError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
+    if not children:
+        raise ParseError(
+            f"{path}: no {OUTPUT_DIR} directory here or in its subdirectories; "
+            "not an Ascend PyTorch Profiler output (*_ascend_pt)"
+        )
+    ranked = [(_rank_of(c), c) for c in children]
+    ranked.sort(key=lambda rc: (rc[0] is None, rc[0] if rc[0] is not None else 0, rc[1].name))
+    return tuple(c for _, c in ranked)
+
+
+# --------------------------------------------------------------------------- collection
+
+
+def _config_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v).removeprefix("ProfilerActivity.") for v in value)
+    return str(value)
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """Say whether a JSON error means the file was cut short or is otherwise broken."""
+    if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
+        return f"truncated JSON ({exc.msg}, line {exc.lineno})"
+    return f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+
+
+def _load_small_json(path: Path) -> tuple[Any, str | None]:
+    """A small JSON file's document, or ``(None, why)`` when it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, json_problem(exc)
+    except RecursionError:
+        return None, "JSON nested too deeply"
+
+
+def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
+    """How a rank's profile was collected, from ``profiler_info*.json`` and
+    ``profiler_metadata.json``.
+
+    Keys (only those present): profiler_level, aic_metrics, export_type, l2_cache,
+    record_shapes, profile_memory, with_stack, activities, torch_npu_version, cann_version,
+    rank. Values are strings; booleans are ``true``/``false`` and activities are joined with
+    commas without the ``ProfilerActivity.`` prefix (``CPU,NPU``). Returns the mapping and
+    notes on what could not be read.
+    """
+    rank_dir = as_rank_dir(Path(rank_dir))
+    out: dict[str, str] = {}
+    notes: list[str] = []
+    infos = sorted(rank_dir.glob("profiler_info*.json"))
+    if not infos:
+        notes.append(f"collection: no profiler_info*.json in {rank_dir.name}")
+    elif len(infos) > 1:
+        notes.append(
+            f"collection: {len(infos)} profiler_info*.json files in {rank_dir.name}; "
+            f"read {infos[0].name}"
+        )
+    docs: list[Mapping[str, Any]] = []
+    for path in infos[:1] + [rank_dir / "profiler_metadata.json"]:
+        if not path.is_file():
+            continue
+        doc, why = _load_small_json(path)
+        if why is not None:
+            notes.append(f"collection: {path.name} {why}")
+        elif isinstance(doc, dict):
+            docs.append(doc)
+        else:
+            notes.append(f"collection: {path.name} is not a JSON object")
+
+    def put(key: str, value: Any) -> None:
+        text = _config_text(value)
+        if text is not None and key not in out:
+            out[key] = text
+
+    for doc in docs:
+        config = doc.get("config")
+        config = config if isinstance(config, dict) else {}
+        common = config.get("common_config")
+        common = common if isinstance(common, dict) else {}
+        experimental = config.get("experimental_config")
+        experimental = experimental if isinstance(experimental, dict) else {}
+        for key in ("profiler_level", "aic_metrics", "export_type", "l2_cache"):
+            put(key, experimental.get(f"_{key}", experimental.get(key)))
+        for key in ("record_shapes", "profile_memory", "with_stack", "activities"):
+            put(key, common.get(key))
+        for key in ("torch_npu_version", "cann_version"):
+            put(key, doc.get(key))
+        rank = doc.get("rank_id")
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            put("rank", rank)
+    if "rank" not in out and infos:
+        match = _RANK_FILE.match(infos[0].name)
+        if match:
+            out["rank"] = match.group(1)
+    return out, tuple(notes)

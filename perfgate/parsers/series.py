@@ -1,0 +1,64 @@
+"""A plain series file (``perfgate detect``): CSV ``index,value``, one row per run."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from perfgate.errors import ParseError
+
+
+def read_series_csv(path: str | Path) -> list[float]:
+    """Values of a series file: CSV with header ``index,value``, one row per run, oldest first.
+
+    ``index`` must be an integer, strictly increasing; ``value`` a finite number. Blank lines
+    are skipped. Change points are reported as 0-based row positions (the same as the index
+    column when it counts 0, 1, 2, ...). Raises ParseError naming the file and line.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ParseError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ParseError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
+    rows = csv.reader(text.splitlines())
+    values: list[float] = []
+    previous: int | None = None
+    header_seen = False
+    for line_no, row in enumerate(rows, start=1):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        cells = [cell.strip() for cell in row]
+        if not header_seen:
+            if [c.lower() for c in cells] != ["index", "value"]:
+                raise ParseError(
+                    f"{p}:{line_no}: header must be 'index,value', got {','.join(cells)!r}"
+                )
+            header_seen = True
+            continue
+        if len(cells) != 2:
+            raise ParseError(f"{p}:{line_no}: expected 2 fields (index,value), got {len(cells)}")
+        raw_index, raw_value = cells
+        try:
+            index = int(raw_index)
+        except ValueError:
+            raise ParseError(f"{p}:{line_no}: index {raw_index!r} is not an integer") from None
+        try:
+            value = float(raw_value)
+        except ValueError:
+            raise ParseError(f"{p}:{line_no}: value {raw_value!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ParseError(f"{p}:{line_no}: value {raw_value!r} is not finite")
+        if previous is not None and index <= previous:
+            raise ParseError(
+                f"{p}:{line_no}: index {index} is not greater than the previous index {previous}"
+            )
+        previous = index
+        values.append(value)
+    if not header_seen:
+        raise ParseError(f"{p}:1: header must be 'index,value', but the file is empty")
+    if not values:
+        raise ParseError(f"{p}: no runs after the header (the series is empty)")
+    return values

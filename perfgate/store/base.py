@@ -1,0 +1,126 @@
+"""What every part of the store shares: the engine, read and write transactions, the
+retry of writes the database refused as locked or busy, and the checks on values before
+they are written.
+
+:class:`StoreBase` holds the plumbing; :class:`~perfgate.store.runs.RunStore` (runs and
+their history) and :class:`~perfgate.store.team.TeamStore` (alerts, triage, baseline resets,
+retention) build on it, and :class:`~perfgate.store.sql.SqlStore` is the two together.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy import Engine, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from perfgate.errors import StoreError
+from perfgate.store.connect import WRITE_OPTION, Target, first_line, sqlite_error_code
+from perfgate.store.schema import runs
+
+#: Write transactions tried at most this often when the database is locked or busy.
+WRITE_ATTEMPTS = 5
+#: First retry waits about this long; each later one twice as long (with jitter).
+RETRY_BACKOFF_S = 0.05
+
+_T = TypeVar("_T")
+
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
+def _transient(exc: OperationalError) -> bool:
+    """Whether a failed write may succeed when simply tried again."""
+    code = sqlite_error_code(exc)
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return True
+    text_ = first_line(exc).lower()
+    if "database is locked" in text_ or "database table is locked" in text_:
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate in ("40001", "40P01")  # serialization failure, deadlock detected
+
+
+class StoreBase:
+    """The engine of one store and the transactions every store method runs in."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._engine = target.engine
+        self.url: str = target.url  # password masked
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for exports and tests; the schema is the store's own)."""
+        return self._engine
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _transact(self, body: Callable[[Connection], _T]) -> _T:
+        """``body`` in one write transaction, run again (a bounded number of times, with
+        backoff) when the database answers "locked" / "busy" (SQLite, past busy_timeout or
+        where SQLite does not wait at all) or reports a deadlock or serialization failure
+        (PostgreSQL). Each attempt is all or nothing, so a retry never doubles a write."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with self._write() as conn:
+                    return body(conn)
+            except OperationalError as exc:
+                if attempt + 1 >= WRITE_ATTEMPTS or not _transient(exc):
+                    raise
+            time.sleep(RETRY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except SQLAlchemyError as exc:
+            raise self._failure(action, exc) from exc
+        except (ValueError, KeyError) as exc:
+            # A stored JSON document or enum value that does not decode: a damaged row.
+            raise StoreError(
+                f"store {self._target.where}: cannot {action}: stored data is damaged ({exc!r})"
+            ) from exc
+
+    @staticmethod
+    def _has_run(conn: Connection, run_id: str) -> bool:
+        return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
+
+    def _run_exists(self, run_id: str) -> bool:
+        with self._read(f"read run {run_id}") as conn:
+            return self._has_run(conn, run_id)
+
+    def _failure(self, action: str, exc: SQLAlchemyError) -> StoreError:
+        return StoreError(f"store {self._target.where}: cannot {action}: {first_line(exc)}")
+
+
+def require_aware(value: datetime, what: str) -> None:
+    """Raise StoreError when ``value`` has no timezone (the store keeps aware times only)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise StoreError(f"{what} is a naive datetime ({value.isoformat()}); a timezone is needed")
+
+
+def finite_or_none(value: float | None, where: str) -> float | None:
+    """``value`` as a float, None kept; a non-finite one is a StoreError naming ``where``."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise StoreError(f"{where} has a non-finite standard error")
+    return float(value)

@@ -1,0 +1,608 @@
+"""Runs and their history: saving runs, reading them back, the history and centres a
+gate compares against, fingerprints, benchmark names, excluding a run.
+
+One run is written in one transaction: the run row, one row per measurement (raw samples
+grouped by repeat, summary statistics and per-repeat medians) and the profile summary.
+Reads rebuild the full :class:`~perfgate.models.RunRecord`; the history query returns
+:class:`~perfgate.models.RunPoint` rows only, without raw samples, so that a gate over many
+benchmarks stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from perfgate.errors import StoreError
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    Direction,
+    Finding,
+    Fingerprint,
+    GitContext,
+    Measurement,
+    ProfileSummary,
+    RunPoint,
+    RunRecord,
+    Summary,
+)
+from perfgate.store.base import StoreBase, finite_or_none, require_aware
+from perfgate.store.schema import (
+    findings,
+    measurements,
+    profiles,
+    rank_profiles,
+    runs,
+    triage_events,
+)
+
+#: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
+MIN_ID_PREFIX = 6
+
+#: Test hook: called inside a run's write transaction after its rows are inserted (tests
+#: use it to stop a recorder mid-transaction); None in normal use.
+_SAVE_HOOK: Callable[[str], None] | None = None
+
+_SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
+
+
+class RunStore(StoreBase):
+    """Runs in and out of the store, and the history read from them."""
+
+    # -- writing -------------------------------------------------------------------------
+
+    def save_run(self, run: RunRecord) -> None:
+        """Store ``run`` with its measurements and profile, all or nothing.
+
+        Saving a run whose id is already stored does nothing.
+
+        Raises:
+            StoreError: the run holds values the store cannot keep (non-finite numbers,
+                naive timestamps, a metric twice), or the database failed; nothing is written.
+        """
+        self.save_runs([run])
+
+    def save_runs(self, batch: Sequence[RunRecord], *, supersedes: Sequence[str] = ()) -> None:
+        """Store several runs in one transaction (a paired base and head): all or none.
+
+        Runs whose id is already stored are skipped. The runs named in ``supersedes`` (a run
+        that ``run --confirm`` extended into a new one) are marked excluded in the same
+        transaction, so history never holds both.
+        """
+        prepared = [(run, _rows_of(run)) for run in batch]
+        ids = ", ".join(run.id for run in batch)
+
+        def write(conn: Connection) -> None:
+            for run, rows in prepared:
+                if self._has_run(conn, run.id):
+                    continue
+                conn.execute(insert(runs), [rows.run])
+                if rows.measurements:
+                    conn.execute(insert(measurements), rows.measurements)
+                if rows.profile is not None:
+                    conn.execute(insert(profiles), [rows.profile])
+                if rows.rank_profiles:
+                    conn.execute(insert(rank_profiles), rows.rank_profiles)
+                if rows.findings:
+                    conn.execute(insert(findings), rows.findings)
+                if _SAVE_HOOK is not None:
+                    _SAVE_HOOK(run.id)
+            if supersedes:
+                conn.execute(
+                    update(runs).where(runs.c.id.in_(list(supersedes))).values(excluded=True)
+                )
+
+        try:
+            self._transact(write)
+        except IntegrityError as exc:
+            # Another writer may have stored the same run ids first: then they are stored once.
+            if all(self._run_exists(run.id) for run in batch):
+                return
+            raise self._failure(f"save run {ids}", exc) from exc
+        except SQLAlchemyError as exc:
+            raise self._failure(f"save run {ids}", exc) from exc
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run with id ``run_id``, or the one run whose id starts with it (>= 6 chars).
+
+        Raises:
+            StoreError: no such run, or the prefix matches several.
+        """
+        with self._read(f"read run {run_id}") as conn:
+            row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+            if row is None and len(run_id) >= MIN_ID_PREFIX:
+                matches = (
+                    conn.execute(
+                        select(runs)
+                        .where(runs.c.id.startswith(run_id, autoescape=True))
+                        .order_by(runs.c.id)
+                        .limit(3)
+                    )
+                    .mappings()
+                    .all()
+                )
+                if len(matches) > 1:
+                    shown = ", ".join(m["id"] for m in matches[:2])
+                    raise StoreError(
+                        f"run id prefix {run_id!r} is ambiguous in {self._target.where} "
+                        f"(matches {shown}{', ...' if len(matches) > 2 else ''})"
+                    )
+                row = matches[0] if matches else None
+            if row is None:
+                hint = "" if len(run_id) >= MIN_ID_PREFIX else f" (prefixes need {MIN_ID_PREFIX}+)"
+                raise StoreError(f"no run {run_id!r} in {self._target.where}{hint}")
+            return _load_run(conn, row)
+
+    def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
+        """The most recently started run of ``benchmark`` on ``branch`` that is not excluded."""
+        with self._read(f"read the latest run of {benchmark}") as conn:
+            row = (
+                conn.execute(
+                    select(runs)
+                    .where(
+                        runs.c.project == project,
+                        runs.c.benchmark == benchmark,
+                        runs.c.branch == branch,
+                        runs.c.excluded.is_(False),
+                    )
+                    .order_by(runs.c.started_at.desc(), runs.c.id.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
+            return None if row is None else _load_run(conn, row)
+
+    def benchmarks(self, *, project: str, branch: str | None = None) -> list[str]:
+        """Sorted names of the benchmarks with stored runs (excluded runs count too)."""
+        conditions: list[ColumnElement[bool]] = [runs.c.project == project]
+        if branch is not None:
+            conditions.append(runs.c.branch == branch)
+        with self._read("list benchmarks") as conn:
+            return sorted(_distinct(conn, runs.c.benchmark, conditions))
+
+    def history(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 30,
+        since: datetime | None = None,
+    ) -> list[RunPoint]:
+        """One point per (run, metric) of the last ``limit`` eligible runs, oldest run first.
+
+        Eligible runs are those of ``benchmark`` on ``branch`` (any branch if ``None``), not
+        excluded, not in ``exclude_run_ids``, started strictly before ``before``, at or after
+        ``since`` (a baseline reset) and with ``fingerprint_key`` when these are given.
+        """
+        if limit <= 0:
+            return []
+        r = runs.c
+        conditions = _history_conditions(
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
+        )
+        window = (
+            select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
+            .where(*conditions)
+            .order_by(r.started_at.desc(), r.id.desc())
+            .limit(limit)
+            .subquery("recent")
+        )
+        m = measurements.c
+        query = (
+            select(
+                window.c.id,
+                window.c.branch,
+                window.c.commit,
+                window.c.fingerprint_key,
+                window.c.started_at,
+                m.metric,
+                m.unit,
+                m.direction,
+                m.deterministic,
+                m.centre,
+                m.repeat_centres,
+                m.centre_se,
+            )
+            .join_from(window, measurements, m.run_id == window.c.id)
+            .order_by(window.c.started_at, window.c.id, m.seq)
+        )
+        points: list[RunPoint] = []
+        with self._read(f"read the history of {benchmark}") as conn:
+            for (
+                run_id,
+                run_branch,
+                commit,
+                key,
+                started_at,
+                metric,
+                unit,
+                direction,
+                deterministic,
+                centre,
+                repeat_centres,
+                centre_se,
+            ) in conn.execute(query):
+                points.append(
+                    RunPoint(
+                        run_id=run_id,
+                        benchmark=benchmark,
+                        metric=metric,
+                        unit=unit,
+                        direction=Direction(direction),
+                        branch=run_branch,
+                        commit=commit,
+                        fingerprint_key=key,
+                        started_at=started_at,
+                        centre=float(centre),
+                        repeat_centres=tuple(float(x) for x in json.loads(repeat_centres)),
+                        deterministic=bool(deterministic),
+                        centre_se=None if centre_se is None else float(centre_se),
+                    )
+                )
+        return points
+
+    def centres(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 100,
+        since: datetime | None = None,
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Per metric, (run id, centre) of the same runs :meth:`history` selects, oldest
+        first: the light read change-point scans need (no JSON, no timestamps decoded)."""
+        if limit <= 0:
+            return {}
+        r = runs.c
+        conditions = _history_conditions(
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
+        )
+        window = (
+            select(r.id, r.started_at)
+            .where(*conditions)
+            .order_by(r.started_at.desc(), r.id.desc())
+            .limit(limit)
+            .subquery("recent")
+        )
+        m = measurements.c
+        query = (
+            select(window.c.id, m.metric, m.centre)
+            .join_from(window, measurements, m.run_id == window.c.id)
+            .order_by(window.c.started_at, window.c.id)
+        )
+        out: dict[str, list[tuple[str, float]]] = {}
+        with self._read(f"read the history of {benchmark}") as conn:
+            for run_id, metric, centre in conn.execute(query):
+                out.setdefault(metric, []).append((run_id, float(centre)))
+        return out
+
+    def fingerprints(
+        self, *, project: str, benchmark: str, branch: str | None
+    ) -> dict[str, Fingerprint]:
+        """Each fingerprint key seen for ``benchmark`` on ``branch`` (any if ``None``), with
+        the fingerprint of its most recent non-excluded run."""
+        r = runs.c
+        conditions: list[ColumnElement[bool]] = [
+            r.project == project,
+            r.benchmark == benchmark,
+            r.excluded.is_(False),
+        ]
+        if branch is not None:
+            conditions.append(r.branch == branch)
+        found: dict[str, Fingerprint] = {}
+        with self._read(f"read the fingerprints of {benchmark}") as conn:
+            for key in sorted(_distinct(conn, r.fingerprint_key, conditions)):
+                doc = conn.execute(
+                    select(r.fingerprint)
+                    .where(*conditions, r.fingerprint_key == key)
+                    .order_by(r.started_at.desc(), r.id.desc())
+                    .limit(1)
+                ).scalar_one()
+                found[key] = Fingerprint.from_dict(json.loads(doc))
+        return found
+
+    # -- exclusion and counts ------------------------------------------------------------
+
+    def exclude_run(self, run_id: str, *, by: str, reason: str, now: datetime) -> RunRecord:
+        """Mark a run (its id or a unique prefix) excluded from every history and window,
+        recording who, when and why. Returns the run as it was before."""
+        require_aware(now, "exclude_run(now=...)")
+        run = self.get_run(run_id)
+
+        def write(conn: Connection) -> None:
+            conn.execute(update(runs).where(runs.c.id == run.id).values(excluded=True))
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": run.project,
+                    "action": "exclude",
+                    "alert_id": None,
+                    "run_id": run.id,
+                    "benchmark": run.benchmark,
+                    "state": "excluded",
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+
+        try:
+            self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"exclude run {run.id}", exc) from exc
+        return run
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with exactly this id is stored."""
+        return self._run_exists(run_id)
+
+    def count_runs(self, *, project: str | None = None) -> int:
+        conditions = [] if project is None else [runs.c.project == project]
+        with self._read("count runs") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(runs).where(*conditions)).scalar_one()
+            )
+
+
+def _distinct(
+    conn: Connection, column: ColumnElement[str], conditions: Sequence[ColumnElement[bool]]
+) -> list[str]:
+    """Distinct non-null values of ``column`` in the runs matching ``conditions``.
+
+    A loose index scan (a recursive ``MIN(column) > previous``): one index seek per value
+    instead of reading every matching run, which matters with thousands of runs per name.
+    """
+    found = select(func.min(column).label("value")).where(*conditions).cte("found", recursive=True)
+    following = select(func.min(column)).where(*conditions, column > found.c.value)
+    found = found.union_all(select(following.scalar_subquery()).where(found.c.value.is_not(None)))
+    query = select(found.c.value).where(found.c.value.is_not(None))
+    return [str(value) for value in conn.execute(query).scalars()]
+
+
+# -- RunRecord <-> rows ------------------------------------------------------------------
+
+
+def _dumps(value: Any, run_id: str, what: str) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise StoreError(f"run {run_id}: {what} holds a non-finite number") from exc
+    except TypeError as exc:
+        raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _Rows:
+    run: dict[str, Any]
+    measurements: list[dict[str, Any]]
+    profile: dict[str, Any] | None
+    rank_profiles: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+
+
+def _rows_of(run: RunRecord) -> _Rows:
+    """Validate ``run`` and turn it into table rows; raises StoreError before any write."""
+    if not run.id:
+        raise StoreError("cannot save a run without an id")
+    require_aware(run.started_at, f"run {run.id}: started_at")
+    require_aware(run.finished_at, f"run {run.id}: finished_at")
+
+    run_row: dict[str, Any] = {
+        "id": run.id,
+        "project": run.project,
+        "benchmark": run.benchmark,
+        "branch": run.git.branch,
+        "commit": run.git.commit,
+        "base_branch": run.git.base_branch,
+        "pr_number": run.git.pr_number,
+        "fingerprint_key": run.fingerprint.key(),
+        "fingerprint": _dumps(run.fingerprint.to_dict(), run.id, "the fingerprint"),
+        "spec": _dumps(run.spec.to_dict(), run.id, "the benchmark spec"),
+        "ci": _dumps(run.ci.to_dict(), run.id, "the CI context"),
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "excluded": run.excluded,
+        "perfgate_version": run.fingerprint.perfgate_version,
+        "paired_with": run.paired_with,
+    }
+
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for seq, m in enumerate(run.measurements):
+        rows.append(_measurement_row(run.id, seq, m, seen))
+
+    profile_row = None
+    if run.profile is not None:
+        profile_row = {
+            "run_id": run.id,
+            "summary": _dumps(run.profile.to_dict(), run.id, "the profile summary"),
+        }
+    rank_rows = [
+        {
+            "run_id": run.id,
+            "seq": seq,
+            "rank": p.rank,
+            "summary": _dumps(p.to_dict(), run.id, f"the profile of rank {p.rank}"),
+        }
+        for seq, p in enumerate(run.rank_profiles)
+    ]
+    finding_rows = []
+    for seq, f in enumerate(run.findings):
+        doc = f.to_dict()
+        finding_rows.append(
+            {
+                "run_id": run.id,
+                "seq": seq,
+                "source": f.source,
+                "rule": f.rule,
+                "severity": f.severity.value,
+                "location": f.location,
+                "message": f.message,
+                "suggestion": f.suggestion,
+                "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
+            }
+        )
+    return _Rows(run_row, rows, profile_row, rank_rows, finding_rows)
+
+
+def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> dict[str, Any]:
+    where = f"run {run_id}: metric {m.metric!r}"
+    if m.metric in seen:
+        raise StoreError(f"{where} appears more than once")
+    seen.add(m.metric)
+    if not m.repeats or any(len(rep) == 0 for rep in m.repeats):
+        raise StoreError(f"{where} has a repeat without samples")
+    repeats = [[float(x) for x in rep] for rep in m.repeats]
+    if not all(math.isfinite(x) for rep in repeats for x in rep):
+        raise StoreError(f"{where} has a non-finite sample")
+    summary = m.summary.to_dict()
+    for name in _SUMMARY_COLUMNS:
+        if not math.isfinite(float(summary[name])):
+            raise StoreError(f"{where} has a non-finite summary value ({name})")
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "metric": m.metric,
+        "seq": seq,
+        "unit": m.unit,
+        "direction": Direction(m.direction).value,
+        "deterministic": m.deterministic,
+        "n": int(summary["n"]),
+        "repeat_centres": _dumps(
+            list(m.summary.repeat_centres) or [statistics.median(rep) for rep in repeats],
+            run_id,
+            f"metric {m.metric!r}",
+        ),
+        "dropped": int(m.summary.dropped),
+        "centre_se": finite_or_none(m.summary.centre_se, where),
+        "samples": _dumps(repeats, run_id, f"metric {m.metric!r}"),
+    }
+    for name in _SUMMARY_COLUMNS:
+        row[name] = float(summary[name])
+    return row
+
+
+def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
+    run_id = str(row["id"])
+    measurement_rows = conn.execute(
+        select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.seq)
+    ).mappings()
+    profile_doc = conn.execute(
+        select(profiles.c.summary).where(profiles.c.run_id == run_id)
+    ).scalar()
+    rank_docs = conn.execute(
+        select(rank_profiles.c.summary)
+        .where(rank_profiles.c.run_id == run_id)
+        .order_by(rank_profiles.c.seq)
+    ).scalars()
+    finding_rows = conn.execute(
+        select(findings).where(findings.c.run_id == run_id).order_by(findings.c.seq)
+    ).mappings()
+    ci: Mapping[str, Any] = json.loads(row["ci"])
+    return RunRecord(
+        id=run_id,
+        project=row["project"],
+        benchmark=row["benchmark"],
+        fingerprint=Fingerprint.from_dict(json.loads(row["fingerprint"])),
+        git=GitContext(
+            commit=row["commit"],
+            branch=row["branch"],
+            base_branch=row["base_branch"],
+            pr_number=row["pr_number"],
+        ),
+        ci=CIContext(
+            provider=str(ci.get("provider", "")),
+            job_url=str(ci.get("job_url", "")),
+            trigger=str(ci.get("trigger", "")),
+        ),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        measurements=tuple(_measurement_of(m) for m in measurement_rows),
+        spec=BenchmarkSpec.from_dict(json.loads(row["spec"])),
+        profile=None if profile_doc is None else ProfileSummary.from_dict(json.loads(profile_doc)),
+        excluded=bool(row["excluded"]),
+        paired_with=row["paired_with"],
+        rank_profiles=tuple(ProfileSummary.from_dict(json.loads(doc)) for doc in rank_docs),
+        findings=tuple(
+            Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in finding_rows
+        ),
+    )
+
+
+def _measurement_of(row: RowMapping) -> Measurement:
+    return Measurement(
+        metric=row["metric"],
+        unit=row["unit"],
+        direction=Direction(row["direction"]),
+        repeats=tuple(tuple(float(x) for x in rep) for rep in json.loads(row["samples"])),
+        summary=Summary(
+            n=int(row["n"]),
+            centre=float(row["centre"]),
+            median=float(row["median"]),
+            mean=float(row["mean"]),
+            mad=float(row["mad"]),
+            p10=float(row["p10"]),
+            p90=float(row["p90"]),
+            p99=float(row["p99"]),
+            minimum=float(row["min"]),
+            maximum=float(row["max"]),
+            repeat_centres=tuple(float(x) for x in json.loads(row["repeat_centres"])),
+            dropped=int(row["dropped"]),
+            centre_se=None if row["centre_se"] is None else float(row["centre_se"]),
+        ),
+        deterministic=bool(row["deterministic"]),
+    )
+
+
+def _history_conditions(
+    project: str,
+    benchmark: str,
+    branch: str | None,
+    before: datetime | None,
+    exclude_run_ids: Sequence[str],
+    fingerprint_key: str | None,
+    since: datetime | None = None,
+) -> list[ColumnElement[bool]]:
+    if before is not None:
+        require_aware(before, "history(before=...)")
+    if since is not None:
+        require_aware(since, "history(since=...)")
+    if isinstance(exclude_run_ids, str):
+        exclude_run_ids = (exclude_run_ids,)
+    r = runs.c
+    conditions: list[ColumnElement[bool]] = [
+        r.project == project,
+        r.benchmark == benchmark,
+        r.excluded.is_(False),
+    ]
+    if branch is not None:
+        conditions.append(r.branch == branch)
+    if before is not None:
+        conditions.append(r.started_at < before)
+    if exclude_run_ids:
+        conditions.append(r.id.not_in(list(exclude_run_ids)))
+    if fingerprint_key is not None:
+        conditions.append(r.fingerprint_key == fingerprint_key)
+    if since is not None:
+        conditions.append(r.started_at >= since)
+    return conditions

@@ -1,0 +1,436 @@
+"""The team workflow: alerts and their triage, the triage trail, baseline resets and
+retention (prune). Runs themselves are :mod:`perfgate.store.runs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, delete, insert, select, update
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from perfgate.errors import StoreError
+from perfgate.models import Alert, BaselineReset, NewAlert, PrunePlan, TriageEvent, Verdict
+from perfgate.store.base import StoreBase, finite_or_none, require_aware
+from perfgate.store.schema import (
+    ALERT_STATES,
+    OPEN_ALERT_STATES,
+    alerts,
+    baseline_resets,
+    runs,
+    triage_events,
+)
+
+
+class TeamStore(StoreBase):
+    """Alerts, triage, baseline resets and prune over the runs of a store."""
+
+    # -- alerts and triage ---------------------------------------------------------------
+
+    def record_alerts(self, found: Sequence[NewAlert], *, now: datetime) -> list[Alert]:
+        """Store the alerts not stored yet (one per run and metric) as untriaged; those
+        already stored keep their state. Returns the alerts created now."""
+        require_aware(now, "record_alerts(now=...)")
+        unique = {(a.run_id, a.metric): a for a in found}
+
+        def write(conn: Connection) -> list[int]:
+            created: list[int] = []
+            for (run_id, metric), a in sorted(unique.items()):
+                exists = conn.execute(
+                    select(alerts.c.id).where(alerts.c.run_id == run_id, alerts.c.metric == metric)
+                ).first()
+                if exists is not None or not self._has_run(conn, run_id):
+                    continue
+                created.append(
+                    int(
+                        conn.execute(
+                            insert(alerts).returning(alerts.c.id),
+                            {
+                                "project": a.project,
+                                "benchmark": a.benchmark,
+                                "metric": a.metric,
+                                "run_id": a.run_id,
+                                "previous_run_id": a.previous_run_id,
+                                "branch": a.branch,
+                                "fingerprint_key": a.fingerprint_key,
+                                "verdict": Verdict(a.verdict).value,
+                                "source": a.source,
+                                "change_pct": finite_or_none(a.change_pct, "alert"),
+                                "commit_before": a.commit_before,
+                                "commit_after": a.commit_after,
+                                "status": "untriaged",
+                                "created_at": now,
+                                "updated_at": now,
+                            },
+                        ).scalar_one()
+                    )
+                )
+            return created
+
+        for attempt in range(2):
+            try:
+                ids = self._transact(write)
+                break
+            except IntegrityError as exc:
+                # A concurrent gate recorded one of them first: the second pass skips it.
+                if attempt:
+                    raise self._failure("record alerts", exc) from exc
+            except SQLAlchemyError as exc:
+                raise self._failure("record alerts", exc) from exc
+        if not ids:
+            return []
+        with self._read("read alerts") as conn:
+            rows = conn.execute(select(alerts).where(alerts.c.id.in_(ids)).order_by(alerts.c.id))
+            return [_alert_of(r) for r in rows.mappings()]
+
+    def alerts(
+        self,
+        *,
+        project: str,
+        status: Sequence[str] = (),
+        benchmark: str | None = None,
+        limit: int = 1000,
+    ) -> list[Alert]:
+        """Alerts of ``project``, newest first, optionally of some states or one benchmark."""
+        conditions: list[ColumnElement[bool]] = [alerts.c.project == project]
+        if status:
+            conditions.append(alerts.c.status.in_(list(status)))
+        if benchmark is not None:
+            conditions.append(alerts.c.benchmark == benchmark)
+        with self._read("list alerts") as conn:
+            rows = conn.execute(
+                select(alerts).where(*conditions).order_by(alerts.c.id.desc()).limit(limit)
+            )
+            return [_alert_of(r) for r in rows.mappings()]
+
+    def alert_statuses(self, *, project: str, benchmark: str) -> dict[tuple[str, str], str]:
+        """(run id, metric) -> triage state of every alert of ``benchmark``."""
+        a = alerts.c
+        with self._read(f"read the alerts of {benchmark}") as conn:
+            rows = conn.execute(
+                select(a.run_id, a.metric, a.status).where(
+                    a.project == project, a.benchmark == benchmark
+                )
+            )
+            return {(str(r), str(m)): str(st) for r, m, st in rows}
+
+    def triage_alert(
+        self,
+        alert_id: int,
+        *,
+        project: str,
+        state: str,
+        action: str,
+        by: str,
+        reason: str,
+        now: datetime,
+    ) -> Alert:
+        """Move alert ``alert_id`` to ``state`` and record who did it, when and why.
+
+        Raises:
+            StoreError: no such alert in ``project``, or an unknown state.
+        """
+        if state not in ALERT_STATES:
+            raise StoreError(f"unknown alert state {state!r} (one of {', '.join(ALERT_STATES)})")
+        require_aware(now, "triage_alert(now=...)")
+
+        def write(conn: Connection) -> bool:
+            row = conn.execute(
+                select(alerts.c.run_id, alerts.c.benchmark).where(
+                    alerts.c.id == alert_id, alerts.c.project == project
+                )
+            ).first()
+            if row is None:
+                return False
+            conn.execute(
+                update(alerts).where(alerts.c.id == alert_id).values(status=state, updated_at=now)
+            )
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": project,
+                    "action": action,
+                    "alert_id": alert_id,
+                    "run_id": row[0],
+                    "benchmark": row[1],
+                    "state": state,
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+            return True
+
+        try:
+            found = self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"triage alert {alert_id}", exc) from exc
+        if not found:
+            raise StoreError(f"no alert {alert_id} in project {project!r} ({self._target.where})")
+        with self._read(f"read alert {alert_id}") as conn:
+            return _alert_of(
+                conn.execute(select(alerts).where(alerts.c.id == alert_id)).mappings().one()
+            )
+
+    def triage_events(self, *, project: str, limit: int = 1000) -> list[TriageEvent]:
+        """The triage trail of ``project``, newest first."""
+        t = triage_events.c
+        with self._read("read the triage trail") as conn:
+            rows = conn.execute(
+                select(triage_events)
+                .where(t.project == project)
+                .order_by(t.at.desc(), t.id.desc())
+                .limit(limit)
+            ).mappings()
+            return [
+                TriageEvent(
+                    id=int(r["id"]),
+                    project=r["project"],
+                    action=r["action"],
+                    alert_id=r["alert_id"],
+                    run_id=r["run_id"],
+                    benchmark=r["benchmark"],
+                    state=r["state"],
+                    by=r["by"],
+                    at=r["at"],
+                    reason=r["reason"],
+                )
+                for r in rows
+            ]
+
+    # -- baseline resets -----------------------------------------------------------------
+
+    def reset_baseline(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        commit: str,
+        by: str,
+        reason: str,
+        now: datetime,
+        branch: str | None = None,
+    ) -> BaselineReset:
+        """Accept a change: from now on the baseline window of ``benchmark`` starts at the
+        first stored run of ``commit`` (a unique prefix of 7+ characters is enough).
+
+        Raises:
+            StoreError: no run of ``benchmark`` at that commit, or the prefix is ambiguous.
+        """
+        require_aware(now, "reset_baseline(now=...)")
+        r = runs.c
+        conditions: list[ColumnElement[bool]] = [r.project == project, r.benchmark == benchmark]
+        if branch is not None:
+            conditions.append(r.branch == branch)
+        with self._read(f"find commit {commit}") as conn:
+            rows = conn.execute(
+                select(r.id, r.commit, r.started_at)
+                .where(*conditions, r.commit.startswith(commit, autoescape=True))
+                .order_by(r.started_at, r.id)
+            ).all()
+        commits = sorted({str(c) for _, c, _ in rows})
+        if not rows:
+            raise StoreError(
+                f"no run of {benchmark} at commit {commit!r} in project {project!r}"
+                + (f" on branch {branch!r}" if branch else "")
+            )
+        if len(commits) > 1:
+            raise StoreError(
+                f"commit prefix {commit!r} is ambiguous for {benchmark} "
+                f"(matches {', '.join(commits[:3])})"
+            )
+        run_id, full_commit, starts_at = rows[0]
+        values = {
+            "project": project,
+            "benchmark": benchmark,
+            "commit": full_commit,
+            "run_id": run_id,
+            "starts_at": starts_at,
+            "by": by,
+            "at": now,
+            "reason": reason,
+        }
+
+        def write(conn: Connection) -> int:
+            new_id = int(
+                conn.execute(
+                    insert(baseline_resets).returning(baseline_resets.c.id), values
+                ).scalar_one()
+            )
+            conn.execute(
+                insert(triage_events),
+                {
+                    "project": project,
+                    "action": "reset",
+                    "alert_id": None,
+                    "run_id": run_id,
+                    "benchmark": benchmark,
+                    "state": None,
+                    "by": by,
+                    "at": now,
+                    "reason": reason,
+                },
+            )
+            return new_id
+
+        try:
+            new_id = self._transact(write)
+        except SQLAlchemyError as exc:
+            raise self._failure(f"reset the baseline of {benchmark}", exc) from exc
+        return BaselineReset(id=new_id, **values)  # type: ignore[arg-type]
+
+    def baseline_reset(self, *, project: str, benchmark: str) -> BaselineReset | None:
+        """The latest accepted reset of ``benchmark``'s baseline, if any."""
+        b = baseline_resets.c
+        with self._read(f"read the baseline resets of {benchmark}") as conn:
+            row = (
+                conn.execute(
+                    select(baseline_resets)
+                    .where(b.project == project, b.benchmark == benchmark)
+                    .order_by(b.id.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return BaselineReset(
+            id=int(row["id"]),
+            project=row["project"],
+            benchmark=row["benchmark"],
+            commit=row["commit"],
+            run_id=row["run_id"],
+            starts_at=row["starts_at"],
+            by=row["by"],
+            at=row["at"],
+            reason=row["reason"],
+        )
+
+    # -- retention -----------------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        project: str,
+        baseline_window: int,
+        now: datetime,
+        keep_days: int | None = None,
+        keep_runs: int | None = None,
+        dry_run: bool = False,
+    ) -> PrunePlan:
+        """Delete old runs of ``project`` with everything stored with them, in one
+        transaction: runs started more than ``keep_days`` ago, or beyond the newest
+        ``keep_runs`` of their (benchmark, branch, fingerprint) series (both given: a run
+        goes only when both say so). Never deleted: the newest ``baseline_window`` runs of
+        each series (a gate's window), the runs around a recorded change point, the run of
+        an open alert, a baseline reset's run, and the base run of a kept A/B head.
+        """
+        if keep_days is None and keep_runs is None:
+            raise StoreError("prune needs keep_days or keep_runs")
+        require_aware(now, "prune(now=...)")
+        r = runs.c
+        cutoff = None if keep_days is None else now - timedelta(days=keep_days)
+        with self._read("plan the prune") as conn:
+            rows = conn.execute(
+                select(
+                    r.id,
+                    r.benchmark,
+                    r.branch,
+                    r.fingerprint_key,
+                    r.started_at,
+                    r.excluded,
+                    r.paired_with,
+                )
+                .where(r.project == project)
+                .order_by(r.started_at.desc(), r.id.desc())
+            ).all()
+            a = alerts.c
+            alert_rows = conn.execute(
+                select(a.run_id, a.previous_run_id, a.source, a.status).where(a.project == project)
+            ).all()
+            reset_ids = set(
+                conn.execute(
+                    select(baseline_resets.c.run_id).where(baseline_resets.c.project == project)
+                ).scalars()
+            )
+        position: dict[tuple[str, str, str], int] = {}
+        window_seen: dict[tuple[str, str, str], int] = {}
+        candidates: list[str] = []
+        protect: dict[str, set[str]] = {
+            "baseline": set(),
+            "change_point": set(),
+            "alert": set(),
+            "reset": reset_ids,
+            "paired": set(),
+        }
+        for run_id, bench, branch, key, started, excluded, _ in rows:
+            series = (bench, branch, key)
+            index = position.get(series, 0)
+            position[series] = index + 1
+            if not excluded:
+                seen = window_seen.get(series, 0)
+                if seen < baseline_window:
+                    protect["baseline"].add(run_id)
+                window_seen[series] = seen + 1
+            old = cutoff is None or started < cutoff
+            beyond = keep_runs is None or index >= keep_runs
+            if old and beyond:
+                candidates.append(run_id)
+        for run_id, previous, source, status in alert_rows:
+            if source == "history":
+                protect["change_point"].update(i for i in (run_id, previous) if i)
+            if status in OPEN_ALERT_STATES:
+                protect["alert"].update(i for i in (run_id, previous) if i)
+        candidate_set = set(candidates)
+        kept_heads = {pw for rid, *_, pw in rows if pw and rid not in candidate_set}
+        protect["paired"] = kept_heads
+        reasons: dict[str, int] = {}
+        doomed: list[str] = []
+        for run_id in candidates:
+            why = next((name for name, ids in protect.items() if run_id in ids), None)
+            if why is None:
+                doomed.append(run_id)
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+        if doomed and not dry_run:
+
+            def write(conn: Connection) -> None:
+                for start in range(0, len(doomed), 500):
+                    chunk = doomed[start : start + 500]
+                    conn.execute(delete(runs).where(runs.c.id.in_(chunk)))
+
+            try:
+                self._transact(write)
+            except SQLAlchemyError as exc:
+                raise self._failure("prune runs", exc) from exc
+        return PrunePlan(
+            candidates=len(candidates),
+            protected=len(candidates) - len(doomed),
+            deleted_run_ids=tuple(doomed),
+            dry_run=dry_run,
+            reasons=reasons,
+        )
+
+
+def _alert_of(row: RowMapping) -> Alert:
+    return Alert(
+        id=int(row["id"]),
+        project=row["project"],
+        benchmark=row["benchmark"],
+        metric=row["metric"],
+        run_id=row["run_id"],
+        previous_run_id=row["previous_run_id"],
+        branch=row["branch"],
+        fingerprint_key=row["fingerprint_key"],
+        verdict=Verdict(row["verdict"]),
+        source=row["source"],
+        change_pct=None if row["change_pct"] is None else float(row["change_pct"]),
+        commit_before=row["commit_before"],
+        commit_after=row["commit_after"],
+        status=row["status"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
