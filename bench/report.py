@@ -28,6 +28,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from perfgate.app.site import build_site, default_jobs, gather_site, write_site
 from perfgate.config import Config
 from perfgate.models import (
     BenchmarkSpec,
@@ -41,7 +42,6 @@ from perfgate.models import (
 )
 from perfgate.parsers.ascend import parse_ascend
 from perfgate.parsers.torch_trace import parse_torch_trace
-from perfgate.app.site import build_site, default_jobs, gather_site, write_site
 from perfgate.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from perfgate.advisor.cluster import cluster_view
-from perfgate.models import DEFAULT_SLOW_LINK_GB_S, Thresholds
 from perfgate.config import config_from_mapping
 from perfgate.errors import ConfigError, ParseError
-from perfgate.models import ProfileSummary, StepBreakdown
+from perfgate.models import DEFAULT_SLOW_LINK_GB_S, ProfileSummary, StepBreakdown, Thresholds
 from perfgate.parsers import ascend
 from perfgate.parsers.ascend import (
     SOURCE_TEXT,

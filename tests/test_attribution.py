@@ -200,4 +200,14 @@ def test_gate_attributes_a_regression_and_marks_known_findings(tmp_path: Path) -
     assert found[("perfgate", "host_bound")]["location"] == "mlp: free"
     assert found[("msprof-analyze", "Overall Summary")]["known"] is True
     text = CliRunner().invoke(cli, ["gate", "--db", url, "--branch", "feat", "--against", "main"])
-    assert "mlp step_time_ms +4" in text.stdout and "aten::mm +4 ms (100%)" in text.stdout
+    mm = attribution["ops"][0]
+    own = mm["delta_ms"] / mm["baseline_ms"] * 100
+    notation = f"aten::mm +4.00 ms ({own:+.0f}%, 100% of the change)"
+    assert "mlp step_time_ms +4.0" in text.stdout and notation in text.stdout
+    # One notation: the PR comment says the same of the same op.
+    out = tmp_path / "report"
+    CliRunner().invoke(
+        cli,
+        ["gate", "--db", url, "--branch", "feat", "--against", "main", "--report-dir", str(out)],
+    )
+    assert notation in (out / "report.md").read_text(encoding="utf-8")

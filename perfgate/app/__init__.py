@@ -18,7 +18,7 @@ _NAMES = {
     "NoiseRow": "perfgate.models",
     "SqlStore": "perfgate.store",
     "TRIAGE_ACTIONS": "perfgate.app.triage",
-    "Window": "perfgate.app.gate",
+    "Window": "perfgate.stats.window",
     "analyze_history": "perfgate.app.history",
     "baseline_window": "perfgate.app.gate",
     "build_record": "perfgate.app.record",
@@ -95,7 +95,6 @@ __all__ = [
 if TYPE_CHECKING:
     from perfgate.app.context import default_actor, detect_ci_context, detect_git_context
     from perfgate.app.gate import (
-        Window,
         baseline_window,
         compare,
         compare_records,
@@ -129,6 +128,7 @@ if TYPE_CHECKING:
     )
     from perfgate.models import Confirmation, DetectedChange, NoiseRow
     from perfgate.stats.decide import deciding, overall_verdict
+    from perfgate.stats.window import Window
     from perfgate.store import SqlStore, open_store
     from perfgate.store.sql import store_status, upgrade_store
 

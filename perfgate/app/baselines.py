@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.app.gate import Window, _judge, baseline_window
+from perfgate.app.gate import _judge, baseline_window
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
 from perfgate.models import (
@@ -44,6 +44,7 @@ from perfgate.models import (
 )
 from perfgate.stats import Candidate, compare_candidates
 from perfgate.stats.decide import overall_verdict
+from perfgate.stats.window import Window
 from perfgate.store import SqlStore
 
 FORMAT_VERSION = 1

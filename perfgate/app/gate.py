@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -23,9 +23,9 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.stats import ALPHA, Candidate, compare_candidates, decide
-from perfgate.stats.changepoints import MIN_SEGMENT, detect_change_points
 from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
 from perfgate.stats.summary import repeat_centres
+from perfgate.stats.window import HISTORY_SCAN_RUNS, Window, cut_window, runs_since_last_change
 from perfgate.store import SqlStore
 
 
@@ -122,44 +122,6 @@ def compare(
     return compare_records(config, store, records, branch=branch, against=against)
 
 
-HISTORY_SCAN_RUNS = 100
-"""Runs of history scanned for change points before the baseline window is cut."""
-
-
-def _since_last_change(
-    centres: Mapping[str, Sequence[tuple[str, float]]],
-    config: Config,
-    invalid: frozenset[tuple[str, str]] = frozenset(),
-) -> dict[str, set[str]]:
-    """Per noisy metric, the ids of the runs after the last change point of its series: an
-    accepted change (a detected shift that persisted) starts a new baseline, so a gate never
-    judges against a level the project has already moved away from. A change point whose
-    alert was triaged ``invalid`` (``(first run after, metric)`` in ``invalid``) is not a
-    change and does not cut the window. Metrics with no change point (and deterministic
-    ones) are left out: their whole window counts."""
-    out: dict[str, set[str]] = {}
-    for metric, series in centres.items():
-        if config.policy(metric).deterministic or len(series) < 2 * MIN_SEGMENT:
-            continue
-        points = [
-            cp
-            for cp in detect_change_points([c for _, c in series])
-            if (series[cp.index][0], metric) not in invalid
-        ]
-        if points:
-            out[metric] = {run_id for run_id, _ in series[points[-1].index :]}
-    return out
-
-
-@dataclass(frozen=True)
-class Window:
-    """A run's baseline: per metric, the comparable runs' points, oldest first; or, when
-    there are none, the fingerprints of the other testbeds that do have runs."""
-
-    points: Mapping[str, tuple[RunPoint, ...]]
-    others: Mapping[str, Fingerprint]
-
-
 def baseline_window(
     config: Config,
     store: SqlStore,
@@ -190,7 +152,11 @@ def baseline_window(
         for key, status in store.alert_statuses(project=config.project, benchmark=benchmark).items()
         if status == "invalid"
     )
-    since = _since_last_change(store.centres(**selection, limit=HISTORY_SCAN_RUNS), config, invalid)
+    since = runs_since_last_change(
+        store.centres(**selection, limit=HISTORY_SCAN_RUNS),
+        deterministic=lambda metric: config.policy(metric).deterministic,
+        invalid=invalid,
+    )
     others: dict[str, Fingerprint] = {}
     if not points:
         others = {
@@ -200,12 +166,7 @@ def baseline_window(
             ).items()
             if k != fingerprint_key
         }
-    by_metric: dict[str, list[RunPoint]] = {}
-    for p in points:
-        allowed = since.get(p.metric)
-        if allowed is None or p.run_id in allowed:
-            by_metric.setdefault(p.metric, []).append(p)
-    return Window({m: tuple(ps) for m, ps in by_metric.items()}, others)
+    return cut_window(points, since, others)
 
 
 def _judge(

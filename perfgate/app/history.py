@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +12,7 @@ from perfgate.config import Config
 from perfgate.models import (
     ChangePoint,
     DetectedChange,
+    Direction,
     RunPoint,
 )
 from perfgate.parsers.series import read_series_csv
@@ -20,7 +21,11 @@ from perfgate.store import SqlStore
 
 
 def series_changes(
-    benchmark: str, points: Sequence[RunPoint], *, branch: str
+    benchmark: str,
+    points: Sequence[RunPoint],
+    *,
+    branch: str,
+    direction: Callable[[str], Direction] | None = None,
 ) -> list[DetectedChange]:
     """Change points of one benchmark's stored points on ``branch`` (oldest first, as
     :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
@@ -37,7 +42,7 @@ def series_changes(
                     benchmark=benchmark,
                     metric=metric,
                     unit=after.unit,
-                    direction=after.direction,
+                    direction=after.direction if direction is None else direction(metric),
                     branch=branch,
                     fingerprint_key=key,
                     point=cp,
@@ -71,7 +76,11 @@ def analyze_history(
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        found.extend(series_changes(name, points, branch=branch))
+        found.extend(
+            series_changes(
+                name, points, branch=branch, direction=lambda m: config.policy(m).direction
+            )
+        )
     if record and found:
         record_alerts(config, store, changes=found, now=now)
     return with_triage(config, store, found)

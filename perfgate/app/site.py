@@ -119,7 +119,11 @@ def gather_site(
             if p.branch != base
         ]
         points_of[name] = (base_points, others)
-        found.extend(series_changes(name, base_points, branch=base))
+        found.extend(
+            series_changes(
+                name, base_points, branch=base, direction=lambda m: config.policy(m).direction
+            )
+        )
     changes = with_triage(config, store, found)
 
     for name in names:

@@ -19,6 +19,7 @@ from perfgate.cli.base import (
 )
 from perfgate.errors import ConfigError, ExitCode
 from perfgate.models import Verdict
+from perfgate.reporters.forges import forge_names
 
 
 def _gate_common(func: F) -> F:
@@ -92,8 +93,8 @@ def _report_options(func: F) -> F:
         ),
         click.option(
             "--forge",
-            type=click.Choice(["github", "gitlab"]),
-            help="Where to post (default: from GITHUB_ACTIONS / GITLAB_CI).",
+            type=click.Choice(forge_names()),
+            help="Where to post (default: detected from the CI's variables).",
         ),
         click.option(
             "--forge-url",
@@ -350,7 +351,7 @@ def gate(
     type=click.Path(file_okay=False, path_type=Path),
     help="The directory 'gate --report-dir' wrote (report.md, target.json).",
 )
-@click.option("--forge", type=click.Choice(["github", "gitlab"]), help="Override the target's.")
+@click.option("--forge", type=click.Choice(forge_names()), help="Override the target's.")
 @click.option("--forge-url", metavar="URL", help="Override the target's API base URL.")
 @click.option("--repo", help="Override the repository / project (use the trusted one).")
 @click.option("--pr", "pr_number", type=click.IntRange(min=1), help="Override the PR/MR number.")

@@ -13,6 +13,7 @@ from perfgate.cli.base import (
     cli,
     store_options,
 )
+from perfgate.reporters.forges import forge_names
 
 
 @cli.group(invoke_without_command=True)
@@ -75,8 +76,8 @@ def history(
 )
 @click.option(
     "--forge",
-    type=click.Choice(["github", "gitlab"]),
-    help="Where to alert (default: from GITHUB_ACTIONS / GITLAB_CI).",
+    type=click.Choice(forge_names()),
+    help="Where to alert (default: detected from the CI's variables).",
 )
 @click.option("--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab).")
 @click.option("--repo", help="GitHub owner/name or GitLab project id (default: from CI).")

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
-from perfgate.reporters.render import format_change, format_value
+from perfgate.reporters.render import format_change, format_value, op_delta_text
 from perfgate.stats.decide import deciding
 
 if TYPE_CHECKING:
@@ -259,12 +259,7 @@ def _not_shown(dropped: Sequence[Comparison]) -> str:
 def _attribution_line(a: Attribution) -> str:
     ops = []
     for op in a.ops[:MAX_OPS]:
-        text = f"{escape(op.name)} {op.delta_ms:+.2f} ms"
-        if op.status != "changed":
-            text += f" ({escape(op.status)})"
-        elif op.baseline_ms > 0:
-            text += f" ({op.delta_ms / op.baseline_ms * 100:+.0f}%)"
-        ops.append(text)
+        ops.append(op_delta_text(op, escape(op.name)))
     if len(a.ops) > MAX_OPS:
         ops.append(f"{len(a.ops) - MAX_OPS} more")
     line = f"- **{escape(a.benchmark)}** {escape(a.metric)} {a.delta_ms:+.2f} ms per step"

@@ -18,6 +18,7 @@ from perfgate.models import (
     Fingerprint,
     GateResult,
     IngestResult,
+    OpDelta,
     OpStat,
     ProfileSummary,
     RunPoint,
@@ -446,20 +447,36 @@ def render_ingest_text(result: IngestResult) -> str:
 # --- advice and attribution ----------------------------------------------------------------
 
 
+def op_delta_text(op: OpDelta, name: str | None = None) -> str:
+    """The one attribution notation (README, "Attribution"): ``NAME +2.80 ms (+32%, 51% of
+    the change)`` — the op's change in time per step, its own relative change (or ``new`` /
+    ``vanished``) and its share of the metric's change. ``name`` replaces the op's name (an
+    escaped one, for markdown)."""
+    words = []
+    if op.status != "changed":
+        words.append(op.status)
+    elif op.baseline_ms > 0:
+        words.append(f"{op.delta_ms / op.baseline_ms * 100:+.0f}%")
+    if op.share is not None:
+        words.append(f"{op.share * 100:.0f}% of the change")
+    detail = f" ({', '.join(words)})" if words else ""
+    return f"{op.name if name is None else name} {op.delta_ms:+.2f} ms{detail}"
+
+
 def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
     """``why`` block: per attributed metric, its change and the ops that explain it."""
     lines = [f"why ({len(attributions)} attributed change{'s' if len(attributions) != 1 else ''}):"]
     for a in attributions:
         parts = []
         for o in a.ops:
-            share = "" if o.share is None else f" ({o.share * 100:.0f}%)"
-            tag = "" if o.status == "changed" else f" [{o.status}]"
-            parts.append(f"{o.name} {o.delta_ms:+.3g} ms{share}{tag}")
+            parts.append(op_delta_text(o))
         explained = (
-            "" if a.explained_share is None else f" — {a.explained_share * 100:.0f}% explained"
+            ""
+            if a.explained_share is None
+            else f" — explains {a.explained_share * 100:.0f}% of the change"
         )
         listed = ", ".join(parts) or "no op moved beyond the baseline's own spread"
-        lines.append(f"  {a.benchmark} {a.metric} {a.delta_ms:+.3g} ms: {listed}{explained}")
+        lines.append(f"  {a.benchmark} {a.metric} {a.delta_ms:+.2f} ms: {listed}{explained}")
         for o in a.ops:
             if o.baseline_shapes and o.current_shapes:
                 lines.append(
