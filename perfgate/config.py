@@ -57,6 +57,7 @@ _BENCH_KEYS = {
     "kind",
     "nproc",
     "nnodes",
+    "timeout",
 } | _DEFAULT_KEYS
 _KINDS = ("training", "inference")
 _METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic"}
@@ -183,7 +184,18 @@ def parse_benchmark(
         profiled=_int(merged.get("profiled", 3), source, f"{path}.profiled", 0),
         repeats=_int(merged.get("repeats", 3), source, f"{path}.repeats", 1),
         treatment_params=frozenset(treatment),
+        timeout_s=_timeout(merged.get("timeout", 900.0), source, f"{path}.timeout"),
     )
+
+
+def _timeout(value: Any, source: str, path: str) -> float:
+    """A benchmark's ``timeout``: seconds one repeat may take, a finite number > 0."""
+    bad = isinstance(value, bool) or not isinstance(value, int | float)
+    if bad or not 0 < value < float("inf"):
+        raise ConfigError(
+            f"{_where(source, path)}: expected a number of seconds > 0, got {value!r}"
+        )
+    return float(value)
 
 
 def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
@@ -300,13 +312,21 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
                 f"{_where(source, 'benchmarks')}: benchmark name {name!r} is repeated"
             )
     fail_on_raw = data.get("fail_on", ["regression"])
+    verdicts = ", ".join(v.value for v in Verdict)
     try:
+        if not isinstance(fail_on_raw, list):
+            raise TypeError
         fail_on = frozenset(Verdict(v) for v in fail_on_raw)
     except (ValueError, TypeError):
         raise ConfigError(
             f"{_where(source, 'fail_on')}: expected a list of verdicts "
-            f"({', '.join(v.value for v in Verdict)}), got {fail_on_raw!r}"
+            f"({verdicts}), got {fail_on_raw!r}"
         ) from None
+    if not fail_on:
+        # fail_on = [] would fail on nothing: the gate silently switched off.
+        raise ConfigError(
+            f"{_where(source, 'fail_on')}: empty; give at least one verdict ({verdicts})"
+        )
     return Config(
         project=_str(data.get("project", "default"), source, "project"),
         database_url=_str(data.get("database_url", DEFAULT_DATABASE_URL), source, "database_url"),
@@ -328,14 +348,28 @@ def read_config_file(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the suite file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); a suite file is UTF-8 TOML"
+        ) from None
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     if path.name == "pyproject.toml":
-        table = document.get("tool", {}).get("perfgate", {})
+        table = _tool_table(document, path).get("perfgate", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{path}: tool.perfgate: expected a table, got {table!r}")
         return config_from_mapping(table, f"{path} [tool.perfgate]")
     return config_from_mapping(document, str(path))
+
+
+def _tool_table(document: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    """A pyproject.toml's ``[tool]`` table (empty when it has none)."""
+    tool = document.get("tool", {})
+    if not isinstance(tool, Mapping):
+        raise ConfigError(f"{path}: tool: expected a table, got {tool!r}")
+    return tool
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -347,9 +381,9 @@ def find_config_file(start: Path) -> Path | None:
     if pyproject.is_file():
         try:
             document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError):
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             return None
-        if "perfgate" in document.get("tool", {}):
+        if "perfgate" in _tool_table(document, pyproject):
             return pyproject
     return None
 

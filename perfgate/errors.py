@@ -59,6 +59,13 @@ class StoreError(PerfgateError):
     exit_code = ExitCode.INFRASTRUCTURE
 
 
+class NotFoundError(StoreError):
+    """The store holds no record the given id, id prefix or commit names (or several): the
+    caller's mistake, so a usage error, not an infrastructure one."""
+
+    exit_code = ExitCode.USAGE
+
+
 class RunnerError(PerfgateError):
     """A benchmark could not be run or measured (its code raised, a worker died, ...)."""
 

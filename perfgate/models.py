@@ -234,6 +234,9 @@ class BenchmarkSpec:
     under torchrun, one rank per device."""
     nnodes: int = 1
     """Nodes of a multi-node torchrun job."""
+    timeout_s: float = 900.0
+    """The most one repeat (one worker process, or one torchrun job) may take; a repeat
+    that outlives it is killed and the run fails (exit 3). Well under a CI job's limit."""
 
     @property
     def distributed(self) -> bool:
@@ -257,6 +260,7 @@ class BenchmarkSpec:
             "treatment_params": sorted(self.treatment_params),
             "looks": self.looks,
             "confirm_alpha": self.confirm_alpha,
+            "timeout_s": self.timeout_s,
         }
 
     @classmethod
@@ -279,6 +283,7 @@ class BenchmarkSpec:
             kind=str(data.get("kind", "training")),
             nproc=int(data.get("nproc", 1)),
             nnodes=int(data.get("nnodes", 1)),
+            timeout_s=float(data.get("timeout_s", 900.0)),
         )
 
 

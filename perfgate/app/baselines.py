@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from perfgate.app.files import write_atomic
 from perfgate.app.gate import _judge, baseline_window
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
@@ -137,7 +138,9 @@ def export_baselines(
     benchmarks: Sequence[str] = (),
 ) -> list[Path]:
     """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``;
-    the paths written (unchanged files are rewritten with the same bytes)."""
+    the paths written (unchanged files are rewritten with the same bytes). Each file is
+    replaced atomically: one that cannot be written (a full disk) keeps its previous
+    content."""
     names = list(benchmarks) or store.benchmarks(project=config.project, branch=branch)
     written: list[Path] = []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -151,7 +154,7 @@ def export_baselines(
             if doc is None:
                 continue
             path = out_dir / file_name(name, fingerprint.key())
-            path.write_text(dumps(doc))
+            write_atomic(path, dumps(doc))
             written.append(path)
     return written
 

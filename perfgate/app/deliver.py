@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.app.files import write_atomic
 from perfgate.config import Config
 from perfgate.errors import PerfgateError, ReportError, UsageError
 from perfgate.models import GateResult
@@ -243,15 +244,16 @@ def build_report(
 
 
 def write_report_dir(directory: Path, report: Report, target: ForgeTarget | None) -> None:
-    """``report.md`` and ``target.json`` (where and how to post it; never a token)."""
+    """``report.md`` and ``target.json`` (where and how to post it; never a token), each
+    replaced atomically (a file that cannot be written keeps its previous content)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / REPORT_FILE).write_text(report.markdown, encoding="utf-8")
     data = {
         "format_version": FORMAT_VERSION,
         **(target.to_dict() if target else {"forge": None}),
         **report.to_dict(),
     }
-    (directory / TARGET_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_atomic(directory / REPORT_FILE, report.markdown)
+    write_atomic(directory / TARGET_FILE, json.dumps(data, indent=2) + "\n")
 
 
 def append_summary(env: Mapping[str, str], markdown: str) -> str | None:

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from perfgate import __version__
 from perfgate.app.advise import base_run, findings_for, read_job
@@ -51,8 +52,11 @@ from perfgate.store import SqlStore
 __all__ = [
     "IngestResult",
     "build_ingest_record",
+    "ReadIngest",
     "ingest_and_record",
+    "read_ingest",
     "read_step_times",
+    "record_ingest",
 ]
 
 # Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
@@ -228,9 +232,17 @@ def build_ingest_record(
     )
 
 
-def ingest_and_record(
+class ReadIngest(NamedTuple):
+    """A profile read and checked, its run built but not stored (:func:`read_ingest`)."""
+
+    record: RunRecord
+    profiled: Profiled
+    advisor_problem: str | None
+    advisor_version: str | None
+
+
+def read_ingest(
     config: Config,
-    store: SqlStore,
     path: Path,
     *,
     benchmark: str,
@@ -239,11 +251,11 @@ def ingest_and_record(
     step_times_file: Path | None = None,
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
-) -> IngestResult:
-    """Read the profile at ``path``, run the Ascend advisor on it, record one run.
+) -> ReadIngest:
+    """Read the profile at ``path``, run the Ascend advisor on it and build its run, without
+    touching the store, so that a profile that cannot be read never opens (or creates) one.
 
-    Everything is read and checked before the one write; a failing advisor is reported in
-    the result and does not stop the run from being recorded.
+    A failing advisor is reported in the result and does not stop the run from being built.
     """
     if not benchmark:
         raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
@@ -276,6 +288,41 @@ def ingest_and_record(
         step_times=step_times,
         findings=findings,
     )
-    store.save_run(record)
-    found = findings_for(config, record, base_run(config, store, record))
-    return IngestResult(record, profiled, problem, version, found)
+    return ReadIngest(record, profiled, problem, version)
+
+
+def record_ingest(config: Config, store: SqlStore, read: ReadIngest) -> IngestResult:
+    """Store the run :func:`read_ingest` built, with its findings against the base run."""
+    store.save_run(read.record)
+    found = findings_for(config, read.record, base_run(config, store, read.record))
+    return IngestResult(read.record, read.profiled, read.advisor_problem, read.advisor_version, found)
+
+
+def ingest_and_record(
+    config: Config,
+    store: SqlStore,
+    path: Path,
+    *,
+    benchmark: str,
+    git: GitContext,
+    ci: CIContext,
+    step_times_file: Path | None = None,
+    advisor: bool = True,
+    advisor_timeout_s: float = 300.0,
+) -> IngestResult:
+    """Read the profile at ``path``, run the Ascend advisor on it, record one run.
+
+    Everything is read and checked before the one write; a failing advisor is reported in
+    the result and does not stop the run from being recorded.
+    """
+    read = read_ingest(
+        config,
+        path,
+        benchmark=benchmark,
+        git=git,
+        ci=ci,
+        step_times_file=step_times_file,
+        advisor=advisor,
+        advisor_timeout_s=advisor_timeout_s,
+    )
+    return record_ingest(config, store, read)

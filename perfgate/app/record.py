@@ -264,6 +264,7 @@ def confirm_and_record(
     import tempfile
 
     from perfgate.runner import run_repeat, split_threads
+    from perfgate.runner.lifecycle import interruptible
     from perfgate.stats.sequential import look_alpha
 
     if extra < 1:
@@ -287,7 +288,7 @@ def confirm_and_record(
         initial = len(step.repeats) if step is not None else original.spec.repeats
         threads, params = split_threads(original.spec)
         record, note, looks = original, "", 0
-        with tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+        with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
             for look in range(1, extra + 1):
                 if progress is not None:
                     progress(f"{spec.name}: confirming, extra repeat {look}/{extra}")
@@ -299,7 +300,7 @@ def confirm_and_record(
                     trace_path=None,
                     workdir=Path(tmp),
                     sys_path=list(sys_path),
-                    timeout_s=3600.0,
+                    timeout_s=spec.timeout_s,
                 )
                 alpha = look_alpha(look, initial_repeats=initial, extra_repeats=extra)
                 looks = look

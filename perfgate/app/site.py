@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate.app.advise import findings_for
+from perfgate.app.files import write_atomic
 from perfgate.app.gate import compare
 from perfgate.app.history import series_changes, with_triage
 from perfgate.config import Config
@@ -216,35 +217,47 @@ _PAGE = re.compile(r"^[A-Za-z0-9._-]*-[0-9a-f]{8}\.html$")
 
 
 def _prepare(directory: Path) -> None:
-    """Create ``directory`` and delete the pages an earlier report wrote there; nothing
-    else is touched (``--html .`` must not wipe a project's own ``benchmarks/``)."""
+    """Create ``directory``. Pages of an earlier report are replaced one by one and the
+    stale ones deleted only once the whole new site is written (:func:`_finish`)."""
     directory.mkdir(parents=True, exist_ok=True)
+
+
+def _remove_stale(directory: Path, keep: set[str]) -> None:
+    """Delete the pages an earlier report wrote that this one did not; nothing else is
+    touched (``--html .`` must not wipe a project's own ``benchmarks/``)."""
     for sub in ("benchmarks", "runs"):
         old = directory / sub
         if old.is_dir():
             for page in old.iterdir():
-                if _PAGE.match(page.name) and page.is_file():
+                rel = f"{sub}/{page.name}"
+                if rel not in keep and _PAGE.match(page.name) and page.is_file():
                     page.unlink()
 
 
 def _write_pages(directory: Path, pages: Mapping[str, str]) -> int:
+    """Write ``pages`` (each replaced atomically: a page that cannot be written keeps its
+    previous content); their bytes."""
     total = 0
     for rel, text in pages.items():
         path = directory / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = text.encode("utf-8")
-        path.write_bytes(data)
-        total += len(data)
+        total += write_atomic(path, text, durable=False)
     return total
 
 
 def _finish(
-    directory: Path, site: SiteView, rows: Sequence[IndexRow], files: int, size: int
+    directory: Path,
+    site: SiteView,
+    rows: Sequence[IndexRow],
+    files: int,
+    size: int,
+    written: set[str],
 ) -> SiteWritten:
-    size += _write_pages(directory, {"index.html": render_index(site, rows)})
     js = plotly_js()
-    (directory / PLOTLY_JS).write_bytes(js)
-    return SiteWritten(directory / "index.html", files + 2, size + len(js))
+    size += write_atomic(directory / PLOTLY_JS, js, durable=False)
+    size += _write_pages(directory, {"index.html": render_index(site, rows)})
+    _remove_stale(directory, written)
+    return SiteWritten(directory / "index.html", files + 2, size)
 
 
 def write_site(directory: Path, site: SiteView) -> SiteWritten:
@@ -252,12 +265,14 @@ def write_site(directory: Path, site: SiteView) -> SiteWritten:
     replaced), with ``plotly.min.js`` copied beside ``index.html``."""
     _prepare(directory)
     files = size = 0
+    written: set[str] = set()
     for b in site.benchmarks:
         pages = render_benchmark_pages(b, site)
         files += len(pages)
         size += _write_pages(directory, pages)
+        written.update(pages)
     rows = [index_row(b, site.branch) for b in site.benchmarks]
-    return _finish(directory, site, rows, files, size)
+    return _finish(directory, site, rows, files, size, written)
 
 
 @dataclass(frozen=True)
@@ -272,7 +287,7 @@ class _Chunk:
     comparisons: tuple[Comparison, ...]
 
 
-def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int]:
+def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int, list[str]]:
     """In a worker process: gather and write some benchmarks' pages; their overview rows."""
     from perfgate.store import open_store
 
@@ -290,11 +305,13 @@ def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int]:
     finally:
         store.close()
     files = size = 0
+    written: list[str] = []
     for b in site.benchmarks:
         pages = render_benchmark_pages(b, site)
         files += len(pages)
         size += _write_pages(chunk.directory, pages)
-    return [index_row(b, site.branch) for b in site.benchmarks], files, size
+        written += pages
+    return [index_row(b, site.branch) for b in site.benchmarks], files, size, written
 
 
 PARALLEL_MIN_BENCHMARKS = 16
@@ -344,13 +361,15 @@ def build_site(
         chunks.append(_Chunk(config, url, directory, branch, mine, limit, now, picked))
     rows: list[IndexRow] = []
     files = size = 0
+    written: set[str] = set()
     # fork (no re-import in each worker) where it is safe: POSIX and no other threads
     fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
     context = multiprocessing.get_context("fork" if fork else "spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=context) as pool:
-        for got, f, b in pool.map(_build_chunk, chunks):
+        for got, f, b, names_written in pool.map(_build_chunk, chunks):
             rows += got
             files += f
             size += b
+            written.update(names_written)
     site = SiteView(config.project, base, now, ())
-    return _finish(directory, site, rows, files, size)
+    return _finish(directory, site, rows, files, size, written)

@@ -21,6 +21,17 @@ def _resolved(spec: BenchmarkSpec) -> BenchmarkSpec:
             f"benchmark {spec.name}: unknown workload {spec.workload!r} "
             f"(built-in: {', '.join(BUILTIN)})"
         )
+    if spec.workload is not None and "slowdown" in spec.params:
+        slowdown = spec.params["slowdown"]
+        if (
+            isinstance(slowdown, bool)
+            or not isinstance(slowdown, int | float)
+            or not 0 <= slowdown < float("inf")
+        ):
+            raise ConfigError(
+                f"benchmark {spec.name}: params.slowdown: expected a number >= 0, "
+                f"got {slowdown!r}"
+            )
     if spec.kind:
         return spec
     return replace(spec, kind=BUILTIN_KINDS.get(spec.workload or "", "training"))
@@ -70,5 +81,6 @@ def benchmark_specs(
             specs = [s for s in specs if s.name in set(benchmarks)]
     extra = dict(params or {})
     return [
-        replace(_resolved(s), params={**s.params, **extra}, **dict(overrides or {})) for s in specs
+        _resolved(replace(s, params={**s.params, **extra}, **dict(overrides or {})))
+        for s in specs
     ]

@@ -154,10 +154,15 @@ def _report_options(func: F) -> F:
 def _parse_fail_on(text: str) -> frozenset[Verdict]:
     """``--fail-on regression,inconclusive``: the verdicts that fail the gate."""
     names = [x.strip() for x in text.split(",") if x.strip()]
+    known = ", ".join(v.value for v in Verdict)
+    if not names:
+        # An empty list would fail on nothing: the gate silently switched off.
+        raise ConfigError(
+            f"--fail-on: empty ({text!r}); give at least one verdict from {known}"
+        )
     try:
         return frozenset(Verdict(x) for x in names)
     except ValueError:
-        known = ", ".join(v.value for v in Verdict)
         raise ConfigError(f"--fail-on {text!r}: expected verdicts from {known}") from None
 
 

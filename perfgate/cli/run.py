@@ -71,6 +71,13 @@ from perfgate.errors import ConfigError
     metavar="HOST:PORT",
     help="c10d rendezvous endpoint, the same on every node (default: a free local port).",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e7),
+    metavar="SECONDS",
+    help="The most one repeat (worker or torchrun job) may take before it is killed and the "
+    "run fails (default: the benchmark's timeout, 900).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
     suite: Path | None,
@@ -96,6 +103,7 @@ def run(
     nnodes: int | None,
     node_rank: int | None,
     rdzv_endpoint: str | None,
+    timeout: float | None,
     as_json: bool,
 ) -> None:
     """Run benchmarks and record one run each in the store.
@@ -124,6 +132,7 @@ def run(
             "profiled": profiled,
             "nproc": nproc,
             "nnodes": nnodes,
+            "timeout_s": timeout,
         }.items()
         if v is not None
     }
@@ -240,25 +249,27 @@ def ingest(
         perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
     """
     from perfgate import app
-    from perfgate.app.ingest import ingest_and_record
+    from perfgate.app.ingest import read_ingest, record_ingest
     from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
 
     config = _config(suite, db_url, project, host_label=host_label)
     git = app.detect_git_context(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
     )
+    # The profile is read and checked before the store is opened: a path that is not a
+    # profile never leaves a new, empty store behind.
+    read = read_ingest(
+        config,
+        path,
+        benchmark=benchmark,
+        git=git,
+        ci=app.detect_ci_context(os.environ),
+        step_times_file=step_times,
+        advisor=not no_advisor,
+        advisor_timeout_s=advisor_timeout,
+    )
     with _open_store(config.database_url) as store:
-        result = ingest_and_record(
-            config,
-            store,
-            path,
-            benchmark=benchmark,
-            git=git,
-            ci=app.detect_ci_context(os.environ),
-            step_times_file=step_times,
-            advisor=not no_advisor,
-            advisor_timeout_s=advisor_timeout,
-        )
+        result = record_ingest(config, store, read)
     if as_json:
         if result.advisor_problem:
             click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)

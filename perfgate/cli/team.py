@@ -104,7 +104,7 @@ def db_prune(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url) as store:
+    with _open_store(config.database_url, create=False) as store:
         plan = app.prune(config, store, keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
     if as_json:
         _echo_json(
@@ -195,7 +195,7 @@ def _triage(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url) as store:
+    with _open_store(config.database_url, create=False) as store:
         alert = app.triage_alert(
             config, store, alert_id, action=action, by=_actor(by), reason=reason, state=state
         )
@@ -318,7 +318,7 @@ def baseline_reset(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url) as store:
+    with _open_store(config.database_url, create=False) as store:
         reset = app.reset_baseline(
             config,
             store,
@@ -413,6 +413,6 @@ def runs_exclude(
     from perfgate import app
 
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url) as store:
+    with _open_store(config.database_url, create=False) as store:
         run = app.exclude_run(store, run_id, by=_actor(by), reason=reason)
     click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")

@@ -1,16 +1,20 @@
-"""TensorBoard event files of stored runs, written with TensorBoard's own writer.
+"""TensorBoard event files of stored runs, encoded with TensorBoard's own record writer.
 
 Needs only the ``tensorboard`` package (no TensorFlow, no torch): scalars are classic
-``Summary.Value(simple_value=...)`` events written by
-``tensorboard.summary.writer.event_file_writer.EventFileWriter``, which TensorBoard and its
-``EventAccumulator`` read as scalars. One TensorBoard *run* per (benchmark, branch), in
+``Summary.Value(simple_value=...)`` events framed by
+``tensorboard.summary.writer.record_writer.RecordWriter`` (the framing and CRCs of
+``EventFileWriter``), which TensorBoard and its ``EventAccumulator`` read as scalars. This
+module only builds the file's bytes (:func:`event_file`); :mod:`perfgate.app.export` writes
+them atomically and then removes the event files of the previous export. One TensorBoard *run* per (benchmark, branch), in
 ``LOGDIR/<benchmark>/<branch>/``; the step is the run's position, oldest first, among the
 exported runs of that benchmark on that branch; the wall time is the run's start.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from hashlib import sha256
@@ -48,27 +52,37 @@ def tag(*parts: str) -> str:
     return text[:MAX_TAG]
 
 
-def write_events(directory: Path, scalars: Sequence[Scalar]) -> Path:
-    """Write ``scalars`` as one event file in ``directory`` (perfgate's earlier event files
-    there are removed first, so re-exporting does not duplicate points); returns its path."""
+def event_file(scalars: Sequence[Scalar], *, now: float) -> tuple[str, bytes]:
+    """The name (``events.out.tfevents.<time>.<host>.perfgate``) and content of one event
+    file holding ``scalars``, after the ``brain.Event:2`` file-version event TensorBoard
+    expects first. ``now`` is that event's wall time and the time in the name."""
     require(
-        "tensorboard.summary.writer.event_file_writer",
+        "tensorboard.summary.writer.record_writer",
         extra="export",
         feature="perfgate export tensorboard",
     )
     from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob(f"events.out.tfevents.*{SUFFIX}"):
-        old.unlink()
-    writer = EventFileWriter(str(directory), filename_suffix=SUFFIX)
-    try:
-        for s in scalars:
-            summary = summary_pb2.Summary(
-                value=[summary_pb2.Summary.Value(tag=s.tag, simple_value=s.value)]
-            )
-            writer.add_event(event_pb2.Event(wall_time=s.wall_time, step=s.step, summary=summary))
-    finally:
-        writer.close()
-    return max(directory.glob(f"events.out.tfevents.*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+    buffer = io.BytesIO()
+    records = RecordWriter(buffer)
+    records.write(
+        event_pb2.Event(
+            wall_time=now,
+            file_version="brain.Event:2",
+            source_metadata=event_pb2.SourceMetadata(writer="perfgate"),
+        ).SerializeToString()
+    )
+    for s in scalars:
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=s.tag, simple_value=s.value)]
+        )
+        event = event_pb2.Event(wall_time=s.wall_time, step=s.step, summary=summary)
+        records.write(event.SerializeToString())
+    host = re.sub(r"[^A-Za-z0-9.-]+", "_", socket.gethostname()) or "host"
+    return f"events.out.tfevents.{int(now):010d}.{host}{SUFFIX}", buffer.getvalue()
+
+
+def is_event_file(path: Path) -> bool:
+    """Whether ``path`` is an event file perfgate wrote (and replaces on the next export)."""
+    return path.name.startswith("events.out.tfevents.") and path.name.endswith(SUFFIX)

@@ -18,6 +18,7 @@ from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError, require
 from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSummary
+from perfgate.runner.lifecycle import interruptible, kill_group
 
 ProgressFn = Callable[[str], None]
 
@@ -129,6 +130,24 @@ def _request(
     }
 
 
+def timeout_message(where: str, timeout_s: float) -> str:
+    """The one line a repeat that outlived its timeout fails with."""
+    return (
+        f"{where}: the worker did not finish within {timeout_s:g} s and was killed "
+        "(raise the limit with --timeout SECONDS or the benchmark's timeout key)"
+    )
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    """The last ``size`` bytes of a worker's stderr log, as text."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(path.stat().st_size - size, 0))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def need_torch() -> None:
     """Raise :class:`~perfgate.errors.MissingExtra` unless torch (``perfgate[torch]``) is
     installed. The workers import torch; the parent only looks it up, so a missing torch is
@@ -165,23 +184,29 @@ def run_repeat(
     where = (
         f"benchmark {spec.name}{f' ({label})' if label else ''}, repeat {repeat + 1}/{spec.repeats}"
     )
-    try:
-        proc = subprocess.run(
+    log_path = workdir / f"stderr-{tag}.log"
+    with interruptible(), log_path.open("wb") as log:
+        proc = subprocess.Popen(
             [sys.executable, "-m", "perfgate.runner.worker", str(request_path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
             env=env,
             cwd=cwd,
-            timeout=timeout_s,
-            check=False,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        raise RunnerError(f"{where}: worker did not finish within {timeout_s:.0f} s") from None
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            raise RunnerError(timeout_message(where, timeout_s)) from None
+        except BaseException:
+            kill_group(proc)
+            raise
     if not result_path.exists():
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        lines = _tail(log_path).strip().splitlines()
         tail = f"; last output: {lines[-1]}" if lines else ""
-        raise RunnerError(f"{where}: worker exited with code {proc.returncode}{tail}")
+        raise RunnerError(f"{where}: worker exited with code {returncode}{tail}")
     result = json.loads(result_path.read_text(encoding="utf-8"))
     if not result["ok"]:
         if result["kind"] == "config":
@@ -276,7 +301,7 @@ def run_benchmark(
     trace_dir: Path | None,
     progress: ProgressFn | None = None,
     sys_path: list[str] | None = None,
-    timeout_s: float = 3600.0,
+    timeout_s: float | None = None,
     launch: LaunchOptions | None = None,
 ) -> BenchmarkOutcome:
     """Run ``spec.repeats`` worker processes one after the other; profile in the first only.
@@ -286,7 +311,8 @@ def run_benchmark(
         trace_dir: where the profiled window's Chrome trace goes; ``None`` skips profiling.
         progress: called with a short line before each repeat.
         sys_path: directories the worker puts first on ``sys.path`` (for user entries).
-        timeout_s: the most one worker (or one torchrun job) may take.
+        timeout_s: the most one worker (or one torchrun job) may take; None: the spec's
+            ``timeout_s``.
         launch: how a multi-device benchmark's torchrun job is launched (nodes,
             rendezvous); a spec with ``nproc`` or ``nnodes`` above 1 runs each repeat as a
             job, profiling every rank in the first.
@@ -297,13 +323,17 @@ def run_benchmark(
 
     Raises:
         ConfigError: the entry cannot be imported or called as configured.
-        RunnerError: a step raised, or a worker died or hung.
+        RunnerError: a step raised, a worker died or outlived the timeout, or perfgate was
+            sent SIGTERM/SIGINT (:class:`~perfgate.runner.lifecycle.Interrupted`); the
+            worker's process group is killed and the temporary directory removed first.
         MissingExtra: torch is not installed (``perfgate[torch]``).
     """
     threads, params = split_threads(spec)
+    if timeout_s is None:
+        timeout_s = spec.timeout_s
     started = datetime.now(timezone.utc)
     results: list[RepeatResult] = []
-    with tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
         for repeat in range(spec.repeats):
             if progress is not None:
                 progress(f"{spec.name}: repeat {repeat + 1}/{spec.repeats}")

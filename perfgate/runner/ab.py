@@ -21,6 +21,7 @@ from pathlib import Path
 from perfgate.errors import RunnerError, UsageError
 from perfgate.models import BenchmarkSpec
 from perfgate.runner import BenchmarkOutcome, ProgressFn, RepeatResult, run_repeat, split_threads
+from perfgate.runner.lifecycle import interruptible
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,23 +50,24 @@ def resolve_commit(repo: Path, ref: str) -> str:
 
 @contextmanager
 def base_worktree(repo: Path, commit: str) -> Iterator[Path]:
-    """A detached worktree of ``commit``, removed afterwards whatever happens."""
+    """A detached worktree of ``commit``, removed afterwards whatever happens (SIGTERM and
+    SIGINT included: see :func:`~perfgate.runner.lifecycle.interruptible`)."""
     top = repo_root(repo)
     if top is None:
         raise UsageError(f"{repo} is not inside a git checkout")
-    parent = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
-    path = parent / "base"
-    added = _git(top, "worktree", "add", "--detach", str(path), commit)
-    if added.returncode != 0:
-        shutil.rmtree(parent, ignore_errors=True)
-        message = (added.stderr.strip().splitlines() or ["git worktree add failed"])[-1]
-        raise RunnerError(f"cannot check {commit[:12]} out for the A/B run: {message}")
-    try:
-        yield path
-    finally:
-        _git(top, "worktree", "remove", "--force", str(path))
-        shutil.rmtree(parent, ignore_errors=True)
-        _git(top, "worktree", "prune")
+    with interruptible():
+        parent = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
+        path = parent / "base"
+        try:
+            added = _git(top, "worktree", "add", "--detach", str(path), commit)
+            if added.returncode != 0:
+                message = (added.stderr.strip().splitlines() or ["git worktree add failed"])[-1]
+                raise RunnerError(f"cannot check {commit[:12]} out for the A/B run: {message}")
+            yield path
+        finally:
+            _git(top, "worktree", "remove", "--force", str(path))
+            shutil.rmtree(parent, ignore_errors=True)
+            _git(top, "worktree", "prune")
 
 
 def run_pairs(
@@ -77,24 +79,27 @@ def run_pairs(
     trace_dir: Path | None,
     seed: int,
     progress: ProgressFn | None = None,
-    timeout_s: float = 3600.0,
+    timeout_s: float | None = None,
 ) -> tuple[BenchmarkOutcome, BenchmarkOutcome, tuple[str, ...]]:
     """Alternate ``spec.repeats`` pairs of base and head repeats.
 
     ``suite_dir`` is the suite's directory relative to the repository root; each side
-    imports user entries from that directory of its own tree.
+    imports user entries from that directory of its own tree. ``timeout_s`` bounds each
+    repeat (None: the spec's ``timeout_s``).
 
     Returns:
         (base outcome, head outcome, the order of each pair, "BA" or "AB" with A = base).
     """
     threads, params = split_threads(spec)
+    if timeout_s is None:
+        timeout_s = spec.timeout_s
     rng = random.Random(seed)
     started = datetime.now(timezone.utc)
     base_results: list[RepeatResult] = []
     head_results: list[RepeatResult] = []
     orders: list[str] = []
     sides = {"A": (base_dir, base_results, "base"), "B": (head_dir, head_results, "head")}
-    with tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
         for i in range(spec.repeats):
             order = "AB" if rng.random() < 0.5 else "BA"
             orders.append(order)

@@ -213,8 +213,9 @@ def run_job(
                 f"rank {r} ({phase})" for r, phase in sorted(states.items()) if phase != "done"
             )
             raise RunnerError(
-                f"{where}: the job did not finish within {timeout_s:.0f} s and was killed"
+                f"{where}: the job did not finish within {timeout_s:g} s and was killed"
                 + (f"; ranks not done: {unfinished}" if unfinished else "")
+                + " (raise the limit with --timeout SECONDS or the benchmark's timeout key)"
             ) from None
         except BaseException:
             _kill_job(proc, workdir)

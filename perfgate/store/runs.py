@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from perfgate.errors import StoreError
+from perfgate.errors import NotFoundError, StoreError
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -118,7 +118,7 @@ class RunStore(StoreBase):
         """The run with id ``run_id``, or the one run whose id starts with it (>= 6 chars).
 
         Raises:
-            StoreError: no such run, or the prefix matches several.
+            NotFoundError: no such run, or the prefix matches several.
         """
         with self._read(f"read run {run_id}") as conn:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
@@ -135,14 +135,14 @@ class RunStore(StoreBase):
                 )
                 if len(matches) > 1:
                     shown = ", ".join(m["id"] for m in matches[:2])
-                    raise StoreError(
+                    raise NotFoundError(
                         f"run id prefix {run_id!r} is ambiguous in {self._target.where} "
                         f"(matches {shown}{', ...' if len(matches) > 2 else ''})"
                     )
                 row = matches[0] if matches else None
             if row is None:
                 hint = "" if len(run_id) >= MIN_ID_PREFIX else f" (prefixes need {MIN_ID_PREFIX}+)"
-                raise StoreError(f"no run {run_id!r} in {self._target.where}{hint}")
+                raise NotFoundError(f"no run {run_id!r} in {self._target.where}{hint}")
             return _load_run(conn, row)
 
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:

@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, delete, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from perfgate.errors import StoreError
+from perfgate.errors import NotFoundError, StoreError
 from perfgate.models import Alert, BaselineReset, NewAlert, PrunePlan, TriageEvent, Verdict
 from perfgate.store.base import StoreBase, finite_or_none, require_aware
 from perfgate.store.schema import (
@@ -130,7 +130,8 @@ class TeamStore(StoreBase):
         """Move alert ``alert_id`` to ``state`` and record who did it, when and why.
 
         Raises:
-            StoreError: no such alert in ``project``, or an unknown state.
+            NotFoundError: no such alert in ``project``.
+            StoreError: an unknown state.
         """
         if state not in ALERT_STATES:
             raise StoreError(f"unknown alert state {state!r} (one of {', '.join(ALERT_STATES)})")
@@ -168,7 +169,7 @@ class TeamStore(StoreBase):
         except SQLAlchemyError as exc:
             raise self._failure(f"triage alert {alert_id}", exc) from exc
         if not found:
-            raise StoreError(f"no alert {alert_id} in project {project!r} ({self._target.where})")
+            raise NotFoundError(f"no alert {alert_id} in project {project!r} ({self._target.where})")
         with self._read(f"read alert {alert_id}") as conn:
             return _alert_of(
                 conn.execute(select(alerts).where(alerts.c.id == alert_id)).mappings().one()
@@ -217,7 +218,7 @@ class TeamStore(StoreBase):
         first stored run of ``commit`` (a unique prefix of 7+ characters is enough).
 
         Raises:
-            StoreError: no run of ``benchmark`` at that commit, or the prefix is ambiguous.
+            NotFoundError: no run of ``benchmark`` at that commit, or the prefix is ambiguous.
         """
         require_aware(now, "reset_baseline(now=...)")
         r = runs.c
@@ -232,12 +233,12 @@ class TeamStore(StoreBase):
             ).all()
         commits = sorted({str(c) for _, c, _ in rows})
         if not rows:
-            raise StoreError(
+            raise NotFoundError(
                 f"no run of {benchmark} at commit {commit!r} in project {project!r}"
                 + (f" on branch {branch!r}" if branch else "")
             )
         if len(commits) > 1:
-            raise StoreError(
+            raise NotFoundError(
                 f"commit prefix {commit!r} is ambiguous for {benchmark} "
                 f"(matches {', '.join(commits[:3])})"
             )
