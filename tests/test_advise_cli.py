@@ -100,7 +100,7 @@ def test_text_report_and_a_stored_run(tmp_path: Path, monkeypatch: pytest.Monkey
     assert data["kind"] == "run" and data["run"]["id"] == run_id
     assert {f["rule"] for f in data["findings"]} == {"host_bound", "host_sync"}
     missing = CliRunner().invoke(cli, ["advise", "nosuchrun", "--db", url])
-    assert missing.exit_code == 3
+    assert missing.exit_code == 2
     assert "no run 'nosuchrun'" in missing.output
 
 

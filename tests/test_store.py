@@ -131,7 +131,7 @@ def test_get_run_accepts_a_unique_prefix_of_six_or_more(store: SqlStore) -> None
         store.get_run("zzzzzzzz")
     with pytest.raises(StoreError) as info:
         store.get_run("abc%__")  # LIKE wildcards are matched literally
-    assert info.value.exit_code is ExitCode.INFRASTRUCTURE
+    assert info.value.exit_code is ExitCode.USAGE  # a wrong id is the caller's mistake
 
 
 def test_latest_run_skips_excluded_runs(store: SqlStore) -> None:

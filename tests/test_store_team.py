@@ -356,7 +356,7 @@ def test_alerts_from_history_are_recorded_once_triaged_with_who_and_why_and_hono
         assert len(judged.comparisons[0].baseline_run_ids) == 20
 
     code, _, err = invoke("alerts", "ack", "999", "--db", store_url, "--reason", "x")
-    assert code == 3 and "no alert 999" in err
+    assert code == 2 and "no alert 999" in err
 
 
 def test_gate_regressions_on_the_base_branch_become_alerts_once(store_url: str) -> None:
@@ -397,7 +397,7 @@ def test_baseline_reset_starts_the_window_at_the_commits_first_run(store_url: st
     code, _, err = invoke(
         "baseline", "reset", "mlp", "--at", "deadbeef", "--reason", "x", "--db", store_url
     )
-    assert code == 3 and "no run of mlp at commit 'deadbeef'" in err
+    assert code == 2 and "no run of mlp at commit 'deadbeef'" in err
 
 
 def test_excluded_runs_leave_history_and_windows(store_url: str) -> None:
@@ -405,7 +405,7 @@ def test_excluded_runs_leave_history_and_windows(store_url: str) -> None:
     code, out, err = invoke(
         "runs", "exclude", "mlp-main-00", "--db", store_url, "--reason", "x", "--by", "me"
     )
-    assert code == 3 and "ambiguous" in err  # a prefix must name one run
+    assert code == 2 and "ambiguous" in err  # a prefix must name one run
     code, out, err = invoke(
         "runs", "exclude", "mlp-main-002", "--db", store_url, "--reason", "throttled", "--by", "me"
     )

@@ -4,14 +4,18 @@ store, hand plain values to the writers in :mod:`perfgate.reporters.tensorboard`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate.app.files import write_atomic
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.models import RunPoint, RunRecord
 from perfgate.reporters.prometheus import LatestValue
+from perfgate.reporters.tensorboard import Scalar
 from perfgate.store import SqlStore
 
 TOP_OPS = 10
@@ -83,8 +87,16 @@ def export_tensorboard(
 ) -> TensorBoardExport:
     """Event files under ``logdir``: per (benchmark, branch), the scalars ``metrics/<metric>``
     (each run's centre) and, for runs with a profile, ``top_ops_ms_per_step/<op>`` (the
-    top ops' self time) and ``breakdown/<part>`` (the step breakdown, ms per step)."""
-    from perfgate.reporters.tensorboard import Scalar, run_dir, tag, write_events
+    top ops' self time) and ``breakdown/<part>`` (the step breakdown, ms per step).
+
+    Each event file is written atomically, and the event files of an earlier export in its
+    directory are removed only after it is: an export that fails (a full disk) leaves the
+    previous one readable.
+
+    Raises:
+        OSError: an event file cannot be written.
+    """
+    from perfgate.reporters.tensorboard import run_dir, tag
 
     files: list[Path] = []
     count = 0
@@ -111,6 +123,22 @@ def export_tensorboard(
             files.append(write_events(run_dir(logdir, name, run_branch), scalars))
             count += len(scalars)
     return TensorBoardExport(tuple(files), count)
+
+
+def write_events(directory: Path, scalars: Sequence[Scalar]) -> Path:
+    """Write ``scalars`` as one event file in ``directory``, then remove perfgate's earlier
+    event files there (so re-exporting does not duplicate points); returns its path."""
+    from perfgate.reporters.tensorboard import event_file, is_event_file
+
+    name, data = event_file(scalars, now=time.time())
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    write_atomic(path, data)
+    for old in directory.iterdir():
+        if old != path and is_event_file(old):
+            with suppress(FileNotFoundError):
+                old.unlink()
+    return path
 
 
 def latest_values(

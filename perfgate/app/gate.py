@@ -201,7 +201,15 @@ def compare_records(
     against: str,
 ) -> GateResult:
     """Judge the given runs (one per benchmark) against their windows on ``against``; the
-    runs need not be stored yet (``run --confirm`` judges a run before recording it)."""
+    runs need not be stored yet (``run --confirm`` judges a run before recording it).
+
+    Raises:
+        UsageError: ``against`` is another branch and has no runs at all in the project (a
+            mistyped base branch would otherwise pass every gate as no baseline), and no
+            run was measured beside its own base (``run --ab``: the pairs decide).
+    """
+    if records and branch != against and not any(r.paired_with for r in records):
+        _check_base_branch(config, store, against)
     candidates: list[Candidate] = []
     fixed: list[Comparison] = []
     paired: list[RunRecord] = []
@@ -236,6 +244,26 @@ def compare_records(
         attributions=attributions,
     )
     return replace(result, verdict=decide.overall_verdict(ordered))
+
+
+BRANCHES_SHOWN = 10
+"""Branch names a missing base branch's error lists at most."""
+
+
+def _check_base_branch(config: Config, store: SqlStore, against: str) -> None:
+    """A base branch with no run of any benchmark is a usage error naming the branches that
+    have runs; one with runs, but not of a given benchmark, is that benchmark's no
+    baseline."""
+    if store.benchmarks(project=config.project, branch=against):
+        return
+    branches = store.branches(project=config.project)
+    shown = ", ".join(branches[:BRANCHES_SHOWN]) + (
+        ", ..." if len(branches) > BRANCHES_SHOWN else ""
+    )
+    raise UsageError(
+        f"no runs on base branch {against!r} in project {config.project!r}; "
+        f"branches with runs: {shown or 'none'}"
+    )
 
 
 ATTRIBUTION_WINDOW = 10

@@ -295,7 +295,9 @@ def record_ingest(config: Config, store: SqlStore, read: ReadIngest) -> IngestRe
     """Store the run :func:`read_ingest` built, with its findings against the base run."""
     store.save_run(read.record)
     found = findings_for(config, read.record, base_run(config, store, read.record))
-    return IngestResult(read.record, read.profiled, read.advisor_problem, read.advisor_version, found)
+    return IngestResult(
+        read.record, read.profiled, read.advisor_problem, read.advisor_version, found
+    )
 
 
 def ingest_and_record(

@@ -29,8 +29,7 @@ def _resolved(spec: BenchmarkSpec) -> BenchmarkSpec:
             or not 0 <= slowdown < float("inf")
         ):
             raise ConfigError(
-                f"benchmark {spec.name}: params.slowdown: expected a number >= 0, "
-                f"got {slowdown!r}"
+                f"benchmark {spec.name}: params.slowdown: expected a number >= 0, got {slowdown!r}"
             )
     if spec.kind:
         return spec
@@ -81,6 +80,5 @@ def benchmark_specs(
             specs = [s for s in specs if s.name in set(benchmarks)]
     extra = dict(params or {})
     return [
-        _resolved(replace(s, params={**s.params, **extra}, **dict(overrides or {})))
-        for s in specs
+        _resolved(replace(s, params={**s.params, **extra}, **dict(overrides or {}))) for s in specs
     ]

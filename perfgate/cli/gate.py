@@ -68,7 +68,15 @@ def _compare(
                 against=against or git.base_branch or config.base_branch,
                 benchmarks=benchmarks,
             )
-            if alerts:
+            if alerts and store.read_only:
+                regressed = any(c.verdict == Verdict.REGRESSION for c in result.comparisons)
+                if regressed and result.branch == config.base_branch:
+                    click.echo(
+                        f"perfgate: warning: store {store.url} is read-only: this gate's "
+                        "regressions are not recorded as alerts",
+                        err=True,
+                    )
+            elif alerts:
                 app.record_alerts(config, store, result=result)
     return config, result
 
@@ -157,9 +165,7 @@ def _parse_fail_on(text: str) -> frozenset[Verdict]:
     known = ", ".join(v.value for v in Verdict)
     if not names:
         # An empty list would fail on nothing: the gate silently switched off.
-        raise ConfigError(
-            f"--fail-on: empty ({text!r}); give at least one verdict from {known}"
-        )
+        raise ConfigError(f"--fail-on: empty ({text!r}); give at least one verdict from {known}")
     try:
         return frozenset(Verdict(x) for x in names)
     except ValueError:

@@ -175,14 +175,19 @@ def export_prometheus(
         perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
     """
     from perfgate.app import export
-    from perfgate.reporters.prometheus import push_prometheus, render_prometheus
+    from perfgate.reporters.prometheus import (
+        push_prometheus,
+        render_prometheus,
+        split_credentials,
+    )
 
     config = _config(suite, db_url, project)
     with _open_store(config.database_url, create=False) as store:
         values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
     if push_gateway:
         push_prometheus(values, push_gateway, job=job)
-        click.echo(f"perfgate: pushed {len(values)} values to {push_gateway} (job {job})", err=True)
+        shown = split_credentials(push_gateway)[0]
+        click.echo(f"perfgate: pushed {len(values)} values to {shown} (job {job})", err=True)
     else:
         click.echo(render_prometheus(values), nl=False)
 

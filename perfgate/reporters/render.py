@@ -57,7 +57,7 @@ def format_value(value: float | None, unit: str) -> str:
     if unit == "ms":
         return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
     if unit == "1/s":
-        return f"{value:.4g}/s"
+        return f"{value:,.0f}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
     return f"{value:.4g}"
 
 
@@ -115,7 +115,8 @@ def render_text(result: GateResult) -> str:
     for c in result.comparisons:
         detail = c.reason
         if c.baseline_run_ids:
-            detail += f" [window: {len(c.baseline_run_ids)} runs"
+            k = len(c.baseline_run_ids)
+            detail += f" [window: {k} run{'s' if k != 1 else ''}"
             commits = [x[:8] for x in c.baseline_commits if x]
             if commits:
                 detail += f", commits {commits[0]}..{commits[-1]}"
@@ -349,9 +350,22 @@ def _step_dict(profile: ProfileSummary) -> dict[str, float | None]:
     }
 
 
+NAME_CELL = 60
+"""Widest op or kernel name a terminal table shows (the full name is in JSON and HTML)."""
+
+
+def short_name(name: str, width: int = NAME_CELL) -> str:
+    """``name`` cut to ``width`` characters with an ellipsis, for table cells."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def _top_types(profile: ProfileSummary, n: int = TOP_OP_TYPES) -> list[OpStat]:
-    source = profile.op_types or profile.ops
-    return sorted(source, key=lambda o: -o.total_time_ms_per_step)[:n]
+    """The op types that took most device time (Ascend's op types, where self and total time
+    are one), else the ops ranked by self time: a torch trace's CPU ops nest, so inclusive
+    time would count one piece of work once per level."""
+    if profile.op_types:
+        return sorted(profile.op_types, key=lambda o: -o.total_time_ms_per_step)[:n]
+    return sorted(profile.ops, key=lambda o: -o.self_time_ms_per_step)[:n]
 
 
 def _op_type_dict(o: OpStat) -> dict[str, Any]:
@@ -359,6 +373,7 @@ def _op_type_dict(o: OpStat) -> dict[str, Any]:
         "op_type": o.name,
         "core": o.core,
         "calls_per_step": o.calls_per_step,
+        "self_time_ms": o.self_time_ms_per_step,
         "total_time_ms": o.total_time_ms_per_step,
     }
 
@@ -422,9 +437,15 @@ def render_ingest_text(result: IngestResult) -> str:
         lines += [*_table(rows), ""]
     top = _top_types(slowest)
     if top:
-        rows = [["op type", "core", "calls/step", "total ms/step"]]
+        by_type = bool(slowest.op_types)
+        rows = [["op type" if by_type else "op", "core", "calls/step", "self ms/step"]]
         rows += [
-            [o.name, o.core or "-", f"{o.calls_per_step:g}", f"{o.total_time_ms_per_step:.3f}"]
+            [
+                short_name(o.name),
+                o.core or "-",
+                f"{o.calls_per_step:g}",
+                f"{o.self_time_ms_per_step:.3f}",
+            ]
             for o in top
         ]
         lines += [*_table(rows), ""]
@@ -676,7 +697,9 @@ def render_across_text(report: AcrossReport) -> str:
             lines += ["", f"top ops on {label} (self time per step; the other side by name)"]
             op_rows = [["op", "A", "B"]]
             for o in ops:
-                op_rows.append([o.name, format_value(o.a_ms, "ms"), format_value(o.b_ms, "ms")])
+                op_rows.append(
+                    [short_name(o.name), format_value(o.a_ms, "ms"), format_value(o.b_ms, "ms")]
+                )
             lines += _table(op_rows)
     if report.only_a:
         lines += ["", f"only on A: {', '.join(report.only_a)}"]

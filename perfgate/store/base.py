@@ -61,6 +61,11 @@ class StoreBase:
         """The SQLAlchemy engine (for exports and tests; the schema is the store's own)."""
         return self._engine
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (a SQLite file that cannot be written)."""
+        return self._target.read_only
+
     def close(self) -> None:
         self._engine.dispose()
 

@@ -4,6 +4,10 @@ SQLite connections get ``busy_timeout`` and ``foreign_keys`` on every connection
 journal mode (with ``synchronous = NORMAL``, SQLite's recommended pairing) once the database
 is known to be a perfgate store: setting WAL rewrites the file header, which must not happen
 to a database that turns out to belong to someone else.
+A SQLite file that cannot be written (a read-only file, directory or mount) is opened
+read-only (``mode=ro``; ``immutable=1`` when it is in WAL mode and its ``-wal``/``-shm``
+files are missing and cannot be created): reading commands work on it, and nothing is
+written to it, not even the WAL switch.
 SQLAlchemy emits ``BEGIN`` itself (the pysqlite recipe), and ``BEGIN IMMEDIATE`` for
 connections marked with the ``perfgate_write`` execution option, so that a writer takes the
 write lock up front and waits on ``busy_timeout`` instead of failing half-way.
@@ -11,11 +15,13 @@ write lock up front and waits on ``busy_timeout`` instead of failing half-way.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
@@ -46,6 +52,7 @@ class SqliteSettings:
 
     path: Path | None
     wal: bool = False
+    read_only: bool = False
 
 
 @dataclass
@@ -65,13 +72,41 @@ class Target:
     def is_postgres(self) -> bool:
         return self.engine.dialect.name == "postgresql"
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (a SQLite file that cannot be written)."""
+        return self.sqlite is not None and self.sqlite.read_only
+
+
+def parse_url(raw: str) -> URL:
+    """``raw`` as a SQLAlchemy URL, the credentials ending at the *last* ``@`` before the
+    host: ``postgresql://u:p@ss@host/db`` is user ``u``, password ``p@ss`` on ``host``
+    (SQLAlchemy alone would end the password at the first ``@`` and take ``ss@host`` for
+    the host name). A host name never holds an ``@``, so nothing else changes meaning.
+
+    Raises:
+        ArgumentError, ValueError: not a URL SQLAlchemy can parse.
+    """
+    scheme, sep, after = raw.partition("://")
+    head, qmark, query = after.partition("?")
+    userinfo, at, hostpart = head.rpartition("@")
+    if sep and at and "@" in userinfo and not scheme.startswith("sqlite") and "/" not in userinfo:
+        user, colon, password = userinfo.partition(":")
+        creds = quote(unquote(user), safe="")
+        if colon:
+            creds += ":" + quote(unquote(password), safe="")
+        raw = f"{scheme}://{creds}@{hostpart}{qmark}{query}"
+    return make_url(raw)
+
 
 def mask_url(raw: str) -> str:
-    """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``."""
+    """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``
+    (the password read as :func:`parse_url` reads it, so an unencoded ``@`` in it does not
+    leak the rest)."""
     try:
-        return make_url(raw).render_as_string(hide_password=True)
+        return parse_url(raw).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
-        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", raw)
+        return re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", raw)
 
 
 def first_line(exc: BaseException) -> str:
@@ -126,7 +161,7 @@ def make_target(raw: str, *, create: bool = True) -> Target:
     """
     masked = mask_url(raw)
     try:
-        url = make_url(raw)
+        url = parse_url(raw)
     except (ArgumentError, ValueError) as exc:
         raise ConfigError(
             f"cannot parse database URL {masked!r}: expected sqlite:///PATH or postgresql://..."
@@ -153,6 +188,8 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
                 f"no perfgate store at {path}: nothing recorded there yet (record runs with "
                 "'perfgate run' or 'perfgate ingest') or pass the right --db"
             )
+        if path.is_file() and not _writable(path):
+            return _read_only_target(url, path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -170,6 +207,46 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
         where=str(path) if path is not None else shown,
         sqlite=settings,
     )
+
+
+def _writable(path: Path) -> bool:
+    """Whether SQLite can write ``path``: the file, and its directory (for the journal or the
+    ``-wal`` and ``-shm`` files). ``access`` reports a read-only mount or an immutable file
+    even to root."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the database header says WAL (read and write versions 2, bytes 18-19)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
+def _read_only_target(url: URL, path: Path) -> Target:
+    """A SQLite file that cannot be written, opened with ``mode=ro`` through a URI.
+
+    In WAL mode SQLite reads through the ``-shm`` index, which it must be able to open or
+    create; where the directory cannot be written and those files are missing, the file is
+    opened ``immutable`` (read as a plain file; nothing can be writing it there anyway).
+    """
+    query: dict[str, str] = {"uri": "true", "mode": "ro"}
+    wal = Path(f"{path}-wal")
+    shm = Path(f"{path}-shm")
+    if (
+        _in_wal_mode(path)
+        and not os.access(path.parent, os.W_OK | os.X_OK)
+        and not (wal.is_file() and shm.is_file())
+    ):
+        query["immutable"] = "1"
+    ro_url = url.set(database=path.as_uri(), query=query)
+    settings = SqliteSettings(path=path, read_only=True)
+    engine = create_engine(ro_url)
+    _install_sqlite_hooks(engine, settings)
+    return Target(engine=engine, url=f"sqlite:///{path}", where=str(path), sqlite=settings)
 
 
 def _install_sqlite_hooks(engine: Engine, settings: SqliteSettings) -> None:
@@ -198,7 +275,7 @@ def _install_sqlite_hooks(engine: Engine, settings: SqliteSettings) -> None:
 
 def enable_wal(target: Target, conn: Connection) -> None:
     """Switch the SQLite file to WAL (outside a transaction); new connections set it too."""
-    if target.sqlite is None:
+    if target.sqlite is None or target.sqlite.read_only:
         return
     driver_connection = conn.connection.driver_connection
     if driver_connection is None:  # pragma: no cover - a checked-out connection always has one

@@ -173,6 +173,12 @@ class RunStore(StoreBase):
         with self._read("list benchmarks") as conn:
             return sorted(_distinct(conn, runs.c.benchmark, conditions))
 
+    def branches(self, *, project: str) -> list[str]:
+        """Sorted names of the branches with stored runs in ``project`` (excluded runs count
+        too)."""
+        with self._read("list branches") as conn:
+            return sorted(_distinct(conn, runs.c.branch, [runs.c.project == project]))
+
     def history(
         self,
         *,

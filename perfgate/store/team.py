@@ -169,7 +169,9 @@ class TeamStore(StoreBase):
         except SQLAlchemyError as exc:
             raise self._failure(f"triage alert {alert_id}", exc) from exc
         if not found:
-            raise NotFoundError(f"no alert {alert_id} in project {project!r} ({self._target.where})")
+            raise NotFoundError(
+                f"no alert {alert_id} in project {project!r} ({self._target.where})"
+            )
         with self._read(f"read alert {alert_id}") as conn:
             return _alert_of(
                 conn.execute(select(alerts).where(alerts.c.id == alert_id)).mappings().one()

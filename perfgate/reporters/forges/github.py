@@ -12,7 +12,13 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import ForgeClient, Response, RetryPolicy, carries_marker
+from perfgate.reporters.forges.http import (
+    ForgeClient,
+    Response,
+    RetryPolicy,
+    api_int,
+    carries_marker,
+)
 
 DEFAULT_API_URL = "https://api.github.com"
 MAX_CHARS = 65_536
@@ -125,8 +131,9 @@ class GitHubReporter:
         """
         found = self.find_comment(number, marker)
         if found is not None:
+            comment_id = api_int(found.get("id"), f"GitHub: the id of a comment on #{number}")
             self.client.request(
-                "PATCH", f"repos/{self.repo}/issues/comments/{int(found['id'])}", {"body": body}
+                "PATCH", f"repos/{self.repo}/issues/comments/{comment_id}", {"body": body}
             )
             return "updated"
         if not create:
@@ -166,14 +173,16 @@ class GitHubReporter:
             for item in self._pages(f"repos/{self.repo}/issues", dict(query), pages):
                 body = str(item.get("body") or "")
                 if "pull_request" not in item and carries_marker(body, marker):
-                    return int(item["number"]), body
+                    return api_int(item.get("number"), "GitHub: the tracking issue's number"), body
         return None
 
     def create_issue(self, title: str, body: str, label: str) -> int:
         data = self.client.request(
             "POST", f"repos/{self.repo}/issues", {"title": title, "body": body, "labels": [label]}
         ).data
-        return int(data["number"]) if isinstance(data, dict) and "number" in data else 0
+        if isinstance(data, dict) and "number" in data:
+            return api_int(data["number"], "GitHub: the new issue's number")
+        return 0
 
     def update_issue(self, number: int, body: str) -> None:
         self.client.request("PATCH", f"repos/{self.repo}/issues/{number}", {"body": body})

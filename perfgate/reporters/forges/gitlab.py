@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, carries_marker
+from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, api_int, carries_marker
 
 DEFAULT_API_URL = "https://gitlab.com/api/v4"
 MAX_CHARS = 1_000_000
@@ -86,7 +86,8 @@ class GitLabReporter:
         """
         found = self.find_comment(number, marker)
         if found is not None:
-            self.client.request("PUT", f"{self._notes(number)}/{int(found['id'])}", {"body": body})
+            note_id = api_int(found.get("id"), f"GitLab: the id of a note on !{number}")
+            self.client.request("PUT", f"{self._notes(number)}/{note_id}", {"body": body})
             return "updated"
         if not create:
             return "skipped"
@@ -118,7 +119,7 @@ class GitLabReporter:
             for item in self._pages(f"projects/{self.project}/issues", dict(query), pages):
                 body = str(item.get("description") or "")
                 if carries_marker(body, marker):
-                    return int(item["iid"]), body
+                    return api_int(item.get("iid"), "GitLab: the tracking issue's iid"), body
         return None
 
     def create_issue(self, title: str, body: str, label: str) -> int:
@@ -127,7 +128,9 @@ class GitLabReporter:
             f"projects/{self.project}/issues",
             {"title": title, "description": body, "labels": label},
         ).data
-        return int(data["iid"]) if isinstance(data, dict) and "iid" in data else 0
+        if isinstance(data, dict) and "iid" in data:
+            return api_int(data["iid"], "GitLab: the new issue's iid")
+        return 0
 
     def update_issue(self, number: int, body: str) -> None:
         self.client.request(

@@ -1,9 +1,16 @@
 """One small JSON-over-HTTP client for every forge's API, on ``urllib.request``.
 
-Every request has a bounded total time (all attempts and waits together); 429, 5xx,
-timeouts and connection errors are retried with exponential backoff, honouring
-``Retry-After`` when it fits in what is left of the budget; 401/403/404 (and every other
-4xx) are not retried. Failures raise :class:`~perfgate.errors.ReportError` with a one-line
+A client has one bounded total time, ``budget_s``, shared by everything it sends (every
+page, every retry, and the waits between): it starts with the first request, each try is
+given at most ``min(timeout_s, what is left)``, and a try that outlives its time is cut
+off whatever the server does (a watchdog shuts the connection's socket down, so a server
+that drips its status line, headers or body a byte at a time cannot hold it longer; the
+body is also read in chunks with the deadline checked between them). A body larger than
+``max_bytes`` is refused. 429, 5xx, timeouts and connection errors are retried with
+exponential backoff, honouring ``Retry-After`` when it fits in what is left of the budget;
+401/403/404 (and every other 4xx) are not retried. An answer that is not what the API
+documents (not JSON, the wrong types, an id that is not a number: :func:`api_int`) is a
+:class:`~perfgate.errors.ReportError` too. Every failure raises ReportError with a one-line
 message that never contains the token. Redirects are not followed (a token must never be
 sent to another host), and pagination links are followed only under the API base URL.
 """
@@ -13,6 +20,9 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
+import os
+import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -25,19 +35,27 @@ from perfgate import __version__
 from perfgate.errors import ConfigError, ReportError
 
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_BYTES = 8 * 1024 * 1024
+"""The largest response body a client reads (no forge answer perfgate asks for is near it)."""
+CHUNK = 64 * 1024
+ERROR_BODY_BYTES = 64 * 1024
+"""How much of an error response's body is read for its message."""
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard one request tries: ``attempts`` at most, each at most ``timeout_s``, all of
-    them (and the waits between) within ``budget_s``; waits double from ``backoff_s`` up to
-    ``max_backoff_s`` unless the server's ``Retry-After`` says otherwise."""
+    """How hard a client tries: each request ``attempts`` times at most, each try at most
+    ``timeout_s``, and all of the client's requests (every page and retry, and the waits
+    between) within ``budget_s`` together; waits double from ``backoff_s`` up to
+    ``max_backoff_s`` unless the server's ``Retry-After`` says otherwise. A response body
+    over ``max_bytes`` is an error."""
 
     attempts: int = 5
     timeout_s: float = 10.0
     budget_s: float = 60.0
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
+    max_bytes: int = MAX_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
@@ -62,6 +80,7 @@ class RetryPolicy:
             budget_s=number("PERFGATE_HTTP_BUDGET_S", base.budget_s) or base.budget_s,
             backoff_s=number("PERFGATE_HTTP_BACKOFF_S", base.backoff_s),
             max_backoff_s=base.max_backoff_s,
+            max_bytes=base.max_bytes,
         )
 
 
@@ -77,6 +96,141 @@ class Response:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def api_int(value: Any, what: str) -> int:
+    """``value`` (from a forge's answer) as the integer the API documents, else ReportError
+    naming ``what`` (``GitHub: comment id``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    raise ReportError(f"{what} is not a number in the answer ({shown})")
+
+
+class _TryClock:
+    """One try's time limit, enforced on its connections: when it passes, their sockets
+    are shut down (through a duplicate of the descriptor, which works under TLS too), so no
+    read - status line, headers or body - outlives it however slowly the server sends."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def watch(self, sock: socket.socket) -> None:
+        try:
+            dup = socket.socket(fileno=os.dup(sock.fileno()))
+        except OSError:
+            return
+        with self._lock:
+            self._socks.append(dup)
+            fired = self.fired
+        if fired:
+            self._shutdown(dup)
+
+    @staticmethod
+    def _shutdown(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            socks = list(self._socks)
+        for sock in socks:
+            self._shutdown(sock)
+
+    def __enter__(self) -> _TryClock:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for sock in socks:
+            sock.close()
+
+
+class _Watched:
+    """The try now in flight (one client sends one request at a time)."""
+
+    current: _TryClock | None = None
+
+
+def _watched(cls: type[http.client.HTTPConnection], holder: _Watched) -> Any:
+    """A connection factory for ``urllib``'s ``do_open`` whose sockets the try in flight
+    watches."""
+
+    def make(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        conn = cls(host, **kwargs)
+        create = conn._create_connection  # type: ignore[attr-defined]
+
+        def connect(*args: Any, **kw: Any) -> socket.socket:
+            sock: socket.socket = create(*args, **kw)
+            if holder.current is not None:
+                holder.current.watch(sock)
+            return sock
+
+        conn._create_connection = connect  # type: ignore[attr-defined]
+        return conn
+
+    return make
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, holder: _Watched) -> None:
+        super().__init__()
+        self._holder = holder
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_watched(http.client.HTTPConnection, self._holder), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, holder: _Watched) -> None:
+        super().__init__()
+        self._holder = holder
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        context = getattr(self, "_context", None)
+        return self.do_open(
+            _watched(http.client.HTTPSConnection, self._holder), req, context=context
+        )
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def read_capped(stream: Any, limit: int, expired: Callable[[], bool], chunk: int = CHUNK) -> bytes:
+    """A response body read ``chunk`` bytes at a time (what the socket has, not a full
+    chunk), checking ``expired`` between reads; _TooLarge past ``limit`` bytes, _TooSlow once
+    ``expired`` says so."""
+    read = getattr(stream, "read1", None) or stream.read
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if expired():
+            raise _TooSlow
+        part = read(chunk)
+        if not part:
+            return b"".join(parts)
+        size += len(part)
+        if size > limit:
+            raise _TooLarge
+        parts.append(part)
 
 
 def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
@@ -141,7 +295,19 @@ class ForgeClient:
         self._sleep = sleep
         self._clock = clock
         self._wall = wall_clock
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._watched = _Watched()
+        self._opener = urllib.request.build_opener(
+            _NoRedirect(), _HTTPHandler(self._watched), _HTTPSHandler(self._watched)
+        )
+        self._deadline: float | None = None
+
+    @property
+    def deadline(self) -> float:
+        """When (on the client's clock) this client's budget runs out; the budget starts
+        with its first request."""
+        if self._deadline is None:
+            self._deadline = self._clock() + self.policy.budget_s
+        return self._deadline
 
     @staticmethod
     def _safe_url(url: str) -> str:
@@ -183,30 +349,53 @@ class ForgeClient:
         *,
         query: Mapping[str, str | int] | None = None,
     ) -> Response:
-        """Send one JSON request, retrying what is worth retrying within the budget."""
+        """Send one JSON request, retrying what is worth retrying within what is left of
+        the client's budget (shared with its other requests)."""
         url = self.url(path, query)
         data = None if body is None else json.dumps(body).encode()
         headers = dict(self._headers)
         if data is not None:
             headers["Content-Type"] = "application/json"
         policy = self.policy
-        deadline = self._clock() + policy.budget_s
-        last = "no attempt made"
+        deadline = self.deadline
+        last = f"no time left of the {policy.budget_s:g} s budget"
         for attempt in range(policy.attempts):
             remaining = deadline - self._clock()
             if remaining <= 0:
                 break
             wait: float | None = None
+            per_try = min(policy.timeout_s, remaining)
+            try_end = self._clock() + per_try
             req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            watch = _TryClock(per_try)
+            slow = f"no response within {per_try:g} s"
+
+            def expired(watch: _TryClock = watch, try_end: float = try_end) -> bool:
+                return watch.fired or self._clock() >= try_end
+
+            self._watched.current = watch
+            watch.__enter__()
             try:
-                with self._opener.open(req, timeout=min(policy.timeout_s, remaining)) as resp:
-                    raw = resp.read()
+                with self._opener.open(req, timeout=per_try) as resp:
+                    slow = f"no response within {per_try:g} s (the body was still arriving)"
                     status = resp.status
                     resp_headers = {k.lower(): v for k, v in resp.headers.items()}
+                    length = resp_headers.get("content-length", "").strip()
+                    if length.isdigit() and int(length) > policy.max_bytes:
+                        raise _TooLarge
+                    raw = read_capped(resp, policy.max_bytes, expired)
+                    if watch.fired:
+                        raise _TooSlow
                 return Response(status, resp_headers, self._decode(method, url, raw))
+            except _TooLarge:
+                raise self._fail(
+                    method, url, f"the response is larger than {_size(policy.max_bytes)}"
+                ) from None
+            except _TooSlow:
+                last = slow
             except urllib.error.HTTPError as exc:
                 resp_headers = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}
-                detail = self._api_message(exc)
+                detail = self._api_message(exc, expired)
                 last = f"{exc.code} {exc.reason}" + (f" ({detail})" if detail else "")
                 rate_limited = exc.code == 403 and (
                     "retry-after" in resp_headers
@@ -216,15 +405,21 @@ class ForgeClient:
                     raise self._fail(method, url, last + self._hint(exc.code)) from None
                 wait = _retry_after(resp_headers, self._wall())
             except TimeoutError:
-                last = f"no response within {min(policy.timeout_s, remaining):g} s"
+                last = slow
             except urllib.error.URLError as exc:
                 reason = exc.reason
-                if isinstance(reason, TimeoutError):
-                    last = f"no response within {min(policy.timeout_s, remaining):g} s"
+                if isinstance(reason, TimeoutError) or watch.fired:
+                    last = slow
                 else:
                     last = f"cannot connect ({reason})"
-            except (http.client.HTTPException, ConnectionError, OSError) as exc:
-                last = f"connection failed ({type(exc).__name__}: {exc})"
+            except (http.client.HTTPException, ConnectionError, OSError, ValueError) as exc:
+                if watch.fired:
+                    last = slow
+                else:
+                    last = f"connection failed ({type(exc).__name__}: {exc})"
+            finally:
+                self._watched.current = None
+                watch.__exit__()
             if attempt == policy.attempts - 1:
                 break
             if wait is None:
@@ -243,13 +438,19 @@ class ForgeClient:
             return None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise self._fail(method, url, "the response is not JSON") from None
 
-    def _api_message(self, exc: urllib.error.HTTPError) -> str:
+    def _api_message(self, exc: urllib.error.HTTPError, expired: Callable[[], bool]) -> str:
         try:
-            payload = json.loads(exc.read() or b"null")
-        except (ValueError, OSError):
+            raw = read_capped(exc, ERROR_BODY_BYTES, expired)
+        except (_TooLarge, _TooSlow, OSError, http.client.HTTPException, ValueError):
+            return ""
+        finally:
+            exc.close()
+        try:
+            payload = json.loads(raw or b"null")
+        except (ValueError, RecursionError):
             return ""
         if isinstance(payload, dict):
             message = payload.get("message") or payload.get("error") or ""
@@ -262,6 +463,10 @@ class ForgeClient:
         if status == 404:
             return "; check the repository/project, the PR/MR number and the API URL"
         return ""
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:g} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
 def carries_marker(body: str, marker: str) -> bool:
