@@ -6,14 +6,18 @@
        an A/A control (plain against plain) and the timing code's own cost per step;
    (b) end to end: ``perfgate.runner.run_benchmark`` (a real worker process) against a plain
        loop in a subprocess of the same length.
-2. Gate wall time over a big SQLite store (20 benchmarks x 500 runs on main, 1 on feat):
-   the ``perfgate gate`` command as a user runs it, the in-process ``perfgate.app.compare``,
+2. Gate wall time over big stores (20 benchmarks x ``--runs`` runs on main, 1 on feat), on
+   SQLite and, with ``--postgres URL`` (or $PERFGATE_BENCH_POSTGRES_URL), on PostgreSQL in a
+   database ``perfgate_bench`` created and dropped here: the ``perfgate gate`` command as a
+   user runs it (median of 3 after a warm-up run), the in-process ``perfgate.app.compare``,
    and where the command's time goes.
-3. A summary block.
+3. ``perfgate detect`` start-up (``--help`` and a small series file).
+4. A summary block.
 
 Run from the repository root with the project's virtual environment active::
 
     python bench/overhead.py            # 3-5 minutes on a 2-core machine
+    python bench/overhead.py --only gate --runs 500,5000   # gate at 10k and 100k runs
 
 Exit status 0 when every measurement completed (whatever the numbers), 1 otherwise.
 """
@@ -68,7 +72,9 @@ from perfgate.workloads.mlp import build as build_mlp
 
 REPO = Path(__file__).resolve().parent.parent
 RUNNER_TARGET = 1.02
-GATE_TARGET_S = 1.0
+GATE_TARGET_S = 0.5
+DETECT_TARGET_S = 0.3
+BENCH_DATABASE = "perfgate_bench"
 
 
 def out(line: str = "") -> None:
@@ -541,15 +547,17 @@ def populate(
             else:
                 run_rows, m_rows, p_rows = [], [], []
                 for record in batch:
-                    run_row, rows, profile_row = _rows_of(record)
-                    run_rows.append(run_row)
-                    m_rows.extend(rows)
-                    if profile_row is not None:
-                        p_rows.append(profile_row)
+                    rows = _rows_of(record)
+                    run_rows.append(rows.run)
+                    m_rows.extend(rows.measurements)
+                    if rows.profile is not None:
+                        p_rows.append(rows.profile)
                 with store.engine.begin() as conn:
                     conn.execute(runs.insert(), run_rows)
-                    conn.execute(measurements.insert(), m_rows)
-                    conn.execute(profiles.insert(), p_rows)
+                    if m_rows:
+                        conn.execute(measurements.insert(), m_rows)
+                    if p_rows:
+                        conn.execute(profiles.insert(), p_rows)
             write_s += time.perf_counter() - t
             saved += len(batch)
     finally:
@@ -567,7 +575,48 @@ def populate(
     }
 
 
-def store_size(path: Path) -> int:
+def _run_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"run counts must be positive: {text!r}")
+    return counts
+
+
+@contextlib.contextmanager
+def bench_store(engine: str, server_url: str) -> Iterator[tuple[str, Path | None]]:
+    """A fresh, empty store: a SQLite file in a temp dir, or the PostgreSQL database
+    ``perfgate_bench`` on ``server_url``'s server, created here and dropped afterwards."""
+    if engine == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
+            db_path = Path(tmp) / "perfgate.db"
+            yield f"sqlite:///{db_path}", db_path
+        return
+    import sqlalchemy as sa
+
+    server = sa.make_url(server_url)
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)'))
+
+    try:
+        drop()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{BENCH_DATABASE}"'))
+        url = server.set(database=BENCH_DATABASE).render_as_string(hide_password=False)
+        yield url, None
+    finally:
+        drop()
+        admin.dispose()
+
+
+def store_size(path: Path | None) -> int:
+    if path is None:
+        return 0
     return sum(
         p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
     )
@@ -670,6 +719,7 @@ def gate_benchmarks(url: str, repeats: int) -> dict[str, Any]:
     in_process, result = compare_in_process(url, repeats)
 
     cmd = [perfgate_command(), "gate", "--branch", "feat", "--against", "main", "--db", url]
+    time_subprocess(cmd)  # one unrecorded run: warm page cache and bytecode
     gate_runs = []
     for _ in range(repeats):
         wall, proc = time_subprocess(cmd)
@@ -703,6 +753,30 @@ def gate_benchmarks(url: str, repeats: int) -> dict[str, Any]:
         "overall": result.verdict.value,
         "comparisons": len(result.comparisons),
     }
+
+
+def detect_startup() -> dict[str, float]:
+    """Wall time of ``perfgate detect --help`` and of ``perfgate detect`` on a 60-point
+    series (one step change), each the median of 3 subprocesses after one warm-up."""
+    with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
+        series = Path(tmp) / "series.csv"
+        rng = random.Random(3)
+        rows = [f"{i},{(10.0 if i < 30 else 11.0) + rng.gauss(0, 0.05):.4f}" for i in range(60)]
+        series.write_text("index,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        found = {}
+        for label, argv in (
+            ("perfgate detect --help", [perfgate_command(), "detect", "--help"]),
+            ("perfgate detect SERIES.csv", [perfgate_command(), "detect", str(series)]),
+        ):
+            time_subprocess(argv)  # warm the page cache
+            walls = []
+            for _ in range(3):
+                wall, proc = time_subprocess(argv)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"{label} failed with exit {proc.returncode}: {proc.stderr}")
+                walls.append(wall)
+            found[label] = median(walls)
+    return found
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -815,7 +889,9 @@ def report_end_to_end(b: dict[str, Any], pairs: int, steps: int) -> None:
     out("")
 
 
-def report_store(pop: dict[str, Any], db_path: Path, benchmarks: int, runs_each: int) -> None:
+def report_store(
+    pop: dict[str, Any], db_path: Path | None, benchmarks: int, runs_each: int
+) -> None:
     out(
         f"store: {pop['total_runs']} runs ({benchmarks} benchmarks x {runs_each} on main + 1 each"
         " on feat), each as perfgate run records it:"
@@ -832,7 +908,8 @@ def report_store(pop: dict[str, Any], db_path: Path, benchmarks: int, runs_each:
         f"          save_run on the first {pop['probe_runs']} runs: {pop['save_run_ms']:.2f}"
         f" ms/run -> {pop['projected_save_run_s']:.0f} s for the whole store"
     )
-    out(f"store size: {store_size(db_path) / 1e6:.1f} MB (SQLite file in a temp dir)")
+    if db_path is not None:
+        out(f"store size: {store_size(db_path) / 1e6:.1f} MB (SQLite file in a temp dir)")
     changes = ", ".join(f"#{b} {c:+.0%}" for b, c in FEAT_CHANGES.items())
     out(f"feat runs: step time changed on benchmarks {changes}: the gate should exit 1")
     out("")
@@ -876,8 +953,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-pairs", type=int, default=3, help="process pairs in 1b (3)")
     parser.add_argument("--e2e-steps", type=int, default=150, help="measured steps in 1b (150)")
     parser.add_argument("--benchmarks", type=int, default=20, help="benchmarks in the store (20)")
-    parser.add_argument("--runs", type=int, default=500, help="main runs per benchmark (500)")
+    parser.add_argument(
+        "--runs",
+        type=_run_counts,
+        default=[500],
+        help="main runs per benchmark; a comma list builds one store per count, e.g."
+        " 500,5000 for 10k and 100k runs with 20 benchmarks (500)",
+    )
     parser.add_argument("--gate-repeats", type=int, default=3, help="gate invocations (3)")
+    parser.add_argument(
+        "--only",
+        choices=("all", "gate"),
+        default="all",
+        help="'gate': only the gate section and detect start-up (skips the runner timings)",
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("PERFGATE_BENCH_POSTGRES_URL", ""),
+        help="also time the gate on PostgreSQL: a server URL whose database perfgate_bench"
+        " is created and dropped (default: $PERFGATE_BENCH_POSTGRES_URL; empty = SQLite only)",
+    )
     args = parser.parse_args(argv)
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
     started = time.perf_counter()
@@ -888,26 +983,57 @@ def main(argv: list[str] | None = None) -> int:
     out(f"machine: {machine()}; load average at start: {loadavg()}")
     out(versions)
     out("")
-    out(HEADER)
-    a = runner_in_process(args.rounds, args.steps, warmup=20)
-    report_in_process(a, args.rounds, args.steps)
-    b = runner_end_to_end(args.e2e_pairs, warmup=5, measured=args.e2e_steps)
-    report_end_to_end(b, args.e2e_pairs, args.e2e_steps)
+    if args.only == "all":
+        out(HEADER)
+        a = runner_in_process(args.rounds, args.steps, warmup=20)
+        report_in_process(a, args.rounds, args.steps)
+        b = runner_end_to_end(args.e2e_pairs, warmup=5, measured=args.e2e_steps)
+        report_end_to_end(b, args.e2e_pairs, args.e2e_steps)
 
-    out("== 2. Gate wall time over a big SQLite store ==")
-    with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
-        db_path = Path(tmp) / "perfgate.db"
-        url = f"sqlite:///{db_path}"
-        pop = populate(
-            url, args.benchmarks, args.runs, templates=40, probe_runs=250, save_budget_s=90.0
+    engines = ["sqlite"] + (["postgresql"] if args.postgres else [])
+    out(f"== 2. Gate wall time over big stores ({', '.join(engines)}) ==")
+    gates: list[tuple[str, int, float, float]] = []
+    for engine in engines:
+        for runs_each in args.runs:
+            with bench_store(engine, args.postgres) as (url, db_path):
+                out(f"-- {engine}, {args.benchmarks} benchmarks x {runs_each} runs --")
+                pop = populate(
+                    url,
+                    args.benchmarks,
+                    runs_each,
+                    templates=40,
+                    probe_runs=250,
+                    save_budget_s=90.0,
+                )
+                report_store(pop, db_path, args.benchmarks, runs_each)
+                gate_median, compare_median = report_gate(gate_benchmarks(url, args.gate_repeats))
+                gates.append((engine, pop["total_runs"], gate_median, compare_median))
+    out("== 3. detect start-up ==")
+    detect = detect_startup()
+    for label, secs in detect.items():
+        out(f"  {label:40s} {secs:.3f} s (median of 3)")
+    out("")
+
+    out("== Summary ==")
+    for engine, total, gate_median, compare_median in gates:
+        out(
+            f"gate wall time, {engine}, {total} runs: {gate_median:.3f} s"
+            f" (target < {GATE_TARGET_S:g} s)"
+            f" {'ok' if gate_median < GATE_TARGET_S else 'MISSED'};"
+            f" compare() alone {compare_median * 1e3:.0f} ms"
+            f" (median of {args.gate_repeats} 'perfgate gate' runs)"
         )
-        report_store(pop, db_path, args.benchmarks, args.runs)
-        gate_median, compare_median = report_gate(gate_benchmarks(url, args.gate_repeats))
-
+    for label, secs in detect.items():
+        ok = "ok" if secs < DETECT_TARGET_S else "MISSED"
+        out(f"{label}: {secs:.3f} s (target < {DETECT_TARGET_S:g} s) {ok}")
+    if args.only == "gate":
+        out(f"machine: {machine()}; load average now: {loadavg()}")
+        out(versions)
+        out(f"command: {command}  (cwd {Path.cwd()}; took {time.perf_counter() - started:.0f} s)")
+        return 0
     ratio = median(a["ratio_wall"])
     cost = a["cost"]
     implied = 1 + (cost["worker_ns"] - cost["plain_ns"]) / (a["plain"] * 1e6)
-    out("== Summary ==")
     out(f"runner overhead ratio: {ratio:.4f} (target <= {RUNNER_TARGET})")
     out(f"    {verdict(a['ratio_wall'], implied)}")
     out(
@@ -918,14 +1044,6 @@ def main(argv: list[str] | None = None) -> int:
         f"    A/A control (plain / plain) {median(a['ratio_aa']):.4f}"
         f" ({spread(a['ratio_aa'])}); from the timing code's own cost: {implied:.6f};"
         f" end to end, worker / plain process: {median(b['ratio_mean']):.4f}"
-    )
-    out(
-        f"gate wall time: {gate_median:.3f} s (target < {GATE_TARGET_S:g} s)"
-        f" {'ok' if gate_median < GATE_TARGET_S else 'MISSED'}"
-    )
-    out(
-        f"    median of {args.gate_repeats} 'perfgate gate' runs over {pop['total_runs']} runs;"
-        f" compare() alone {compare_median * 1e3:.0f} ms"
     )
     out(f"machine: {machine()}; load average now: {loadavg()}")
     out(versions)

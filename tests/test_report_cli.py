@@ -297,19 +297,23 @@ def test_fork_pr_report_dir_then_comment_from_a_privileged_job(
     # the follow-up job: trusted head sha from workflow_run; the PR's head must match it
     forge.pulls[("o/r", 7)] = "f" * 40
     privileged = ci_env(GITHUB_ACTIONS="true", GITHUB_TOKEN=TOKEN, GITHUB_API_URL=forge.url)
-    wrong = invoke(privileged, "comment", "--from", str(out), "--expect-sha", "f" * 40)
+    fork_job = ("--conclusion", "failure")  # github.event.workflow_run.conclusion
+    wrong = invoke(privileged, "comment", "--from", str(out), "--expect-sha", "f" * 40, *fork_job)
     assert wrong.exit_code == 2 and "not posted" in wrong.stderr
     forge.pulls[("o/r", 7)] = HEAD
-    posted = invoke(privileged, "comment", "--from", str(out), "--expect-sha", HEAD)
+    posted = invoke(privileged, "comment", "--from", str(out), "--expect-sha", HEAD, *fork_job)
     assert posted.exit_code == 0, posted.stderr
     assert "perfgate: comment created on PR #7" in posted.stderr
     (mine,) = marked(forge.comments[("o/r", 7)])
     assert str(mine["body"]).splitlines()[0] == target["marker"]
     assert forge.statuses[-1]["state"] == "failure" and forge.statuses[-1]["sha"] == HEAD
-    again = invoke(privileged, "comment", "--from", str(out))
+    assert forge.statuses[-1]["context"] == "perfgate (fork PR)"
+    again = invoke(privileged, "comment", "--from", str(out), *fork_job)
     assert "comment updated" in again.stderr and len(forge.comments[("o/r", 7)]) == 1
 
-    denied = invoke(dict(privileged, GITHUB_TOKEN="read-token-456"), "comment", "--from", str(out))
+    denied = invoke(
+        dict(privileged, GITHUB_TOKEN="read-token-456"), "comment", "--from", str(out), *fork_job
+    )
     assert denied.exit_code == 3
     assert denied.stderr.startswith("perfgate: error: comment not posted: GitHub: PATCH")
     assert "403 Forbidden" in denied.stderr
@@ -321,7 +325,7 @@ def test_comment_from_a_tampered_dir_is_refused(tmp_path: Path) -> None:
     out.mkdir()
     (out / "report.md").write_text("hello @everyone\n")
     (out / "target.json").write_text(json.dumps({"format_version": 1, "marker": "x"}))
-    result = invoke(ci_env(GITHUB_TOKEN=TOKEN), "comment", "--from", str(out))
+    result = invoke(ci_env(GITHUB_TOKEN=TOKEN), "comment", "--from", str(out), "--no-status")
     assert result.exit_code == 2 and "missing 'state'" in result.stderr
 
 

@@ -10,7 +10,9 @@ with a timeout. In ``--agent`` mode the tool prints one JSON object to stdout::
      "log_path": "..."}
 
 and writes no HTML or spreadsheet. Each row of ``problems`` becomes one finding with
-``source="msprof-analyze"``; the numeric cells (often empty) become its evidence.
+``source="msprof-analyze"``; the numeric cells (often empty) become its evidence. A row
+that reports a check which found nothing (its description says "There is no slow rank
+issues", or its problem count is 0) is not a finding and is left out.
 
 The tool is optional: when it is not installed, exits non-zero, times out or prints
 something else, the outcome carries one line saying so and no findings, and the caller
@@ -24,6 +26,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +45,10 @@ DEFAULT_TIMEOUT_S = 300.0
 
 # Rows that describe the profile rather than a problem in it.
 _INFORMATIONAL = frozenset({"Overall Summary", "slow link"})
-_NOTHING_FOUND = ("there is no ", "no problem")
+# Descriptions of a check that found nothing ("There is no slow rank issues"): not findings.
+_NOTHING_FOUND = re.compile(
+    r"^(there (is|are|were|was) no\b|no (problems?|issues?)\b|nothing (was )?found\b)"
+)
 # Header of each numeric column of the ``problems`` table -> evidence key in perfgate.
 _EVIDENCE_COLUMNS: Mapping[str, str] = {
     "problem count": "problem_count",
@@ -192,7 +198,9 @@ def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Findin
             if value is not None:
                 evidence[key] = value
         description = " ".join(str(cells.get("description", "")).split())
-        informational = category in _INFORMATIONAL or description.lower().startswith(_NOTHING_FOUND)
+        if _NOTHING_FOUND.match(description.lower()) or evidence.get("problem_count") == 0:
+            continue
+        informational = category in _INFORMATIONAL
         out.append(
             Finding(
                 rule=category,

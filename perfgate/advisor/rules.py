@@ -602,22 +602,18 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
             f"step_ms:rank {r}": ms for r, ms in zip(view.ranks, view.step_ms, strict=True)
         }
         evidence["spread_pct"] = view.step_spread_pct
-        message = (
-            f"rank {view.slowest_rank} is the slowest ({_ms(slowest_ms)} per step, "
-            f"{view.step_spread_pct:.1f}% spread across {len(view.ranks)} ranks)"
+        level = (
+            f"at or above the {t.straggler_critical_pct:g}% critical threshold"
+            if critical
+            else f"above the {t.straggler_spread_pct:g}% threshold, below the "
+            f"{t.straggler_critical_pct:g}% critical one"
         )
-        waits = [
-            (w, r) for r, w in zip(view.ranks, view.comm_wait_ms, strict=False) if w is not None
-        ]
-        if len(waits) >= 2:
-            least, least_rank = min(waits)
-            most, _ = max(waits)
-            for w, r in waits:
-                evidence[f"comm_wait_ms:rank {r}"] = w
-            message += (
-                f"; rank {least_rank} waits least in collectives ({_ms(least)} vs up to "
-                f"{_ms(most)}): the others wait for it"
-            )
+        message = (
+            f"rank {view.slowest_rank} is the slowest ({_ms(slowest_ms)} per step; the ranks' "
+            f"step times spread {view.step_spread_pct:.1f}% across {len(view.ranks)} ranks, "
+            f"{level})"
+        )
+        message += _wait_evidence(view, slowest_ms, others, evidence)
         out.append(
             Finding(
                 rule="slow_rank",
@@ -654,6 +650,44 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+def _wait_evidence(
+    view: ClusterView,
+    slowest_ms: float,
+    others: list[float],
+    evidence: dict[str, float | str],
+) -> str:
+    """What the ranks' time blocked in collectives says about the slowest rank.
+
+    "The others wait for it" holds only when the slowest rank is the one that waits least
+    and the others wait longer by at least half its lead in step time (their extra wait is
+    then what its extra work costs them). Otherwise the waits are stated as seen.
+    """
+    waits = [(w, r) for r, w in zip(view.ranks, view.comm_wait_ms, strict=False) if w is not None]
+    if len(waits) < 2:
+        return ""
+    for w, r in waits:
+        evidence[f"comm_wait_ms:rank {r}"] = w
+    least, least_rank = min(waits)
+    most, most_rank = max(waits)
+    lead = slowest_ms - statistics.median(others) if others else 0.0
+    others_wait = [w for w, r in waits if r != view.slowest_rank]
+    if (
+        least_rank == view.slowest_rank
+        and others_wait
+        and lead > 0
+        and statistics.median(others_wait) - least >= 0.5 * lead
+    ):
+        return (
+            f"; it waits least in collectives ({_ms(least)} vs up to {_ms(most)} on the "
+            "others): the others wait for it"
+        )
+    return (
+        f"; time waiting in collectives: least {_ms(least)} (rank {least_rank}), most "
+        f"{_ms(most)} (rank {most_rank}), which does not show the others waiting for "
+        f"rank {view.slowest_rank}"
+    )
 
 
 def profile_window(
@@ -777,6 +811,19 @@ def advise(
     return _ordered(found)
 
 
+# msprof-analyze categories (lower case) that perfgate's own rule of that name covers.
+_SAME_PROBLEM = {"slow rank": "slow_rank"}
+
+
+def _without_duplicates(own: Sequence[Finding], msprof: Iterable[Finding]) -> list[Finding]:
+    mine = {f.rule for f in own}
+    return [
+        f
+        for f in msprof
+        if not (f.source != SOURCE and _SAME_PROBLEM.get(f.rule.strip().lower()) in mine)
+    ]
+
+
 def merge_findings(
     own: Iterable[Finding],
     msprof: Iterable[Finding],
@@ -788,8 +835,14 @@ def merge_findings(
     msprof-analyze's "Overall Summary" next to perfgate's ``comm_not_overlapped``); a finding
     whose key was already seen is dropped (the first, or the more severe, stays). A finding
     whose key the baseline run also had is marked ``known=True``: not news in a PR.
+
+    One problem both advisors name the same way is shown once: msprof-analyze's
+    "slow rank" row beside perfgate's ``slow_rank`` (which says by how much and where the
+    waiting is) is dropped.
     """
     known = {f.key() for f in baseline_findings}
+    own = tuple(own)
+    msprof = tuple(_without_duplicates(own, msprof))
     kept: dict[tuple[str, str, str], Finding] = {}
     for f in (*own, *msprof):
         key = f.key()

@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from perfgate.app.files import write_atomic
 from perfgate.config import Config
 from perfgate.errors import PerfgateError, ReportError, UsageError
-from perfgate.models import GateResult
+from perfgate.models import GateResult, Verdict
 from perfgate.reporters.forges import (
     FORGES,
     MAX_CHARS_ANY,
@@ -401,28 +402,171 @@ def deliver_gate(
 
 # --- fork PRs: post a report directory from a privileged job -------------------------------
 
-_DEFANG = re.compile(r"([@#!])(?=\w)")
+FORK_CONTEXT = "perfgate (fork PR)"
+"""The status name ``comment --from`` sets: its own, never one from the report directory
+(which an unprivileged fork's job wrote), so it cannot pass for a required check."""
+
+CONCLUSIONS = {
+    "success": "success",
+    "failure": "failure",
+    "neutral": "success",
+    "cancelled": "error",
+    "timed_out": "error",
+    "skipped": "error",
+    "action_required": "error",
+    "stale": "error",
+    "startup_failure": "error",
+}
+"""The fork job's conclusion (``github.event.workflow_run.conclusion``) -> the status state."""
+
+_MARKER = re.compile(r"<!-- perfgate:report project=[^\s<>]+ suite=[^\s<>]+ testbed=[^\s<>]+ -->")
+_HEX_SHA = re.compile(r"[0-9a-fA-F]{7,40}")
+_REPO = re.compile(r"[\w.\-/]{1,200}")
+_SAFE_TAGS = ("<details>", "</details>", "<summary>", "</summary>", "<sub>", "</sub>")
+_INLINE_LINK = re.compile(r"(!?)\[([^\[\]\n]*)\]\(([^()\s]*)(?:\s+\"[^\"\n]*\")?\)")
+_MENTION = re.compile(r"([@#!~%$^])(?=\w)")
+_AUTOLINK = re.compile(r"(?i)(:)(?=//)|(www)(?=\.)")
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "forge": (str, type(None)),
+    "api_url": (str, type(None)),
+    "repo": (str, type(None)),
+    "number": (int, type(None)),
+    "sha": (str, type(None)),
+    "job_url": (str, type(None)),
+    "marker": (str,),
+    "verdict": (str,),
+    "failed": (bool,),
+    "post": (bool,),
+    "mode": (str,),
+    "state": (str,),
+    "description": (str,),
+    "context": (str,),
+}
+_REQUIRED = ("marker", "state", "description", "context")
 
 
 def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
-    """``report.md`` and ``target.json`` of a report directory, checked."""
+    """``report.md`` and ``target.json`` of a report directory, every field checked (the
+    directory may come from an untrusted fork): UsageError naming the field otherwise."""
+    where = directory / TARGET_FILE
     try:
         markdown = (directory / REPORT_FILE).read_text(encoding="utf-8")
-        data = json.loads((directory / TARGET_FILE).read_text(encoding="utf-8"))
+        data = json.loads(where.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"{directory}: cannot read the report ({exc.strerror})") from None
     except ValueError as exc:
-        raise UsageError(f"{directory / TARGET_FILE}: not JSON ({exc})") from None
+        raise UsageError(f"{where}: not JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
-        raise UsageError(f"{directory / TARGET_FILE}: not a perfgate report target (version 1)")
-    for key in ("marker", "state", "description", "context"):
-        if not isinstance(data.get(key), str):
-            raise UsageError(f"{directory / TARGET_FILE}: missing {key!r}")
-    if not str(data["marker"]).startswith("<!-- perfgate:report "):
-        raise UsageError(f"{directory / TARGET_FILE}: the marker is not perfgate's")
+        raise UsageError(f"{where}: not a perfgate report target (version 1)")
+
+    def bad(key: str, what: str) -> UsageError:
+        return UsageError(f"{where}: {key}: {what}, not {_show(data[key])}")
+
+    for key in _REQUIRED:
+        if key not in data:
+            raise UsageError(f"{where}: missing {key!r}")
+    for key, types in _FIELD_TYPES.items():
+        if key not in data:
+            continue
+        value = data[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise bad(key, f"expected {names}")
+    if data.get("forge") is not None:
+        try:
+            forge_named(data["forge"])
+        except UsageError as exc:
+            raise UsageError(f"{where}: forge: {exc}") from None
+    number = data.get("number")
+    if number is not None and number < 1:
+        raise bad("number", "expected a positive whole number")
+    if data.get("sha") and not _HEX_SHA.fullmatch(data["sha"]):
+        raise bad("sha", "expected 7 to 40 hex digits")
+    if data.get("repo") and not _REPO.fullmatch(data["repo"]):
+        raise bad("repo", "expected owner/name or a project id")
+    if not _MARKER.fullmatch(data["marker"]):
+        raise bad("marker", "not perfgate's marker")
+    if "mode" in data and data["mode"] not in {m.value for m in CommentMode}:
+        raise bad("mode", "expected " + "|".join(m.value for m in CommentMode))
+    if "verdict" in data and data["verdict"] not in {v.value for v in Verdict} | {""}:
+        raise bad("verdict", "expected " + "|".join(v.value for v in Verdict))
     if data["state"] not in ("success", "failure", "error"):
-        raise UsageError(f"{directory / TARGET_FILE}: unknown state {data['state']!r}")
+        raise bad("state", "expected success|failure|error")
+    for key, most in (("description", 1000), ("context", 1000), ("job_url", 2000)):
+        if len(data.get(key) or "") > most:
+            raise UsageError(f"{where}: {key}: longer than {most} characters")
     return markdown, data
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def forge_hosts(forge: Forge, env: Mapping[str, str], api_url: str) -> frozenset[str]:
+    """The host names of the forge this job posts to: its web server (``GITHUB_SERVER_URL``
+    / ``CI_SERVER_URL``, else the public one) and its API host (``api.`` dropped too)."""
+    hosts: set[str] = set()
+    server = env.get("GITHUB_SERVER_URL" if forge.name == "github" else "CI_SERVER_URL", "")
+    for url in (server, api_url or forge.default_api_url):
+        host = (urlsplit(url).hostname or "").lower()
+        if host:
+            hosts.add(host)
+            hosts.add(host.removeprefix("api."))
+    return frozenset(hosts)
+
+
+def _on_host(url: str, hosts: frozenset[str]) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    return parts.scheme in ("https", "http") and host in hosts and "@" not in parts.netloc
+
+
+def sanitize_fork_markdown(
+    markdown: str, marker_line: str, hosts: frozenset[str], *, where: str = REPORT_FILE
+) -> str:
+    """An untrusted report made safe to post with a privileged token: its first line must be
+    ``marker_line`` (kept as is); in the rest no raw HTML (``<`` escaped, but for perfgate's own
+    bare ``<details>``/``<summary>``/``<sub>`` tags), no images (their alt text stays), links
+    only to ``hosts`` (others become their text), no reference-style links or bare-URL
+    autolinks, and mentions and references disarmed."""
+    lines = markdown.splitlines()
+    if not lines or lines[0] != marker_line:
+        raise UsageError(f"{where}: does not start with its marker")
+    rest = "\n".join(lines[1:]).replace("<", "&lt;")
+    for tag in _SAFE_TAGS:
+        rest = rest.replace("&lt;" + tag[1:], tag)
+
+    def text(chunk: str) -> str:
+        chunk = _MENTION.sub(lambda m: m.group(1) + ZWJ, chunk)
+        chunk = _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2)) + ZWJ, chunk)
+        # entities are never Markdown syntax: no reference-style link or image can form
+        return chunk.replace("[", "&#91;").replace("]", "&#93;")
+
+    out: list[str] = []
+    at = 0
+    for m in _INLINE_LINK.finditer(rest):
+        out.append(text(rest[at : m.start()]))
+        image, label, url = m.group(1), m.group(2), m.group(3)
+        if not image and label and _on_host(url, hosts):
+            out.append(f"[{text(label)}]({url})")
+        else:
+            out.append(text(label))
+        at = m.end()
+    out.append(text(rest[at:]))
+    return marker_line + "\n" + "".join(out) + "\n"
+
+
+def fork_state(conclusion: str) -> str:
+    """The status state for the fork job's conclusion; UsageError for an unknown one."""
+    try:
+        return CONCLUSIONS[conclusion]
+    except KeyError:
+        known = "|".join(CONCLUSIONS)
+        raise UsageError(f"--conclusion: expected {known}, not {conclusion!r}") from None
 
 
 def post_report_dir(
@@ -431,34 +575,50 @@ def post_report_dir(
     overrides: TargetOverrides,
     *,
     status: bool = True,
+    conclusion: str | None = None,
     expect_sha: str | None = None,
     reporter_factory: Callable[[ForgeTarget], Reporter] | None = None,
 ) -> Delivery:
     """``perfgate comment --from DIR``: post what a gate wrote with ``--report-dir``.
 
-    The directory may come from an untrusted fork's job: the API URL (where the token
-    goes) is never taken from it, its text gets mentions and references disarmed, its
-    size is capped, and with ``expect_sha`` (the trusted head
+    The directory may come from an untrusted fork's job, so nothing in it decides what the
+    token vouches for: the API URL is never taken from it, every field of ``target.json`` is
+    checked, the status has perfgate's own context (:data:`FORK_CONTEXT`), its state comes
+    from ``conclusion`` (the fork job's conclusion; required for a status) and its
+    description says an unprivileged run produced it; the markdown is sanitised
+    (:func:`sanitize_fork_markdown`) and capped. With ``expect_sha`` (the trusted head
     commit, e.g. ``github.event.workflow_run.head_sha``) the report must be for that commit
     and, on GitHub, the PR's head must be that commit.
     """
+    state = fork_state(conclusion) if conclusion is not None else ""
+    if status and not state:
+        raise UsageError(
+            "comment --from: pass --conclusion (the fork job's conclusion, e.g. "
+            "github.event.workflow_run.conclusion) to set the status, or --no-status"
+        )
     markdown, data = load_report_dir(directory)
     detected = detect_forge(env)
-    file_forge = data.get("forge") if data.get("forge") in forge_names() else None
     saved = TargetOverrides(
-        forge=overrides.forge or (detected.name if detected else None) or file_forge,
+        forge=overrides.forge or (detected.name if detected else None) or data.get("forge"),
         # never the file's API URL: the token must only go where this job's CI says
         api_url=overrides.api_url,
         repo=overrides.repo or data.get("repo") or None,
-        number=overrides.number if overrides.number is not None else _int_or_none(data),
+        number=overrides.number if overrides.number is not None else data.get("number"),
         sha=overrides.sha or data.get("sha") or None,
     )
-    target = resolve_target(env, saved, job_url=str(data.get("job_url") or ""))
+    target = resolve_target(env, saved)
+    forge = forge_named(target.forge)
+    hosts = forge_hosts(forge, env, target.api_url)
+    job_url = str(data.get("job_url") or "")
+    target = replace(target, job_url=job_url if _on_host(job_url, hosts) else "")
     if expect_sha is not None and target.sha != expect_sha:
         raise UsageError(
             f"the report is for commit {target.sha[:12] or '?'}, not {expect_sha[:12]}: not posted"
         )
-    forge = forge_named(target.forge)
+    body = sanitize_fork_markdown(
+        markdown, data["marker"], hosts, where=str(directory / REPORT_FILE)
+    )
+    body = body[: forge.max_chars]
     reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
     if expect_sha is not None and target.number is not None:
         head = reporter.head_sha(target.number)  # None where the forge's poster cannot tell
@@ -467,31 +627,23 @@ def post_report_dir(
                 f"{forge.change_ref(target.number)} is at {head[:12] or '?'}, "
                 f"not {expect_sha[:12]}: not posted"
             )
-    lines = markdown.splitlines()
-    if not lines or lines[0] != data["marker"]:
-        raise UsageError(f"{directory / REPORT_FILE}: does not start with its marker")
-    body = lines[0] + "\n" + _DEFANG.sub(lambda m: m.group(1) + ZWJ, "\n".join(lines[1:])) + "\n"
-    body = body[: forge.max_chars]
     report = Report(
         markdown=body,
-        marker=str(data["marker"]),
+        marker=data["marker"],
         verdict=str(data.get("verdict", "")),
-        failed=bool(data.get("failed", False)),
+        failed=state != "success",
         post=bool(data.get("post", True)),
-        mode=CommentMode(str(data.get("mode", "always"))),
-        state=str(data["state"]),
-        description=str(data["description"])[:140],
-        context=str(data["context"])[:100],
+        mode=CommentMode(data.get("mode", "always")),
+        state=state,
+        description=f"From an unprivileged fork PR run (job {conclusion}); not a trusted check"[
+            :140
+        ],
+        context=FORK_CONTEXT,
     )
     delivery = publish(report, target, reporter, comment=True, status=status)
     if delivery.warnings:
         raise ReportError("; ".join(delivery.warnings))
     return delivery
-
-
-def _int_or_none(data: Mapping[str, Any]) -> int | None:
-    value = data.get("number")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # --- nightly: one tracking issue per project -----------------------------------------------

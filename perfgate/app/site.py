@@ -33,12 +33,14 @@ from perfgate.models import Comparison, DetectedChange, RunPoint, RunRecord
 from perfgate.reporters.html import (
     PLOTLY_JS,
     BenchmarkView,
+    BranchVerdict,
     IndexRow,
     MetricView,
     SiteView,
     index_row,
     need_plotly,
     plotly_js,
+    primary_metric,
     render_benchmark_pages,
     render_index,
 )
@@ -72,6 +74,30 @@ def latest_verdicts(
     if not names:
         return ()
     return compare(config, store, branch=branch, against=branch, benchmarks=names).comparisons
+
+
+def branch_verdicts(
+    config: Config, store: SqlStore, branch: str, base: str
+) -> tuple[Comparison, ...]:
+    """The latest run of each benchmark on ``branch`` judged against ``base``'s window, in
+    one gate, exactly as a PR's gate judges it (``perfgate compare --branch B --against
+    BASE``, its false discovery rate adjusted over all of the branch's benchmarks); none
+    when ``base`` has no runs at all."""
+    try:
+        return compare(config, store, branch=branch, against=base).comparisons
+    except UsageError:
+        return ()
+
+
+def _newest_branches(others: Sequence[RunPoint], n: int) -> list[str]:
+    """The ``n`` other branches with the most recent runs, newest first."""
+    branches: list[str] = []
+    for p in sorted(others, key=lambda p: (p.started_at, p.run_id), reverse=True):
+        if len(branches) >= n:
+            break
+        if p.branch not in branches:
+            branches.append(p.branch)
+    return branches
 
 
 def gather_site(
@@ -126,9 +152,20 @@ def gather_site(
             )
         )
     changes = with_triage(config, store, found)
+    by_branch: dict[str, tuple[Comparison, ...]] = {}
+
+    def judged_on(b: str) -> tuple[Comparison, ...]:
+        if b not in by_branch:
+            by_branch[b] = branch_verdicts(config, store, b, base)
+        return by_branch[b]
 
     for name in names:
         base_points, others = points_of[name]
+        newest = _newest_branches(others, other_branch_pages)
+        theirs_judged = {
+            b: [c for c in judged_on(b) if c.benchmark == name] if name in on_base else []
+            for b in newest
+        }
         metrics: dict[str, tuple[list[RunPoint], list[RunPoint]]] = {}
         for p in base_points:
             metrics.setdefault(p.metric, ([], []))[0].append(p)
@@ -155,17 +192,22 @@ def gather_site(
                     window_run_ids=window,
                     comparison=comparison,
                     trend=tuple(trend_values(mine, comparison)) if comparison else (),
+                    branch_comparisons=tuple(
+                        c
+                        for b in newest
+                        for c in theirs_judged[b]
+                        if c.metric == metric and c.method == "history"
+                    ),
                 )
             )
         comparisons = [c for (b, _), c in judged.items() if b == name]
-        views.append(
-            BenchmarkView(
-                name=name,
-                metrics=tuple(views_of_metrics),
-                verdict=decide.overall_verdict(comparisons) if comparisons else None,
-                runs=_paged_runs(config, store, name, base, others, other_branch_pages),
-            )
+        view = BenchmarkView(
+            name=name,
+            metrics=tuple(views_of_metrics),
+            verdict=decide.overall_verdict(comparisons) if comparisons else None,
+            runs=_paged_runs(config, store, name, base, newest),
         )
+        views.append(replace(view, branches=_branch_views(view, base, theirs_judged)))
     return SiteView(
         project=config.project,
         branch=base,
@@ -174,22 +216,45 @@ def gather_site(
     )
 
 
+def _branch_views(
+    view: BenchmarkView, base: str, judged: Mapping[str, Sequence[Comparison]]
+) -> tuple[BranchVerdict, ...]:
+    """The other branches' rows of a benchmark, newest first, from their paged runs."""
+    primary = primary_metric(view)
+    out = []
+    for run in view.runs:
+        b = run.git.branch
+        if b == base or b not in judged:
+            continue
+        mine = [c for c in judged[b] if c.current_run_id == run.id]
+        shown = next(
+            (
+                c
+                for c in mine
+                if primary is not None and c.metric == primary.metric and c.method == "history"
+            ),
+            None,
+        )
+        out.append(
+            BranchVerdict(
+                branch=b,
+                run_id=run.id,
+                verdict=decide.overall_verdict(mine) if mine else None,
+                comparison=shown,
+            )
+        )
+    return tuple(out)
+
+
 def _paged_runs(
     config: Config,
     store: SqlStore,
     name: str,
     base: str,
-    others: Sequence[RunPoint],
-    n_other: int,
+    newest: Sequence[str],
 ) -> tuple[RunRecord, ...]:
     runs: list[RunRecord] = []
-    branches = [base]
-    recent = sorted(others, key=lambda p: (p.started_at, p.run_id), reverse=True)
-    for p in recent:
-        if len(branches) > n_other:
-            break
-        if p.branch not in branches:
-            branches.append(p.branch)
+    branches = [base, *newest]
     on_base: RunRecord | None = None
     for b in branches:
         run = store.latest_run(project=config.project, benchmark=name, branch=b)

@@ -373,7 +373,19 @@ def gate(
     help="The trusted head commit (e.g. github.event.workflow_run.head_sha): refuse a report "
     "made for another commit, or a PR whose head is not this commit.",
 )
-@click.option("--status/--no-status", default=True, show_default=True, help="Set the status.")
+@click.option(
+    "--conclusion",
+    metavar="CONCLUSION",
+    help="How the fork's job ended (github.event.workflow_run.conclusion: success, failure, "
+    "cancelled, ...): the status's state. Required with --status; the report directory's own "
+    "state is never trusted.",
+)
+@click.option(
+    "--status/--no-status",
+    default=True,
+    show_default=True,
+    help="Set the status 'perfgate (fork PR)' (needs --conclusion).",
+)
 def comment(
     from_dir: Path,
     forge: str | None,
@@ -382,15 +394,19 @@ def comment(
     pr_number: int | None,
     sha: str | None,
     expect_sha: str | None,
+    conclusion: str | None,
     status: bool,
 ) -> None:
     """Post a report that 'gate --report-dir' wrote, from a job allowed to (fork PRs).
 
-    Exits 3 when the forge refuses or cannot be reached.
+    The directory comes from an unprivileged job, so it is checked field by field, its
+    Markdown is sanitised (no raw HTML, images or off-forge links) and the status is
+    perfgate's own 'perfgate (fork PR)' with the state from --conclusion.
+    Exits 2 on a malformed directory, 3 when the forge refuses or cannot be reached.
 
     \b
     Example:
-        perfgate comment --from out/ --expect-sha "$HEAD_SHA"
+        perfgate comment --from out/ --expect-sha "$HEAD_SHA" --conclusion "$CONCLUSION"
     """
     from perfgate.app.deliver import TargetOverrides, post_report_dir
 
@@ -399,6 +415,7 @@ def comment(
         os.environ,
         TargetOverrides(forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha),
         status=status,
+        conclusion=conclusion,
         expect_sha=expect_sha,
     )
     for line in delivery.done:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import io
 import json
 import math
 import os
@@ -43,6 +44,7 @@ from typing import Any
 
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import OpStat, ProfileSummary, StepBreakdown
+from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
 
 __all__ = ["SOURCE", "parse_torch_trace"]
 
@@ -137,7 +139,9 @@ def _load_json(path: Path, label: str) -> Any:
         raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            limit = max_decompressed_mb()
+            with CappedReader(gzip.GzipFile(fileobj=io.BytesIO(raw)), label, limit) as stream:
+                raw = stream.read()
         except EOFError:
             raise ParseError(f"{label}: truncated gzip (compressed data ends early)") from None
         except (gzip.BadGzipFile, zlib.error, OSError) as exc:
@@ -171,6 +175,11 @@ class _Trace:
     """The events this module uses, in flat lists (one pass over ``traceEvents``)."""
 
     windows: list[Interval] = field(default_factory=list)
+    window_labels: list[str] = field(default_factory=list)
+    """``'ProfilerStep#K' (traceEvents[i])`` for each window, to name it in a note."""
+    # the profiler's own ``Trace`` spans and [lo, hi] of the other timed events
+    trace_spans: list[Interval] = field(default_factory=list)
+    extent: list[float] = field(default_factory=lambda: [math.inf, -math.inf])
     # cpu ops, parallel lists
     op_thread: list[tuple[Any, Any]] = field(default_factory=list)
     op_ts: list[float] = field(default_factory=list)
@@ -190,7 +199,7 @@ class _Trace:
 
 def _collect(events: Sequence[Any], label: str) -> _Trace:
     t = _Trace()
-    for ev in events:
+    for index, ev in enumerate(events):
         if not isinstance(ev, dict):
             continue
         ph = ev.get("ph")
@@ -201,10 +210,13 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
             cat = ev.get("cat")
             cat = cat.lower() if isinstance(cat, str) else ""
             if name.startswith(_STEP_PREFIX) and cat in _STEP_CATS:
-                ts, dur = _times(ev, label)
+                ts, dur = _times(ev, label, index)
                 t.windows.append((ts, ts + dur))
-            elif cat in _CPU_OP_CATS:
-                ts, dur = _times(ev, label)
+                t.window_labels.append(f"{_short(name)} (traceEvents[{index}])")
+                continue
+            _extend(t, ev, cat)
+            if cat in _CPU_OP_CATS:
+                ts, dur = _times(ev, label, index)
                 args = ev.get("args")
                 t.op_thread.append((ev.get("pid"), ev.get("tid")))
                 t.op_ts.append(ts)
@@ -213,17 +225,17 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
                 t.op_dims.append(args.get("Input Dims") if isinstance(args, dict) else None)
             elif cat in _ANNOTATION_CATS:
                 if _is_comm(name):
-                    ts, dur = _times(ev, label)
+                    ts, dur = _times(ev, label, index)
                     t.cpu_comm.append((ts, ts + dur))
                 elif name.startswith(_DATALOADER_PREFIX):
-                    ts, dur = _times(ev, label)
+                    ts, dur = _times(ev, label, index)
                     t.data_loading.append((ts, ts + dur))
             elif cat in _KERNEL_CATS or cat in _DEVICE_OP_CATS:
-                ts, dur = _times(ev, label)
+                ts, dur = _times(ev, label, index)
                 op_type = _DEVICE_OP_CATS.get(cat, "kernel")
                 t.device.append((ts, dur, name, op_type, _correlation(ev)))
             elif cat in _RUNTIME_CATS:
-                ts, dur = _times(ev, label)
+                ts, dur = _times(ev, label, index)
                 t.runtime_events += 1
                 corr = _correlation(ev)
                 if corr is not None:
@@ -235,12 +247,30 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
             if not isinstance(args, dict):
                 continue
             ts_value = _finite(ev.get("ts"))
+            if ts_value is not None:
+                t.extent[0] = min(t.extent[0], ts_value)
+                t.extent[1] = max(t.extent[1], ts_value)
             total = _finite(args.get("Total Allocated"))
             if ts_value is None or total is None:
                 continue
             dev = (args.get("Device Type", 0), args.get("Device Id", -1))
             t.memory.append((ts_value, total, dev))
     return t
+
+
+def _extend(t: _Trace, ev: Mapping[str, Any], cat: str) -> None:
+    """Record a complete event's time range: a ``Trace`` span or the extent of the others.
+
+    Only well-formed times count; an ignored event with bad times is still ignored.
+    """
+    ts, dur = _finite(ev.get("ts")), _finite(ev.get("dur"))
+    if ts is None or dur is None or dur < 0:
+        return
+    if cat == "trace":
+        t.trace_spans.append((ts, ts + dur))
+        return
+    t.extent[0] = min(t.extent[0], ts)
+    t.extent[1] = max(t.extent[1], ts + dur)
 
 
 def _finite(value: Any) -> float | None:
@@ -253,20 +283,22 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def _times(ev: Mapping[str, Any], label: str) -> tuple[float, float]:
+def _times(ev: Mapping[str, Any], label: str, index: int) -> tuple[float, float]:
+    """``ts`` and ``dur`` of an event this module reads; ParseError names file and index."""
     times: list[float] = []
     for key in ("ts", "dur"):
         value = _finite(ev.get(key))
         if value is None:
             raise ParseError(
-                f"{label}: event {_short(ev.get('name'))} has a missing, non-numeric or NaN "
-                f"{key!r} ({ev.get(key)!r})"
+                f"{label}: traceEvents[{index}] {_short(ev.get('name'))} has a missing, "
+                f"non-numeric or NaN/infinite {key!r} ({ev.get(key)!r})"
             )
         times.append(value)
     ts, dur = times
     if dur < 0:
         raise ParseError(
-            f"{label}: event {_short(ev.get('name'))} at ts {ts} has a negative duration ({dur})"
+            f"{label}: traceEvents[{index}] {_short(ev.get('name'))} at ts {ts} has a "
+            f"negative duration ({dur})"
         )
     return ts, dur
 
@@ -327,6 +359,7 @@ def _summarise(
             "trace from on_trace_ready or use schedule(..., repeat=1))"
         )
     notes: list[str] = []
+    _drop_implausible_steps(t, notes)
     annotated = bool(t.windows)
     if annotated:
         n_steps = len(t.windows)
@@ -446,6 +479,55 @@ def _summarise(
         else (),
         collection=_collection(doc),
     )
+
+
+# A trace without the profiler's ``Trace`` span (hand-made, or stripped by a tool) may have
+# idle time at the edges of a step that no other event covers, so there the step is
+# compared with the extent of the other events only with this much room.
+_NO_TRACE_SPAN_SLACK = 10.0
+
+
+def _drop_implausible_steps(t: _Trace, notes: list[str]) -> None:
+    """Remove ``ProfilerStep#`` windows that cannot be a step of this trace.
+
+    A step lasts more than zero and no longer than the profiler recorded: the extent of
+    its ``Trace`` span(s), or (without one) ten times the extent of the other events. A
+    marker beyond that (a 13 s step in a 0.4 s trace) is dropped with a note naming it;
+    when none is left, the trace is read as if it had no step markers.
+    """
+    if not t.windows:
+        return
+    if t.trace_spans:
+        extent = max(hi for _, hi in t.trace_spans) - min(lo for lo, _ in t.trace_spans)
+        limit, what = extent, "the profiler's Trace span"
+    else:
+        extent = t.extent[1] - t.extent[0] if t.extent[1] >= t.extent[0] else 0.0
+        limit = extent * _NO_TRACE_SPAN_SLACK
+        what = f"{_NO_TRACE_SPAN_SLACK:g}x the extent of the other events"
+    kept: list[Interval] = []
+    kept_labels: list[str] = []
+    dropped: list[str] = []
+    for (lo, hi), name in zip(t.windows, t.window_labels, strict=True):
+        dur = hi - lo
+        if dur <= 0 or not math.isfinite(dur):
+            dropped.append(f"{name} lasts {dur / _US_PER_MS:g} ms, not a positive duration")
+        elif extent > 0 and dur > limit:
+            dropped.append(
+                f"{name} lasts {dur / _US_PER_MS:g} ms, longer than {what} "
+                f"({extent / _US_PER_MS:g} ms)"
+            )
+        else:
+            kept.append((lo, hi))
+            kept_labels.append(name)
+    if not dropped:
+        return
+    rest = (
+        f"the other {len(kept)} step(s) are used"
+        if kept
+        else "the trace is read as if it had no step markers"
+    )
+    notes.append(f"steps: implausible ProfilerStep span(s) ignored, {rest}: " + "; ".join(dropped))
+    t.windows, t.window_labels = kept, kept_labels
 
 
 def _collection(doc: Mapping[str, Any]) -> dict[str, str]:

@@ -116,6 +116,21 @@ class MetricView:
     window_run_ids: tuple[str, ...] = ()
     comparison: Comparison | None = None
     trend: tuple[float, ...] = ()
+    branch_comparisons: tuple[Comparison, ...] = ()
+    """Other branches' latest runs judged against the base branch's window (as the gate
+    judges a PR), one per branch shown."""
+
+
+@dataclass(frozen=True)
+class BranchVerdict:
+    """The latest run of a benchmark on another branch (a PR), judged as the gate judges it:
+    ``perfgate compare --branch BRANCH --against BASE``."""
+
+    branch: str
+    run_id: str
+    verdict: Verdict | None
+    comparison: Comparison | None = None
+    """The primary metric's comparison, when it was judged."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +142,8 @@ class BenchmarkView:
     verdict: Verdict | None = None
     runs: tuple[RunRecord, ...] = ()
     """Runs that get a page: the latest on the base branch first, then other branches'."""
+    branches: tuple[BranchVerdict, ...] = ()
+    """The newest other branches' latest runs, judged against the base branch, newest first."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +299,30 @@ function pgHover(id){
 """
 
 
+def _verdict_text(verdict: Verdict) -> str:
+    return verdict.value.replace("_", " ")
+
+
+def _at_commit(branch: str, commit: str, chars: int = COMMIT_CHARS) -> str:
+    """``branch @ commit`` as HTML; the branch alone, marked, when the commit is unknown."""
+    if not commit:
+        return f"<b>{esc(branch)}</b> <span class='muted'>(commit unknown)</span>"
+    return f"<b>{esc(branch)}</b> @ <code>{esc(commit[:chars])}</code>"
+
+
+def chart_scale(unit: str, values: Sequence[float]) -> tuple[float, str]:
+    """The divisor and unit a chart plots ``values`` in: bytes in the binary unit the tables
+    use (:func:`perfgate.reporters.render.format_value`: KiB, MiB, GiB by the largest value),
+    any other unit as is."""
+    if unit != "bytes":
+        return 1.0, unit
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    for scale, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if top >= scale:
+            return float(scale), name
+    return 1.0, "B"
+
+
 def _verdict_html(verdict: Verdict | None) -> str:
     if verdict is None:
         return '<span class="muted">no run</span>'
@@ -331,6 +372,24 @@ class IndexRow:
     name: str
     verdict: Verdict | None
     html: str
+    branch_verdicts: tuple[Verdict | None, ...] = ()
+    """The verdicts of the other branches shown in the row (for the overview's summary)."""
+
+
+def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
+    """The newest other branches' verdicts against ``base``, each labelled with its branch
+    and linked to the run's page."""
+    items = []
+    for v in b.branches:
+        c = v.comparison
+        change = f" {esc(format_change(c))}" if c is not None and c.change_pct is not None else ""
+        items.append(
+            f"<div class='branch'><code>{esc(v.branch)}</code>: "
+            f"{_verdict_html(v.verdict) if v.verdict else '<span class=muted>not judged</span>'}"
+            f"{change} <a href='{esc(root + run_path(v.run_id))}' title='vs {esc(base)}'>"
+            f"{esc(v.run_id[:RUN_ID_CHARS])}</a></div>"
+        )
+    return "".join(items) or "<span class='muted'>none</span>"
 
 
 def index_row(b: BenchmarkView, branch: str) -> IndexRow:
@@ -355,9 +414,11 @@ def index_row(b: BenchmarkView, branch: str) -> IndexRow:
         "<tr>"
         f'<td><a href="{esc(benchmark_path(b.name))}">{esc(b.name)}</a></td>'
         f'<td class="verdict">{_verdict_html(b.verdict)}</td>'
+        f'<td class="branches">{_branches_html(b, branch)}</td>'
         f"<td>{metric}</td><td class='num'>{value}</td><td class='num'>{change}</td>"
         f"<td>{spark}</td><td class='num'>{runs}</td><td class='num'>{changes}</td>"
         f"<td>{run_link}</td></tr>",
+        tuple(v.verdict for v in b.branches),
     )
 
 
@@ -371,14 +432,23 @@ def render_index(site: SiteView, rows: Sequence[IndexRow] | None = None) -> str:
         key = r.verdict.value if r.verdict else "no run"
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(counts.items()))
+    theirs: dict[str, int] = {}
+    for r in rows:
+        for v in r.branch_verdicts:
+            key = v.value if v else "not judged"
+            theirs[key] = theirs.get(key, 0) + 1
+    other = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(theirs.items()))
     body = f"""<h1>perfgate: {esc(site.project)}</h1>
 <p>Latest verdict of each benchmark on <b>{esc(site.branch)}</b> (its latest run against the
 runs before it) · {len(rows)} benchmarks: {summary or "none"} ·
 generated {esc(site.generated_at.strftime("%Y-%m-%d %H:%M %Z"))}</p>
+<p>Other branches (PRs): the latest run of the newest branches of each benchmark, judged
+against {esc(site.branch)}'s baseline window as the gate judges a PR: {other or "none"}</p>
 <p class="muted">Trend: the baseline window of the latest run, oldest first, then that run
 (the PR comment's trend column draws the same series).</p>
 <table id="overview">
-<thead><tr><th>benchmark</th><th>verdict</th><th>metric</th><th>latest</th>
+<thead><tr><th>benchmark</th><th>verdict on {esc(site.branch)}</th>
+<th>other branches vs {esc(site.branch)}</th><th>metric</th><th>latest</th>
 <th>change [95% CI]</th><th>trend</th><th>runs</th><th>change points</th><th>latest run</th></tr>
 </thead>
 <tbody>
@@ -398,7 +468,7 @@ def _run_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int], li
         for p in m.base:
             seen.setdefault(p.run_id, p)
     ordered = sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
-    table = [[p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS]] for p in ordered]
+    table = [[p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown"] for p in ordered]
     rows = {p.run_id: i for i, p in enumerate(ordered)}
     return table, rows, [p.started_at for p in ordered]
 
@@ -411,7 +481,8 @@ def _other_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int]]:
             seen.setdefault(p.run_id, p)
     ordered = sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
     table = [
-        [p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS], _label(p.branch, 40)] for p in ordered
+        [p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown", _label(p.branch, 40)]
+        for p in ordered
     ]
     return table, {p.run_id: i for i, p in enumerate(ordered)}
 
@@ -428,7 +499,13 @@ def history_figure(
     Built as a dict, not with graph_objects: a site has hundreds of these and validating
     each costs more than the rest of the report (tests validate them with ``go.Figure``).
     """
-    unit = _label(m.unit, 20)
+    scale, shown_unit = chart_scale(m.unit, [p.centre for p in (*m.base, *m.others)])
+    unit = _label(shown_unit, 20)
+    fmt = ".1f" if m.unit == "bytes" else ".4g"  # as format_value writes bytes in tables
+
+    def scaled(v: float | None) -> float | None:
+        return None if v is None else v / scale
+
     traces: list[dict[str, Any]] = []
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
@@ -447,15 +524,17 @@ def history_figure(
             {
                 "type": "scatter",
                 **({"x0": xs[0], "dx": 1} if contiguous else {"x": xs}),
-                "y": _typed([m.base[i].centre for i in idx], "f4"),
-                "customdata": [None if cis[i] is None else float(f"{cis[i]:.3g}") for i in idx],
+                "y": _typed([m.base[i].centre / scale for i in idx], "f4"),
+                "customdata": [
+                    None if (ci := cis[i]) is None else float(f"{ci / scale:.3g}") for i in idx
+                ],
                 "meta": "base",
                 "mode": "lines+markers",
                 "marker": {"size": 4, "color": colour},
                 "line": {"width": 1, "color": colour},
                 "name": name,
                 "hovertemplate": (
-                    f"<b>%{{y:.4g}} {unit}</b> %{{customdata[2]}} (95% CI)<br>"
+                    f"<b>%{{y:{fmt}}} {unit}</b> %{{customdata[2]}} (95% CI)<br>"
                     "run %{customdata[0]}<br>commit %{customdata[1]}<br>run #%{x}"
                     f"<extra>{name}</extra>"
                 ),
@@ -463,26 +542,57 @@ def history_figure(
         )
     if m.others:
         other_cis = m.other_ci or (None,) * len(m.others)
-        traces.append(
-            {
-                "type": "scatter",
-                "x": [bisect_right(starts, p.started_at) - 0.5 for p in m.others],
-                "y": _typed([p.centre for p in m.others], "f4"),
-                "customdata": [
-                    [other_rows[p.run_id], None if c is None else float(f"{c:.3g}")]
-                    for p, c in zip(m.others, other_cis, strict=True)
-                ],
-                "meta": "other",
-                "mode": "markers",
-                "marker": {"size": 8, "symbol": "diamond", "color": _COLOURS["other"]},
-                "name": "other branches (PRs)",
-                "hovertemplate": (
-                    f"<b>%{{y:.4g}} {unit}</b> %{{customdata[3]}} (95% CI)<br>"
-                    "branch %{customdata[2]}<br>run %{customdata[0]}<br>"
-                    "commit %{customdata[1]}<extra>PR run</extra>"
-                ),
-            }
-        )
+        judged = {c.current_run_id: c for c in m.branch_comparisons}
+        by_branch: dict[str, list[tuple[RunPoint, float | None]]] = {}
+        for p, half in zip(m.others, other_cis, strict=True):
+            by_branch.setdefault(p.branch, []).append((p, half))
+        # newest branch first in the legend
+        order = sorted(by_branch, key=lambda b: max(p.started_at for p, _ in by_branch[b]))
+        for name in reversed(order):
+            points = by_branch[name]
+            latest = judged.get(points[-1][0].run_id) if points else None
+            texts = []
+            for p, _ in points:
+                judged_c = judged.get(p.run_id)
+                if judged_c is None:
+                    texts.append("not judged (an earlier run of the branch)")
+                else:
+                    said = f"{_verdict_text(judged_c.verdict)} {format_change(judged_c)}"
+                    texts.append(_label(f"{said} vs {branch}", 80))
+            verdict = f": {_verdict_text(latest.verdict)}" if latest is not None else ""
+            bad = latest is not None and latest.verdict is Verdict.REGRESSION
+            good = latest is not None and latest.verdict is Verdict.IMPROVEMENT
+            colour = _COLOURS["regression" if bad else "improvement" if good else "other"]
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": [bisect_right(starts, p.started_at) - 0.5 for p, _ in points],
+                    "y": _typed([p.centre / scale for p, _ in points], "f4"),
+                    "customdata": [
+                        [
+                            other_rows[p.run_id],
+                            None if half is None else float(f"{half / scale:.3g}"),
+                        ]
+                        for p, half in points
+                    ],
+                    "hovertext": texts,
+                    "meta": "other",
+                    "mode": "markers",
+                    "marker": {
+                        "size": 10,
+                        "symbol": "diamond",
+                        "color": colour,
+                        "line": {"width": 1, "color": "#333"},
+                    },
+                    "name": f"{_label(name, 40)}{verdict}",
+                    "hovertemplate": (
+                        f"<b>%{{y:{fmt}}} {unit}</b> %{{customdata[3]}} (95% CI)<br>"
+                        "<b>%{hovertext}</b><br>"
+                        "branch %{customdata[2]}<br>run %{customdata[0]}<br>"
+                        f"commit %{{customdata[1]}}<extra>{_label(name, 40)}</extra>"
+                    ),
+                }
+            )
     if m.band is not None and m.window_run_ids:
         xs = [rows[r] for r in m.window_run_ids if r in rows]
         if xs:
@@ -492,8 +602,8 @@ def history_figure(
                     "type": "rect",
                     "x0": x0,
                     "x1": x1,
-                    "y0": m.band.low,
-                    "y1": m.band.high,
+                    "y0": m.band.low / scale,
+                    "y1": m.band.high / scale,
                     "fillcolor": _COLOURS["band"],
                     "line": {"width": 0},
                     "layer": "below",
@@ -506,8 +616,8 @@ def history_figure(
                     "type": "line",
                     "x0": x0,
                     "x1": x1,
-                    "y0": m.band.centre,
-                    "y1": m.band.centre,
+                    "y0": m.band.centre / scale,
+                    "y1": m.band.centre / scale,
                     "line": {"width": 1, "dash": "dash", "color": _COLOURS["base"]},
                     "name": "baseline median",
                     "showlegend": True,
@@ -544,13 +654,14 @@ def history_figure(
             }
         )
         marks_x.append(at)
-        marks_y.append(c.point.after)
+        marks_y.append(scaled(c.point.after))
         marks_colour.append(colour)
         triage = f"<br>alert: {_label(c.triage)}" if c.triage else ""
         marks_text.append(
             f"<b>change point {c.point.change_pct:+.1f}% ({c.verdict.value})</b><br>"
             f"commits {commits}<br>"
-            f"{c.point.before:.4g} → {c.point.after:.4g} {unit}<br>"
+            f"{_label(format_value(c.point.before, c.unit))} → "
+            f"{_label(format_value(c.point.after, c.unit))}<br>"
             f"confidence {c.point.confidence:.3f}{triage}"
         )
     if marks_x:
@@ -567,14 +678,29 @@ def history_figure(
             }
         )
     better = "lower" if m.direction is Direction.LOWER_IS_BETTER else "higher"
+    xaxis: dict[str, Any] = {
+        "title": {"text": f"run on {_label(branch, 40)} (oldest first)"},
+        "tickformat": "d",  # a run index: whole numbers only
+        **_GRID,
+    }
+    if len(rows) <= 20:
+        xaxis.update(tick0=0, dtick=1)
     layout = {
-        "height": 380,
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
+        "height": 440,
+        # the legend sits below the x axis title, in the bottom margin
+        "margin": {"l": 70, "r": 20, "t": 50, "b": 120},
         "title": {"text": f"{_label(m.metric)} ({unit}, {better} is better)", "font": {"size": 14}},
-        "xaxis": {"title": {"text": f"run on {_label(branch, 40)} (oldest first)"}, **_GRID},
-        "yaxis": {"title": {"text": unit}, **_GRID},
+        "xaxis": xaxis,
+        "yaxis": {"title": {"text": unit}, "exponentformat": "none", **_GRID},
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.18},
+        "legend": {
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+        },
         "shapes": shapes,
         "annotations": annotations,
         **_LAYOUT,
@@ -626,6 +752,15 @@ def _metric_table(view: BenchmarkView) -> str:
     )
 
 
+def _branch_list(view: BenchmarkView, base: str) -> str:
+    if not view.branches:
+        return ""
+    return (
+        f"<p>Other branches, latest run against {esc(base)}:</p>"
+        f"<div id='branches'>{_branches_html(view, base, '../')}</div>"
+    )
+
+
 def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     table, rows, starts = _run_table(view)
     other_table, other_rows = _other_table(view)
@@ -639,19 +774,22 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
             + "</section>"
         )
     runs = "".join(
-        f"<li><a href='../{esc(run_path(r.id))}'>{esc(r.id)}</a> on {esc(r.git.branch)} @ "
-        f"<code>{esc(r.git.commit[:10])}</code> ({esc(r.started_at.isoformat())})</li>"
+        f"<li><a href='../{esc(run_path(r.id))}'>{esc(r.id)}</a> on "
+        f"{_at_commit(r.git.branch, r.git.commit)} ({esc(r.started_at.isoformat())})</li>"
         for r in view.runs
     )
     body = f"""<h1>{esc(view.name)}</h1>
 <p>Latest verdict on <b>{esc(site.branch)}</b>: {_verdict_html(view.verdict)} ·
 {len(table)} runs on {esc(site.branch)}</p>
+{_branch_list(view, site.branch)}
 {_metric_table(view)}
 <h2>History</h2>
 <p class="muted">Blue: runs on {esc(site.branch)}, oldest first; shaded: the noise band of the
 current baseline window (median ± 95% prediction band: where the next run falls if nothing
 changed); dotted lines: change points, labelled with the commits they lie between; diamonds:
-runs on other branches (PRs), placed after the {esc(site.branch)} run they followed.</p>
+runs on other branches (PRs), one legend entry per branch with its latest run's verdict against
+{esc(site.branch)} (red: regression, green: improvement), placed after the
+{esc(site.branch)} run they followed.</p>
 {"".join(plots)}
 <h2>Change points</h2>
 {_changes_table(view)}
@@ -747,10 +885,11 @@ def _breakdown_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
         barmode="stack",
         title={"text": f"step breakdown ({step})", "font": {"size": 14}},
         xaxis={"title": {"text": "ms per step"}},
-        height=140 + 40 * len(shown),
-        margin={"l": 90, "r": 20, "t": 40, "b": 40},
+        height=190 + 40 * len(shown),
+        # the legend sits below the x axis title, in the bottom margin
+        margin={"l": 90, "r": 20, "t": 40, "b": 90},
         yaxis={"autorange": "reversed"},
-        legend={"orientation": "h", "y": -0.35},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
         **_LAYOUT,
     )
     return fig
@@ -852,7 +991,7 @@ def _findings_html(findings: Sequence[Finding]) -> str:
     rows = "".join(
         f"<tr><td>{esc(f.severity.value)}</td><td>{esc(f.source)}</td><td>{esc(f.rule)}</td>"
         f"<td>{esc(f.location)}</td><td>{esc(f.message)}</td><td>{esc(f.suggestion)}</td>"
-        f"<td class='num'>{'' if f.impact_ms is None else f'{f.impact_ms:.3g} ms'}</td></tr>"
+        f"<td class='num'>{esc(format_value(f.impact_ms, 'ms'))}</td></tr>"
         for f in findings
     )
     return (
@@ -900,7 +1039,7 @@ def render_run(run: RunRecord) -> str:
     fp = run.fingerprint
     body = f"""<h1>{esc(run.benchmark)} · run <code>{esc(run.id)}</code></h1>
 <p><a href="../{esc(benchmark_path(run.benchmark))}">history of {esc(run.benchmark)}</a> ·
-branch <b>{esc(run.git.branch)}</b> @ <code>{esc(run.git.commit[:12])}</code> ·
+branch {_at_commit(run.git.branch, run.git.commit, 12)} ·
 started {esc(run.started_at.isoformat())} · {esc(fp.device_kind)} {esc(fp.device_model)}
 x{fp.device_count} · testbed <code>{esc(fp.key())}</code></p>
 <table id="measurements"><thead><tr><th>metric</th><th>centre</th><th>samples</th>

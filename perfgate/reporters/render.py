@@ -143,7 +143,7 @@ def render_findings_lines(findings: Sequence[Finding]) -> list[str]:
             lines.append(f"      {f.message}")
         advice = " ".join(f.suggestion.split())
         if advice:
-            lines.append(f"      suggestion: {advice[:300]}")
+            lines.append(f"      suggestion: {short_name(advice, SUGGESTION_CELL)}")
     return lines
 
 
@@ -351,6 +351,8 @@ def _step_dict(profile: ProfileSummary) -> dict[str, float | None]:
 
 
 NAME_CELL = 60
+SUGGESTION_CELL = 300
+"""Longest suggestion a terminal finding shows (cut with an ellipsis; JSON has it whole)."""
 """Widest op or kernel name a terminal table shows (the full name is in JSON and HTML)."""
 
 
@@ -378,6 +380,27 @@ def _op_type_dict(o: OpStat) -> dict[str, Any]:
     }
 
 
+def _gated_step(result: IngestResult) -> tuple[float, str] | None:
+    """The step time the gate compares for this run, and how it was summarised.
+
+    That is the ``step_time_ms`` measurement's centre (the median of the profiled steps, of
+    the slowest rank step by step for a multi-rank job), not the breakdown's mean: a mean
+    over steps that include a slow first step reads well below what is gated.
+    """
+    m = result.record.measurement("step_time_ms")
+    if m is None:
+        return None
+    n = m.summary.n
+    if n > 1:
+        how = f"median of {n} profiled steps"
+        if sum(1 for p in result.profiled.ranks if p.step_times_ms) > 1:
+            how += ", slowest rank per step"
+    else:
+        steps = result.profiled.slowest.steps
+        how = f"mean of {steps} profiled steps" if steps > 1 else "1 profiled step"
+    return m.summary.centre, how
+
+
 def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
     """The versioned JSON of ``perfgate ingest``: the run, the slowest rank's step and top op
     types, every rank, the cluster view, the advisor's findings, and what was missing."""
@@ -400,6 +423,9 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         "rank": slowest.rank,
         "steps": slowest.steps,
         "step": _step_dict(slowest),
+        "step_time": None
+        if (gated := _gated_step(result)) is None
+        else {"ms": gated[0], "summary": gated[1]},
         "top_op_types": [_op_type_dict(o) for o in _top_types(slowest)],
         "communication": None if slowest.communication is None else slowest.communication.to_dict(),
         "measurements": {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements},
@@ -431,9 +457,22 @@ def render_ingest_text(result: IngestResult) -> str:
         "",
     ]
     step = _step_dict(slowest)
-    if step:
+    gated = _gated_step(result)
+    if step or gated is not None:
         rows = [["step", "ms"]]
-        rows += [[k.removesuffix("_ms"), f"{v:.3f}"] for k, v in step.items() if v is not None]
+        if gated is not None:
+            rows.append([f"step ({gated[1]})", f"{gated[0]:.3f}"])
+        for k, v in step.items():
+            if v is None:
+                continue
+            if k == "step_ms":
+                if gated is not None and f"{v:.3f}" == f"{gated[0]:.3f}":
+                    continue
+                # the breakdown's rows below are means over the steps; so is this one
+                label = "mean step" if gated is not None else "step"
+            else:
+                label = k.removesuffix("_ms")
+            rows.append([label, f"{v:.3f}"])
         lines += [*_table(rows), ""]
     top = _top_types(slowest)
     if top:

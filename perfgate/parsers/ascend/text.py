@@ -263,6 +263,7 @@ def _read_step_trace(path: Path, label: str) -> _StepTrace:
             step_f = _float(step_cell) if step_cell else None
             step = int(step_f) if step_f is not None else None
             device = row[i_dev].strip() if i_dev is not None else ""
+            _reject_negative(label, line, header, row, cols, i_stage)
             rows.append((device, step, line, values, step_us))
     if not rows:
         raise ParseError(f"{label}: no step rows (header only)")
@@ -292,6 +293,30 @@ def _read_step_trace(path: Path, label: str) -> _StepTrace:
     if any(i is None for i in parts):
         notes.append("step_times_ms: step_trace_time.csv step time taken as Stage + Bubble")
     return _StepTrace(step_times, breakdown, notes)
+
+
+def _reject_negative(
+    label: str,
+    line: int,
+    header: Sequence[str],
+    row: Sequence[str],
+    cols: Mapping[str, int | None],
+    i_stage: int | None,
+) -> None:
+    """Raise ParseError when a duration cell of a step_trace_time.csv row is negative.
+
+    A duration below zero is not a measurement (a broken export or a hand-edited file);
+    summing it would print a negative step time and gate on it.
+    """
+    for i in (*cols.values(), i_stage):
+        if i is None:
+            continue
+        value = _float(row[i])
+        if value is not None and value < 0:
+            raise ParseError(
+                f"{label}:{line}: {header[i].strip()} is negative ({row[i].strip()} us); "
+                "step durations cannot be below zero"
+            )
 
 
 # --------------------------------------------------------------------------- kernels

@@ -52,6 +52,7 @@ import numpy as np
 
 from perfgate.errors import ParseError
 from perfgate.models import StepBreakdown
+from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "breakdown_from_trace_view"]
 
@@ -132,7 +133,7 @@ def _open(path: Path, label: str) -> io.BufferedIOBase:
         raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
     if raw.read(2) == b"\x1f\x8b":
         raw.close()
-        return gzip.open(path, "rb")
+        return CappedReader(gzip.GzipFile(path, "rb"), label, max_decompressed_mb())
     raw.seek(0)
     return raw
 

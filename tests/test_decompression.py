@@ -1,0 +1,129 @@
+"""Gzip bombs: a small compressed profile that expands to hundreds of MiB stops with one
+line past the decompressed-size cap (``PERFGATE_MAX_DECOMPRESSED_MB``), exit 2, and the
+memory it took stays far below what it would have decompressed to."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.errors import ParseError, UsageError
+from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
+from perfgate.parsers.decompress import ENV_VAR, max_decompressed_mb
+from perfgate.parsers.torch_trace import parse_torch_trace
+
+BOMB_MIB = 256
+CAP_MB = 16
+
+# Runs the real CLI in a fresh interpreter and reports its exit code and peak memory.
+MEASURE = """
+import resource, sys
+from perfgate.cli import cli
+try:
+    cli.main(sys.argv[2:], prog_name="perfgate", standalone_mode=True)
+    rc = 0
+except SystemExit as exc:
+    rc = exc.code if isinstance(exc.code, int) else 1
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open(sys.argv[1], "w") as out:
+    out.write(f"{rc} {peak_kib}")
+"""
+
+
+def bomb(path: Path, prefix: bytes = b'{"traceEvents": [') -> Path:
+    """``BOMB_MIB`` MiB (a JSON-looking start, then spaces) gzip-compressed, written in chunks."""
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(prefix)
+        block = b" " * (1 << 20)
+        for _ in range(BOMB_MIB):
+            out.write(block)
+    assert path.stat().st_size < BOMB_MIB * (1 << 20) // 100
+    return path
+
+
+@pytest.fixture(scope="module")
+def torch_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return bomb(tmp_path_factory.mktemp("bomb") / "w0.pt.trace.json.gz")
+
+
+def test_a_gzip_bomb_exits_2_in_one_line_with_bounded_memory(
+    torch_bomb: Path, tmp_path: Path
+) -> None:
+    result_file = tmp_path / "result"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GITLAB_", "CI"))}
+    env[ENV_VAR] = str(CAP_MB)
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    args = [
+        "ingest",
+        str(torch_bomb),
+        "--benchmark",
+        "b",
+        "--branch",
+        "x",
+        "--commit",
+        "abc1234",
+        "--db",
+        db,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(result_file), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    rc, peak_kib = (int(x) for x in result_file.read_text().split())
+    assert rc == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(torch_bomb) in lines[0]
+    assert f"decompresses to more than {CAP_MB} MiB" in lines[0]
+    assert "Traceback" not in proc.stderr
+    # Decompressing it all would need at least BOMB_MIB MiB; the cap keeps it near the
+    # interpreter's own footprint plus CAP_MB.
+    assert peak_kib < (BOMB_MIB // 2) * 1024, peak_kib
+    assert not (tmp_path / "s.db").exists()  # nothing written to a store
+
+
+def test_torch_trace_under_the_default_cap_and_a_small_real_trace_still_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, "1")
+    big = tmp_path / "big.json.gz"
+    with gzip.open(big, "wb") as out:
+        out.write(b'{"traceEvents": [' + b" " * (2 << 20) + b"]}")
+    with pytest.raises(ParseError, match=r"big\.json\.gz: decompresses to more than 1 MiB"):
+        parse_torch_trace(big)
+    monkeypatch.setenv(ENV_VAR, "8")
+    with pytest.raises(ParseError) as caught:  # under the cap: read, then judged as a trace
+        parse_torch_trace(big)
+    assert "decompresses" not in str(caught.value)
+
+
+def test_ascend_trace_view_bomb_stops_at_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, str(CAP_MB))
+    path = bomb(tmp_path / "trace_view.json", prefix=b"[")
+    with pytest.raises(ParseError) as caught:
+        breakdown_from_trace_view(path, chunk_size=1 << 20)
+    assert str(caught.value) == (
+        f"{path}: decompresses to more than {CAP_MB} MiB (raise {ENV_VAR} if it is a real profile)"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "lots", "1.5"])
+def test_a_bad_cap_is_a_usage_error(value: str) -> None:
+    with pytest.raises(UsageError, match=ENV_VAR):
+        max_decompressed_mb({ENV_VAR: value})
+
+
+def test_the_default_cap() -> None:
+    assert max_decompressed_mb({}) == 1024
+    assert max_decompressed_mb({ENV_VAR: " 64 "}) == 64
