@@ -185,10 +185,18 @@ def test_step_that_raises_records_nothing(tmp_path: Path) -> None:
         """,
     )
     url = db_url(tmp_path)
-    code, _, err = invoke(tmp_path, "run", "--suite", str(suite), "--db", url, "--branch", "main")
+    traces = tmp_path / "traces"
+    code, _, err = invoke(
+        tmp_path,
+        *("run", "--suite", str(suite), "--db", url, "--branch", "main"),
+        *("--trace-dir", str(traces)),
+    )
     assert code == 3
     line = one_line(err)
     assert "benchmark flaky, repeat 1/1: the step raised ValueError: loss became NaN" in line
+    # the failed benchmark leaves no trace directory behind (the one that finished has none:
+    # it profiles no steps)
+    assert not traces.exists() or list(traces.iterdir()) == []
     store = open_store(url)
     try:
         # the benchmark that finished is recorded whole; nothing of the failed one is

@@ -102,7 +102,10 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
           overlapped). ``free_ms`` = step - compute - communication not overlapped, >= 0.
           ``data_loading_ms`` is the time under ``enumerate(DataLoader)`` annotations.
         - step_times_ms: each ``ProfilerStep#`` window's duration, in order (empty when the
-          trace has no annotations).
+          trace has no annotations). A window of zero length or longer than the profiler's
+          ``Trace`` span (ten times the other events' extent when the trace has none) is
+          not a step: it is dropped with a note naming it, and with none left the trace is
+          read as one without annotations.
         - collection: rank, world size and backend from ``distributedInfo``, the device
           name and count from ``deviceProperties``, the CUDA versions when recorded.
         - memory: the largest ``Total Allocated`` of the ``[memory]`` events, of device
@@ -111,8 +114,9 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
 
     Raises:
         ParseError: the file is missing or unreadable, is not (complete) JSON or gzip, has no
-            ``traceEvents`` list or no ``cpu_op`` events, or an event has a negative, NaN or
-            non-numeric time. The message is one line and starts with the file name.
+            ``traceEvents`` list or no ``cpu_op`` events, or an event has a negative, NaN,
+            infinite or non-numeric time. The message is one line and starts with the file
+            name; it names the event by its index (``traceEvents[i]``).
         UsageError: ``steps`` is given and is not a positive integer.
     """
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -333,45 +334,52 @@ def run_benchmark(
         timeout_s = spec.timeout_s
     started = datetime.now(timezone.utc)
     results: list[RepeatResult] = []
-    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
-        for repeat in range(spec.repeats):
-            if progress is not None:
-                progress(f"{spec.name}: repeat {repeat + 1}/{spec.repeats}")
-            profile_here = trace_dir is not None and repeat == 0 and spec.profiled > 0
-            if spec.distributed:
+    fresh_trace_dir = trace_dir is not None and not trace_dir.exists()
+    try:
+        with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+            for repeat in range(spec.repeats):
+                if progress is not None:
+                    progress(f"{spec.name}: repeat {repeat + 1}/{spec.repeats}")
+                profile_here = trace_dir is not None and repeat == 0 and spec.profiled > 0
+                if spec.distributed:
+                    if profile_here and trace_dir is not None:
+                        trace_dir.mkdir(parents=True, exist_ok=True)
+                    job = run_job_repeat(
+                        spec,
+                        repeat,
+                        threads=threads,
+                        params=params,
+                        trace_dir=trace_dir if profile_here else None,
+                        workdir=Path(tmp),
+                        sys_path=sys_path or [],
+                        timeout_s=timeout_s,
+                        launch=launch or LaunchOptions(),
+                    )
+                    if job is None:
+                        break
+                    results.append(job)
+                    continue
+                trace_path = None
                 if profile_here and trace_dir is not None:
                     trace_dir.mkdir(parents=True, exist_ok=True)
-                job = run_job_repeat(
-                    spec,
-                    repeat,
-                    threads=threads,
-                    params=params,
-                    trace_dir=trace_dir if profile_here else None,
-                    workdir=Path(tmp),
-                    sys_path=sys_path or [],
-                    timeout_s=timeout_s,
-                    launch=launch or LaunchOptions(),
+                    trace_path = trace_dir / f"{spec.name}.pt.trace.json"
+                results.append(
+                    run_repeat(
+                        spec,
+                        repeat,
+                        threads=threads,
+                        params=params,
+                        trace_path=trace_path,
+                        workdir=Path(tmp),
+                        sys_path=sys_path or [],
+                        timeout_s=timeout_s,
+                    )
                 )
-                if job is None:
-                    break
-                results.append(job)
-                continue
-            trace_path = None
-            if profile_here and trace_dir is not None:
-                trace_dir.mkdir(parents=True, exist_ok=True)
-                trace_path = trace_dir / f"{spec.name}.pt.trace.json"
-            results.append(
-                run_repeat(
-                    spec,
-                    repeat,
-                    threads=threads,
-                    params=params,
-                    trace_path=trace_path,
-                    workdir=Path(tmp),
-                    sys_path=sys_path or [],
-                    timeout_s=timeout_s,
-                )
-            )
+    except BaseException:
+        # A benchmark that fails records nothing: leave no trace directory of it either.
+        if fresh_trace_dir and trace_dir is not None:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+        raise
     return BenchmarkOutcome(
         spec=spec,
         threads=threads,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, exists, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -121,11 +121,11 @@ class RunStore(StoreBase):
             NotFoundError: no such run, or the prefix matches several.
         """
         with self._read(f"read run {run_id}") as conn:
-            row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+            row = conn.execute(_run_select().where(runs.c.id == run_id)).mappings().first()
             if row is None and len(run_id) >= MIN_ID_PREFIX:
                 matches = (
                     conn.execute(
-                        select(runs)
+                        _run_select()
                         .where(runs.c.id.startswith(run_id, autoescape=True))
                         .order_by(runs.c.id)
                         .limit(3)
@@ -150,7 +150,7 @@ class RunStore(StoreBase):
         with self._read(f"read the latest run of {benchmark}") as conn:
             row = (
                 conn.execute(
-                    select(runs)
+                    _run_select()
                     .where(
                         runs.c.project == project,
                         runs.c.benchmark == benchmark,
@@ -244,7 +244,7 @@ class RunStore(StoreBase):
                 centre,
                 repeat_centres,
                 centre_se,
-            ) in conn.execute(query):
+            ) in conn.execute(query).all():
                 points.append(
                     RunPoint(
                         run_id=run_id,
@@ -299,7 +299,7 @@ class RunStore(StoreBase):
         )
         out: dict[str, list[tuple[str, float]]] = {}
         with self._read(f"read the history of {benchmark}") as conn:
-            for run_id, metric, centre in conn.execute(query):
+            for run_id, metric, centre in conn.execute(query).all():
                 out.setdefault(metric, []).append((run_id, float(centre)))
         return out
 
@@ -508,22 +508,58 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
     return row
 
 
+def _run_select() -> Select[Any]:
+    """The runs row with, in the same round trip, its profile summary and whether it has
+    rank profiles and findings (most runs have neither: :func:`_load_run` then skips
+    those two queries)."""
+    run_id = runs.c.id
+    profile = select(profiles.c.summary).where(profiles.c.run_id == run_id).scalar_subquery()
+    has_ranks = exists().where(rank_profiles.c.run_id == run_id)
+    has_findings = exists().where(findings.c.run_id == run_id)
+    return select(
+        runs,
+        profile.label("_profile"),
+        has_ranks.label("_has_ranks"),
+        has_findings.label("_has_findings"),
+    )
+
+
 def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
+    """The full run of a :func:`_run_select` row (a plain runs row works too)."""
     run_id = str(row["id"])
-    measurement_rows = conn.execute(
-        select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.seq)
-    ).mappings()
-    profile_doc = conn.execute(
-        select(profiles.c.summary).where(profiles.c.run_id == run_id)
-    ).scalar()
-    rank_docs = conn.execute(
-        select(rank_profiles.c.summary)
-        .where(rank_profiles.c.run_id == run_id)
-        .order_by(rank_profiles.c.seq)
-    ).scalars()
-    finding_rows = conn.execute(
-        select(findings).where(findings.c.run_id == run_id).order_by(findings.c.seq)
-    ).mappings()
+    measurement_rows = (
+        conn.execute(
+            select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.seq)
+        )
+        .mappings()
+        .all()
+    )
+    if "_profile" in row:
+        profile_doc = row["_profile"]
+    else:
+        profile_doc = conn.execute(
+            select(profiles.c.summary).where(profiles.c.run_id == run_id)
+        ).scalar()
+    rank_docs: Sequence[str] = []
+    if row.get("_has_ranks", True):
+        rank_docs = (
+            conn.execute(
+                select(rank_profiles.c.summary)
+                .where(rank_profiles.c.run_id == run_id)
+                .order_by(rank_profiles.c.seq)
+            )
+            .scalars()
+            .all()
+        )
+    finding_rows: Sequence[RowMapping] = []
+    if row.get("_has_findings", True):
+        finding_rows = (
+            conn.execute(
+                select(findings).where(findings.c.run_id == run_id).order_by(findings.c.seq)
+            )
+            .mappings()
+            .all()
+        )
     ci: Mapping[str, Any] = json.loads(row["ci"])
     return RunRecord(
         id=run_id,
