@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perfgate.app.triage import record_alerts
 from perfgate.config import Config
 from perfgate.models import (
     ChangePoint,
@@ -17,7 +17,9 @@ from perfgate.models import (
 )
 from perfgate.parsers.series import read_series_csv
 from perfgate.stats.changepoints import detect_change_points
-from perfgate.store import SqlStore
+
+if TYPE_CHECKING:
+    from perfgate.store import SqlStore
 
 
 def series_changes(
@@ -82,6 +84,8 @@ def analyze_history(
             )
         )
     if record and found:
+        from perfgate.app.triage import record_alerts  # the store's team side, only to write
+
         record_alerts(config, store, changes=found, now=now)
     return with_triage(config, store, found)
 

@@ -31,10 +31,19 @@ Assumptions, in plain words:
   is reported as such, without a test.
 """
 
-from perfgate.stats.compare import MIN_BASELINE_RUNS, Candidate, compare_candidates
-from perfgate.stats.decide import ALPHA
-from perfgate.stats.fdr import benjamini_hochberg
-from perfgate.stats.summary import summarize
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_NAMES = {
+    "ALPHA": "perfgate.stats.decide",
+    "MIN_BASELINE_RUNS": "perfgate.stats.compare",
+    "Candidate": "perfgate.stats.compare",
+    "benjamini_hochberg": "perfgate.stats.fdr",
+    "compare_candidates": "perfgate.stats.compare",
+    "summarize": "perfgate.stats.summary",
+}
 
 __all__ = [
     "ALPHA",
@@ -44,3 +53,19 @@ __all__ = [
     "compare_candidates",
     "summarize",
 ]
+
+if TYPE_CHECKING:
+    from perfgate.stats.compare import MIN_BASELINE_RUNS, Candidate, compare_candidates
+    from perfgate.stats.decide import ALPHA
+    from perfgate.stats.fdr import benjamini_hochberg
+    from perfgate.stats.summary import summarize
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the renderers need only stats.decide, not scipy.
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfgate.stats' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
