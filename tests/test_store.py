@@ -92,7 +92,14 @@ def test_multi_rank_profiles_and_findings_round_trip(store: SqlStore) -> None:
             evidence={"problem_count": 2.0, "total_time_us": 13.5, "note": "from --agent"},
             source="msprof-analyze",
         ),
-        Finding("comm_not_overlapped", Severity.CRITICAL, "step", "74% of the step", "overlap"),
+        Finding(
+            "comm_not_overlapped",
+            Severity.CRITICAL,
+            "step",
+            "74% of the step",
+            "overlap",
+            impact_ms=0.4,
+        ),
     )
     run = replace(make_run("ranks-000001", profile=ranks[1]), rank_profiles=ranks, findings=found)
     store.save_run(run)
@@ -102,6 +109,7 @@ def test_multi_rank_profiles_and_findings_round_trip(store: SqlStore) -> None:
     assert loaded == run
     assert [p.rank for p in loaded.rank_profiles] == [0, 1]
     assert loaded.findings[0].evidence["total_time_us"] == 13.5
+    assert loaded.findings[1].impact_ms == 0.4  # kept since migration 0006
 
 
 def test_finding_with_unstorable_evidence_writes_nothing(store: SqlStore, raw: Engine) -> None:

@@ -467,6 +467,9 @@ def _rows_of(run: RunRecord) -> _Rows:
                 "message": f.message,
                 "suggestion": f.suggestion,
                 "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
+                "impact_ms": f.impact_ms
+                if f.impact_ms is not None and math.isfinite(f.impact_ms)
+                else None,
             }
         )
     return _Rows(run_row, rows, profile_row, rank_rows, finding_rows)

@@ -161,6 +161,7 @@ findings = Table(
     Column("message", Text, nullable=False),
     Column("suggestion", Text, nullable=False),
     Column("evidence", Text, nullable=False),
+    Column("impact_ms", Double, nullable=True),
 )
 
 rank_profiles = Table(
