@@ -105,3 +105,15 @@ def test_bad_ref_is_a_usage_error(repo: Path) -> None:
     out = perfgate(repo / "bench", "run", "--ab", "no-such-ref", "--branch", "feat")
     assert out.returncode == 2
     assert "--ab no-such-ref: no such commit" in out.stderr
+
+
+def test_paired_run_with_the_default_trace_dir_profiles_both_sides(repo: Path) -> None:
+    """``run --ab`` with the default, relative ``--trace-dir``: the base side runs inside its
+    worktree, and its profiled window must still land under this directory (issue 2.3)."""
+    bench = repo / "bench"
+    run = perfgate(bench, "run", "--ab", "HEAD~1", "--branch", "prof", "--profiled", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    head = json.loads(run.stdout)["runs"][1]
+    traces = bench / ".perfgate" / "traces" / head["id"]
+    written = sorted(p.relative_to(traces).parts[0] for p in traces.rglob("*.json"))
+    assert written == ["base", "head"], list(traces.rglob("*"))
