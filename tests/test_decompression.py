@@ -20,16 +20,19 @@ from perfgate.parsers.torch_trace import parse_torch_trace
 BOMB_MIB = 256
 CAP_MB = 16
 
-# Runs the real CLI in a fresh interpreter and reports its exit code and peak memory.
+# Runs the real CLI in a fresh interpreter and reports its exit code and peak memory. The peak
+# is this process image's own high-water mark (VmHWM): ru_maxrss would carry over the peak of
+# the process it was forked from (Linux keeps it across exec), here pytest's.
 MEASURE = """
-import resource, sys
+import sys
 from perfgate.cli import cli
 try:
     cli.main(sys.argv[2:], prog_name="perfgate", standalone_mode=True)
     rc = 0
 except SystemExit as exc:
     rc = exc.code if isinstance(exc.code, int) else 1
-peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/status") as status:
+    peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 with open(sys.argv[1], "w") as out:
     out.write(f"{rc} {peak_kib}")
 """
