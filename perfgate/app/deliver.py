@@ -93,6 +93,10 @@ class TargetOverrides:
     number: int | None = None
     sha: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.forge is not None:
+            forge_named(self.forge)  # an unknown --forge is refused before any work is done
+
 
 def _forge(env: Mapping[str, str], name: str | None) -> Forge | None:
     """The forge named (``--forge``; UsageError if unknown), else the one whose CI this job

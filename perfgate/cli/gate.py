@@ -19,7 +19,6 @@ from perfgate.cli.base import (
 )
 from perfgate.errors import ConfigError, ExitCode
 from perfgate.models import Verdict
-from perfgate.reporters.forges import forge_names
 
 
 def _gate_common(func: F) -> F:
@@ -101,8 +100,9 @@ def _report_options(func: F) -> F:
         ),
         click.option(
             "--forge",
-            type=click.Choice(forge_names()),
-            help="Where to post (default: detected from the CI's variables).",
+            metavar="FORGE",
+            help="Where to post: github or gitlab (the forge registry decides; default: "
+            "detected from the CI's variables).",
         ),
         click.option(
             "--forge-url",
@@ -362,7 +362,7 @@ def gate(
     type=click.Path(file_okay=False, path_type=Path),
     help="The directory 'gate --report-dir' wrote (report.md, target.json).",
 )
-@click.option("--forge", type=click.Choice(forge_names()), help="Override the target's.")
+@click.option("--forge", metavar="FORGE", help="Override the target's.")
 @click.option("--forge-url", metavar="URL", help="Override the target's API base URL.")
 @click.option("--repo", help="Override the repository / project (use the trusted one).")
 @click.option("--pr", "pr_number", type=click.IntRange(min=1), help="Override the PR/MR number.")

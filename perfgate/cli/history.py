@@ -13,7 +13,6 @@ from perfgate.cli.base import (
     cli,
     store_options,
 )
-from perfgate.reporters.forges import forge_names
 
 
 @cli.group(invoke_without_command=True)
@@ -76,8 +75,9 @@ def history(
 )
 @click.option(
     "--forge",
-    type=click.Choice(forge_names()),
-    help="Where to alert (default: detected from the CI's variables).",
+    metavar="FORGE",
+    help="Where to alert: github or gitlab (the forge registry decides; default: "
+    "detected from the CI's variables).",
 )
 @click.option("--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab).")
 @click.option("--repo", help="GitHub owner/name or GitLab project id (default: from CI).")
@@ -110,6 +110,11 @@ def history_analyze(
 
     config = _config(suite, db_url, project)
     analysed = branch or config.base_branch
+    overrides = None
+    if alert:
+        from perfgate.app import deliver as report
+
+        overrides = report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
     with _open_store(config.database_url, create=False) as store:
         changes = app.analyze_history(
             config, store, branch=analysed, benchmark=benchmark, limit=limit
@@ -118,12 +123,10 @@ def history_analyze(
         click.echo(render_json(changes_to_dict(changes)), nl=False)
     else:
         click.echo(render_changes_text(changes), nl=False)
-    if alert:
+    if overrides is not None:
         from perfgate.app import deliver as report
 
-        target = report.resolve_target(
-            os.environ, report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
-        )
+        target = report.resolve_target(os.environ, overrides)
         reporter = report.make_reporter(target, os.environ)
         done = report.alert_changes(config.project, analysed, changes, reporter)
         click.echo(f"perfgate: {done}", err=True)

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import format_change, format_value, op_delta_text
-from perfgate.stats.decide import deciding
+from perfgate.stats.decide import deciding, deciding_verdicts
 
 if TYPE_CHECKING:
     from perfgate.models import DetectedChange
@@ -160,7 +160,7 @@ def sparkline(values: Sequence[float], points: int = SPARK_POINTS) -> str:
 
 def should_post(mode: CommentMode, result: GateResult) -> bool:
     """Whether ``mode`` asks for a (new) comment on this result."""
-    seen = {c.verdict for c in deciding(result.comparisons)}
+    seen = deciding_verdicts(result.comparisons)
     if mode is CommentMode.REGRESSION:
         return Verdict.REGRESSION in seen
     if mode is CommentMode.CHANGE:
@@ -196,7 +196,7 @@ def _baseline_phrase(result: GateResult) -> str:
 
 
 def _icon(result: GateResult, ctx: ReportContext) -> str:
-    seen = {c.verdict for c in deciding(result.comparisons)}
+    seen = deciding_verdicts(result.comparisons)
     if ctx.failed:
         return "❌"
     if seen & {Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE}:

@@ -20,7 +20,7 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from enum import Enum
 
 from perfgate.models import Comparison, Direction, Verdict
@@ -31,8 +31,6 @@ ALPHA = 0.01
 BLIND_FACTOR = 4.0
 """A small change is only called ``unchanged`` when the data could have seen a change of
 BLIND_FACTOR times the minimum effect; past that the gate is blind and says inconclusive."""
-
-CHANGED = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
 
 _OVERALL_ORDER = (
     Verdict.REGRESSION,
@@ -113,7 +111,7 @@ def overall_verdict(comparisons: Iterable[Comparison]) -> Verdict:
     """One verdict for a gate, from its deciding comparisons: the worst that occurs, in the
     order regression, inconclusive, improvement, unchanged, no baseline; ``no_baseline`` when
     nothing was compared; ``incomparable`` when nothing else occurs."""
-    seen = {c.verdict for c in deciding(comparisons)}
+    seen = deciding_verdicts(comparisons)
     if not seen:
         return Verdict.NO_BASELINE
     for verdict in _OVERALL_ORDER:
@@ -134,6 +132,6 @@ def gate_fails(comparisons: Iterable[Comparison], fail_on: Collection[Verdict]) 
     return any(c.verdict in fail_on for c in deciding(comparisons))
 
 
-def deciding_verdicts(comparisons: Sequence[Comparison]) -> frozenset[Verdict]:
+def deciding_verdicts(comparisons: Iterable[Comparison]) -> frozenset[Verdict]:
     """The set of verdicts among the deciding comparisons."""
     return frozenset(c.verdict for c in deciding(comparisons))
