@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import statistics
 import sys
@@ -47,9 +48,8 @@ from gate_sim import NoiseModel, Series  # noqa: E402
 from perfgate.config import Config  # noqa: E402
 from perfgate.metrics import CATALOGUE  # noqa: E402
 from perfgate.models import Direction, RunPoint, Verdict  # noqa: E402
-from perfgate.stats import ALPHA, Candidate, benjamini_hochberg, compare_candidates  # noqa: E402
-from perfgate.stats.compare import _evidence  # noqa: E402
-from perfgate.stats.decide import Outcome, change_verdict, classify_change  # noqa: E402
+from perfgate.stats import ALPHA, Candidate, compare_candidates  # noqa: E402
+from perfgate.stats.compare import median_variance  # noqa: E402
 from perfgate.stats.paired import (  # noqa: E402
     Pair,
     PairedEvidence,
@@ -67,7 +67,7 @@ POLICY = CATALOGUE["step_time_ms"].policy
 EFFECTS = (0.05, 0.10)
 REPEATS = (1, 3, 5)
 VERIFY_GATES = 15
-"""Power gates per task also judged whole by compare_candidates, to check the shortcut."""
+"""The smallest simulation size (gates or metrics) of a setting, whatever ``--scale``."""
 
 _T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _IDS = [f"run{i:03d}" for i in range(WINDOW + 1)]
@@ -141,27 +141,6 @@ def _candidate(runs: list[list[float]], benchmark: str) -> Candidate:
     return Candidate(current=points[-1], baseline=points[:-1], policy=POLICY)
 
 
-def _verdict(cand: Candidate, nulls: Sequence[float]) -> Verdict:
-    """perfgate's verdict on candidate ``cand`` had it been judged in a gate with metrics
-    whose raw p-values are ``nulls``: compare.py's rule re-applied with the p-value
-    BH-adjusted across that gate and the gate's detectable effect (significance, minimum
-    effect, rank guard, blind rule).
-    """
-    ev = _evidence(cand)
-    gate_size = 1 + len(nulls)
-    outcome = classify_change(
-        change_pct=ev.change_pct,
-        p_adjusted=benjamini_hochberg([ev.p_value, *nulls])[0],
-        p_rank=ev.p_rank,
-        baseline_runs=len(cand.baseline),
-        mde_pct=ev.detectable_in(gate_size, cand.alpha),
-        min_effect_pct=cand.policy.min_effect_pct_at(ev.centre),
-    )
-    if outcome is Outcome.CHANGE:
-        return change_verdict(cand.current.direction, ev.change_pct)
-    return Verdict.UNCHANGED if outcome is Outcome.UNCHANGED else Verdict.INCONCLUSIVE
-
-
 def _aa_task(model: NoiseModel, repeats: int, gates: int, key: int) -> dict[str, Any]:
     """A/A gates judged whole by compare_candidates, plus the other methods' statistics."""
     series = gate_sim.simulate_series(
@@ -180,43 +159,35 @@ def _aa_task(model: NoiseModel, repeats: int, gates: int, key: int) -> dict[str,
         "p_raw": p_raw,
         "stats": method_stats(series),
         "current_spiked": series.spiked[:, -1],
+        "centres": series.centres,
     }
 
 
 def _power_task(
-    model: NoiseModel, repeats: int, effect: float, n: int, key: int, null_p: np.ndarray
+    model: NoiseModel, repeats: int, effect: float, n: int, key: int, null: np.ndarray
 ) -> dict[str, Any]:
-    """Regressed metrics, each judged by perfgate in a gate with 19 A/A metrics.
-
-    Each regressed candidate is evaluated once; its raw p joins 19 raw p-values of one A/A
-    gate from the pool and compare.py's rule is re-applied (:func:`_verdict`). The shortcut
-    is checked against compare_candidates on VERIFY_GATES whole gates.
-    """
+    """Regressed metrics, each judged by compare_candidates in a whole gate with 19 A/A
+    metrics of the A/A pool (``null``: their repeat centres, gate by gate)."""
     rng = gate_sim.rng_for(key, repeats, round(effect * 1000))
     series = gate_sim.simulate_series(rng, model, n, WINDOW + 1, repeats, effect=effect)
     rows = series.centres.tolist()
+    gates = null.shape[0] // GATE
     regression = np.zeros(n, dtype=bool)
     inconclusive = np.zeros(n, dtype=bool)
     for i in range(n):
-        verdict = _verdict(_candidate(rows[i], "slow"), null_p[i % null_p.shape[0], 1:].tolist())
+        g = i % gates
+        others = null[g * GATE + 1 : (g + 1) * GATE].tolist()
+        gate = [_candidate(rows[i], "slow")] + [
+            _candidate(o, f"b{m}") for m, o in enumerate(others, start=1)
+        ]
+        verdict = compare_candidates(gate)[0].verdict
         regression[i] = verdict is Verdict.REGRESSION
         inconclusive[i] = verdict is Verdict.INCONCLUSIVE
-    # Check: whole gates (this regressed metric + 19 fresh A/A metrics) through perfgate.
-    fresh = gate_sim.simulate_series(rng, model, VERIFY_GATES * (GATE - 1), WINDOW + 1, repeats)
-    fresh_rows = fresh.centres.tolist()
-    mismatches = 0
-    for g in range(VERIFY_GATES):
-        gate = [_candidate(rows[g], "slow")] + [
-            _candidate(fresh_rows[g * (GATE - 1) + m], f"b{m}") for m in range(GATE - 1)
-        ]
-        whole = compare_candidates(gate)
-        nulls = [1.0 if c.p_value is None else c.p_value for c in whole[1:]]
-        mismatches += _verdict(gate[0], nulls) is not whole[0].verdict
     return {
         "regression": regression,
         "inconclusive": inconclusive,
         "stats": method_stats(series),
-        "mismatches": mismatches,
+        "mismatches": 0,
     }
 
 
@@ -282,6 +253,185 @@ def _paired_task(model: NoiseModel, repeats: int, gates: int, n: int, key: int) 
                 [v is Verdict.INCONCLUSIVE for v in verdicts]
             )
     return out
+
+
+# --------------------------------------------------------------------------- wave-2 table
+
+
+@dataclass(frozen=True)
+class Row:
+    """One A/A condition of the wave-2 table."""
+
+    label: str
+    model: NoiseModel
+    window: int = WINDOW
+    repeats: int = 3
+    extra: tuple[tuple[str, int], ...] = ()
+
+
+def _gate_of(rows: list[list[list[float]]], g: int, window: int) -> list[Candidate]:
+    return [_candidate(rows[g * GATE + m][-(window + 1) :], f"b{m}") for m in range(GATE)]
+
+
+def _row_task(row: Row, gates: int, key: int) -> dict[str, Any]:
+    """A/A gates of one row judged whole by compare_candidates, and the peers' statistics."""
+    series = gate_sim.simulate_series(
+        gate_sim.rng_for(key, row.repeats),
+        row.model,
+        gates * GATE,
+        row.window + 1,
+        row.repeats,
+        gate_size=GATE,
+        **dict(row.extra),
+    )
+    rows = series.centres.tolist()
+    flagged = np.zeros(gates * GATE, dtype=bool)
+    for g in range(gates):
+        for m, c in enumerate(compare_candidates(_gate_of(rows, g, row.window))):
+            flagged[g * GATE + m] = c.verdict is Verdict.REGRESSION
+    return {
+        "flagged": flagged,
+        "stats": method_stats(series),
+        "spiked": series.spiked[:, -1].reshape(-1, GATE).any(axis=1),
+    }
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    label: str
+    model: NoiseModel
+    effect: float
+    window: int = WINDOW
+    repeats: int = 3
+
+
+def _oracle_mde(row: PowerRow) -> float:
+    """The MDE (80% power, in %) of a test that knows the noise: the run summary's true
+    variance (job + the median of the repeats), a z test at alpha / GATE, the minimum effect."""
+    job = row.model.job_sd**2
+    step_sd = gate_sim.step_median_law(row.model)[1]
+    proc = row.model.process_sd**2 + step_sd**2
+    run_var = job + median_variance(row.repeats) * proc
+    sd = math.sqrt(run_var * (1.0 + median_variance(row.window)))
+    crit = float(stats.norm.ppf(1.0 - ALPHA / GATE / 2.0)) * sd
+    floor = math.log1p(POLICY.min_effect_pct / 100.0)
+    return 100.0 * math.expm1(max(crit, floor) + float(stats.norm.ppf(0.8)) * sd)
+
+
+def _power_row_task(row: PowerRow, gates: int, key: int) -> dict[str, Any]:
+    """One regressed metric in each of ``gates`` gates (with GATE - 1 A/A metrics), judged
+    whole: the share called regression / unchanged, the interval's coverage of the true
+    change, and the share caught when the change is exactly the reported MDE."""
+    rng = gate_sim.rng_for(key, row.repeats, round(row.effect * 1000))
+    null = gate_sim.simulate_series(
+        rng, row.model, gates * GATE, row.window + 1, row.repeats, gate_size=GATE
+    )
+    slow = gate_sim.simulate_series(
+        rng, row.model, gates, row.window + 1, row.repeats, effect=row.effect
+    )
+    rows, slow_rows = null.centres.tolist(), slow.centres.tolist()
+    out = {"regression": 0, "unchanged": 0, "covered": 0, "at_mde": 0, "mde": []}
+    for g in range(gates):
+        gate = _gate_of(rows, g, row.window)
+        gate[0] = _candidate(slow_rows[g], "b0")
+        first = compare_candidates(gate)[0]
+        out["regression"] += first.verdict is Verdict.REGRESSION
+        out["unchanged"] += first.verdict is Verdict.UNCHANGED
+        true_pct = 100.0 * row.effect
+        out["covered"] += (first.ci_low_pct or 0.0) <= true_pct <= (first.ci_high_pct or 0.0)
+        # the same gate with no change, then with a change of exactly its reported MDE
+        gate[0] = _candidate(rows[g * GATE][-(row.window + 1) :], "b0")
+        mde = compare_candidates(gate)[0].mde_pct or float("inf")
+        out["mde"].append(mde)
+        if math.isfinite(mde):
+            runs = [list(r) for r in rows[g * GATE][-(row.window + 1) :]]
+            runs[-1] = [x * (1.0 + mde / 100.0) for x in runs[-1]]
+            gate[0] = _candidate(runs, "b0")
+            out["at_mde"] += compare_candidates(gate)[0].verdict is Verdict.REGRESSION
+    return out
+
+
+def _wave2_rows() -> tuple[list[Row], list[PowerRow]]:
+    cov1, cov3, cov5 = (gate_sim.mixed_model(c) for c in (0.01, 0.03, 0.05))
+    rep = dataclasses.replace
+    rows = [
+        Row("Gaussian CoV 1%", cov1),
+        Row("Gaussian CoV 3%", cov3),
+        Row("Gaussian CoV 5%", cov5),
+        Row("t3 job tails", rep(cov3, label="t3", job_df=3.0)),
+        Row("t4 job tails", rep(cov3, label="t4", job_df=4.0)),
+        *(Row(f"pool x1.25 mixed {p:.0%}", rep(cov3, pool_rate=p)) for p in (0.1, 0.2, 0.3, 0.5)),
+        Row("pool 30% sticky 6", rep(cov3, pool_rate=0.3, pool_block=6)),
+        Row("noise x3 last 3", cov3, extra=(("noisy_last", 3),)),
+        Row("noise x3 last 5", cov3, extra=(("noisy_last", 5),)),
+        *(Row(f"main +10% {j} run(s) ago", cov3, extra=(("main_shift", j),)) for j in (1, 2, 3, 4)),
+        Row("1-repeat runs", cov3, repeats=1),
+        Row("3-run history", cov3, window=3),
+        Row("5-run history", cov3, window=5),
+    ]
+    process10 = gate_sim.NoiseModel(
+        "process CoV 10%",
+        job_sd=0.0,
+        process_sd=0.10,
+        step_sd=0.002,
+        job_spike_rate=0.0,
+        process_spike_rate=0.0,
+    )
+    power = [
+        PowerRow("5% at CoV 1%", cov1, 0.05),
+        PowerRow("10% at CoV 3%", cov3, 0.10),
+        PowerRow("5% at CoV 3%", cov3, 0.05),
+        PowerRow("20% at CoV 5%", cov5, 0.20),
+        PowerRow("25%, 3 runs x 3, process 10%", process10, 0.25, window=3),
+    ]
+    return rows, power
+
+
+def _section_wave2(
+    out: Callable[[str], None], rows: Sequence[Row], aa: Any, power: Sequence[PowerRow], pw: Any
+) -> None:
+    out("-" * 100)
+    out(f"0. Wave-2 table. A/A: share of {GATE}-metric gates with any false regression")
+    out("   [95% Clopper-Pearson]; target <= 1% in every row. 'no job spike': gates whose")
+    out("   current job was not hit by the model's job-wide spike (0.5% of runs, every metric")
+    out("   x1.1-1.4 at once, which no single gate can tell from a regression of everything).")
+    out("-" * 100)
+    out(
+        f"  {'condition':<26}{'gates':>6}  {'perfgate':<19}{'no job spike':>13}  "
+        + "".join(f"{m.name:<17}" for m in OTHERS)
+    )
+    for row in rows:
+        res = aa[row]
+        k, n = _gate_rate(res["flagged"])
+        per_gate = res["flagged"].reshape(-1, GATE).any(axis=1)
+        quiet = ~res["spiked"]
+        kq = int((per_gate & quiet).sum())
+        cells = f"{_pct(k / n) + ' ' + _ci(k, n):<19}{_pct(kq / max(int(quiet.sum()), 1)):>13}  "
+        for m in OTHERS:
+            mk, mn = _gate_rate(res["stats"][m.name] >= m.default)
+            cells += f"{_pct(mk / mn):<17}"
+        out(f"  {row.label:<26}{n:>6}  {cells}")
+    out("")
+    out("  Power and honesty: one regressed metric per gate with 19 A/A metrics, judged whole.")
+    out("  'unchanged': share of true changes (all >= the 3% minimum effect) called unchanged")
+    out("  (target 0%); 'coverage': the reported 95% interval holds the true change (93-97%);")
+    out("  'at MDE': caught when the change is exactly the MDE perfgate reported (75-85%);")
+    out("  'MDE': median reported MDE, beside the MDE of a test that knows the noise (oracle).")
+    out(
+        f"  {'condition':<30}{'gates':>6}{'power':>9}{'unchanged':>11}{'coverage':>10}"
+        f"{'at MDE':>9}{'MDE':>9}{'oracle':>9}{'ratio':>7}"
+    )
+    for row in power:
+        res = pw[row]
+        n = len(res["mde"])
+        mde = float(np.median(res["mde"]))
+        oracle = _oracle_mde(row)
+        out(
+            f"  {row.label:<30}{n:>6}{_pct(res['regression'] / n):>9}"
+            f"{_pct(res['unchanged'] / n):>11}{_pct(res['covered'] / n):>10}"
+            f"{_pct(res['at_mde'] / n):>9}{mde:>8.1f}%{oracle:>8.1f}%{mde / oracle:>7.2f}"
+        )
+    out("")
 
 
 # --------------------------------------------------------------------------- reporting
@@ -422,11 +572,6 @@ def _section_power(
         out(f"    {'perfgate':<18}{pg_cells * 2}".rstrip())
         for line in matched:
             out(line)
-        mism = sum(int(p["mismatches"]) for p in pw)
-        out(
-            f"    (check of the BH shortcut against whole gates judged by compare_candidates: "
-            f"{mism} mismatches in {2 * VERIFY_GATES})"
-        )
         out("")
 
 
@@ -524,7 +669,10 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
         f"seeds: numpy default_rng([{gate_sim.BASE_SEED}, setting key, repeats(, effect in "
         "per mille)]);"
     )
-    out("       setting keys 1-9 history-based, 20-25 paired, 999 noise table, 0 step-median law")
+    out(
+        "       setting keys 1-9 history-based, 20-25 paired, 40-58 wave-2 A/A rows, 80-84 "
+        "wave-2 power rows, 999 noise table, 0 step-median law"
+    )
     out(
         f"perfgate defaults: window {WINDOW} runs, alpha (FDR) {ALPHA}, minimum effect "
         f"{POLICY.min_effect_pct:g}%, gate of {GATE} metrics; {jobs} worker processes"
@@ -546,7 +694,15 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
             out(f"  {model.label:<22}{r:>8}{cells}")
     out("")
 
+    wave2_rows, wave2_power = _wave2_rows()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
+        w2_aa = {
+            row: pool.submit(_row_task, row, size(500), 40 + i) for i, row in enumerate(wave2_rows)
+        }
+        w2_pw = {
+            row: pool.submit(_power_row_task, row, size(400), 80 + i)
+            for i, row in enumerate(wave2_power)
+        }
         aa_futures = {
             cfg: pool.submit(_aa_task, cfg.model, cfg.repeats, cfg.gates, cfg.key)
             for cfg in history + sensitivity
@@ -564,14 +720,17 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
                 effect,
                 cfg.power_n,
                 cfg.key,
-                aa[cfg]["p_raw"].reshape(-1, GATE),
+                aa[cfg]["centres"],
             )
             for cfg in history
             for effect in EFFECTS
         }
         power = {k: f.result() for k, f in power_futures.items()}
         ab = {cfg: f.result() for cfg, f in paired_futures.items()}
+        w2_aa_res = {row: f.result() for row, f in w2_aa.items()}
+        w2_pw_res = {row: f.result() for row, f in w2_pw.items()}
 
+    _section_wave2(out, wave2_rows, w2_aa_res, wave2_power, w2_pw_res)
     _section_defaults(out, [history[3], history[0], history[4], *sensitivity], aa)
     _section_power(out, history[:5], aa, power)
     _section_paired(out, history, paired, aa, power, ab)

@@ -60,6 +60,12 @@ class NoiseModel:
     process_spike_rate: float = 0.02
     job_spike_rate: float = 0.005
     pair_drift_sd: float = 0.0
+    pool_rate: float = 0.0
+    """Share of runs on a slower runner pool (same fingerprint): every metric of such a run
+    is ``pool_factor`` times slower."""
+    pool_factor: float = 1.25
+    pool_block: int = 1
+    """Runs in a row that stay on one pool (1: each run drawn on its own; 6: sticky)."""
 
     def describe(self) -> str:
         return (
@@ -71,6 +77,12 @@ class NoiseModel:
             f"step SD {self.step_sd:.2%} (t{self.step_df:g}, stalls "
             f"{self.step_outlier_rate:.0%} x1.5-3), {self.steps} steps/process"
             + (f", pair drift SD {self.pair_drift_sd:.1%}" if self.pair_drift_sd else "")
+            + (
+                f", slow pool x{self.pool_factor:g} in {self.pool_rate:.0%} of runs"
+                + (f" (sticky for {self.pool_block} runs)" if self.pool_block > 1 else "")
+                if self.pool_rate
+                else ""
+            )
         )
 
 
@@ -116,7 +128,15 @@ def _job_log(
     hit = rng.random((gates, runs)) < model.job_spike_rate
     size = np.log(rng.uniform(1.10, 1.40, (gates, runs)))
     spiked = np.repeat(hit, gate_size, axis=0)
-    return job + np.repeat(np.where(hit, size, 0.0), gate_size, axis=0), spiked
+    job = job + np.repeat(np.where(hit, size, 0.0), gate_size, axis=0)
+    if model.pool_rate:
+        blocks = -(-runs // model.pool_block) + 1
+        state = rng.random((gates, blocks)) < model.pool_rate
+        phase = rng.integers(0, model.pool_block, (gates, 1))
+        index = (np.arange(runs)[None, :] + phase) // model.pool_block
+        slow = np.take_along_axis(state, index, axis=1)
+        job = job + np.repeat(np.where(slow, math.log(model.pool_factor), 0.0), gate_size, axis=0)
+    return job, spiked
 
 
 def _process_log(rng: np.random.Generator, model: NoiseModel, shape: tuple[int, ...]) -> np.ndarray:
@@ -174,6 +194,10 @@ def simulate_series(
     *,
     effect: float = 0.0,
     gate_size: int = 1,
+    noisy_last: int = 0,
+    noisy_factor: float = 3.0,
+    main_shift: int = 0,
+    shift: float = 0.10,
 ) -> Series:
     """``n`` metrics (a multiple of ``gate_size``), ``runs`` runs each, the last one current.
 
@@ -182,9 +206,18 @@ def simulate_series(
     for the last two runs and shifted so that each process's median is exactly that draw.
     """
     job, spiked = _job_log(rng, model, n, runs, gate_size)
-    level = job[:, :, None] + _process_log(rng, model, (n, runs, repeats))
+    noise = job[:, :, None] + _process_log(rng, model, (n, runs, repeats))
+    noise += _step_median_log(rng, model, (n, runs, repeats))
+    if noisy_last:
+        # the last baseline runs were measured on a noisier machine: their deviations grow
+        mean = step_median_law(model)[0]
+        part = slice(runs - 1 - noisy_last, runs - 1)
+        noise[:, part, :] = mean + (noise[:, part, :] - mean) * noisy_factor
+    level = noise
     level[:, -1, :] += math.log1p(effect)
-    level += _step_median_log(rng, model, (n, runs, repeats))
+    if main_shift:
+        # main regressed ``main_shift`` runs before the current one, which includes it
+        level[:, runs - 1 - main_shift :, :] += math.log1p(shift)
     raw = _step_log(rng, model, (n, 2, repeats, model.steps))
     raw += level[:, -2:, :, None] - np.median(raw, axis=3, keepdims=True)
     return Series(

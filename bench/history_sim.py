@@ -144,6 +144,17 @@ def make_dataset(
     return out
 
 
+def creeping(
+    rng: np.random.Generator, n: int, total: float, cov: float, *, flat: int = 0
+) -> tuple[float, ...]:
+    """A linear creep of ``total`` (0.35: +35%) over n runs under log-normal noise at CoV
+    ``cov``, after ``flat`` runs at the starting level and before ``flat`` at the end one:
+    no step anywhere, one drift."""
+    ramp = np.clip((np.arange(n + 2 * flat) - flat) / max(n - 1, 1), 0.0, 1.0)
+    values = 100.0 * np.exp(cov * rng.standard_normal(n + 2 * flat)) * (1.0 + total * ramp)
+    return tuple(float(v) for v in values)
+
+
 def true_positives(truth: Sequence[int], predicted: Sequence[int], margin: int = MARGIN) -> int:
     """Detections within ``margin`` of a true change, each side matched at most once.
 

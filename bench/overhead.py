@@ -5,7 +5,10 @@
        one clock read at each end, on the same workload object, in interleaved blocks, with
        an A/A control (plain against plain) and the timing code's own cost per step;
    (b) end to end: ``perfgate.runner.run_benchmark`` (a real worker process) against a plain
-       loop in a subprocess of the same length.
+       loop in a subprocess of the same length;
+   (c) the CPU-time clock (``step_cpu_ms``): the worker's per-step loop with its two
+       ``thread_time_ns`` reads against the same loop without them, with an A/A control
+       (``--only cpu-clock`` runs this alone).
 2. Gate wall time over big stores (20 benchmarks x ``--runs`` runs on main, 1 on feat), on
    SQLite and, with ``--postgres URL`` (or $PERFGATE_BENCH_POSTGRES_URL), on PostgreSQL in a
    database ``perfgate_bench`` created and dropped here: the ``perfgate gate`` command as a
@@ -241,6 +244,97 @@ def timing_cost(
         w_ns.append(worker_block(backend, steps, entry="shared_noop")[0] * 1e6)
         p_ns.append(plain_block(noop, steps) * 1e6)
     return {"worker_ns": min(w_ns), "plain_ns": min(p_ns), "steps": steps, "rounds": rounds}
+
+
+# --- 1c. the CPU-time clock reads (step_cpu_ms) -----------------------------------------------
+
+
+def clock_block(step: Any, steps: int, *, cpu_time: bool) -> float:
+    """One block of ``steps`` steps, each timed as the worker times it (a wall-clock read at
+    each end) and, with ``cpu_time``, also bracketed by the worker's two ``thread_time_ns``
+    reads; the block's own wall time in ms per step (one clock read at each end)."""
+    wall, cpu = time.perf_counter_ns, time.thread_time_ns
+    wall_ns = [0] * steps
+    cpu_ns = [0] * steps
+    gc.collect()
+    b0 = wall()
+    if cpu_time:
+        for i in range(steps):
+            c0 = cpu()
+            t0 = wall()
+            step()
+            wall_ns[i] = wall() - t0
+            cpu_ns[i] = cpu() - c0
+    else:
+        for i in range(steps):
+            t0 = wall()
+            step()
+            wall_ns[i] = wall() - t0
+    return (wall() - b0) / 1e6 / steps
+
+
+def cpu_clock_cost(rounds: int, steps: int, warmup: int) -> dict[str, Any]:
+    """Rounds of three blocks on the MLP step: C (wall and CPU-time reads per step, as the
+    worker now does), W and V (wall-clock reads only, as it did before). C/W is the cost of
+    the extra clock reads; V/W is an A/A control. Then the reads alone on a step that does
+    nothing (fastest of 5 blocks of 200,000), and one ``thread_time_ns`` call."""
+    torch.set_num_threads(1)
+    torch.manual_seed(1234)
+    step = build_mlp(device="cpu").step
+    for _ in range(warmup):
+        step()
+    rows = []
+    for i in range(rounds):
+        got: dict[str, float] = {}
+        for method in ORDERS[i % len(ORDERS)].translate(str.maketrans("WPQ", "CWV")):
+            got[method] = clock_block(step, steps, cpu_time=method == "C")
+        rows.append((got["C"], got["W"], got["V"]))
+    noop_c = min(clock_block(_noop, 200_000, cpu_time=True) for _ in range(5)) * 1e6
+    noop_w = min(clock_block(_noop, 200_000, cpu_time=False) for _ in range(5)) * 1e6
+    n = 200_000
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        time.thread_time_ns()
+    per_call = (time.perf_counter_ns() - t0) / n
+    return {
+        "rows": rows,
+        "ratio": [c / w for c, w, _ in rows],
+        "ratio_aa": [v / w for _, w, v in rows],
+        "plain_ms": median([w for _, w, _ in rows]),
+        "noop_cpu_ns": noop_c,
+        "noop_wall_ns": noop_w,
+        "thread_time_ns_call": per_call,
+    }
+
+
+def report_cpu_clock(c: dict[str, Any], rounds: int, steps: int) -> None:
+    out(
+        f"(c) the CPU-time clock (step_cpu_ms): {rounds} rounds of 3 blocks x {steps} MLP steps"
+        " (ms per step);"
+    )
+    out("    C = wall + thread_time_ns reads per step (the worker now), W and V = wall reads only")
+    out("    round       C          W          V      C/W     V/W")
+    for i, (cc, w, v) in enumerate(c["rows"]):
+        out(f"    {i + 1:5d} {cc:9.4f}  {w:9.4f}  {v:9.4f}  {cc / w:.4f}  {v / w:.4f}")
+    out(
+        f"    ratio C / W (the extra clock reads): median {median(c['ratio']):.4f}"
+        f" ({spread(c['ratio'])})  <- target <= {RUNNER_TARGET}"
+    )
+    out(
+        f"    A/A: V / W: median {median(c['ratio_aa']):.4f} ({spread(c['ratio_aa'])})"
+        "  (no difference: any distance from 1 is noise)"
+    )
+    extra = c["noop_cpu_ns"] - c["noop_wall_ns"]
+    out(
+        f"    on a step that does nothing: C {c['noop_cpu_ns']:.0f} ns/step, W"
+        f" {c['noop_wall_ns']:.0f} ns/step; one thread_time_ns() call"
+        f" {c['thread_time_ns_call']:.0f} ns"
+    )
+    out(
+        f"      -> the two reads add {extra:.0f} ns per step: on a {c['plain_ms']:.1f} ms step"
+        f" a ratio of {1 + extra / (c['plain_ms'] * 1e6):.6f}"
+    )
+    out("")
 
 
 # --- 1b. end to end: a real worker process vs a plain-loop subprocess -------------------------
@@ -963,9 +1057,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate-repeats", type=int, default=3, help="gate invocations (3)")
     parser.add_argument(
         "--only",
-        choices=("all", "gate"),
+        choices=("all", "gate", "cpu-clock"),
         default="all",
-        help="'gate': only the gate section and detect start-up (skips the runner timings)",
+        help="'gate': only the gate section and detect start-up (skips the runner timings);"
+        " 'cpu-clock': only the cost of the CPU-time clock reads (1c)",
     )
     parser.add_argument(
         "--postgres",
@@ -983,10 +1078,21 @@ def main(argv: list[str] | None = None) -> int:
     out(f"machine: {machine()}; load average at start: {loadavg()}")
     out(versions)
     out("")
+    if args.only in ("all", "cpu-clock"):
+        c = cpu_clock_cost(args.rounds, args.steps * 4, warmup=20)
+        if args.only == "cpu-clock":
+            out("== 1c. CPU-time clock reads ==")
+            report_cpu_clock(c, args.rounds, args.steps * 4)
+            out(f"machine: {machine()}; load average now: {loadavg()}")
+            out(versions)
+            took = time.perf_counter() - started
+            out(f"command: {command}  (cwd {Path.cwd()}; took {took:.0f} s)")
+            return 0
     if args.only == "all":
         out(HEADER)
         a = runner_in_process(args.rounds, args.steps, warmup=20)
         report_in_process(a, args.rounds, args.steps)
+        report_cpu_clock(c, args.rounds, args.steps * 4)
         b = runner_end_to_end(args.e2e_pairs, warmup=5, measured=args.e2e_steps)
         report_end_to_end(b, args.e2e_pairs, args.e2e_steps)
 

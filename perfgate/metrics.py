@@ -60,6 +60,9 @@ class MetricSpec:
     """No noise: any change beyond the tolerance is a change, without a test."""
     steady: bool = False
     """A series of steps whose warm-up transient is found and left out of its summary."""
+    judged: bool = True
+    """The gate compares it with its baseline. False: recorded and shown beside the judged
+    metrics but never deciding a gate (a new measure, until the catalogue makes it one)."""
 
     @property
     def policy(self) -> MetricPolicy:
@@ -80,6 +83,29 @@ _ENTRIES = (
         "slowest rank's, step by step; for an ingested profile its profiled steps",
         samples=Samples.PER_STEP,
         steady=True,
+    ),
+    MetricSpec(
+        "step_cpu_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "CPU time of one training step on the CPU, beside its wall time: the step thread's "
+        "CPU time with one intra-op thread, the whole process's (every thread, summed) with "
+        "more; busy neighbours stretch the wall time, hardly this",
+        samples=Samples.PER_STEP,
+        steady=True,
+        judged=False,
+    ),
+    MetricSpec(
+        "step_device_ms",
+        "ms",
+        LOWER,
+        3.0,
+        "device time of one training step on an accelerator (CUDA, NPU), between two timing "
+        "events recorded around it on the stream; host noise does not reach it",
+        samples=Samples.PER_STEP,
+        steady=True,
+        judged=False,
     ),
     MetricSpec(
         "throughput_samples_per_s",
@@ -234,6 +260,13 @@ def entry(metric: str) -> MetricSpec:
     if found is None:
         raise KeyError(f"{metric!r} is not in the metric catalogue (perfgate/metrics.py)")
     return found
+
+
+def judged(metric: str) -> bool:
+    """Whether the gate compares ``metric``: every metric but those the catalogue records
+    only (a metric it does not know is judged, by :data:`FALLBACK_POLICY`)."""
+    found = lookup(metric)
+    return found is None or found.judged
 
 
 def default_policy(metric: str) -> MetricPolicy:

@@ -759,6 +759,8 @@ class Comparison:
     method: str = "history"
     """``history`` (against the base branch's window) or ``paired`` (against the base run
     measured beside it by ``run --ab``)."""
+    alpha: float | None = None
+    """The significance level the verdict was decided at."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -781,6 +783,8 @@ class Comparison:
             "p_rank": self.p_rank,
             "min_effect_pct": self.min_effect_pct,
             "mde_pct": self.mde_pct,
+            "mde_power": 0.8 if self.mde_pct is not None else None,
+            "alpha": self.alpha,
             "fingerprint_differences": list(self.fingerprint_differences),
             "method": self.method,
         }
@@ -909,6 +913,9 @@ class GateResult:
     comparisons: tuple[Comparison, ...]
     findings: tuple[Finding, ...] = ()
     attributions: tuple[Attribution, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the reader should know about the baseline itself, in words (which base-branch
+    runs a PR was compared with, and whether the base branch moved since its merge-base)."""
 
 
 # --- team store: alerts, triage, baseline resets, retention ---------------------------------
@@ -926,7 +933,7 @@ class NewAlert:
     branch: str
     fingerprint_key: str
     verdict: Verdict
-    source: str  # "gate" or "history"
+    source: str  # "gate", "history" (a change point) or "drift"
     commit_after: str
     change_pct: float | None = None
     previous_run_id: str | None = None
@@ -1055,6 +1062,37 @@ class ChangePoint:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """A creeping change of level: a series' newest runs against its runs a long horizon ago,
+    beyond the change points found in between (:mod:`perfgate.stats.drift`).
+
+    Indexes are positions in the series, oldest first: the old block is
+    ``baseline_first..baseline_last``, the newest ``recent_first..recent_last``; the move
+    happened over ``start..end`` (the best single ramp between the blocks). ``before`` and
+    ``after`` are the old block's median and that moved by ``change_pct``, the Hodges-Lehmann
+    shift between the blocks in percent; ``p_value`` is the rank test's and ``confidence``
+    ``1 - p_value``. ``horizon_runs`` and ``horizon_days`` (None without timestamps) say how
+    far before the newest run the old block ends; ``steps_removed`` counts the change points
+    divided out before comparing.
+    """
+
+    baseline_first: int
+    baseline_last: int
+    recent_first: int
+    recent_last: int
+    start: int
+    end: int
+    before: float
+    after: float
+    change_pct: float
+    p_value: float
+    confidence: float
+    horizon_runs: int
+    horizon_days: float | None
+    steps_removed: int
+
+
+@dataclass(frozen=True)
 class DetectedChange:
     """A change point of one stored series, with the commits it lies between."""
 
@@ -1073,6 +1111,10 @@ class DetectedChange:
     triage: str | None = None
     """The state of this change point's alert (untriaged, acknowledged, wontfix, fixed),
     None where none is recorded."""
+    drift: Drift | None = None
+    """Set when this is a drift (a creeping change, not a step): ``point`` then sums it up
+    (index: the first run that moved) and ``first_run_after`` is the run its alert is keyed
+    on: the newest run when the drift was first found, kept while that alert lasts."""
 
     @property
     def verdict(self) -> Verdict:
@@ -1092,10 +1134,13 @@ class NoiseRow:
 
     @property
     def too_noisy(self) -> bool:
+        """The gate would miss a change of twice the minimum effect more than one time in
+        five (its MDE is stated at 80% power; a change of exactly the minimum effect is
+        measured above it only half the time, whatever the noise)."""
         return (
             self.mde_pct is not None
             and self.min_effect_pct is not None
-            and self.mde_pct > self.min_effect_pct
+            and self.mde_pct > 2.0 * self.min_effect_pct
         )
 
 

@@ -120,6 +120,18 @@ def test_slow_drift_is_not_a_change_point() -> None:
     assert indexes(x) == []
 
 
+def test_a_35_percent_ramp_is_not_a_staircase_of_steps() -> None:
+    # +35% over runs 50..150 of 200, 1% noise: each 10 runs climb 3.5%, so the rank search
+    # proposes a step every few runs; one ramp explains them all, and none is a change point
+    # (the ramp is one drift: perfgate.stats.drift reports it, see tests/test_drift.py).
+    ramp = np.clip((np.arange(200) - 50) / 100, 0.0, 1.0)
+    for seed in (22, 30, 31):
+        assert indexes(noisy(200, 0.01, seed) * 1.35**ramp) == []
+    # The same climb as two steps of 16% is two change points.
+    x = stepped(200, 0.01, 22, {80: 1.16, 120: 1.16})
+    assert indexes(x) == [80, 120]
+
+
 def test_step_inside_a_drift_is_still_found() -> None:
     ramp = np.clip(np.arange(250) / 250, 0.0, 1.0)  # +4% over the whole series
     x = noisy(250, 0.01, 12) * 1.04**ramp

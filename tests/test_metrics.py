@@ -55,7 +55,7 @@ BEFORE = {
 
 
 def test_the_catalogue_keeps_every_policy_perfgate_judged_by() -> None:
-    assert set(CATALOGUE) == set(BEFORE)
+    assert {name for name, spec in CATALOGUE.items() if spec.judged} == set(BEFORE)
     for name, policy in BEFORE.items():
         assert CATALOGUE[name].policy == policy, name
         assert Config().policy(name) == policy, name

@@ -124,7 +124,7 @@ def test_large_but_uncertain_change_is_inconclusive_and_says_what_it_can_see() -
     base = (point(0, [10.0]), point(1, [12.0]), point(2, [8.5]))
     (c,) = compare_candidates([Candidate(point(9, [11.0]), base, TIME)])
     assert c.verdict is Verdict.INCONCLUSIVE
-    assert "only changes above" in c.reason
+    assert "is caught with 80% power" in c.reason
 
 
 def test_deterministic_metric_is_compared_exactly() -> None:
@@ -167,7 +167,8 @@ def test_simulated_ten_percent_slowdowns_are_mostly_found() -> None:
         slow = simulate_run(rng, 99, 55.0, 0.03)
         (c,) = compare_candidates([Candidate(slow, base, TIME)])
         found += c.verdict is Verdict.REGRESSION
-    assert found / 200 >= 0.8
+    # a test that knew the noise would find about 82% (a 2.6% SD of the change, alpha 0.01)
+    assert found / 200 >= 0.7
 
 
 def test_change_interval_covers_the_true_change_near_nominally() -> None:
@@ -184,30 +185,40 @@ def test_change_interval_covers_the_true_change_near_nominally() -> None:
     assert 0.92 <= covered / trials <= 0.995
 
 
-def test_rank_guard_reports_where_the_run_falls_among_the_baseline() -> None:
-    base = tuple(point(i, [v, v, v]) for i, v in enumerate([10.0, 10.1, 9.9, 10.05, 13.0]))
-    (c,) = compare_candidates([Candidate(point(9, [10.8, 10.8, 10.8]), base, TIME)])
-    assert c.p_rank == pytest.approx(2 * 2 / 6)
-    assert c.verdict is not Verdict.REGRESSION
+def test_a_run_as_far_out_as_a_baseline_outlier_is_not_called_a_change() -> None:
+    """A 30% spike among 12 quiet runs and a current run just as slow: significant against
+    the quiet runs' spread, but it looks like the spike, so it is not called a regression."""
+    values = [10.0, 10.1, 9.9, 10.05, 9.95, 13.0, 10.0, 10.02, 9.98, 10.1, 9.9, 10.0]
+    base = tuple(point(i, [v, v * 1.001, v * 0.999]) for i, v in enumerate(values))
+    (c,) = compare_candidates([Candidate(point(99, [13.1, 13.1, 13.1]), base, TIME)])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "1 of the 12 baseline runs was already as far out" in c.reason
+    (far,) = compare_candidates([Candidate(point(99, [20.0, 20.0, 20.0]), base, TIME)])
+    assert far.verdict is Verdict.REGRESSION
 
 
 def test_prediction_interval_p_value_known_answer() -> None:
-    """Five baseline runs 9, 10, 11, 10, 10 (one repeat each) and a run at 12: the scale is
-    their SD (0.7071, 4 degrees of freedom), the median's variance factor pi/2 over 5, so
-    t = 2 / (0.7071 * sqrt(1 + pi/10)) and p = 2 * P(T_4 > t)."""
+    """Five baseline runs 9, 10, 11, 10, 10 (one repeat each) and a run at 12, judged alone:
+    on the log scale, the change is log(12/10); the runs' variance (4 degrees of freedom)
+    is the current run's noise, plus the baseline median's (the variance of the median of 5
+    normal values: 0.2869 of one), so t = log(1.2) / (sd * sqrt(1.2869)) and p = 2 P(T_4 > t)."""
     from scipy import stats as sps
 
-    base = tuple(point(i, [v]) for i, v in enumerate([9.0, 10.0, 11.0, 10.0, 10.0]))
+    values = [9.0, 10.0, 11.0, 10.0, 10.0]
+    base = tuple(point(i, [v]) for i, v in enumerate(values))
     (c,) = compare_candidates([Candidate(point(9, [12.0]), base, TIME)])
-    t = 2.0 / (statistics.stdev([9.0, 10.0, 11.0, 10.0, 10.0]) * (1 + np.pi / 10) ** 0.5)
+    sd = statistics.stdev([float(np.log(v)) for v in values])
+    t = float(np.log(1.2)) / (sd * (1 + 0.2869) ** 0.5)
     assert c.p_value == pytest.approx(2 * sps.t.sf(t, 4), rel=1e-9)
     assert c.change_pct == pytest.approx(20.0)
+    assert c.alpha == 0.01
 
 
 def test_the_detectable_effect_is_the_gates_a_lone_change_past_it_is_significant() -> None:
     """The MDE a verdict reports holds for the gate it is in: a single changed metric among
-    m judged together must reach alpha/m before BH's adjustment, so the MDE grows with m,
-    and a change beyond it is significant after adjustment (when no other metric moved)."""
+    m judged together must reach alpha/m before BH's adjustment, so a change beyond the
+    reported MDE is significant after adjustment (when no other metric moved). (Beside
+    other metrics it may also be *smaller* than alone: their noise lends it a prior.)"""
     rng = np.random.default_rng(11)
     alpha = Candidate(point(0, [1.0]), (), TIME).alpha
     for trial in range(40):
@@ -226,7 +237,6 @@ def test_the_detectable_effect_is_the_gates_a_lone_change_past_it_is_significant
         gate = compare_candidates([changed, *others])
         ours = gate[0]
         assert ours.mde_pct is not None and alone.mde_pct is not None
-        assert ours.mde_pct > alone.mde_pct, trial
         assert ours.change_pct is not None and ours.p_adjusted is not None
         others_moved = any(c.p_value is not None and c.p_value < alpha / 10 for c in gate[1:])
         if abs(ours.change_pct) > ours.mde_pct and not others_moved:

@@ -1,12 +1,16 @@
 """Where a run comes from: the git commit, branch and base, and the CI job (the only reader
-of CI variables besides the forge registry)."""
+of CI variables besides the forge registry); and the git history a PR gate asks where the PR
+left its base branch."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfgate.errors import ConfigError
 from perfgate.models import (
     CIContext,
     GitContext,
@@ -71,3 +75,91 @@ def default_actor(env: Mapping[str, str]) -> str:
         if env.get(name):
             return env[name]
     return "unknown"
+
+
+_SHA = re.compile(r"[0-9a-fA-F]{4,40}")
+
+
+class GitHistory:
+    """Ancestry questions asked of the git repository at ``cwd``, each answer cached (a gate
+    asks the same commits once per benchmark). A commit the checkout does not have (a shallow
+    clone, a run recorded elsewhere) is *unknown*: ``None``, never an error."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self._ancestor: dict[tuple[str, str], bool | None] = {}
+        self._resolved: dict[str, str] = {}
+
+    def _status(self, *args: str) -> int | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=self.cwd, capture_output=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.returncode
+
+    def resolve(self, rev: str) -> str:
+        """The full commit id of ``rev`` (a sha, a prefix, a ref), or "" when unknown here."""
+        if rev not in self._resolved:
+            self._resolved[rev] = _git(self.cwd, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}")
+        return self._resolved[rev]
+
+    def is_ancestor(self, commit: str, of: str) -> bool | None:
+        """Whether ``commit`` is ``of`` or one of its ancestors; ``None`` when either is unknown."""
+        key = (commit, of)
+        if key not in self._ancestor:
+            answer: bool | None = None
+            if commit and of:
+                code = self._status("merge-base", "--is-ancestor", commit, of)
+                answer = {0: True, 1: False}.get(code) if code is not None else None
+            self._ancestor[key] = answer
+        return self._ancestor[key]
+
+    def merge_base(self, a: str, b: str) -> str:
+        """The best common ancestor of ``a`` and ``b``, or "" when git cannot tell."""
+        return _git(self.cwd, "merge-base", a, b) if a and b else ""
+
+
+def open_git_history(cwd: Path) -> GitHistory | None:
+    """The git repository at ``cwd``, or ``None`` outside one (or without git)."""
+    return GitHistory(cwd) if _git(cwd, "rev-parse", "--git-dir") else None
+
+
+def _event_base_sha(env: Mapping[str, str]) -> str:
+    """``pull_request.base.sha`` of the GitHub event payload, when there is one. The payload
+    is the CI's, not the user's: one that cannot be read gives no base rather than an error."""
+    path = env.get("GITHUB_EVENT_PATH", "")
+    if not path:
+        return ""
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    pr = event.get("pull_request") if isinstance(event, dict) else None
+    base = pr.get("base") if isinstance(pr, dict) else None
+    sha = base.get("sha") if isinstance(base, dict) else None
+    return sha if isinstance(sha, str) and _SHA.fullmatch(sha) else ""
+
+
+def detect_base_sha(
+    env: Mapping[str, str], *, base_sha: str | None = None, git: GitHistory | None = None
+) -> str:
+    """The base-branch commit a PR is measured on top of: ``--base-sha``, else the CI's
+    (GitHub: the pull_request event's ``base.sha``; GitLab: ``CI_MERGE_REQUEST_DIFF_BASE_SHA``),
+    else "". A ``--base-sha`` that is a ref (``origin/main``) is resolved through ``git``.
+
+    Raises:
+        ConfigError: ``--base-sha`` is neither a commit id nor a revision git knows here.
+    """
+    if base_sha is not None:
+        given = base_sha.strip()
+        resolved = git.resolve(given) if git is not None and given else ""
+        if resolved:
+            return resolved
+        if _SHA.fullmatch(given):
+            return given.lower()
+        where = "git does not know it here" if git is not None else "no git repository here"
+        raise ConfigError(f"--base-sha {base_sha!r}: not a commit id ({where})")
+    gitlab = env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA", "").strip()
+    return _event_base_sha(env) or (gitlab.lower() if _SHA.fullmatch(gitlab) else "")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
+from perfgate.app.context import GitHistory
+from perfgate.app.measure import contention_note
 from perfgate.config import Config
 from perfgate.errors import StoreError, UsageError
+from perfgate.metrics import judged
 from perfgate.models import (
     Attribution,
     Comparison,
@@ -25,7 +28,13 @@ from perfgate.models import (
 from perfgate.stats import ALPHA, Candidate, compare_candidates, decide
 from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
 from perfgate.stats.summary import repeat_centres
-from perfgate.stats.window import HISTORY_SCAN_RUNS, Window, cut_window, runs_since_last_change
+from perfgate.stats.window import (
+    HISTORY_SCAN_RUNS,
+    Window,
+    cut_window,
+    moved_since,
+    runs_since_last_change,
+)
 from perfgate.store import SqlStore
 
 
@@ -110,16 +119,45 @@ def compare(
     branch: str,
     against: str,
     benchmarks: Sequence[str] = (),
+    base_sha: str = "",
+    git: GitHistory | None = None,
 ) -> GateResult:
     """Compare the latest run of each benchmark on ``branch`` with its window on ``against``.
 
     Only runs with the same fingerprint key are compared; when the base branch has runs of
     the benchmark only in other environments, the comparison is ``incomparable`` and says
     which fields differ. With ``branch == against`` the latest run is compared with the runs
-    before it.
+    before it. Otherwise the window ends at the PR's merge-base run (see
+    :func:`compare_records`; ``base_sha`` and ``git`` say where the PR left ``against``).
     """
     records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
-    return compare_records(config, store, records, branch=branch, against=against)
+    return compare_records(
+        config, store, records, branch=branch, against=against, base_sha=base_sha, git=git
+    )
+
+
+def _selection(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str,
+    fingerprint_key: str,
+    against: str,
+    before: datetime | None,
+    exclude_run_ids: Sequence[str],
+) -> dict[str, Any]:
+    """The store's selection of a benchmark's comparable runs on ``against``: the same
+    fingerprint key, not excluded, since its latest baseline reset."""
+    reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+    return {
+        "project": config.project,
+        "benchmark": benchmark,
+        "branch": against,
+        "before": before,
+        "exclude_run_ids": tuple(exclude_run_ids),
+        "fingerprint_key": fingerprint_key,
+        "since": None if reset is None else reset.starts_at,
+    }
 
 
 def baseline_window(
@@ -136,16 +174,15 @@ def baseline_window(
     ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
     started at or after the benchmark's latest baseline reset and, per metric, after the
     last change point of its series that was not triaged invalid."""
-    reset = store.baseline_reset(project=config.project, benchmark=benchmark)
-    selection: dict[str, Any] = {
-        "project": config.project,
-        "benchmark": benchmark,
-        "branch": against,
-        "before": before,
-        "exclude_run_ids": tuple(exclude_run_ids),
-        "fingerprint_key": fingerprint_key,
-        "since": None if reset is None else reset.starts_at,
-    }
+    selection = _selection(
+        config,
+        store,
+        benchmark=benchmark,
+        fingerprint_key=fingerprint_key,
+        against=against,
+        before=before,
+        exclude_run_ids=exclude_run_ids,
+    )
     points = store.history(**selection, limit=config.baseline_window)
     invalid = frozenset(
         key
@@ -169,6 +206,157 @@ def baseline_window(
     return cut_window(points, since, others)
 
 
+def _short(commit: str) -> str:
+    return commit[:7]
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    """Where a PR's baseline window ends: the newest comparable base-branch run at the PR's
+    merge-base commit (``exact``), else at its nearest ancestor."""
+
+    run_id: str
+    commit: str
+    started_at: datetime
+    merge_base: str
+    """The merge-base commit sought ("" when git could only tell ancestry from the head)."""
+    exact: bool
+    newer: tuple[RunPoint, ...]
+    """The points of the comparable base-branch runs after the anchor (newest scanned)."""
+    tied: tuple[str, ...]
+    """Ids of runs after the anchor in the store's order that started within a microsecond
+    of it: excluded by id, as ``before`` (strict) cannot tell them apart."""
+
+
+def _merge_base_anchor(
+    config: Config,
+    store: SqlStore,
+    record: RunRecord,
+    *,
+    against: str,
+    base_sha: str,
+    git: GitHistory | None,
+) -> tuple[_Anchor | None, str]:
+    """The run a PR's window on ``against`` ends at, or ``None`` and why not in words ("" when
+    nothing could be asked: no base commit given and no git history knowing the run's commit,
+    which is today's window of the latest runs, silently).
+
+    The merge-base is ``git merge-base HEAD B`` where B is ``base_sha`` (the CI's base commit
+    or ``--base-sha``), else the base branch's newest run's commit; with no git that knows
+    the commits, B itself. The anchor is the newest comparable run at that commit, else the
+    newest whose commit git says is an ancestor of it (of the head, when the merge-base is
+    unknown to git)."""
+    scan = store.history(
+        **_selection(
+            config,
+            store,
+            benchmark=record.benchmark,
+            fingerprint_key=record.fingerprint.key(),
+            against=against,
+            before=None,
+            exclude_run_ids=(record.id,),
+        ),
+        limit=HISTORY_SCAN_RUNS,
+    )
+    runs = list(reversed(list({p.run_id: p for p in scan}.values())))  # newest first
+    if not runs:
+        return None, ""
+    head = record.git.commit
+    head_known = git is not None and bool(head) and bool(git.resolve(head))
+    if not base_sha and not head_known:
+        return None, ""
+    target = ""
+    if git is not None and head_known:
+        target = git.merge_base(head, base_sha or runs[0].commit)
+    if not target and base_sha:
+        target = (git.resolve(base_sha) if git is not None else "") or base_sha
+
+    def anchor(i: int, exact: bool) -> tuple[_Anchor, str]:
+        at = runs[i]
+        after = {p.run_id for p in runs[:i]}
+        tied = tuple(
+            p.run_id for p in runs[:i] if p.started_at <= at.started_at + timedelta(microseconds=1)
+        )
+        newer = tuple(p for p in scan if p.run_id in after)
+        return _Anchor(at.run_id, at.commit, at.started_at, target, exact, newer, tied), ""
+
+    for i, run in enumerate(runs):
+        if target and run.commit.startswith(target):
+            return anchor(i, exact=True)
+    of = target if git is not None and target and git.resolve(target) else ""
+    of = of or (head if head_known else "")
+    if git is None or not of:
+        why = "no git repository here" if git is None else "git here knows neither it nor you"
+        return None, (
+            f"no run of {against} at your merge-base {_short(target)}, and {why} to find the "
+            "nearest earlier one: compared with the latest runs"
+        )
+    known = False
+    for i, run in enumerate(runs):
+        answer = git.is_ancestor(run.commit, of)
+        if answer:
+            return anchor(i, exact=False)
+        known = known or answer is not None
+    if not known:
+        return None, (
+            f"the runs of {against} are not in this checkout's git history (a shallow clone?): "
+            "compared with the latest runs; fetch the history or pass --base-sha"
+        )
+    where = f"at or before your merge-base {_short(target)}" if of == target else "in your history"
+    return None, (
+        f"no run of {against} {where} among its newest {len(runs)} runs: compared with the "
+        "latest runs"
+    )
+
+
+def _anchor_notes(config: Config, against: str, anchor: _Anchor, window: Window) -> list[str]:
+    """What the reader of a PR gate should know about its window: which runs it holds when
+    none was at the merge-base, and whether ``against`` moved since (per metric, the median of
+    its later runs against the window's, beyond the minimum effect)."""
+    notes: list[str] = []
+    runs = max((len(ps) for ps in window.points.values()), default=0)
+    if not anchor.exact and anchor.merge_base:
+        notes.append(
+            f"no run of {against} at your merge-base {_short(anchor.merge_base)}; compared "
+            f"with the {runs} run{'s' if runs != 1 else ''} up to {_short(anchor.commit)}"
+        )
+    moved = []
+    for metric, points in window.points.items():
+        policy = config.policy(metric)
+        change = moved_since(points, [p for p in anchor.newer if p.metric == metric], policy)
+        if change is not None:
+            word = "worse" if policy.direction.worse(change) else "better"
+            moved.append(f"{abs(change):.1f}% {word} on {metric}")
+    if moved:
+        later = len({p.run_id for p in anchor.newer})
+        notes.append(
+            f"{against} is {', '.join(moved)} since your branch point ({later} run"
+            f"{'s' if later != 1 else ''} after {_short(anchor.commit)}): rebase to compare "
+            "with it"
+        )
+    return notes
+
+
+NOTE_BENCHMARKS_SHOWN = 5
+"""Benchmarks a note shared by several names at most."""
+
+
+def _grouped(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """``(benchmark, note)`` pairs as one line per distinct note, naming its benchmarks."""
+    by_note: dict[str, list[str]] = {}
+    for benchmark, note in notes:
+        names = by_note.setdefault(note, [])
+        if benchmark not in names:
+            names.append(benchmark)
+    out = []
+    for note, names in by_note.items():
+        shown = ", ".join(names[:NOTE_BENCHMARKS_SHOWN])
+        if len(names) > NOTE_BENCHMARKS_SHOWN:
+            shown += f" and {len(names) - NOTE_BENCHMARKS_SHOWN} more"
+        out.append(f"{shown}: {note}")
+    return tuple(out)
+
+
 def _judge(
     config: Config, record: RunRecord, window: Window, against: str
 ) -> tuple[list[Candidate], list[Comparison]]:
@@ -177,6 +365,8 @@ def _judge(
     fixed: list[Comparison] = []
     alpha = record.spec.confirm_alpha or ALPHA
     for m in record.measurements:
+        if not judged(m.metric):
+            continue
         policy = config.policy(m.metric)
         if window.others:
             fixed.append(_incomparable(record, m, policy.direction, against, window.others))
@@ -192,6 +382,40 @@ def _judge(
     return candidates, fixed
 
 
+def gate_window(
+    config: Config,
+    store: SqlStore,
+    record: RunRecord,
+    *,
+    branch: str,
+    against: str,
+    base_sha: str = "",
+    git: GitHistory | None = None,
+) -> tuple[Window, _Anchor | None, str]:
+    """The window a gate judges ``record`` against, the merge-base run it ends at (a PR with
+    a base commit or a git history) and why it could not end there ("" when nothing to say):
+    the one place both ``gate`` and ``run --confirm`` draw it."""
+    anchor: _Anchor | None = None
+    why = ""
+    if branch != against and (base_sha or git is not None):
+        anchor, why = _merge_base_anchor(
+            config, store, record, against=against, base_sha=base_sha, git=git
+        )
+    before = record.started_at if branch == against else None
+    if anchor is not None:
+        before = anchor.started_at + timedelta(microseconds=1)
+    window = baseline_window(
+        config,
+        store,
+        benchmark=record.benchmark,
+        fingerprint_key=record.fingerprint.key(),
+        against=against,
+        before=before,
+        exclude_run_ids=(record.id, *(anchor.tied if anchor else ())),
+    )
+    return window, anchor, why
+
+
 def compare_records(
     config: Config,
     store: SqlStore,
@@ -199,9 +423,18 @@ def compare_records(
     *,
     branch: str,
     against: str,
+    base_sha: str = "",
+    git: GitHistory | None = None,
 ) -> GateResult:
     """Judge the given runs (one per benchmark) against their windows on ``against``; the
     runs need not be stored yet (``run --confirm`` judges a run before recording it).
+
+    On another branch than ``against`` (a PR) with a base commit (``base_sha``: the CI's or
+    ``--base-sha``) or a git history (``git``) that knows the run's commit, each window holds
+    the comparable runs of ``against`` at or before the PR's merge-base run, so what landed
+    on ``against`` after the fork point is not the PR's; the result's notes say which runs
+    those are when none was at the merge-base, and whether ``against`` moved since. With
+    neither, the window is the latest runs.
 
     Raises:
         UsageError: ``against`` is another branch and has no runs at all in the project (a
@@ -213,18 +446,22 @@ def compare_records(
     candidates: list[Candidate] = []
     fixed: list[Comparison] = []
     paired: list[RunRecord] = []
+    notes: list[tuple[str, str]] = []
     for record in records:
         if record.paired_with:
             paired.append(record)
-        window = baseline_window(
-            config,
-            store,
-            benchmark=record.benchmark,
-            fingerprint_key=record.fingerprint.key(),
-            against=against,
-            before=record.started_at if branch == against else None,
-            exclude_run_ids=(record.id,),
+        anchor: _Anchor | None = None
+        window, anchor, why = gate_window(
+            config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
         )
+        if why:
+            notes.append((record.benchmark, why))
+        if contended := contention_note(record):
+            notes.append((record.benchmark, contended))
+        if anchor is not None:
+            notes.extend(
+                (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
+            )
         more, done = _judge(config, record, window, against)
         candidates.extend(more)
         fixed.extend(done)
@@ -242,6 +479,7 @@ def compare_records(
         comparisons=ordered,
         findings=found,
         attributions=attributions,
+        notes=_grouped(notes),
     )
     return replace(result, verdict=decide.overall_verdict(ordered))
 
@@ -359,7 +597,7 @@ def _paired(
         )
         for m in head.measurements:
             b = base.measurement(m.metric)
-            if b is None:
+            if b is None or not judged(m.metric):
                 continue
             noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
             policy = config.policy(m.metric)

@@ -1,7 +1,9 @@
-"""History: stored series and their change points."""
+"""History: stored series, their change points and their drifts (creeping changes)."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -10,13 +12,16 @@ from typing import TYPE_CHECKING
 
 from perfgate.config import Config
 from perfgate.models import (
+    Alert,
     ChangePoint,
     DetectedChange,
     Direction,
+    MetricPolicy,
     RunPoint,
 )
 from perfgate.parsers.series import read_series_csv
 from perfgate.stats.changepoints import detect_change_points
+from perfgate.stats.drift import compare_horizon
 
 if TYPE_CHECKING:
     from perfgate.store import SqlStore
@@ -38,6 +43,8 @@ def series_changes(
     found: list[DetectedChange] = []
     for (metric, key), runs in sorted(series.items()):
         for cp in detect_change_points([r.centre for r in runs]):
+            if not math.isfinite(cp.change_pct):
+                continue  # from a level of 0 (a share that was 0): no relative size to report
             before, after = runs[cp.index - 1], runs[cp.index]
             found.append(
                 DetectedChange(
@@ -58,6 +65,90 @@ def series_changes(
     return found
 
 
+def series_drifts(
+    benchmark: str,
+    points: Sequence[RunPoint],
+    *,
+    branch: str,
+    policy: Callable[[str], MetricPolicy],
+    changes: Sequence[DetectedChange] = (),
+) -> list[DetectedChange]:
+    """The drift of each noisy series of ``points`` (oldest first): its newest runs against
+    those a long horizon ago (:func:`perfgate.stats.drift.compare_horizon`), beyond the
+    change points ``changes`` found in it. Each comes as a :class:`DetectedChange` with
+    ``drift`` set, its commit range the runs the move happened over, ``first_run_after``
+    the newest run (:func:`analyze_history` keys it on its alert instead)."""
+    series: dict[tuple[str, str], list[RunPoint]] = {}
+    for p in points:
+        if not p.deterministic:
+            series.setdefault((p.metric, p.fingerprint_key), []).append(p)
+    found: list[DetectedChange] = []
+    for (metric, key), runs in sorted(series.items()):
+        ids = {r.run_id: i for i, r in enumerate(runs)}
+        steps = [
+            ids[c.first_run_after]
+            for c in changes
+            if c.drift is None
+            and c.metric == metric
+            and c.fingerprint_key == key
+            and c.first_run_after in ids
+        ]
+        newest = runs[-1].started_at
+        ages = [(newest - r.started_at).total_seconds() / 86400.0 for r in runs]
+        rule = policy(metric)
+        drift = compare_horizon(
+            [r.centre for r in runs],
+            ages_days=ages,
+            steps=steps,
+            min_effect_pct=rule.min_effect_pct_at(statistics.median(r.centre for r in runs)),
+        )
+        if drift is None:
+            continue
+        first = runs[drift.start]
+        found.append(
+            DetectedChange(
+                benchmark=benchmark,
+                metric=metric,
+                unit=runs[-1].unit,
+                direction=rule.direction,
+                branch=branch,
+                fingerprint_key=key,
+                point=ChangePoint(
+                    index=drift.start,
+                    before=drift.before,
+                    after=drift.after,
+                    change_pct=drift.change_pct,
+                    p_value=drift.p_value,
+                    confidence=drift.confidence,
+                ),
+                last_run_before=runs[drift.baseline_last].run_id,
+                first_run_after=runs[-1].run_id,
+                commit_before=runs[max(drift.start - 1, 0)].commit or first.commit,
+                commit_after=runs[drift.end].commit,
+                runs_in_series=len(runs),
+                drift=drift,
+            )
+        )
+    return found
+
+
+def _drift_alert(alerts: Sequence[Alert], d: DetectedChange) -> Alert | None:
+    """The alert a drift found again keeps: the newest drift alert of its series, the same
+    way (a regression's alert does not swallow a later improvement), not triaged fixed (a
+    drift fixed and back is a new one)."""
+    for a in alerts:  # newest first
+        if (
+            a.source == "drift"
+            and a.verdict == d.verdict
+            and a.metric == d.metric
+            and a.fingerprint_key == d.fingerprint_key
+            and a.branch == d.branch
+            and a.status != "fixed"
+        ):
+            return a
+    return None
+
+
 def analyze_history(
     config: Config,
     store: SqlStore,
@@ -68,21 +159,32 @@ def analyze_history(
     record: bool = True,
     now: datetime | None = None,
 ) -> list[DetectedChange]:
-    """Change points of every noisy metric's series on ``branch`` (one series per
-    benchmark, metric and environment), oldest first.
+    """Change points and drifts of every noisy metric's series on ``branch`` (one series
+    per benchmark, metric and environment), oldest first; drifts (``drift`` set) after the
+    change points of their benchmark.
 
     Each is recorded as an alert (once: a change found again keeps its alert and triage
-    state) unless ``record`` is false, and carries its alert's triage state; change points
-    triaged ``invalid`` (not real changes) are left out."""
+    state) unless ``record`` is false, and carries its alert's triage state; those triaged
+    ``invalid`` (not real changes) are left out. A change point's alert is keyed on the
+    first run after it; a drift has no such run (its newest block moves every night), so
+    its alert is keyed on the newest run when it was first found, and a drift found again
+    in the same series keeps the series' open drift alert."""
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        found.extend(
-            series_changes(
-                name, points, branch=branch, direction=lambda m: config.policy(m).direction
-            )
+        changes = series_changes(
+            name, points, branch=branch, direction=lambda m: config.policy(m).direction
         )
+        drifts = series_drifts(name, points, branch=branch, policy=config.policy, changes=changes)
+        if drifts:
+            known = store.alerts(project=config.project, benchmark=name)
+            for i, d in enumerate(drifts):
+                alert = _drift_alert(known, d)
+                if alert is not None:
+                    drifts[i] = replace(d, first_run_after=alert.run_id)
+        found.extend(changes)
+        found.extend(drifts)
     if record and found:
         from perfgate.app.triage import record_alerts  # the store's team side, only to write
 

@@ -6,7 +6,9 @@ benchmark:
 
 - **training, one process** (:func:`training_measurements`): ``step_time_ms``,
   ``throughput_samples_per_s`` (batch / step time, per step) and ``peak_memory_bytes`` (per
-  repeat); :func:`extended` adds one more repeat's samples (``run --confirm``).
+  repeat), and beside the wall time ``step_cpu_ms`` (CPU) or ``step_device_ms`` (CUDA, NPU);
+  :func:`extended` adds one more repeat's samples (``run --confirm``);
+  :func:`contention_note` says when the wall time was the neighbours'.
 - **training, multi-device** (a torchrun job per repeat, :func:`job_measurements`):
 
   ============================================  ==================================================
@@ -47,12 +49,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from perfgate.metrics import Samples, entry
-from perfgate.models import Measurement, ProfileSummary
+from perfgate.models import Measurement, ProfileSummary, RunRecord
 from perfgate.runner import BenchmarkOutcome, RepeatResult
 from perfgate.stats import summarize
 
 TRAINING_METRICS = ("step_time_ms", "throughput_samples_per_s", "peak_memory_bytes")
 """What a single-process training run records, in this order."""
+
+ROBUST_TIME_METRICS = ("step_cpu_ms", "step_device_ms")
+"""Beside the wall time, what a single-process training run records where it was taken:
+the CPU time of each step on the CPU, the device time of each step on an accelerator."""
 
 
 def measurement(
@@ -83,18 +89,51 @@ def spread_pct(values: Sequence[float]) -> float:
 
 
 def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
-    """One single-process training repeat's samples of each of :data:`TRAINING_METRICS`."""
-    return {
+    """One single-process training repeat's samples of each of :data:`TRAINING_METRICS`,
+    and of :data:`ROBUST_TIME_METRICS` where the repeat took them."""
+    samples = {
         "step_time_ms": tuple(rep.step_ms),
         "throughput_samples_per_s": tuple(rep.batch_size * 1000.0 / t for t in rep.step_ms),
         "peak_memory_bytes": (float(rep.peak_memory_bytes),),
     }
+    if rep.cpu_ms:
+        samples["step_cpu_ms"] = tuple(rep.cpu_ms)
+    if rep.device_ms:
+        samples["step_device_ms"] = tuple(rep.device_ms)
+    return samples
 
 
 def training_measurements(outcome: BenchmarkOutcome) -> list[Measurement]:
-    """A single-process training run's measurements (see the module)."""
+    """A single-process training run's measurements (see the module): :data:`TRAINING_METRICS`,
+    then each of :data:`ROBUST_TIME_METRICS` that every repeat took."""
     samples = [training_samples(rep) for rep in outcome.repeats]
-    return [measurement(metric, [s[metric] for s in samples]) for metric in TRAINING_METRICS]
+    names = [*TRAINING_METRICS, *(m for m in ROBUST_TIME_METRICS if all(m in s for s in samples))]
+    return [measurement(metric, [s[metric] for s in samples]) for metric in names]
+
+
+CONTENTION_RATIO = 1.5
+"""Wall time above this many times the CPU time, on a one-thread CPU step, says the step
+waited for the CPU: quiet, a one-thread step's wall and CPU times agree within a few percent
+(its only waits are page faults and the clock reads), so half as much again is the
+scheduler running someone else."""
+
+
+def contention_note(record: RunRecord) -> str | None:
+    """The note a gate result carries when ``record`` was measured on a contended machine:
+    a one-thread CPU run whose median step wall time is above :data:`CONTENTION_RATIO` times
+    its median step CPU time; None otherwise (a multi-threaded step's process CPU time sums
+    its threads and is no bound on its wall time)."""
+    wall = record.measurement("step_time_ms")
+    cpu = record.measurement("step_cpu_ms")
+    if wall is None or cpu is None or record.fingerprint.params.get("threads") != 1:
+        return None
+    if cpu.summary.median <= 0 or wall.summary.median <= CONTENTION_RATIO * cpu.summary.median:
+        return None
+    return (
+        f"the machine was contended during this run: wall time {wall.summary.median:.1f} ms "
+        f"against {cpu.summary.median:.1f} ms of CPU time; step_cpu_ms is the measure the "
+        "neighbours cannot inflate"
+    )
 
 
 def extended(measurements: Sequence[Measurement], rep: RepeatResult) -> tuple[Measurement, ...]:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from perfgate.app.gate import compare_records
+from perfgate.app.context import GitHistory
+from perfgate.app.gate import compare_records, gate_window
 from perfgate.app.measure import (
     extended,
     inference_measurements,
@@ -31,6 +32,7 @@ from perfgate.models import (
 from perfgate.parsers import read_profile
 from perfgate.runner import BenchmarkOutcome, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
+from perfgate.stats import sequential
 from perfgate.stats.decide import deciding
 from perfgate.store import SqlStore
 
@@ -255,74 +257,173 @@ def confirm_and_record(
     extra: int,
     sys_path: Sequence[str] = (),
     progress: ProgressFn | None = None,
+    base_sha: str = "",
+    git: GitHistory | None = None,
 ) -> list[Confirmation]:
-    """``run --confirm N``: for each benchmark whose latest run on ``branch`` is judged
-    inconclusive or a regression, run up to ``extra`` more repeats one at a time, judge after
-    each at its alpha-spending level (:mod:`perfgate.stats.sequential`), stop once decided,
-    and record the extended run in place of the original (marked excluded, same transaction).
+    """``run --confirm N``: the latest run of each benchmark on ``branch`` judged again at
+    the confirmation's level (:mod:`perfgate.stats.sequential`); a benchmark with a
+    regression keeps it, one with an inconclusive metric gets ``extra`` more repeats in fresh
+    processes, and the run with all of them is recorded in place of the original (marked
+    excluded, same transaction) with that level, so the gate judges it there.
     """
-    import tempfile
-
-    from perfgate.runner import run_repeat, split_threads
-    from perfgate.runner.lifecycle import interruptible
-    from perfgate.stats.sequential import look_alpha
-
     if extra < 1:
         raise UsageError("--confirm needs at least 1 extra repeat")
     _single_process_only(specs, "--confirm")
-    done = []
+    originals = []
     for spec in specs:
         original = store.latest_run(project=config.project, benchmark=spec.name, branch=branch)
         if original is None:
             raise UsageError(f"nothing to confirm: no run of {spec.name} on branch {branch!r}")
-        first = compare_records(config, store, [original], branch=branch, against=against)
-        doubtful = {
-            c.metric
-            for c in deciding(first.comparisons)
-            if c.verdict in (Verdict.INCONCLUSIVE, Verdict.REGRESSION) and c.method == "history"
-        }
-        if not doubtful:
-            done.append(Confirmation(spec.name, original, None, 0, "nothing to confirm"))
+        originals.append(original)
+    # a PR's windows end at its merge-base, as the gate's do
+    plain = compare_records(
+        config, store, originals, branch=branch, against=against, base_sha=base_sha, git=git
+    )
+    tests = sum(1 for c in plain.comparisons if c.method == "history" and c.p_value is not None)
+    plans = [
+        _confirm_plan(
+            config,
+            store,
+            o,
+            branch=branch,
+            against=against,
+            extra=extra,
+            tests=tests,
+            base_sha=base_sha,
+            git=git,
+        )
+        for o in originals
+    ]
+    look0 = compare_records(
+        config,
+        store,
+        [_at_level(o, p.alpha) if p.confirm else o for o, p in zip(originals, plans, strict=True)],
+        branch=branch,
+        against=against,
+        base_sha=base_sha,
+        git=git,
+    )
+    done: list[Confirmation] = []
+    folded: dict[str, float] = {}
+    for spec, original, p in zip(specs, originals, plans, strict=True):
+        why = p.reason or sequential.needs_confirming(
+            [c for c in look0.comparisons if c.benchmark == spec.name]
+        )
+        if why:
+            done.append(Confirmation(spec.name, original, None, 0, why))
             continue
-        step = original.measurement("step_time_ms")
-        initial = len(step.repeats) if step is not None else original.spec.repeats
-        threads, params = split_threads(original.spec)
-        record, note, looks = original, "", 0
-        with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
-            for look in range(1, extra + 1):
-                if progress is not None:
-                    progress(f"{spec.name}: confirming, extra repeat {look}/{extra}")
-                rep = run_repeat(
-                    replace(original.spec, repeats=initial + extra),
-                    initial + look - 1,
-                    threads=threads,
-                    params=params,
-                    trace_path=None,
-                    workdir=Path(tmp),
-                    sys_path=list(sys_path),
-                    timeout_s=spec.timeout_s,
-                )
-                alpha = look_alpha(look, initial_repeats=initial, extra_repeats=extra)
-                looks = look
-                record = replace(
-                    record,
-                    id=uuid.uuid4().hex,
-                    measurements=extended(record.measurements, rep),
-                    spec=replace(
-                        record.spec, repeats=initial + look, looks=look, confirm_alpha=alpha
-                    ),
-                )
-                judged = compare_records(config, store, [record], branch=branch, against=against)
-                open_metrics = [
-                    c
-                    for c in deciding(judged.comparisons)
-                    if c.metric in doubtful and c.verdict is Verdict.INCONCLUSIVE
-                ]
-                if not open_metrics:
-                    note = f"settled after {look} extra repeat{'s' if look > 1 else ''}"
-                    break
-            else:
-                note = f"still inconclusive after {extra} extra repeats"
+        record = _with_extra_repeats(original, spec, extra, p.alpha, sys_path, progress)
         store.save_runs([record], supersedes=[original.id])
-        done.append(Confirmation(spec.name, original, record, looks, note))
-    return done
+        folded[spec.name] = p.alpha
+        done.append(Confirmation(spec.name, original, record, extra, ""))
+    if not folded:
+        return done
+    final = compare_records(
+        config,
+        store,
+        [c.folded or c.original for c in done],
+        branch=branch,
+        against=against,
+        base_sha=base_sha,
+        git=git,
+    )
+    doubtful = {
+        (c.benchmark, c.metric)
+        for c in look0.comparisons
+        if c.method == "history" and c.verdict is Verdict.INCONCLUSIVE
+    }
+    out = []
+    for c in done:
+        if c.folded is not None:
+            verdicts = ", ".join(
+                f"{x.metric} {x.verdict.value}"
+                for x in deciding(final.comparisons)
+                if x.benchmark == c.benchmark and (x.benchmark, x.metric) in doubtful
+            )
+            note = (
+                f"confirmed with {extra} extra repeat{'s' if extra > 1 else ''} "
+                f"(both looks at alpha {folded[c.benchmark]:.2g}): {verdicts}"
+            )
+            c = replace(c, note=note)
+        out.append(c)
+    return out
+
+
+def _confirm_plan(
+    config: Config,
+    store: SqlStore,
+    record: RunRecord,
+    *,
+    branch: str,
+    against: str,
+    extra: int,
+    tests: int,
+    base_sha: str = "",
+    git: GitHistory | None = None,
+) -> sequential.ConfirmPlan:
+    """The confirmation plan of one run, from its baseline window (as the gate draws it)."""
+    window, _, _ = gate_window(
+        config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
+    )
+    step = record.measurement("step_time_ms")
+    initial = len(step.repeats) if step is not None else record.spec.repeats
+    rhos: list[float | None] = []
+    for m in record.measurements:
+        points = window.points.get(m.metric, ())
+        if window.others or m.deterministic or len(points) < sequential.MIN_RUNS:
+            continue  # not a noisy comparison with a history
+        if config.policy(m.metric).deterministic:
+            continue
+        if len(m.repeats) != initial:
+            rhos.append(1.0)  # one value per run: more repeats do not change it
+            continue
+        rhos.append(
+            sequential.look_correlation(points, initial_repeats=initial, extra_repeats=extra)
+        )
+    return sequential.plan(rhos, tests=tests)
+
+
+def _at_level(record: RunRecord, alpha: float) -> RunRecord:
+    return replace(record, spec=replace(record.spec, confirm_alpha=alpha))
+
+
+def _with_extra_repeats(
+    original: RunRecord,
+    spec: BenchmarkSpec,
+    extra: int,
+    alpha: float,
+    sys_path: Sequence[str],
+    progress: ProgressFn | None,
+) -> RunRecord:
+    """``original`` with ``extra`` more repeats, each a fresh worker process, folded in; a
+    new run id, judged at ``alpha``."""
+    import tempfile
+
+    from perfgate.runner import run_repeat, split_threads
+    from perfgate.runner.lifecycle import interruptible
+
+    step = original.measurement("step_time_ms")
+    initial = len(step.repeats) if step is not None else original.spec.repeats
+    threads, params = split_threads(original.spec)
+    measurements = original.measurements
+    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+        for i in range(extra):
+            if progress is not None:
+                progress(f"{spec.name}: confirming, extra repeat {i + 1}/{extra}")
+            rep = run_repeat(
+                replace(original.spec, repeats=initial + extra),
+                initial + i,
+                threads=threads,
+                params=params,
+                trace_path=None,
+                workdir=Path(tmp),
+                sys_path=list(sys_path),
+                timeout_s=spec.timeout_s,
+            )
+            measurements = extended(measurements, rep)
+    return replace(
+        original,
+        id=uuid.uuid4().hex,
+        measurements=measurements,
+        spec=replace(original.spec, repeats=initial + extra, looks=extra, confirm_alpha=alpha),
+    )

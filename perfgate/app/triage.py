@@ -34,10 +34,11 @@ def record_alerts(
     result: GateResult | None = None,
     now: datetime | None = None,
 ) -> list[Alert]:
-    """Record as untriaged alerts the change points of a history analysis and, for a gate
-    on the base branch, its regressions; an alert already recorded for the same run and
-    metric keeps its state. Runs not in the store (a gate that judged an unsaved run) get
-    no alert. Returns the alerts created now."""
+    """Record as untriaged alerts the change points and drifts of a history analysis and,
+    for a gate on the base branch, its regressions; an alert already recorded for the same
+    run and metric keeps its state (a drift's run is the one its alert is keyed on). Runs
+    not in the store (a gate that judged an unsaved run) get no alert. Returns the alerts
+    created now."""
     found: list[NewAlert] = [
         NewAlert(
             project=config.project,
@@ -47,7 +48,7 @@ def record_alerts(
             branch=c.branch,
             fingerprint_key=c.fingerprint_key,
             verdict=c.verdict,
-            source="history",
+            source="history" if c.drift is None else "drift",
             commit_after=c.commit_after,
             change_pct=c.point.change_pct,
             previous_run_id=c.last_run_before,

@@ -25,6 +25,14 @@ def _gate_common(func: F) -> F:
     func = click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")(func)
     func = click.option("--benchmark", "benchmarks", multiple=True, help="Only these.")(func)
     func = click.option(
+        "--base-sha",
+        metavar="SHA",
+        help="The base-branch commit this branch is measured on top of: the baseline is the "
+        "base branch's runs up to the merge-base with it (default: the CI's base commit, "
+        "GitHub's pull_request.base.sha or GitLab's CI_MERGE_REQUEST_DIFF_BASE_SHA; else "
+        "the git history; else the latest runs).",
+    )(func)
+    func = click.option(
         "--against", help="Base branch whose history is the baseline (default: base_branch)."
     )(func)
     func = click.option("--branch", help="Branch whose latest runs are judged (default: git).")(
@@ -43,14 +51,19 @@ def _compare(
     *,
     baseline_file: Path | None = None,
     alerts: bool = False,
+    base_sha: str | None = None,
 ) -> tuple[Any, Any]:
     """The gate's result: against the store's history, or against baseline files (the runs
     judged still come from the store); ``alerts`` records a base-branch gate's regressions
-    as untriaged alerts."""
+    as untriaged alerts. A branch other than the base is judged against the base branch's
+    runs up to its merge-base (``base_sha``, the CI's base commit or the git history)."""
     from perfgate import app
+    from perfgate.app.context import detect_base_sha, open_git_history
 
     config = _config(suite, db_url, project)
     git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+    history = open_git_history(Path.cwd())
+    base = detect_base_sha(os.environ, base_sha=base_sha, git=history)
     if not git.branch:
         raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
     with _open_store(config.database_url, create=False) as store:
@@ -66,6 +79,8 @@ def _compare(
                 branch=git.branch,
                 against=against or git.base_branch or config.base_branch,
                 benchmarks=benchmarks,
+                base_sha=base,
+                git=history,
             )
             if alerts and store.read_only:
                 regressed = any(c.verdict == Verdict.REGRESSION for c in result.comparisons)
@@ -183,6 +198,7 @@ def _compare_and_report(
     delivery: Any = None,
     fail_on: str | None = None,
     baseline_file: Path | None = None,
+    base_sha: str | None = None,
 ) -> bool:
     """Compare, print the report, deliver it where asked, and say whether the gate's policy
     fails it. Delivery problems are warnings on stderr; they never change the verdict."""
@@ -198,6 +214,7 @@ def _compare_and_report(
         benchmarks,
         baseline_file=baseline_file,
         alerts=delivery is not None,
+        base_sha=base_sha,
     )
     if fail_on is not None:
         config = replace(config, fail_on=_parse_fail_on(fail_on))
@@ -245,6 +262,7 @@ def compare(
     branch: str | None,
     against: str | None,
     benchmarks: tuple[str, ...],
+    base_sha: str | None,
     as_json: bool,
     across: tuple[str, str] | None,
 ) -> None:
@@ -269,7 +287,9 @@ def compare(
         else:
             click.echo(render_across_text(report), nl=False)
         return
-    _compare_and_report(suite, db_url, project, branch, against, benchmarks, as_json)
+    _compare_and_report(
+        suite, db_url, project, branch, against, benchmarks, as_json, base_sha=base_sha
+    )
 
 
 @cli.command()
@@ -294,6 +314,7 @@ def gate(
     branch: str | None,
     against: str | None,
     benchmarks: tuple[str, ...],
+    base_sha: str | None,
     as_json: bool,
     fail_on: str | None,
     baseline_file: Path | None,
@@ -349,6 +370,7 @@ def gate(
         delivery,
         fail_on,
         baseline_file,
+        base_sha=base_sha,
     )
     if failed:
         sys.exit(int(ExitCode.REGRESSION))

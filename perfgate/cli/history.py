@@ -70,7 +70,7 @@ def history(
 @click.option(
     "--alert",
     is_flag=True,
-    help="Report change points not reported before on the project's tracking issue "
+    help="Report change points and drifts not reported before on the project's tracking issue "
     "(labelled perfgate; opened when missing, updated in place). Exits 3 if that fails.",
 )
 @click.option(
@@ -94,11 +94,15 @@ def history_analyze(
     forge_url: str | None,
     repo: str | None,
 ) -> None:
-    """Find change points in every stored series, each with the commits it lies between.
+    """Find change points and drifts in every stored series, each with its commit range.
 
     A change point is a shift of level that persisted for at least 5 runs; the gate's
     baseline window starts at the last one, so an accepted change stops being compared
-    against the level before it.
+    against the level before it. A drift is a creeping change no single run shows: the
+    newest 10 runs against 10 runs 200 runs or 30 days before (whichever is nearer; the
+    oldest, in a shorter history), beyond the change points between them, reported when it
+    is at least the metric's minimum effect and significant (a rank test). A ramp is one
+    drift, not a staircase of change points.
 
     \b
     Example:

@@ -54,8 +54,9 @@ from perfgate.errors import ConfigError
     "confirm",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Instead of a new run: give the latest run of each benchmark judged inconclusive or "
-    "a regression up to N more repeats, one at a time (alpha spending), and record the result.",
+    help="Instead of a new run: give the latest run of each benchmark judged inconclusive N "
+    "more repeats in fresh processes and record the result; a regression stands, and the "
+    "false-alarm rate stays that of the plain gate.",
 )
 @click.option("--against", help="Base branch for --confirm (default: base_branch).")
 @click.option(
@@ -152,6 +153,10 @@ def run(
         if confirm is not None:
             if not git.branch:
                 raise ConfigError("cannot tell the branch: pass --branch")
+            from perfgate.app.context import detect_base_sha, open_git_history
+
+            history = open_git_history(Path.cwd())
+            base = detect_base_sha(os.environ, git=history)
             confirmations = app.confirm_and_record(
                 config,
                 specs,
@@ -161,6 +166,8 @@ def run(
                 extra=confirm,
                 sys_path=[str(suite_dir), str(Path.cwd())],
                 progress=_progress_fn(),
+                base_sha=base,
+                git=history,
             )
             records = [c.folded for c in confirmations if c.folded is not None]
             for c in confirmations:

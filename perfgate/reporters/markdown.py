@@ -477,6 +477,8 @@ def _compose(
         lines += [*_table(rows, ctx), ""]
     if dropped:
         lines += [_not_shown(dropped), ""]
+    for note in result.notes:
+        lines += [f"ℹ️ {escape(note, 500)}", ""]
     why = _why(result)
     if why:
         lines += [*why, ""]
@@ -574,7 +576,8 @@ def _alert_row(c: DetectedChange) -> str:
     return (
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
-        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]} | {c.point.confidence:.3f} | "
+        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]}{' (drift)' if c.drift else ''} | "
+        f"{c.point.confidence:.3f} | "
         f"{c.runs_in_series} |"
     )
 

@@ -123,6 +123,8 @@ def render_text(result: GateResult) -> str:
             detail += "]"
         tag = "" if c.method == "history" else " (A/B)"
         lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
+    if result.notes:
+        lines += ["", *(f"note: {n}" for n in result.notes)]
     if result.attributions:
         lines += ["", *render_attribution_lines(result.attributions)]
     if result.findings:
@@ -159,6 +161,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
         "attributions": [a.to_dict() for a in result.attributions],
+        "notes": list(result.notes),
     }
 
 
@@ -276,9 +279,10 @@ def render_noise_text(rows: Sequence[NoiseRow]) -> str:
     lines = _table(table)
     lines.append("")
     lines.append(
-        f"{noisy} of {len(rows)} metrics cannot see a change as small as their minimum effect"
+        f"{noisy} of {len(rows)} metrics would miss a change of twice their minimum effect "
+        "(detectable change: caught with 80% power)"
         if noisy
-        else "every metric with a baseline can see its minimum effect"
+        else "every metric with a baseline catches twice its minimum effect with 80% power"
     )
     return "\n".join(lines) + "\n"
 
@@ -306,13 +310,62 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
                 "commit_range": [c.commit_before, c.commit_after],
             }
             for c in changes
+            if c.drift is None
+        ],
+        "drifts": [
+            {
+                "benchmark": c.benchmark,
+                "metric": c.metric,
+                "unit": c.unit,
+                "branch": c.branch,
+                "fingerprint_key": c.fingerprint_key,
+                "runs_in_series": c.runs_in_series,
+                "verdict": c.verdict.value,
+                "before": d.before,
+                "after": d.after,
+                "change_pct": d.change_pct,
+                "p_value": d.p_value,
+                "confidence": d.confidence,
+                "horizon_runs": d.horizon_runs,
+                "horizon_days": d.horizon_days,
+                "baseline_runs": [d.baseline_first, d.baseline_last],
+                "recent_runs": [d.recent_first, d.recent_last],
+                "moved_over_runs": [d.start, d.end],
+                "change_points_removed": d.steps_removed,
+                "last_run_before": c.last_run_before,
+                "alert_run": c.first_run_after,
+                "commit_range": [c.commit_before, c.commit_after],
+            }
+            for c in changes
+            if (d := c.drift) is not None
         ],
     }
 
 
+def _drift_line(c: DetectedChange) -> str:
+    """'main is 8.1% slower than 160 runs / 30 days ago' and where, for one drift."""
+    d = c.drift
+    assert d is not None
+    worse = c.direction.worse(d.change_pct)
+    word = ("slower" if worse else "faster") if c.unit == "ms" else ("worse" if worse else "better")
+    ago = f"{d.horizon_runs} runs"
+    if d.horizon_days is not None and d.horizon_days >= 1.0:
+        ago += f" / {d.horizon_days:.0f} days"
+    beyond = f", beyond {d.steps_removed} change point(s)" if d.steps_removed else ""
+    return (
+        f"{c.benchmark} {c.metric}: {c.branch} is {abs(d.change_pct):.1f}% {word} than {ago} "
+        f"ago ({format_value(d.before, c.unit)} -> {format_value(d.after, c.unit)}{beyond}; "
+        f"moved over runs {d.start}-{d.end}, commits {c.commit_before[:8] or '?'}.."
+        f"{c.commit_after[:8] or '?'}; {c.verdict.value}, confidence {d.confidence:.3f})"
+    )
+
+
 def render_changes_text(changes: Sequence[DetectedChange]) -> str:
+    drifts = [_drift_line(c) for c in changes if c.drift is not None]
+    changes = [c for c in changes if c.drift is None]
+    tail = ["", "drifts (newest runs against a long horizon ago):", *drifts] if drifts else []
     if not changes:
-        return "no change points\n"
+        return "\n".join(["no change points", *tail]) + "\n"
     rows = [["benchmark", "metric", "commits", "before", "after", "change", "verdict", "conf."]]
     for c in changes:
         commits = f"{c.commit_before[:8] or '?'}..{c.commit_after[:8] or '?'}"
@@ -331,7 +384,7 @@ def render_changes_text(changes: Sequence[DetectedChange]) -> str:
     note = (
         "a change lies in the commit range shown: after the first, up to and including the second"
     )
-    return "\n".join([*_table(rows), "", note]) + "\n"
+    return "\n".join([*_table(rows), "", note, *tail]) + "\n"
 
 
 def _step_dict(profile: ProfileSummary) -> dict[str, float | None]:

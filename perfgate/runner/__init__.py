@@ -67,6 +67,13 @@ class RepeatResult:
     trace_path: str | None
     ranks: tuple[RankResult, ...] = ()
     world_size: int = 1
+    cpu_ms: tuple[float, ...] = ()
+    """Per timed step on the CPU, its CPU time (see ``cpu_clock``); empty elsewhere."""
+    cpu_clock: str = ""
+    """``thread`` (one intra-op thread: the step's own thread) or ``process`` (all threads,
+    when torch uses more than one); empty when no CPU time was taken."""
+    device_ms: tuple[float, ...] = ()
+    """Per timed step on an accelerator, its device time between two timing events."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,9 @@ def run_repeat(
         peak_memory_bytes=int(result["peak_memory_bytes"]),
         env=dict(result["env"]),
         trace_path=result["trace_path"],
+        cpu_ms=tuple(ns / 1e6 for ns in result.get("cpu_ns", ())),
+        cpu_clock=str(result.get("cpu_clock", "")),
+        device_ms=tuple(float(ms) for ms in result.get("device_ms", ())),
     )
 
 

@@ -29,6 +29,11 @@ class Backend(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
+    def timing_event(self) -> Any | None:
+        """A device event that can be recorded on the stream and timed against another
+        (``record()``, ``elapsed_time(other)`` in ms); None where the device has none."""
+        ...
+
     def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
         """Profile ``steps`` steps (after one warm-up step under the profiler) and write the
         result at or under ``trace_path``; returns the path the parser should read."""
@@ -81,6 +86,9 @@ class CpuBackend:
     def peak_memory_bytes(self) -> int:
         return _rss_peak_bytes()
 
+    def timing_event(self) -> Any | None:
+        return None
+
     def profiler_activities(self) -> list[Any]:
         from torch.profiler import ProfilerActivity
 
@@ -117,6 +125,10 @@ class CudaBackend:
 
     def peak_memory_bytes(self) -> int:
         return int(self._torch.cuda.max_memory_allocated())
+
+    def timing_event(self) -> Any | None:
+        event: Any = self._torch.cuda.Event
+        return event(enable_timing=True)
 
     def profiler_activities(self) -> list[Any]:
         from torch.profiler import ProfilerActivity

@@ -1,6 +1,7 @@
 """The Ascend NPU backend: the only module of perfgate that imports torch_npu.
 
-Timing: each measured step ends with ``torch.npu.synchronize()``; peak memory is the caching
+Timing: each measured step ends with ``torch.npu.synchronize()``, and is bracketed by two
+``torch.npu.Event(enable_timing=True)`` for its device time; peak memory is the caching
 allocator's ``torch.npu.max_memory_allocated()`` since ``reset_peak_memory_stats()``.
 
 Profiling: ``torch_npu.profiler.profile`` over the profiled window (one warm-up step, then
@@ -88,6 +89,12 @@ class NpuBackend:
 
     def peak_memory_bytes(self) -> int:
         return int(self._npu.max_memory_allocated())
+
+    def timing_event(self) -> Any | None:
+        """``torch.npu.Event(enable_timing=True)``, torch_npu's counterpart of CUDA's event;
+        None for a torch_npu without it (then no device time is recorded)."""
+        event = getattr(self._npu, "Event", None)
+        return None if event is None else event(enable_timing=True)
 
     def profiler_activities(self) -> list[Any]:
         activity = self._torch_npu.profiler.ProfilerActivity

@@ -5,9 +5,10 @@ parameters and the step counts; the result (or the error) is written as JSON to 
 the request gives, never to stdout, which belongs to the benchmark's own code.
 
 Order inside the worker: build the workload (seeded), warm-up steps, measured steps timed
-with a monotonic clock and device synchronisation with the profiler off, then - only if a
-trace path was given - a separate profiled window exported as a Chrome trace. Profiled
-steps are never used for timing.
+with a monotonic clock and device synchronisation with the profiler off (beside each, on the
+CPU its CPU time and on an accelerator its device time from the device's timing events),
+then - only if a trace path was given - a separate profiled window exported as a Chrome
+trace. Profiled steps are never used for timing.
 
 An inference benchmark (``kind = "inference"``) runs the same way with every step (one
 request) under ``torch.inference_mode()``; each measured sample is one request's latency.
@@ -121,6 +122,25 @@ def prepare_process(request: Mapping[str, Any]) -> Backend:
         raise EntryError(str(exc)) from exc
 
 
+def cpu_time_clock(device: str) -> tuple[str, Callable[[], int]]:
+    """The CPU-time clock of a measured step on ``device``, and its name.
+
+    Contention from other processes stretches a step's wall time but hardly its CPU time:
+    while the scheduler runs a neighbour, this process's CPU clock stands still. With one
+    intra-op thread the step runs on this thread, so its thread CPU time is the step's
+    own; with more, torch's pool threads do the work, so the process's CPU time (all
+    threads, summed) is taken instead. Off the CPU the host thread mostly waits for the
+    device, so its CPU time says little; the name is then empty and nothing is recorded.
+    """
+    if device != "cpu":
+        return "", time.thread_time_ns
+    import torch
+
+    if torch.get_num_threads() > 1:
+        return "process", time.process_time_ns
+    return "thread", time.thread_time_ns
+
+
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     params = dict(request["params"])
     backend = prepare_process(request)
@@ -132,6 +152,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
 
     sync = backend.synchronize
     clock = time.perf_counter_ns
+    cpu_name, cpu_clock = cpu_time_clock(backend.device)
     with step_mode(request):
         for _ in range(int(request["warmup"])):
             step()
@@ -140,11 +161,27 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         backend.reset_peak_memory()
         measured = int(request["measured"])
         samples_ns = [0] * measured
+        cpu_ns = [0] * measured
+        # Events made before the window; read after it (elapsed_time after one synchronize).
+        events: list[tuple[Any, Any]] = []
+        if backend.timing_event() is not None:
+            events = [(backend.timing_event(), backend.timing_event()) for _ in range(measured)]
         for i in range(measured):
+            # The CPU clock and the start event sit outside the wall-clock window, so the
+            # wall time is taken exactly as before; only the end event is inside it (it
+            # must be queued before the synchronize to mark where the step's work ends).
+            c0 = cpu_clock()
+            if events:
+                events[i][0].record()
             t0 = clock()
             step()
+            if events:
+                events[i][1].record()
             sync()
             samples_ns[i] = clock() - t0
+            cpu_ns[i] = cpu_clock() - c0
+        sync()
+        device_ms = [float(a.elapsed_time(b)) for a, b in events]
         peak = backend.peak_memory_bytes()
 
         trace_path = request.get("trace_path")
@@ -155,6 +192,9 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "ok": True,
         "step_ns": samples_ns,
+        "cpu_ns": cpu_ns if cpu_name else [],
+        "cpu_clock": cpu_name,
+        "device_ms": device_ms,
         "batch_size": batch_size,
         "params": effective,
         "peak_memory_bytes": peak,

@@ -5,28 +5,33 @@ Assumptions, in plain words:
 * A run is represented by one number per metric, its *centre*: the median of the per-repeat
   medians of its step samples. Each repeat is a separate worker process, so the centre
   counts processes, not the thousands of autocorrelated steps inside them.
-* The noise of a run centre has two parts: process-level (seen as the spread of the repeat
-  medians inside a run) and job-level (seen only as the spread of centres between runs). The
-  larger of the two estimates is used, with the degrees of freedom of the one used, so a
-  history of three runs cannot pretend to be precise.
-* Between runs, the baseline window's centres are treated as exchangeable draws from the
-  distribution the current run would come from if nothing changed. The current centre is
-  tested against a prediction interval built on a robust centre (median) and the standard
-  deviation of the runs within 5 MADs of it (trimming only from 10 runs on: the MAD of fewer
-  is too unstable), with Student-t quantiles, so a single extreme baseline run moves neither
-  much; and the run must lie beyond all but one in ten of the baseline runs (a rank check
-  that assumes no shape of the noise).
-* Across every (benchmark, metric) of one gate, p-values are adjusted with
-  Benjamini–Hochberg, so a gate over many metrics does not flag a random few of them.
+* Changes are ratios: every value is taken as its logarithm, so a change is "x% slower",
+  its interval never crosses -100%, and a time and its throughput are one effect with one
+  verdict. (A metric that can be 0 or negative is taken relative to its baseline median.)
+* The noise of a run centre has a job part (between runs: the machine, the neighbours of
+  that CI job) and a process part (between the repeats of one run). Both are estimated
+  together: when the job part cannot be told from zero (an F test, p > 0.25), the repeats'
+  degrees of freedom count too, so three runs of three repeats are not two degrees of
+  freedom. A run of one repeat shows no process part; its spread between runs is all there is.
+* The metrics of one gate share a runner: each metric's noise is shrunk toward what the
+  others show (an empirical prior, weighted by how much the metrics agree), so a new
+  benchmark with three runs of history is not blind when its neighbours have thirty.
+* Heavy tails are recognised, not assumed away: the gate's standardised baseline residuals
+  are fitted with a Student t, and heavy tails widen that gate's tests and intervals.
+* Spikes and runner pools are not trimmed out of the decision: from 10 runs on, runs beyond
+  5 robust SDs leave the noise estimate, but a current run that looks like them (a slower
+  pool, the same kind of spike) is ``inconclusive``, naming them. When the last baseline
+  runs already moved the way the current run did, main moved, not the change under test.
+* The test is a prediction-interval t test of the current centre against the window's
+  median; across every (benchmark, metric) of one gate, p-values are adjusted with
+  Benjamini–Hochberg at alpha 0.01, and alpha is stated in every reason and in the JSON.
 * A regression must be significant after adjustment *and* at least the metric's minimum
-  effect. A change past the minimum effect without enough evidence is ``inconclusive``, and
-  so is a small change when the noise is so large that only changes of several times the
-  minimum effect could have been seen: perfgate says it cannot tell rather than guess. Noise
-  the current run shows beyond what runs usually show inside themselves (the machine is
-  noisy now) widens the prediction interval.
-* The smallest detectable change a verdict reports is the gate's: with m noisy metrics
-  judged together, a lone change must reach alpha / m before adjustment (Benjamini–Hochberg's
-  first step), so a change past the reported size is significant in that gate.
+  effect. ``unchanged`` is an equivalence claim: the change's one-sided (1 - alpha) bound on
+  its worse side lies inside the minimum effect. Anything else is ``inconclusive``, with
+  the reason.
+* The smallest detectable change a verdict reports (MDE) is the change caught with 80%
+  power in that gate: significant at alpha / m with m noisy metrics (Benjamini–Hochberg's
+  first step) and measured at least the minimum effect.
 * Deterministic metrics (operator counts) carry no noise: any change beyond their tolerance
   is reported as such, without a test.
 """

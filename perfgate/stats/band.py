@@ -4,10 +4,10 @@ Both use the decision procedure's own estimates (see :mod:`perfgate.stats.compar
 report draws the band the gate judges against rather than a look-alike:
 
 * :func:`prediction_band` is where the next run's centre is expected to fall if nothing
-  changed: the window's median ± t · scale · sqrt(1 + (pi/2) / k), with the scale the larger
-  of the between-run spread (SD of the runs within 5 MADs of the median) and the within-run
-  spread (pooled repeat centres), floored at 0.2% of the median. A gate additionally widens
-  this for a current run that is noisy itself; a plot of the window cannot know that.
+  changed: the gate's own evidence for a run like the window's last one, taken at the
+  window's median (on the ratio scale, so the band is asymmetric around the median: it
+  never reaches 0). A gate judged alone (no other metrics lend it a prior) and a current run
+  that is noisy itself can differ; a plot of the window cannot know those.
 * :func:`centre_interval` is the 95% interval of one run's centre from its repeats:
   t(0.975, r - 1) · s / sqrt(r) over its r repeat centres, or 1.96 · its block-bootstrap
   standard error when it ran a single repeat; ``None`` when neither is known.
@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from scipy import special
 
-from perfgate.models import Band, RunPoint
-from perfgate.stats.compare import (
-    MEDIAN_VARIANCE_FACTOR,
-    SCALE_FLOOR,
-    _trimmed_scale,
-    _within_run_scale,
-)
+from perfgate.models import Band, MetricPolicy, RunPoint
+from perfgate.stats.compare import Candidate, gate_evidence
 
 BAND_LEVEL = 0.95
 
@@ -36,17 +32,24 @@ def prediction_band(points: Sequence[RunPoint], level: float = BAND_LEVEL) -> Ba
     """The ``level`` prediction band of a baseline window's points; None under 2 runs."""
     if len(points) < 2:
         return None
-    centres = np.asarray([p.centre for p in points], dtype=float)
-    k = centres.size
-    centre = float(np.median(centres))
-    s_between, dof_between = _trimmed_scale(centres, centre)
-    s_repeat, dof_within, mean_repeats = _within_run_scale(points)
-    s_within = s_repeat / math.sqrt(mean_repeats)
-    scale, dof = (s_between, dof_between) if s_between >= s_within else (s_within, dof_within)
-    scale = max(scale, SCALE_FLOOR * abs(centre))
-    half = float(special.stdtrit(max(dof, 1), 0.5 + level / 2.0)) * scale
-    half *= math.sqrt(1.0 + MEDIAN_VARIANCE_FACTOR / k)
-    return Band(centre=centre, low=centre - half, high=centre + half, runs=k, level=level)
+    k = len(points)
+    centre = float(np.median([p.centre for p in points]))
+    last = points[-1]
+    ratio = centre / last.centre if last.centre else 1.0
+    probe = replace(
+        last,
+        centre=centre,
+        repeat_centres=tuple(x * ratio for x in last.repeat_centres),
+    )
+    policy = MetricPolicy(direction=last.direction, min_effect_pct=0.0)
+    (ev,) = gate_evidence([Candidate(current=probe, baseline=tuple(points), policy=policy)])
+    half = ev.quantile(0.5 + level / 2.0) * ev.sd
+    if ev.log:
+        low, high = centre * math.exp(-half), centre * math.exp(half)
+    else:
+        scale = abs(centre) or 1.0
+        low, high = centre - half * scale, centre + half * scale
+    return Band(centre=centre, low=low, high=high, runs=k, level=level)
 
 
 def centre_interval(point: RunPoint) -> float | None:

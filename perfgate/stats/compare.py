@@ -1,14 +1,37 @@
-"""Current run against its baseline window: prediction-interval test, FDR, verdicts.
+"""Current run against its baseline window: the noise model, the test, the verdicts.
 
-See the package docstring for the assumptions.
+See the package docstring for the assumptions in plain words; the pieces, in order:
+
+1. Scale: ratios. Every value is taken as its logarithm (a metric that can be 0 or negative
+   is taken as a fraction of its baseline median instead), so a change is a ratio, its
+   interval never crosses -100%, and a time and its throughput (the reciprocal) give the same
+   test and the same verdict.
+2. Noise components: a run's summary (the median of its repeat centres) varies by a job part
+   (between runs) and a process part (between the repeats of one run). The process part is
+   pooled from the repeats of every run, the current one included; the between-run variance
+   from the baseline runs. An F test asks whether the job part is distinguishable from zero;
+   when it is not (p above ``POOL_P``), the two estimates are pooled and the repeats' degrees
+   of freedom count. A run of one repeat shows no process part: its between-run variance is
+   all there is.
+3. Empirical prior: across the noisy metrics of one gate (same runner), each variance is
+   shrunk toward what the others show, weighted by its own degrees of freedom against the
+   prior's (empirical Bayes, as for moderated t statistics). The prior's weight is estimated
+   from how much the metrics' variances disagree beyond sampling noise: similar metrics lend
+   each other many degrees of freedom, dissimilar ones almost none.
+4. Tails: the gate's standardised baseline residuals are fitted with a Student t; heavy tails
+   (a small fitted number of degrees of freedom) widen every test and interval of that gate.
+5. Outliers and modes: from ``TRIM_MIN_RUNS`` runs on, runs beyond ``OUTLIER_MADS`` robust
+   SDs leave the scale estimate, but not the decision: a current run whose change is no
+   larger than what such baseline runs already showed (a spike, a slower runner pool) is not
+   called a change. The same holds when the last runs of the window already moved the way the
+   current one did: main moved, not the change under test.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -16,15 +39,15 @@ from scipy import special
 from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.decide import (
     ALPHA,
+    POWER,
     Outcome,
     change_verdict,
     classify_change,
     deterministic_verdict,
+    worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
 from perfgate.stats.summary import mad
-
-"""False discovery rate of one gate: the share of flagged metrics allowed to be false."""
 
 MIN_BASELINE_RUNS = 3
 MAD_TO_SD = 1.4826
@@ -32,11 +55,35 @@ SCALE_FLOOR = 0.002
 """Smallest noise assumed, as a fraction of the centre: no timer is better than 0.2%."""
 OUTLIER_MADS = 5.0
 TRIM_MIN_RUNS = 10
-MEDIAN_VARIANCE_FACTOR = math.pi / 2
+POOL_P = 0.25
+"""The job component counts as zero (process and job estimates pooled) when the F test of
+it has p above this: the usual level for a preliminary test before pooling."""
+OUTLIER_MARGIN_SDS = 5.0
+"""A current run whose change is within this many SDs of a baseline outlier's deviation is
+not called a change: it looks like that outlier (the same spike, the same slower pool)."""
+RECENT_RUNS = 4
+"""How many of the last baseline runs are checked for having moved already (main moved)."""
+RECENT_MARGIN_SDS = 2.5
+"""A last baseline run more than one SD out the same way, and within this many SDs of the
+current change, counts as main having moved already; a current run this many SDs (of the
+difference) beyond the moved runs is still a change of its own."""
+PRIOR_MAX_DOF = 50.0
 NOISY_NOW_FACTOR = 3.0
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 7
 NOISY_NOW_MIN_COV = 0.02
+MAX_HEAVY_DOF = 20.0
+"""Tails are called heavy (and widen the gate's tests) only when a t with at most this many
+degrees of freedom fits clearly better than the normal: lighter excess tails (a rare
+disturbed process) are left to the outlier guard, at the cost of little power."""
+_T_GRID = (2.5, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0)
+
+_MEDIAN_VAR = (1.0, 0.5, 0.4488, 0.298, 0.2869, 0.2139, 0.2111, 0.1684, 0.1663, 0.1381)
+"""Variance of the median of n standard normal values, n = 1..10 (simulated)."""
+
+
+def median_variance(n: int) -> float:
+    """Variance of the median of ``n`` unit-variance normal values (pi / 2n for large n)."""
+    n = max(int(n), 1)
+    return _MEDIAN_VAR[n - 1] if n <= len(_MEDIAN_VAR) else math.pi / (2.0 * n)
 
 
 @dataclass(frozen=True)
@@ -52,174 +99,373 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class _Evidence:
+class _Series:
+    """One candidate on the analysis scale (log, or fraction of the baseline median)."""
+
+    log: bool
+    ref: float
+    z: np.ndarray
+    zc: float
+    kept: np.ndarray
+    outlier: np.ndarray
+    disturbed: np.ndarray
+    """Baseline runs whose own repeats disagreed far beyond usual (a neighbour during some
+    of its processes): their deviation says nothing about the job-level tails."""
+    var_between: float
+    dof_between: int
+    ss_within: float
+    dof_within: int
+    base_factor: float
+    cur_factor: float
+    cur_within: float | None
+    usual_within: float
+    se_var: float
+
+
+@dataclass(frozen=True)
+class _Prior:
+    dof: float
+    var: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the data say about one candidate (on the ratio scale)."""
+
     centre: float
-    change_pct: float
-    ci_low_pct: float
-    ci_high_pct: float
+    change: float
+    """log ratio current / baseline (or the change as a fraction, for a metric that is not
+    positive)."""
+    log: bool
+    sd: float
+    """SD of ``change`` under no change."""
+    dof: float
     p_value: float
-    mde_pct: float
+    guard: str
+    """Why a change this large is not called one (a baseline run already as far, main moved
+    already), or ''."""
     noisy_now: str
-    p_rank: float
-    dof: float = math.inf
-    spread_pct: float = 0.0
-    """The prediction's scale in % of the baseline centre (the t statistic's denominator)."""
+    components: str
 
-    def detectable_in(self, tests: int, alpha: float) -> float:
-        """The smallest change significant on its own in a gate of ``tests`` noisy metrics:
-        Benjamini-Hochberg's first step asks p <= alpha / tests of it."""
+    def pct(self, x: float) -> float:
+        return 100.0 * math.expm1(x) if self.log else 100.0 * x
+
+    @property
+    def change_pct(self) -> float:
+        return self.pct(self.change)
+
+    def quantile(self, q: float) -> float:
+        return float(special.stdtrit(self.dof, q))
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        half = self.quantile(0.5 + level / 2.0) * self.sd
+        return self.pct(self.change - half), self.pct(self.change + half)
+
+    def detectable(self, tests: int, alpha: float, min_effect_pct: float) -> float:
+        """The change (in %) caught with probability POWER in a gate of ``tests`` noisy
+        metrics: significant on its own (Benjamini-Hochberg's first step: alpha / tests) and
+        measured at least the minimum effect."""
         level = alpha / max(tests, 1)
-        return float(special.stdtrit(self.dof, 1.0 - level / 2.0)) * self.spread_pct
+        crit = self.quantile(1.0 - level / 2.0) * self.sd
+        floor = math.log1p(min_effect_pct / 100.0) if self.log else min_effect_pct / 100.0
+        return self.pct(max(crit, floor) + self.quantile(POWER) * self.sd)
+
+    def worse_bound(self, direction_sign: float, alpha: float) -> float:
+        """The one-sided (1 - alpha) bound of the change on its worse side, in %."""
+        edge = self.change + direction_sign * self.quantile(1.0 - alpha) * self.sd
+        return self.pct(edge)
 
 
-def _bootstrap_change_ci(
-    centres: np.ndarray, current: float, excess: float, seed: int = BOOTSTRAP_SEED
-) -> tuple[float, float]:
-    """95% percentile interval of the relative change by a residual bootstrap.
+def _within(points: Sequence[RunPoint], log: bool, ref: float) -> tuple[float, int]:
+    """Process variance of one repeat and its degrees of freedom, pooled over the runs.
 
-    A new run is modelled as its true level plus a residual drawn from the baseline runs'
-    own residuals around their median (inflated for the degrees of freedom, plus any excess
-    noise the current run shows); the baseline median is resampled with its runs. The
-    interval is of (current - residual) / resampled median - 1, in percent.
+    Robust: the median of the runs' own variances, scaled by the median of a chi-square, so
+    a process disturbed by a neighbour (which the median of a run's repeats shrugs off)
+    does not inflate it. Counted at half the degrees of freedom of the plain pooled variance
+    (a median of variances is about half as efficient).
     """
-    k = centres.size
-    rng = np.random.default_rng(seed)
-    median = float(np.median(centres))
-    residuals = (centres - median) * math.sqrt(k / max(k - 1, 1))
-    idx = rng.integers(0, k, size=(BOOTSTRAP_RESAMPLES, k))
-    resampled = centres[idx]
-    half = k // 2
-    if k % 2:
-        base = np.partition(resampled, half, axis=1)[:, half]
-    else:
-        part = np.partition(resampled, (half - 1, half), axis=1)
-        base = (part[:, half - 1] + part[:, half]) / 2.0
-    noise = residuals[rng.integers(0, k, size=BOOTSTRAP_RESAMPLES)]
-    if excess > 0:
-        noise = noise + rng.normal(0.0, math.sqrt(excess), size=BOOTSTRAP_RESAMPLES)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = ((current - noise) / base - 1.0) * 100.0
-    # a resampled baseline of 0 (a metric that can be 0, e.g. a share) has no relative
-    # change; with none left, an empty interval (low > high) leaves the t-based one alone
-    change = change[np.isfinite(change)]
-    if change.size == 0:
-        return float("inf"), float("-inf")
-    low, high = np.percentile(change, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def _rank_p(centres: np.ndarray, current: float) -> float:
-    """Two-sided rank (conformal) p-value of the current centre among the baseline's:
-    exact under exchangeability, with no assumption on the shape of the noise."""
-    k = centres.size
-    above = int(np.sum(centres >= current)) + 1
-    below = int(np.sum(centres <= current)) + 1
-    return min(1.0, 2.0 * min(above, below) / (k + 1))
-
-
-def _within_run_scale(points: Sequence[RunPoint]) -> tuple[float, int, float]:
-    """Pooled spread of repeat centres inside runs.
-
-    Returns (sd of one repeat centre, degrees of freedom, mean repeats per run).
-    """
-    ss, dof, total = 0.0, 0, 0
+    variances, dofs = [], []
     for p in points:
-        r = p.repeat_centres
-        total += max(len(r), 1)
-        if len(r) >= 2:
-            mean = sum(r) / len(r)
-            ss += sum((x - mean) ** 2 for x in r)
-            dof += len(r) - 1
-    mean_repeats = total / len(points) if points else 1.0
-    if dof == 0:
-        return 0.0, 0, mean_repeats
-    return math.sqrt(ss / dof), dof, mean_repeats
+        r = _scaled(np.asarray(p.repeat_centres, dtype=float), log, ref)
+        if r.size >= 2:
+            variances.append(float(np.var(r, ddof=1)))
+            dofs.append(int(r.size - 1))
+    if not variances:
+        return 0.0, 0
+    d = int(np.median(dofs))
+    var = float(np.median(variances)) * d / float(special.chdtri(d, 0.5))
+    dof = max(sum(dofs) // 2, 1)
+    return var * dof, dof
 
 
-def _trimmed_scale(values: np.ndarray, centre: float) -> tuple[float, int]:
-    """Standard deviation of the values within OUTLIER_MADS scaled MADs of the centre.
-
-    Nearly as efficient as the plain SD on clean data, yet one spike cannot inflate it;
-    returns (scale, degrees of freedom).
-    """
-    robust = MAD_TO_SD * mad(values)
-    if robust == 0 or values.size < TRIM_MIN_RUNS:
-        # a MAD of a handful of runs is too unstable to judge outliers by
-        kept = values
-    else:
-        kept = values[np.abs(values - centre) <= OUTLIER_MADS * robust]
-    if kept.size < 2:
-        return 0.0, 1
-    return float(np.std(kept, ddof=1)), int(kept.size - 1)
+def _scaled(x: np.ndarray, log: bool, ref: float) -> np.ndarray:
+    return np.log(x) if log else x / ref
 
 
-def _cov(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    if mean == 0:
-        return 0.0
-    var = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
-    return math.sqrt(var) / abs(mean)
-
-
-def _evidence(candidate: Candidate) -> _Evidence:
+def _series(candidate: Candidate) -> _Series:
     current, baseline = candidate.current, candidate.baseline
-    centres = np.asarray([p.centre for p in baseline], dtype=float)
-    k = centres.size
-    centre = float(np.median(centres))
-    s_between, dof_between = _trimmed_scale(centres, centre)
-    s_repeat, dof_within, mean_repeats = _within_run_scale((*baseline, current))
-    s_within = s_repeat / math.sqrt(mean_repeats)
-    if dof_within == 0:
-        # Runs of one repeat: the step-level (block bootstrap) error is all we know inside.
-        ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
-        if ses:
-            s_within, dof_within = math.sqrt(sum(x * x for x in ses) / len(ses)), len(ses)
-    if s_between >= s_within:
-        scale, dof = s_between, dof_between
-    else:
-        scale, dof = s_within, dof_within
-    scale = max(scale, SCALE_FLOOR * abs(centre))
-    # The baseline centre is a median: its variance is about pi/2 times that of a mean.
-    # Noise the current run shows beyond what runs usually show inside themselves is added
-    # to the prediction: a run measured while the machine is noisy needs a larger change to
-    # count, rather than being trusted or thrown away.
-    current_cov = _cov(current.repeat_centres)
-    usual = [_cov(p.repeat_centres) for p in baseline if len(p.repeat_centres) >= 2]
-    usual_cov = statistics.median(usual) if usual else 0.0
-    usual_high = float(np.quantile(usual, 0.9)) if usual else 0.0
-    reps = max(len(current.repeat_centres), 1)
-    excess = max(current_cov**2 - usual_high**2, 0.0) * current.centre**2 / reps
-    spread = math.sqrt(scale**2 * (1.0 + MEDIAN_VARIANCE_FACTOR / k) + excess)
-    t_stat = (current.centre - centre) / spread
-    p_value = float(2.0 * special.stdtr(dof, -abs(t_stat)))
-    to_pct = 100.0 / abs(centre)
-    change_pct = (current.centre - centre) * to_pct
-    half_ci = float(special.stdtrit(dof, 0.975)) * spread * to_pct
-    mde_pct = float(special.stdtrit(dof, 1.0 - candidate.alpha / 2.0)) * spread * to_pct
-
-    noisy_now = ""
-    if current_cov > NOISY_NOW_MIN_COV and current_cov > NOISY_NOW_FACTOR * usual_cov:
-        noisy_now = (
-            f"this run's repeats disagree ({current_cov:.1%} spread against a usual "
-            f"{usual_cov:.1%}): the machine looks noisy now"
-        )
-    # The reported interval covers both the t-based prediction interval and the residual
-    # bootstrap's: the first is honest for short histories, the second for skewed noise.
-    boot_low, boot_high = _bootstrap_change_ci(centres, current.centre, excess)
-    return _Evidence(
-        centre=centre,
-        change_pct=change_pct,
-        ci_low_pct=min(change_pct - half_ci, boot_low),
-        ci_high_pct=max(change_pct + half_ci, boot_high),
-        p_value=p_value,
-        mde_pct=mde_pct,
-        noisy_now=noisy_now,
-        p_rank=_rank_p(centres, current.centre),
-        dof=float(dof),
-        spread_pct=spread * to_pct,
+    raw = np.asarray([p.centre for p in baseline], dtype=float)
+    reps = [x for p in (*baseline, current) for x in p.repeat_centres]
+    log = bool(np.all(raw > 0) and current.centre > 0 and all(x > 0 for x in reps))
+    median = float(np.median(raw))
+    ref = abs(median) if median != 0 else max(float(np.max(np.abs(raw))), 1.0)
+    z = _scaled(raw, log, ref)
+    zc = float(_scaled(np.asarray([current.centre]), log, ref)[0])
+    k = z.size
+    centre = float(np.median(z))
+    outlier = np.zeros(k, dtype=bool)
+    if k >= TRIM_MIN_RUNS:
+        robust = MAD_TO_SD * mad(z)
+        if robust > 0:
+            outlier = np.abs(z - centre) > OUTLIER_MADS * robust
+    kept = z[~outlier]
+    var_between = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
+    ss_w, dof_w = _within((*baseline, current), log, ref)
+    base_n = [max(len(p.repeat_centres), 1) for p in baseline]
+    base_factor = float(np.mean([median_variance(n) for n in base_n]))
+    cur_n = max(len(current.repeat_centres), 1)
+    cur_within = None
+    if cur_n >= 2:
+        c = _scaled(np.asarray(current.repeat_centres, dtype=float), log, ref)
+        cur_within = float(np.var(c, ddof=1))
+    usual = [
+        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
+        for p in baseline
+        if len(p.repeat_centres) >= 2
+    ]
+    each = [
+        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
+        if len(p.repeat_centres) >= 2
+        else 0.0
+        for p in baseline
+    ]
+    typical = float(np.median(usual)) if usual else 0.0
+    disturbed = np.asarray(
+        [v > max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2) for v in each], dtype=bool
     )
+    ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
+    scale = 1.0 / abs(current.centre) if log and current.centre else 1.0 / ref
+    se_var = float(np.mean(np.square(ses))) * scale**2 if ses else 0.0
+    return _Series(
+        log=log,
+        ref=median,
+        z=z,
+        zc=zc,
+        kept=kept,
+        outlier=outlier,
+        disturbed=disturbed,
+        var_between=var_between,
+        dof_between=max(int(kept.size) - 1, 0),
+        ss_within=ss_w,
+        dof_within=dof_w,
+        base_factor=base_factor,
+        cur_factor=median_variance(cur_n),
+        cur_within=cur_within,
+        usual_within=float(np.quantile(usual, 0.9)) if usual else 0.0,
+        se_var=se_var,
+    )
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (Newton's method, as for moderated t statistics)."""
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(special.polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(special.polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_prior(variances: Sequence[float], dofs: Sequence[int]) -> _Prior:
+    """A scaled inverse chi-square prior for variances seen with ``dofs`` degrees of freedom:
+    its degrees of freedom say how far the variances agree beyond their sampling noise."""
+    pairs = [(v, d) for v, d in zip(variances, dofs, strict=True) if v > 0 and d > 0]
+    if len(pairs) < 3:
+        return _Prior(0.0, 0.0)
+    v = np.asarray([p[0] for p in pairs])
+    d = np.asarray([p[1] for p in pairs], dtype=float)
+    e = np.log(v) - special.digamma(d / 2.0) + np.log(d / 2.0)
+    mean = float(np.mean(e))
+    excess = float(np.var(e, ddof=1) - np.mean(special.polygamma(1, d / 2.0)))
+    if excess <= 0:
+        dof = PRIOR_MAX_DOF
+    else:
+        dof = min(2.0 * _trigamma_inverse(excess), PRIOR_MAX_DOF)
+    var = math.exp(mean + float(special.digamma(dof / 2.0)) - math.log(dof / 2.0))
+    return _Prior(dof, var)
+
+
+def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
+    if prior.dof <= 0 or dof <= 0 and prior.var <= 0:
+        return var, dof
+    total = prior.dof + dof
+    return (prior.dof * prior.var + dof * var) / total, total
+
+
+def _t_logpdf(x: np.ndarray, nu: float) -> np.ndarray:
+    return np.asarray(
+        special.gammaln((nu + 1) / 2)
+        - special.gammaln(nu / 2)
+        - 0.5 * math.log(nu * math.pi)
+        - (nu + 1) / 2 * np.log1p(x * x / nu)
+    )
+
+
+def fit_tail(residuals: np.ndarray) -> float:
+    """Degrees of freedom of the Student t that fits standardised residuals best (a scale
+    fitted for each); ``inf`` when the normal fits at least as well."""
+    r = residuals[np.isfinite(residuals)]
+    if r.size < 30:
+        return math.inf
+    best_nu, best_ll = (
+        math.inf,
+        float(np.sum(-0.5 * r * r / np.mean(r * r)))
+        - 0.5 * r.size * (math.log(2 * math.pi * float(np.mean(r * r)))),
+    )
+    for nu in _T_GRID:
+        scale2 = float(np.mean(r * r))
+        for _ in range(30):  # EM for the scale of a t with known nu
+            w = (nu + 1) / (nu + r * r / scale2)
+            scale2 = float(np.mean(w * r * r))
+        ll = float(np.sum(_t_logpdf(r / math.sqrt(scale2), nu))) - 0.5 * r.size * math.log(scale2)
+        # the normal is preferred unless the t wins by a clear margin (one parameter more)
+        if ll > best_ll + 3.0:
+            best_nu, best_ll = nu, ll
+    return best_nu if best_nu <= MAX_HEAVY_DOF else math.inf
+
+
+def _guard(s: _Series, change: float, sd_run: float) -> str:
+    """Why a change this large should not be called one, or ''."""
+    centre = float(np.median(s.z))
+    if change == 0:
+        return ""
+    sign = 1.0 if change > 0 else -1.0
+    dev = (s.z - centre) * sign
+    k = s.z.size
+    recent = 0
+    for i in range(k - 1, max(k - 1 - RECENT_RUNS, 0) - 1, -1):
+        near = dev[i] > sd_run and abs(change) - dev[i] <= RECENT_MARGIN_SDS * sd_run
+        if (dev[i] >= 0.5 * abs(change) or near) and k - i < k / 2:
+            recent += 1
+        else:
+            break
+    if recent:
+        beyond = abs(change) - float(np.mean(dev[k - recent :]))
+        if beyond > RECENT_MARGIN_SDS * sd_run * math.sqrt(1.0 + 1.0 / recent):
+            recent = 0  # past where main moved to, as well: still this change's
+    if recent:
+        moved = float(np.mean(s.z[k - recent :])) - float(np.median(s.z[: k - recent]))
+        pct = 100.0 * math.expm1(moved) if s.log else 100.0 * moved
+        return (
+            f"the last {recent} baseline run{'s' if recent > 1 else ''} already moved "
+            f"{pct:+.1f}% (main moved before this change)"
+        )
+    like = [
+        i
+        for i in range(s.z.size)
+        if s.outlier[i] and dev[i] > 0 and abs(dev[i] - abs(change)) <= OUTLIER_MARGIN_SDS * sd_run
+    ]
+    if like:
+        n = len(like)
+        return (
+            f"{n} of the {s.z.size} baseline runs {'was' if n == 1 else 'were'} already "
+            "as far out (a spike or a slower runner pool)"
+        )
+    return ""
+
+
+def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidence:
+    k = s.z.size
+    var_b, dof_b = _moderate(s.var_between, s.dof_between, between)
+    var_w, dof_w = (0.0, 0.0)
+    if s.dof_within > 0:
+        var_w, dof_w = _moderate(s.ss_within / s.dof_within, s.dof_within, within)
+    job = var_b - s.base_factor * var_w
+    words = ""
+    if dof_w > 0 and var_w > 0 and dof_b > 0:
+        f_stat = var_b / (s.base_factor * var_w)
+        p_job = float(special.fdtrc(dof_b, dof_w, f_stat))
+        if p_job > POOL_P:
+            pooled = (dof_b * var_b / s.base_factor + dof_w * var_w) / (dof_b + dof_w)
+            var_w, dof = pooled, dof_b + dof_w
+            job = 0.0
+            words = f"job noise not distinguishable (F p={p_job:.2g}): repeats pooled"
+        else:
+            dof = dof_b
+            words = f"job noise {math.sqrt(max(job, 0.0)):.2%}, process {math.sqrt(var_w):.2%}"
+    else:
+        dof = dof_b
+    job = max(job, 0.0)
+    var_run = job + s.base_factor * var_w if dof_w > 0 else var_b
+    var_cur = job + s.cur_factor * var_w if dof_w > 0 else var_b
+    var_cur = max(var_cur, s.se_var)
+    noisy_now = ""
+    if s.cur_within is not None and s.cur_within > max(
+        NOISY_NOW_FACTOR**2 * s.usual_within, NOISY_NOW_MIN_COV**2
+    ):
+        extra = (s.cur_within - s.usual_within) * s.cur_factor
+        var_cur += extra
+        noisy_now = (
+            f"this run's repeats disagree ({math.sqrt(s.cur_within):.1%} spread against a "
+            f"usual {math.sqrt(s.usual_within):.1%}): the machine looks noisy now"
+        )
+    var = var_cur + var_run * k * median_variance(k) / k
+    sd = max(math.sqrt(max(var, 0.0)), SCALE_FLOOR)
+    dof = max(dof, 1.0)
+    if math.isfinite(nu):
+        dof = min(dof, nu)
+    change = s.zc - float(np.median(s.z))
+    p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
+    return Evidence(
+        centre=s.ref,
+        change=change,
+        log=s.log,
+        sd=sd,
+        dof=dof,
+        p_value=p_value,
+        guard=_guard(s, change, math.sqrt(max(var_run, 0.0)) or sd),
+        noisy_now=noisy_now,
+        components=words + (f"; heavy tails (t{nu:g})" if math.isfinite(nu) else ""),
+    )
+
+
+def _tail_residuals(series: Sequence[_Series], between: _Prior) -> np.ndarray:
+    """Standardised baseline residuals of the gate's series, for the tail fit.
+
+    Outliers stay in (they are what the tail is). Runs that are outliers in most series at
+    once are left out: a job-wide event (a spike, a slower runner) moves every metric of its
+    run together; the outlier guard answers for those, the tails for the rest.
+    """
+    series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
+    if not series:
+        return np.zeros(0)
+    k = min(s.z.size for s in series)
+    common = np.mean([s.outlier[-k:] for s in series], axis=0) >= 0.5
+    out = []
+    for s in series:
+        var, _ = _moderate(s.var_between, s.dof_between, between)
+        if var > 0:
+            z = s.z[-k:][~common & ~s.disturbed[-k:]]
+            out.append((z - float(np.mean(s.kept))) / math.sqrt(var))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
+    """Evidence for noisy candidates judged together (their prior and tails are shared)."""
+    series = [_series(c) for c in candidates]
+    between = fit_prior([s.var_between for s in series], [s.dof_between for s in series])
+    within = fit_prior(
+        [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in series],
+        [s.dof_within for s in series],
+    )
+    nu = fit_tail(_tail_residuals(series, between))
+    return [_evidence(s, between, within, nu) for s in series]
 
 
 def _run_ids(candidate: Candidate) -> tuple[str, ...]:
@@ -247,6 +493,7 @@ def _no_baseline(candidate: Candidate) -> Comparison:
         min_effect_pct=candidate.policy.min_effect_pct,
         baseline_run_ids=_run_ids(candidate),
         baseline_commits=_commits(candidate),
+        alpha=candidate.alpha,
     )
 
 
@@ -285,58 +532,61 @@ def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
     return f"{min_effect:g}% minimum effect"
 
 
-def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison:
+def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) -> Comparison:
     cur, policy = candidate.current, candidate.policy
+    alpha = candidate.alpha
     min_effect = policy.min_effect_pct_at(ev.centre)
     k = len(candidate.baseline)
+    change_pct = ev.change_pct
     if cur.unit == "ms":
-        word = "slower" if ev.change_pct > 0 else "faster"
+        word = "slower" if change_pct > 0 else "faster"
     else:
-        word = "higher" if ev.change_pct > 0 else "lower"
-    size = f"{abs(ev.change_pct):.1f}% {word} than the median of {k} baseline runs"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment, raw {ev.p_value:.2g}"
+        word = "higher" if change_pct > 0 else "lower"
+    low, high = ev.interval()
+    mde = ev.detectable(tests, alpha, min_effect)
+    sign = worse_sign(cur.direction)
+    bound = ev.worse_bound(sign, alpha)
+    size = f"{abs(change_pct):.1f}% {word} than the median of {k} baseline runs"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})"
     outcome = classify_change(
-        change_pct=ev.change_pct,
+        change_pct=change_pct,
         p_adjusted=p_adjusted,
-        p_rank=ev.p_rank,
-        baseline_runs=k,
-        mde_pct=ev.mde_pct,
         min_effect_pct=min_effect,
-        alpha=candidate.alpha,
+        alpha=alpha,
+        worse_bound_pct=bound,
+        direction=cur.direction,
+        guarded=bool(ev.guard),
     )
+    power = f"{int(POWER * 100)}% power"
     if outcome is Outcome.RANK_BLOCKED:
         verdict = Verdict.INCONCLUSIVE
-        as_far = max(int(round(ev.p_rank * (k + 1) / 2)) - 1, 0)
-        reason = (
-            f"{size}, {evidence}, but {as_far} of the {k} baseline runs are already as far "
-            "out; more runs would settle it"
-        )
+        reason = f"{size}, {evidence}, but {ev.guard}; more runs would settle it"
     elif outcome is Outcome.CHANGE:
-        verdict = change_verdict(cur.direction, ev.change_pct)
+        verdict = change_verdict(cur.direction, change_pct)
         reason = f"{size}, {evidence}, beyond the {_effect_words(policy, min_effect)}"
     elif outcome is Outcome.UNSURE:
         verdict = Verdict.INCONCLUSIVE
         reason = (
-            f"{size}, but not significant ({evidence}); with this noise only changes "
-            f"above {ev.mde_pct:.1f}% can be told apart"
+            f"{size}, but not significant ({evidence}); with this noise a change of "
+            f"{mde:.1f}% is caught with {power}"
         )
-        if ev.noisy_now:
-            reason += f" ({ev.noisy_now})"
     elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
         reason = (
-            f"{abs(ev.change_pct):.1f}% {word}, but too noisy to call it unchanged: only "
-            f"changes above {ev.mde_pct:.1f}% can be told apart ({evidence})"
+            f"{abs(change_pct):.1f}% {word}, but it cannot be called unchanged: it may be "
+            f"up to {abs(bound):.1f}% worse, beyond the "
+            f"{_effect_words(policy, min_effect)} (bound at alpha {alpha:g}; {evidence}); a "
+            f"change of {mde:.1f}% is caught with {power}"
         )
-        if ev.noisy_now:
-            reason += f" ({ev.noisy_now})"
     else:
         verdict = Verdict.UNCHANGED
         reason = (
-            f"{abs(ev.change_pct):.1f}% {word}, within the "
-            f"{_effect_words(policy, min_effect)} ({evidence}); changes above "
-            f"{ev.mde_pct:.1f}% would have shown"
+            f"{abs(change_pct):.1f}% {word}: at most {abs(bound):.1f}% worse (bound at alpha "
+            f"{alpha:g}), within the {_effect_words(policy, min_effect)} ({evidence}); a change "
+            f"of {mde:.1f}% is caught with {power}"
         )
+    if ev.noisy_now and verdict is Verdict.INCONCLUSIVE:
+        reason += f" ({ev.noisy_now})"
     return Comparison(
         benchmark=cur.benchmark,
         metric=cur.metric,
@@ -347,16 +597,17 @@ def _judge(candidate: Candidate, ev: _Evidence, p_adjusted: float) -> Comparison
         current_run_id=cur.run_id,
         current_centre=cur.centre,
         baseline_centre=ev.centre,
-        change_pct=ev.change_pct,
-        ci_low_pct=ev.ci_low_pct,
-        ci_high_pct=ev.ci_high_pct,
+        change_pct=change_pct,
+        ci_low_pct=low,
+        ci_high_pct=high,
         p_value=ev.p_value,
         p_adjusted=p_adjusted,
         min_effect_pct=min_effect,
-        mde_pct=ev.mde_pct,
-        p_rank=ev.p_rank,
+        mde_pct=mde,
+        p_rank=None,
         baseline_run_ids=_run_ids(candidate),
         baseline_commits=_commits(candidate),
+        alpha=alpha,
     )
 
 
@@ -366,18 +617,16 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     The order of the result follows the input.
     """
     results: list[Comparison | None] = [None] * len(candidates)
-    tested: list[tuple[int, _Evidence]] = []
+    tested: list[int] = []
     for i, cand in enumerate(candidates):
         if len(cand.baseline) < MIN_BASELINE_RUNS:
             results[i] = _no_baseline(cand)
         elif cand.policy.deterministic:
             results[i] = _deterministic(cand)
         else:
-            tested.append((i, _evidence(cand)))
-    adjusted = benjamini_hochberg([ev.p_value for _, ev in tested])
-    for (i, ev), p_adj in zip(tested, adjusted, strict=True):
-        # The detectable effect a verdict reports is the gate's, not one test's: with m
-        # metrics judged together, a lone change must reach alpha / m before adjustment.
-        mde = ev.detectable_in(len(tested), candidates[i].alpha)
-        results[i] = _judge(candidates[i], replace(ev, mde_pct=mde), p_adj)
+            tested.append(i)
+    evidences = gate_evidence([candidates[i] for i in tested])
+    adjusted = benjamini_hochberg([ev.p_value for ev in evidences])
+    for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
+        results[i] = _judge(candidates[i], ev, p_adj, len(tested))
     return tuple(r for r in results if r is not None)

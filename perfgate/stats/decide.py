@@ -6,10 +6,12 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
 
 * Worse or better: :meth:`perfgate.models.Direction.worse` (a change in a lower-is-better metric
   is worse when positive), through :func:`change_verdict`.
-* A statistical comparison: :func:`classify_change` — significant after adjustment, at least
-  the minimum effect and (for history) past nearly every baseline run is a change; otherwise
-  inconclusive, or unchanged when the data could have seen a change of ``BLIND_FACTOR`` times
-  the minimum effect.
+* A statistical comparison: :func:`classify_change` — significant after adjustment (at
+  ``alpha``) and at least the minimum effect, on the ratio scale (a 10% slower time and a
+  9.1% lower throughput are the same size), is a change unless a guard holds (a baseline run
+  already as far out, main moved before it); ``unchanged`` only when the interval's worse end
+  lies inside the minimum effect (an equivalence test); otherwise inconclusive. The smallest
+  detectable change is stated at ``POWER``.
 * A deterministic metric: :func:`deterministic_verdict` — any change beyond the tolerance.
 * Which comparisons decide: :func:`deciding` — a benchmark measured in A/B pairs is decided by
   its paired comparisons (job-level noise cancels there), the others by history.
@@ -20,6 +22,7 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable
 from enum import Enum
 
@@ -28,9 +31,12 @@ from perfgate.models import Comparison, Direction, Verdict
 ALPHA = 0.01
 """Significance level of one gate (after Benjamini-Hochberg across its metrics)."""
 
+POWER = 0.8
+"""The power at which a comparison's smallest detectable change (its MDE) is stated."""
+
 BLIND_FACTOR = 4.0
-"""A small change is only called ``unchanged`` when the data could have seen a change of
-BLIND_FACTOR times the minimum effect; past that the gate is blind and says inconclusive."""
+"""Only where a comparison has no interval (a paired run without one): a small change is
+``unchanged`` when the data could have seen one of BLIND_FACTOR times the minimum effect."""
 
 _OVERALL_ORDER = (
     Verdict.REGRESSION,
@@ -57,36 +63,57 @@ def change_verdict(direction: Direction, change: float) -> Verdict:
     return Verdict.REGRESSION if direction.worse(change) else Verdict.IMPROVEMENT
 
 
+def worse_sign(direction: Direction) -> float:
+    """+1 when an increase makes a metric of ``direction`` worse, -1 when a decrease does."""
+    return 1.0 if direction.worse(1.0) else -1.0
+
+
+def ratio_size(change_pct: float) -> float:
+    """How big a relative change is on the ratio scale: |log(1 + change)|. A time 10% slower
+    and the throughput 9.1% lower are the same size."""
+    if change_pct <= -100.0:
+        return math.inf
+    return abs(math.log1p(change_pct / 100.0))
+
+
 def classify_change(
     *,
     change_pct: float,
     p_adjusted: float,
-    mde_pct: float,
     min_effect_pct: float,
     alpha: float = ALPHA,
-    p_rank: float | None = None,
-    baseline_runs: int = 0,
+    worse_bound_pct: float | None = None,
+    direction: Direction | None = None,
+    guarded: bool = False,
+    mde_pct: float | None = None,
 ) -> Outcome:
     """The statistical decision rule.
 
-    A change must be significant after adjustment and at least the minimum effect; for a
-    history comparison (``p_rank`` given) it must also lie beyond all but one in ten of the
-    ``baseline_runs`` (rank guard: a run that is not past nearly every baseline run is not
-    called a change, whatever the interval says; one run in ten may be a spike that
-    reverted). A small change is only ``unchanged`` when the data could have seen one of
-    ``BLIND_FACTOR`` times the minimum effect.
+    A change must be significant after adjustment and at least the minimum effect (on the
+    ratio scale); ``guarded`` (the data show a reason not to blame this change: a baseline run
+    already as far out, main moved before it) makes it inconclusive instead. Otherwise a
+    change is ``unchanged`` only when ``worse_bound_pct``, the interval's end on the worse
+    side of ``direction``, lies inside the minimum effect (equivalence); else inconclusive
+    (``UNSURE`` when the change itself reaches the minimum effect, ``BLIND`` when it does not).
+    Without a bound (a comparison that has no interval), a small change is ``unchanged``
+    when ``mde_pct`` is below ``BLIND_FACTOR`` times the minimum effect.
     """
     significant = p_adjusted < alpha
-    big_enough = abs(change_pct) >= min_effect_pct
+    limit = math.log1p(max(min_effect_pct, 0.0) / 100.0)
+    big_enough = ratio_size(change_pct) >= limit - 1e-12
     if significant and big_enough:
-        if p_rank is None:
-            return Outcome.CHANGE
-        allowed = baseline_runs // 10
-        beyond = p_rank <= 2.0 * (allowed + 1) / (baseline_runs + 1) + 1e-12
-        return Outcome.CHANGE if beyond else Outcome.RANK_BLOCKED
+        return Outcome.RANK_BLOCKED if guarded else Outcome.CHANGE
+    if worse_bound_pct is not None and direction is not None:
+        if worse_bound_pct <= -100.0:
+            worse = -math.inf
+        else:
+            worse = worse_sign(direction) * math.log1p(worse_bound_pct / 100.0)
+        if worse < limit and not big_enough:
+            return Outcome.UNCHANGED
+        return Outcome.UNSURE if big_enough else Outcome.BLIND
     if big_enough:
         return Outcome.UNSURE
-    if mde_pct > BLIND_FACTOR * max(min_effect_pct, 1.0):
+    if mde_pct is None or mde_pct > BLIND_FACTOR * max(min_effect_pct, 1.0):
         return Outcome.BLIND
     return Outcome.UNCHANGED
 

@@ -60,15 +60,15 @@ from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdi
 from perfgate.stats.compare import SCALE_FLOOR
 from perfgate.stats.decide import (
     ALPHA,
+    POWER,
     Outcome,
     change_verdict,
     classify_change,
     deterministic_verdict,
+    worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
 
-POWER = 0.8
-"""Chance of detecting a change of the observed size that ``pairs_needed`` aims at."""
 MAX_PAIRS = 1000
 """Largest number of pairs ``pairs_needed`` reports; beyond it the metric is too noisy."""
 MIN_PAIRS_ADVISED = 3
@@ -153,6 +153,9 @@ class PairedEvidence:
     ci_high_pct: float | None = None
     p_value: float | None = None
     mde_pct: float | None = None
+    worse_bound_pct: float | None = None
+    """The one-sided (1 - alpha) bound of the change on its worse side: ``unchanged`` only
+    when it lies inside the minimum effect."""
     log_ratio_sd: float | None = None
     dof: int | None = None
     noise_from: str = ""
@@ -295,7 +298,14 @@ def compare_pairs(
     se = sd / math.sqrt(n)
     p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
     half_ci = float(special.stdtrit(dof, 0.975)) * se
-    mde = float(special.stdtrit(dof, 1.0 - alpha / 2.0)) * se
+    # the change caught with POWER: significant, and measured at least the minimum effect
+    crit = float(special.stdtrit(dof, 1.0 - alpha / 2.0)) * se
+    mde = (
+        max(crit, math.log1p(policy.min_effect_pct / 100.0))
+        + float(special.stdtrit(dof, POWER)) * se
+    )
+    reach = float(special.stdtrit(dof, 1.0 - alpha)) * se
+    worse = mean + reach if worse_sign(direction) > 0 else mean - reach
     return replace(
         empty,
         base_centre=base_centre,
@@ -305,6 +315,7 @@ def compare_pairs(
         ci_high_pct=_to_pct(mean + half_ci),
         p_value=p_value,
         mde_pct=_to_pct(mde),
+        worse_bound_pct=_to_pct(worse),
         log_ratio_sd=sd,
         dof=dof,
         noise_from=noise_from,
@@ -346,6 +357,7 @@ def _comparison(
         p_adjusted=p_adjusted,
         min_effect_pct=ev.policy.min_effect_pct,
         mde_pct=ev.mde_pct,
+        alpha=ev.alpha,
         method="paired",
     )
 
@@ -385,14 +397,18 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
     size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment, raw {ev.p_value:.2g}"
+    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {ev.alpha:g})"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
+    bound = ev.worse_bound_pct
+    caught = f"a change of {mde:.1f}% is caught with {int(POWER * 100)}% power"
     outcome = classify_change(
         change_pct=change,
         p_adjusted=p_adjusted,
         mde_pct=mde,
         min_effect_pct=min_effect,
         alpha=ev.alpha,
+        worse_bound_pct=bound,
+        direction=ev.direction,
     )
     if outcome is Outcome.CHANGE:
         verdict = change_verdict(ev.direction, change)
@@ -400,23 +416,23 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     elif outcome is Outcome.UNSURE:
         verdict = Verdict.INCONCLUSIVE
         reason = (
-            f"{size}, but not significant ({evidence}); with this noise only changes "
-            f"above {mde:.1f}% can be told apart; "
+            f"{size}, but not significant ({evidence}); with this noise {caught}; "
             + _more_pairs(ev, "would settle a change this size")
         )
     elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
         reason = (
-            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but too noisy to call it "
-            f"unchanged: only changes above {mde:.1f}% can be told apart ({evidence}); "
+            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but it cannot be called "
+            f"unchanged: it may be up to {abs(bound or 0.0):.1f}% worse, beyond the "
+            f"{min_effect:g}% minimum effect ({evidence}); {caught}; "
             + _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
         )
     else:
         verdict = Verdict.UNCHANGED
         reason = (
-            f"{_words(ev, change)}, within the {min_effect:g}% minimum effect "
-            f"({evidence}, {_pairs(ev.n_pairs)}{note}); changes above {mde:.1f}% would have "
-            "shown"
+            f"{_words(ev, change)}: at most {abs(bound or 0.0):.1f}% worse (bound at alpha "
+            f"{ev.alpha:g}), within the {min_effect:g}% minimum effect "
+            f"({evidence}, {_pairs(ev.n_pairs)}{note}); {caught}"
         )
     return _comparison(ev, verdict, reason, p_adjusted)
 

@@ -5,14 +5,21 @@ the benchmark's latest baseline reset) and the change points' triage; this modul
 of them count. Assumption: a change point that persisted (see :mod:`perfgate.stats.changepoints`)
 is an accepted change of level, so the window starts after the last one; a change point whose
 alert was triaged ``invalid`` is not a change and cuts nothing.
+
+For a PR the caller reads only the base branch's runs at or before the PR's merge-base run, so
+what landed on the base branch after the fork point is never the PR's; :func:`moved_since`
+says whether those later runs moved beyond the minimum effect (a plain median ratio, a note
+for the reader and never a verdict).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from perfgate.models import Fingerprint, RunPoint
+from perfgate.models import Fingerprint, MetricPolicy, RunPoint
 from perfgate.stats.changepoints import MIN_SEGMENT, detect_change_points
 
 HISTORY_SCAN_RUNS = 100
@@ -65,3 +72,35 @@ def cut_window(
         if allowed is None or p.run_id in allowed:
             by_metric.setdefault(p.metric, []).append(p)
     return Window({m: tuple(ps) for m, ps in by_metric.items()}, dict(others or {}))
+
+
+MOVED_MIN_RUNS = 3
+"""Base-branch runs after the merge-base needed before :func:`moved_since` says the branch
+moved: one run can be a spike, two can be a noisy pair."""
+MOVED_NOISE_FACTOR = 2.5
+"""And the move must exceed this many standard errors of the newer runs' median (from the
+window's robust spread), so an unchanged but noisy branch is not said to have moved."""
+
+
+def moved_since(
+    window: Sequence[RunPoint], newer: Sequence[RunPoint], policy: MetricPolicy
+) -> float | None:
+    """The change (%) of the median centre of ``newer`` (one metric's base-branch runs after
+    the merge-base) against the median of ``window`` (the same metric's baseline window),
+    when there are at least ``MOVED_MIN_RUNS`` newer runs and the change is at least the
+    metric's minimum effect; else ``None``."""
+    if len(newer) < MOVED_MIN_RUNS or not window:
+        return None
+    before = statistics.median(p.centre for p in window)
+    after = statistics.median(p.centre for p in newer)
+    if before == 0:
+        return None
+    change = 100.0 * (after / before - 1.0)
+    if change == 0 or abs(change) < policy.min_effect_pct_at(before):
+        return None
+    centres = [p.centre for p in window]
+    spread = 1.4826 * statistics.median(abs(c - before) for c in centres) / abs(before)
+    noise = MOVED_NOISE_FACTOR * 1.25 * 100.0 * spread / math.sqrt(len(newer))
+    if abs(change) < noise:
+        return None
+    return change

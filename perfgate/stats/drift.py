@@ -1,0 +1,208 @@
+"""Creeping regressions: a series' recent level against its level a long horizon ago.
+
+A change point is a jump between neighbouring runs. A regression that creeps in (8% over 160
+runs is 0.05% a run, far below run-to-run noise) has no jump to find, and the gate, whose
+baseline window slides along with it, never sees it either. So history analysis also asks
+the plain question a team asks: is main slower now than it was a month ago?
+
+Assumptions, in plain words:
+
+* Two blocks of runs are compared: the newest ``BLOCK_RUNS`` runs, and ``BLOCK_RUNS`` runs
+  ending at the horizon. The horizon is ``HORIZON_RUNS`` runs or ``HORIZON_DAYS`` days before
+  the newest run, whichever is nearer (a nightly job reaches 30 days after 30 runs, a job on
+  every commit reaches 200 runs in days); when the history is shorter, its oldest runs.
+  At least ``BLOCK_RUNS`` runs must lie between the two blocks (else it is a step, the change
+  point search's business), so a series needs ``3 * BLOCK_RUNS`` runs.
+* Change points are not drift. Each change point found between the blocks is divided out
+  (by the ratio of the medians of up to ``LOCAL_RUNS`` runs on either side of it) before the
+  blocks are compared, so a step is reported once, as a change point, and a drift that a
+  step hides in part is still measured.
+* No shape of the noise is assumed: the test uses only the ranks of the runs (Mann-Whitney,
+  two-sided), so a 10x spike weighs no more than the slowest ordinary run. Runs need not be
+  independent: neighbouring runs that move together (a runner pool, a warm cache) carry less
+  evidence than their count, so the variance of the rank statistic is inflated by
+  ``(1 + rho) / (1 - rho)``, rho the lag-1 rank autocorrelation of the series around its
+  running median (clipped to [0, 0.9]).
+* Size: the Hodges-Lehmann shift of the log values (the median of every recent-minus-old
+  difference), in percent. A drift is reported when it is at least ``min_effect_pct`` and its
+  p-value is below ``alpha``. ``confidence`` is ``1 - p_value``.
+* Where: one ramp between two levels (as the change-point search fits it) placed between the
+  blocks names the runs the move happened over; a creep over the whole span names all of it.
+
+Pure: numbers in, a :class:`~perfgate.models.Drift` or None out; deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import special
+from scipy.stats import rankdata
+
+from perfgate.errors import UsageError
+from perfgate.models import Drift
+from perfgate.stats.changepoints import ABRUPT_WIDTH, best_ramp
+
+BLOCK_RUNS = 10
+"""Runs in each of the two compared blocks (the newest, and those at the horizon)."""
+HORIZON_RUNS = 200
+"""The horizon in runs: the old block ends this many runs before the newest run..."""
+HORIZON_DAYS = 30.0
+"""...or this many days before it, whichever is nearer."""
+LOCAL_RUNS = 10
+"""Runs on either side of a change point whose medians give the step divided out."""
+ALPHA = 0.01
+"""Largest p-value of a reported drift."""
+MIN_EFFECT_PCT = 1.5
+"""Smallest drift reported, in percent, unless the metric's minimum effect says otherwise."""
+MAX_RHO = 0.9
+
+
+def _horizon_end(n: int, ages_days: Sequence[float] | None) -> int:
+    """Index of the last run of the old block."""
+    newest = n - 1
+    by_runs = newest - HORIZON_RUNS
+    by_days = -1
+    if ages_days is not None:
+        old_enough = [i for i in range(n) if ages_days[i] >= HORIZON_DAYS]
+        by_days = max(old_enough) if old_enough else -1
+    end = max(by_runs, by_days)  # the nearer of the two horizons
+    latest_allowed = n - 2 * BLOCK_RUNS - 1  # leave BLOCK_RUNS runs between the blocks
+    return min(max(end, BLOCK_RUNS - 1), latest_allowed)
+
+
+def _divide_out_steps(y: np.ndarray, steps: Sequence[int], lo: int, hi: int) -> np.ndarray:
+    """Log values with every change point in (lo, hi] removed: later runs shifted back by
+    the jump between the medians of up to LOCAL_RUNS runs on either side."""
+    out = y.copy()
+    bounds = [0, *sorted(steps), y.size]
+    for a, k, b in zip(bounds, bounds[1:], bounds[2:], strict=False):
+        if not lo < k <= hi:
+            continue
+        w = max(1, min(LOCAL_RUNS, k - a, b - k))
+        jump = float(np.median(y[k : k + w]) - np.median(y[k - w : k]))
+        out[k:] -= jump
+    return out
+
+
+def _lag1_rank_autocorrelation(y: np.ndarray) -> float:
+    """Lag-1 autocorrelation of the ranks of y around its running median (2 * BLOCK_RUNS + 1
+    runs): how much neighbouring runs move together once the level is taken out."""
+    n = y.size
+    half = BLOCK_RUNS
+    level = np.array([np.median(y[max(0, i - half) : i + half + 1]) for i in range(n)])
+    resid = y - level
+    ranks = np.asarray(rankdata(resid), dtype=float)  # ties share their average rank
+    ranks -= ranks.mean()
+    denom = float(np.dot(ranks, ranks))
+    if denom <= 0.0:
+        return 0.0
+    return float(np.dot(ranks[1:], ranks[:-1]) / denom)
+
+
+def _rank_test(old: np.ndarray, new: np.ndarray, inflation: float) -> float:
+    """Two-sided Mann-Whitney p-value (normal approximation, tie-corrected), its variance
+    multiplied by ``inflation``."""
+    m, k = old.size, new.size
+    both = np.concatenate((old, new))
+    order = np.argsort(both, kind="stable")
+    ranks = np.empty(both.size)
+    ranks[order] = np.arange(1, both.size + 1, dtype=float)
+    # Average ranks for ties.
+    for value in np.unique(both):
+        tied = both == value
+        if int(tied.sum()) > 1:
+            ranks[tied] = ranks[tied].mean()
+    u = float(ranks[m:].sum()) - k * (k + 1) / 2.0
+    total = m + k
+    _, counts = np.unique(both, return_counts=True)
+    ties = float(np.sum(counts**3 - counts))
+    var = m * k / 12.0 * ((total + 1) - ties / (total * (total - 1)))
+    if var <= 0.0:
+        return 1.0
+    z = (u - m * k / 2.0) / math.sqrt(var * inflation)
+    return float(min(1.0, 2.0 * special.ndtr(-abs(z))))
+
+
+def compare_horizon(
+    values: Sequence[float],
+    *,
+    ages_days: Sequence[float] | None = None,
+    steps: Sequence[int] = (),
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = ALPHA,
+) -> Drift | None:
+    """The drift between the newest runs of ``values`` (oldest first) and those a long
+    horizon ago, or None when it is smaller than ``min_effect_pct`` or not significant at
+    ``alpha`` (or the series is shorter than ``3 * BLOCK_RUNS`` runs).
+
+    ``ages_days`` (optional, one per value) is each run's age in days relative to the newest;
+    ``steps`` are the change points found in the series (their indexes), divided out first.
+    Values must be finite; positive values are compared on the log scale (ratios), others as
+    they are.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise UsageError("alpha must be between 0 and 1")
+    if min_effect_pct < 0.0:
+        raise UsageError("min_effect_pct must not be negative")
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or not np.all(np.isfinite(x)):
+        raise UsageError("values must be a flat sequence of finite numbers")
+    if ages_days is not None and len(ages_days) != x.size:
+        raise UsageError("ages_days must have one age per value")
+    n = x.size
+    if n < 3 * BLOCK_RUNS:
+        return None
+    positive = bool(np.all(x > 0.0))
+    y = np.log(x) if positive else x.copy()
+
+    old_last = _horizon_end(n, ages_days)
+    old_first = old_last - BLOCK_RUNS + 1
+    new_first = n - BLOCK_RUNS
+    adjusted = _divide_out_steps(y, steps, old_first, n - 1)
+    old, new = adjusted[old_first : old_last + 1], adjusted[new_first:]
+
+    shift = float(np.median(new[:, None] - old[None, :]))  # Hodges-Lehmann
+    before = float(np.median(old))
+    after = before + shift
+    if positive:
+        change_pct = math.expm1(shift) * 100.0
+        before, after = math.exp(before), math.exp(after)
+    else:
+        change_pct = (after - before) / abs(before) * 100.0 if before else math.inf
+    if not math.isfinite(change_pct):
+        return None  # from a level of 0 a change has no relative size
+    if not abs(change_pct) >= min_effect_pct:
+        return None
+    rho = min(MAX_RHO, max(0.0, _lag1_rank_autocorrelation(adjusted)))
+    p_value = _rank_test(old, new, (1.0 + rho) / (1.0 - rho))
+    if p_value >= alpha:
+        return None
+
+    # Where: the best single ramp over the span from the old block to the newest run.
+    span = adjusted[old_first:]
+    t = np.arange(span.size, dtype=float)
+    widths = sorted({max(ABRUPT_WIDTH + 1, int(w)) for w in np.geomspace(1, 2 * span.size, 24)})
+    ramp = best_ramp(t, span - float(np.mean(span)), widths, 0, span.size - 1)
+    # g = 0 up to ramp.start and 1 from ramp.start + ramp.width on: the first run that moved
+    # and the first at the new level, kept after the old block.
+    start = min(max(old_first + math.floor(ramp.start) + 1, old_last + 1), n - 1)
+    end = min(max(old_first + math.ceil(ramp.start + ramp.width), start), n - 1)
+    return Drift(
+        baseline_first=old_first,
+        baseline_last=old_last,
+        recent_first=new_first,
+        recent_last=n - 1,
+        start=start,
+        end=end,
+        before=before,
+        after=after,
+        change_pct=change_pct,
+        p_value=p_value,
+        confidence=1.0 - p_value,
+        horizon_runs=n - 1 - old_last,
+        horizon_days=None if ages_days is None else float(ages_days[old_last]),
+        steps_removed=sum(1 for k in steps if old_first < k <= n - 1),
+    )

@@ -1,0 +1,235 @@
+"""Drifts: a ramp is one finding, and a creeping regression is reported by the long-horizon
+comparison (perfgate.stats.drift), down to `history analyze` and its alert on a real store."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+from conftest import T0, fill, record
+from fake_forge import FakeForge
+
+from perfgate.cli import cli
+from perfgate.errors import UsageError
+from perfgate.models import Direction, Measurement, RunRecord
+from perfgate.stats import summarize
+from perfgate.stats.changepoints import detect_change_points
+from perfgate.stats.drift import BLOCK_RUNS, HORIZON_DAYS, compare_horizon
+
+
+def noise(n: int, cov: float, seed: int) -> np.ndarray:
+    """n runs of log-normal noise at CoV ``cov`` around 100 (fixed seed)."""
+    return 100.0 * np.exp(cov * np.random.default_rng(seed).standard_normal(n))
+
+
+def creep(n: int, total: float, cov: float, seed: int) -> np.ndarray:
+    """A linear creep of ``total`` (0.08: +8%) over all n runs, under noise."""
+    return noise(n, cov, seed) * (1.0 + total * np.arange(n) / (n - 1))
+
+
+# The statistics ---------------------------------------------------------------------------
+
+
+def test_a_35_percent_ramp_over_100_runs_is_one_drift() -> None:
+    x = creep(100, 0.35, 0.03, 21)
+    assert detect_change_points(list(x)) == []  # no staircase of steps
+    drift = compare_horizon(list(x))
+    assert drift is not None
+    assert 25.0 < drift.change_pct < 40.0
+    assert drift.confidence > 0.999
+    assert (drift.baseline_first, drift.baseline_last) == (0, BLOCK_RUNS - 1)
+    assert (drift.recent_first, drift.recent_last) == (100 - BLOCK_RUNS, 99)
+    assert drift.start <= 15 and drift.end >= 85  # it moved over the whole span
+
+
+def test_a_ramp_between_two_levels_is_located() -> None:
+    ramp = np.clip((np.arange(200) - 50) / 100, 0.0, 1.0)  # +35% over runs 50..150
+    x = noise(200, 0.01, 22) * 1.35**ramp
+    assert detect_change_points(list(x)) == []
+    drift = compare_horizon(list(x))
+    assert drift is not None
+    assert abs(drift.start - 50) <= 5 and abs(drift.end - 150) <= 5
+    assert drift.change_pct == pytest.approx(35.0, abs=2.0)
+
+
+def test_8_percent_over_160_runs_is_reported() -> None:
+    x = creep(160, 0.08, 0.02, 23)
+    assert detect_change_points(list(x)) == []
+    drift = compare_horizon(list(x))
+    assert drift is not None
+    assert 5.0 < drift.change_pct < 10.0 and drift.p_value < 0.001
+    assert drift.horizon_runs == 160 - BLOCK_RUNS
+
+
+def test_flat_noise_has_no_drift() -> None:
+    alarms = sum(
+        compare_horizon(list(noise(200, cov, seed))) is not None
+        for seed in range(100, 140)
+        for cov in (0.01, 0.05)
+    )
+    assert alarms <= 1
+
+
+def test_heavy_tails_and_spikes_do_not_fake_a_drift() -> None:
+    rng = np.random.default_rng(24)
+    x = 100.0 * np.exp(0.02 * rng.standard_t(2, size=120))
+    x[[3, 5, 112, 115, 119]] *= [0.5, 0.6, 3.0, 5.0, 10.0]  # spikes in both blocks
+    assert compare_horizon(list(x)) is None
+
+
+def test_a_step_is_a_change_point_not_a_drift() -> None:
+    x = noise(150, 0.02, 25)
+    x[80:] *= 1.10
+    steps = [p.index for p in detect_change_points(list(x))]
+    assert steps == [80]
+    assert compare_horizon(list(x)) is not None  # the step alone moves the level...
+    assert compare_horizon(list(x), steps=steps) is None  # ...and is divided out
+
+
+def test_a_drift_beside_a_step_is_still_measured() -> None:
+    x = creep(200, 0.04, 0.01, 26)
+    x[100:] *= 1.08
+    steps = [p.index for p in detect_change_points(list(x))]
+    assert steps == [100]
+    drift = compare_horizon(list(x), steps=steps)
+    assert drift is not None and drift.steps_removed == 1
+    assert 1.5 < drift.change_pct < 6.0  # the creep (about 4%), not the creep and the step
+
+
+def test_the_horizon_is_30_days_for_a_nightly_job() -> None:
+    x = creep(120, 0.10, 0.01, 27)
+    ages = [float(119 - i) for i in range(120)]  # one run a day
+    drift = compare_horizon(list(x), ages_days=ages)
+    assert drift is not None
+    assert drift.horizon_days == HORIZON_DAYS and drift.horizon_runs == 30
+    assert drift.baseline_last == 119 - 30
+
+
+def test_too_short_or_too_small_or_bad_input() -> None:
+    assert compare_horizon(list(creep(3 * BLOCK_RUNS - 1, 0.3, 0.01, 28))) is None
+    assert compare_horizon(list(creep(100, 0.3, 0.01, 28)), min_effect_pct=50.0) is None
+    with pytest.raises(UsageError):
+        compare_horizon([1.0, float("nan")] * 20)
+    with pytest.raises(UsageError):
+        compare_horizon([1.0] * 40, ages_days=[0.0])
+    with pytest.raises(UsageError):
+        compare_horizon([1.0] * 40, alpha=1.0)
+
+
+# history analyze on a real store ------------------------------------------------------------
+
+
+def creeping_runs(start: int, end: int) -> list[RunRecord]:
+    """Runs start..end-1 on main: +8% over runs 0..159 (flat after), 2% run-to-run noise,
+    one run an hour."""
+    z = np.random.default_rng(29).standard_normal(200)
+    out = []
+    for i in range(start, end):
+        level = 20.0 * (1.0 + 0.08 * min(i, 159) / 159) * float(np.exp(0.02 * z[i]))
+        r = record(i, level, noise=0.01, seed=29)
+        hour = T0 + timedelta(hours=i)
+        out.append(replace(r, started_at=hour, finished_at=hour))
+    return out
+
+
+def github_env(forge: FakeForge) -> dict[str, str | None]:
+    """A GitHub Actions job's environment pointing at the fake forge."""
+    env: dict[str, str | None] = {
+        k: None
+        for k in os.environ
+        if k.startswith(("GITHUB_", "GITLAB_", "CI_", "RUNNER_")) or k in ("CI", "GITLAB_CI")
+    }
+    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[k] = None
+    env.update(
+        GITHUB_ACTIONS="true",
+        GITHUB_API_URL=forge.url,
+        GITHUB_REPOSITORY="o/r",
+        GITHUB_TOKEN="drift-token",  # given write access below
+        PERFGATE_HTTP_BACKOFF_S="0.01",
+        PERFGATE_HTTP_TIMEOUT_S="2",
+        PERFGATE_HTTP_BUDGET_S="6",
+    )
+    return env
+
+
+def analyze(url: str, *args: str, env: dict[str, str | None] | None = None) -> Result:
+    return CliRunner().invoke(
+        cli, ["history", "analyze", "--db", url, "--branch", "main", *args], env=env
+    )
+
+
+def test_history_analyze_reports_8_percent_over_160_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, creeping_runs(0, 160))
+    result = analyze(url, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["change_points"] == []
+    (drift,) = data["drifts"]
+    assert drift["verdict"] == "regression" and drift["metric"] == "step_time_ms"
+    assert 5.0 < drift["change_pct"] < 10.0 and drift["confidence"] > 0.999
+    assert drift["horizon_runs"] == 150 and drift["baseline_runs"] == [0, 9]
+    assert drift["commit_range"][1] == f"{drift['moved_over_runs'][1]:040x}"
+    text = analyze(url).stdout
+    assert "no change points" in text
+    assert "mlp step_time_ms: main is " in text and "% slower than 150 runs / 6 days ago" in text
+
+
+def test_history_analyze_alert_opens_one_alert_for_a_creep(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, creeping_runs(0, 160))
+    with FakeForge() as forge:
+        forge.tokens["drift-token"] = "write"
+        env = github_env(forge)
+        first = analyze(url, "--alert", env=env)
+        assert first.exit_code == 0, first.output
+        assert "opened with 1 change point(s)" in first.stderr
+        (issue,) = forge.issues["o/r"]
+        assert str(issue["body"]).count("(drift)") == 1
+
+        fill(url, creeping_runs(160, 170))  # the next nights: the newest block moves on
+        second = analyze(url, "--alert", env=env)
+        assert second.exit_code == 0, second.output
+        assert "no new change points to report" in second.stderr
+        assert len(forge.issues["o/r"]) == 1
+
+    listed = CliRunner().invoke(cli, ["alerts", "list", "--db", url, "--json"])
+    (alert,) = json.loads(listed.stdout)["alerts"]  # found twice, one alert
+    assert alert["source"] == "drift" and alert["verdict"] == "regression"
+    assert alert["run_id"] == "mlp-main-159"  # keyed on the newest run when first found
+    again = json.loads(analyze(url, "--json").stdout)
+    (drift,) = again["drifts"]
+    assert drift["alert_run"] == "mlp-main-159"
+
+
+def test_a_metric_that_rises_from_zero_does_not_break_the_nightly_analysis(tmp_path: Path) -> None:
+    """A share that was exactly 0 for 20 runs (no communication on one device) and then
+    0.5-2 ms: a change from 0 has no relative size; the analysis still finishes (exit 0)
+    with finite JSON, and alerts, rather than failing every night."""
+    rng = np.random.default_rng(4)
+    runs = []
+    for i in range(40):
+        base = record(i, 20.0, noise=0.01)
+        level = 0.0 if i < 20 else float(rng.uniform(0.5, 2.0))
+        reps = [tuple([level] * 30) for _ in range(3)]
+        extra = Measurement(
+            "communication_not_overlapped_ms", "ms", Direction.LOWER_IS_BETTER, tuple(reps),
+            summarize(reps, steady=True),
+        )  # fmt: skip
+        runs.append(replace(base, measurements=(*base.measurements, extra)))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, runs)
+    result = CliRunner().invoke(
+        cli, ["history", "analyze", "--db", url, "--branch", "main", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert all(math.isfinite(c["change_pct"]) for c in data["change_points"])

@@ -1,0 +1,230 @@
+"""The failure modes of issue 2.2, one test each: short histories, heavy tails, runner pools,
+main that moved, honest ``unchanged``, the MDE's power, ratio-scale intervals, alpha in the
+words, 1-repeat runs and the empirical prior. Simulated data with fixed seeds, far from the
+thresholds; no torch, no timing."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.stats import Candidate, compare_candidates
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+TIME = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
+RATE = MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0)
+GATE = 20
+
+
+def point(
+    i: int,
+    repeats: list[float],
+    *,
+    benchmark: str = "b",
+    metric: str = "step_time_ms",
+    direction: Direction = Direction.LOWER_IS_BETTER,
+) -> RunPoint:
+    return RunPoint(
+        run_id=f"run{i}",
+        benchmark=benchmark,
+        metric=metric,
+        unit="ms" if metric == "step_time_ms" else "samples/s",
+        direction=direction,
+        branch="main",
+        commit=f"c{i:07d}",
+        fingerprint_key="k",
+        started_at=T0 + timedelta(minutes=i),
+        centre=statistics.median(repeats),
+        repeat_centres=tuple(repeats),
+    )
+
+
+def series(
+    rng: np.random.Generator,
+    runs: int,
+    *,
+    repeats: int = 3,
+    job: float = 0.02,
+    process: float = 0.02,
+    job_df: float | None = None,
+    factors: list[float] | None = None,
+    benchmark: str = "b",
+    spikes: float = 0.0,
+) -> list[RunPoint]:
+    """``runs`` runs of 50 ms (the last is the current one): log-normal (or Student-t) job
+    noise per run, process noise per repeat, ``factors`` multiplying each run; a share
+    ``spikes`` of the processes is disturbed by a neighbour (x1.05-1.3)."""
+    out = []
+    for i in range(runs):
+        if job_df is None:
+            j = rng.normal(0.0, job)
+        else:
+            j = job * rng.standard_t(job_df) / math.sqrt(job_df / (job_df - 2.0))
+        f = 1.0 if factors is None else factors[i]
+        reps = [
+            50.0
+            * f
+            * math.exp(j + rng.normal(0.0, process))
+            * (rng.uniform(1.05, 1.3) if rng.random() < spikes else 1.0)
+            for _ in range(repeats)
+        ]
+        out.append(point(i, reps, benchmark=benchmark))
+    return out
+
+
+def candidate(points: list[RunPoint], policy: MetricPolicy = TIME) -> Candidate:
+    return Candidate(current=points[-1], baseline=tuple(points[:-1]), policy=policy)
+
+
+def gate_alarms(rng: np.random.Generator, gates: int, **kw: object) -> int:
+    """A/A gates of GATE metrics with at least one false regression."""
+    alarms = 0
+    for _ in range(gates):
+        cands = [candidate(series(rng, **kw, benchmark=f"b{m}")) for m in range(GATE)]  # type: ignore[arg-type]
+        alarms += any(c.verdict is Verdict.REGRESSION for c in compare_candidates(cands))
+    return alarms
+
+
+def test_three_runs_of_history_see_a_slowdown_in_both_its_views() -> None:
+    """3 main runs of 3 repeats and a feat run whose every repeat is above every baseline
+    repeat, gated as step time and as throughput. The between-run spread (2 degrees of
+    freedom) is explained by the repeats' own spread, so the repeats' degrees of freedom
+    count; and the two views of one effect get one verdict (the old rule: regression for
+    the time, inconclusive for the throughput)."""
+    runs = [[15.2, 16.0, 16.9], [16.1, 17.0, 17.8], [15.0, 15.6, 16.5], [22.6, 24.9, 27.0]]
+    times = [point(i, r) for i, r in enumerate(runs)]
+    rates = [
+        point(i, [1000 / x for x in r], metric="throughput", direction=Direction.HIGHER_IS_BETTER)
+        for i, r in enumerate(runs)
+    ]
+    t, r = compare_candidates([candidate(times), candidate(rates, RATE)])
+    assert t.verdict is Verdict.REGRESSION, t.reason
+    assert r.verdict is Verdict.REGRESSION, r.reason
+    assert "pooled" in t.reason or t.mde_pct is not None
+
+
+def test_heavy_tailed_job_noise_keeps_the_false_alarm_rate_low() -> None:
+    """t3 job noise, 20 metrics, 30 runs of history: a rule that assumes normal tails alarms
+    in about one gate in ten; the gate's fitted tails keep it near the target."""
+    alarms = gate_alarms(np.random.default_rng(3), 150, runs=31, job=0.03, job_df=3.0)
+    assert alarms / 150 <= 0.04
+
+
+def test_a_current_run_on_the_slower_runner_pool_is_not_a_regression() -> None:
+    """Six of 30 baseline runs landed on a pool 25% slower (same fingerprint); the current
+    run lands there too. The pool's runs are not trimmed away: the current run looks like
+    them, so the verdict is inconclusive and names them."""
+    rng = np.random.default_rng(5)
+    factors = [1.25 if i in (3, 9, 10, 17, 22, 26) else 1.0 for i in range(30)] + [1.25]
+    c = compare_candidates([candidate(series(rng, 31, factors=factors))])[0]
+    assert c.verdict is not Verdict.REGRESSION, c.reason
+    assert "already as far out" in c.reason
+
+
+def test_a_faster_current_run_is_judged_against_the_matching_pool() -> None:
+    """The same window and a current run on the usual (fast) pool, 10% slower than it: a
+    regression against the fast runs, not hidden by the slow pool's spread."""
+    rng = np.random.default_rng(6)
+    factors = [1.25 if i in (3, 9, 10, 17, 22, 26) else 1.0 for i in range(30)] + [1.10]
+    c = compare_candidates([candidate(series(rng, 31, factors=factors, job=0.005, process=0.01))])[
+        0
+    ]
+    assert c.verdict is Verdict.REGRESSION, c.reason
+
+
+def test_main_that_regressed_just_before_the_branch_point_does_not_fail_the_pr() -> None:
+    """Main regressed 10% three runs ago and the PR equals main: the change is main's, not
+    the PR's, even before a change point can be confirmed (5 runs)."""
+    rng = np.random.default_rng(8)
+    factors = [1.0] * 27 + [1.10] * 4
+    c = compare_candidates([candidate(series(rng, 31, factors=factors, job=0.01))])[0]
+    assert c.verdict is Verdict.INCONCLUSIVE, c.reason
+    assert "main moved" in c.reason
+
+
+def test_true_changes_at_the_minimum_effect_are_never_called_unchanged() -> None:
+    """A true 4% slowdown (minimum effect 3%) at CoV 3%: the interval's worse end is past the
+    minimum effect, so it is a regression or inconclusive, never unchanged."""
+    rng = np.random.default_rng(9)
+    unchanged = 0
+    for _ in range(150):
+        pts = series(rng, 31, factors=[1.0] * 30 + [1.04], job=0.02, process=0.02)
+        unchanged += compare_candidates([candidate(pts)])[0].verdict is Verdict.UNCHANGED
+    assert unchanged == 0
+
+
+def test_unchanged_is_said_when_the_interval_is_inside_the_minimum_effect() -> None:
+    rng = np.random.default_rng(10)
+    pts = series(rng, 31, job=0.002, process=0.002)
+    c = compare_candidates([candidate(pts)])[0]
+    assert c.verdict is Verdict.UNCHANGED, c.reason
+    assert c.ci_high_pct is not None and c.ci_high_pct < 3.0
+
+
+def test_a_change_of_the_reported_mde_is_caught_about_four_times_in_five() -> None:
+    """The MDE is stated at 80% power: moving the current run by exactly the MDE the gate
+    reported for it is caught about 80% of the time (not the 50% of a significance point)."""
+    rng = np.random.default_rng(12)
+    caught, trials = 0, 200
+    for _ in range(trials):
+        pts = series(rng, 31, job=0.02, process=0.02)
+        mde = compare_candidates([candidate(pts)])[0].mde_pct
+        assert mde is not None
+        cur = pts[-1]
+        moved = point(cur_i := 30, [x * (1 + mde / 100) for x in cur.repeat_centres])
+        assert cur_i == 30
+        c = compare_candidates([Candidate(moved, tuple(pts[:-1]), TIME)])[0]
+        caught += c.verdict is Verdict.REGRESSION
+    assert 0.65 <= caught / trials <= 0.92
+
+
+def test_intervals_are_ratios_and_a_time_and_its_throughput_agree() -> None:
+    """Three noisy runs and a much faster current one: the interval stays above -100%, and
+    the throughput (samples / step time) of the same runs gets the same verdict and p."""
+    times = [[40.0, 55.0, 70.0], [35.0, 60.0, 80.0], [45.0, 50.0, 75.0], [12.0, 14.0, 16.0]]
+    t_pts = [point(i, r) for i, r in enumerate(times)]
+    r_pts = [
+        point(i, [1000.0 / x for x in r], metric="throughput", direction=Direction.HIGHER_IS_BETTER)
+        for i, r in enumerate(times)
+    ]
+    t, r = compare_candidates([candidate(t_pts), candidate(r_pts, RATE)])
+    assert t.ci_low_pct is not None and t.ci_low_pct > -100.0
+    assert r.ci_low_pct is not None and r.ci_low_pct > -100.0
+    assert t.verdict is r.verdict
+    assert t.p_value == pytest.approx(r.p_value, rel=1e-6)
+    assert t.change_pct is not None and r.change_pct is not None
+    assert math.log1p(t.change_pct / 100) == pytest.approx(-math.log1p(r.change_pct / 100))
+
+
+def test_alpha_is_in_every_reason_and_in_the_json() -> None:
+    rng = np.random.default_rng(13)
+    c = compare_candidates([candidate(series(rng, 31))])[0]
+    assert "alpha 0.01" in c.reason
+    d = c.to_dict()
+    assert d["alpha"] == 0.01
+    assert d["mde_power"] == 0.8
+
+
+def test_one_repeat_runs_keep_the_false_alarm_rate_low() -> None:
+    """Runs of one repeat each (every ingest of one profile): A/A gates of 20 metrics."""
+    alarms = gate_alarms(np.random.default_rng(14), 150, runs=31, repeats=1, job=0.02, spikes=0.02)
+    assert alarms / 150 <= 0.04
+
+
+def test_a_new_benchmark_on_a_known_runner_borrows_its_noise() -> None:
+    """A benchmark with 3 runs of history judged beside 19 with 30 runs on the same runner:
+    its noise is shrunk toward theirs, so its detectable change is far smaller than alone."""
+    rng = np.random.default_rng(15)
+    new = candidate(series(rng, 4, job=0.02, process=0.005))
+    known = [
+        candidate(series(rng, 31, job=0.02, process=0.005, benchmark=f"k{m}")) for m in range(19)
+    ]
+    (alone,) = compare_candidates([new])
+    together = compare_candidates([new, *known])[0]
+    assert alone.mde_pct is not None and together.mde_pct is not None
+    assert together.mde_pct < 0.6 * alone.mde_pct, (alone.reason, together.reason)
