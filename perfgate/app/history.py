@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     from perfgate.store import SqlStore
 
 
+def noisy_series(points: Sequence[RunPoint]) -> list[tuple[tuple[str, str], list[RunPoint]]]:
+    """``points`` split into one series per noisy (metric, fingerprint key), sorted."""
+    series: dict[tuple[str, str], list[RunPoint]] = {}
+    for p in points:
+        if not p.deterministic:
+            series.setdefault((p.metric, p.fingerprint_key), []).append(p)
+    return sorted(series.items())
+
+
 def series_changes(
     benchmark: str,
     points: Sequence[RunPoint],
@@ -36,12 +45,8 @@ def series_changes(
 ) -> list[DetectedChange]:
     """Change points of one benchmark's stored points on ``branch`` (oldest first, as
     :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
-    series: dict[tuple[str, str], list[RunPoint]] = {}
-    for p in points:
-        if not p.deterministic:
-            series.setdefault((p.metric, p.fingerprint_key), []).append(p)
     found: list[DetectedChange] = []
-    for (metric, key), runs in sorted(series.items()):
+    for (metric, key), runs in noisy_series(points):
         for cp in detect_change_points([r.centre for r in runs]):
             if not math.isfinite(cp.change_pct):
                 continue  # from a level of 0 (a share that was 0): no relative size to report
@@ -78,12 +83,8 @@ def series_drifts(
     change points ``changes`` found in it. Each comes as a :class:`DetectedChange` with
     ``drift`` set, its commit range the runs the move happened over, ``first_run_after``
     the newest run (:func:`analyze_history` keys it on its alert instead)."""
-    series: dict[tuple[str, str], list[RunPoint]] = {}
-    for p in points:
-        if not p.deterministic:
-            series.setdefault((p.metric, p.fingerprint_key), []).append(p)
     found: list[DetectedChange] = []
-    for (metric, key), runs in sorted(series.items()):
+    for (metric, key), runs in noisy_series(points):
         ids = {r.run_id: i for i, r in enumerate(runs)}
         steps = [
             ids[c.first_run_after]
