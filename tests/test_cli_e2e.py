@@ -162,7 +162,7 @@ def test_injected_slowdown_is_a_regression_on_step_time(
         assert data["verdict"] == "regression"
     else:
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "can be told apart" in str(step["reason"])
+        assert "is caught with 80% power" in str(step["reason"])
 
 
 def test_same_workload_again_is_not_a_regression(
