@@ -72,7 +72,7 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
     # the gate's, after its FDR adjustment); a machine loaded far beyond the usual 2-20%
     # noise makes it inconclusive, which is what the gate must then say.
     assert p99.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE), p99.reason
-    if p99.change_pct > 2.5 * p99.mde_pct:
+    if p99.change_pct > 2.5 * p99.mde_pct and "already" not in p99.reason:
         assert p99.verdict is Verdict.REGRESSION, p99.reason
     calm = p99.mde_pct < 100.0  # the machine let the gate see the tail's size
     if calm:
