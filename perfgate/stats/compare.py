@@ -393,7 +393,9 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
         p_job = float(special.fdtrc(dof_b, dof_w, f_stat))
         if p_job > POOL_P:
             pooled = (dof_b * var_b / s.base_factor + dof_w * var_w) / (dof_b + dof_w)
-            var_w, dof = pooled, dof_b + dof_w
+            # never below what the runs themselves spread: the F test of a short history
+            # is weak, and a job part it missed must not be pooled away
+            var_w, dof = max(pooled, var_b / s.base_factor), dof_b + dof_w
             job = 0.0
             words = f"job noise not distinguishable (F p={p_job:.2g}): repeats pooled"
         else:
@@ -457,15 +459,31 @@ def _tail_residuals(series: Sequence[_Series], between: _Prior) -> np.ndarray:
 
 
 def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
-    """Evidence for noisy candidates judged together (their prior and tails are shared)."""
+    """Evidence for noisy candidates judged together.
+
+    Each metric's prior comes from the same metric of the gate's other benchmarks (one
+    runner, one kind of measurement: a step time lends nothing to a memory peak, and a
+    throughput, the reciprocal of a step time, would only echo it); the tails are fitted
+    over the whole gate.
+    """
     series = [_series(c) for c in candidates]
-    between = fit_prior([s.var_between for s in series], [s.dof_between for s in series])
-    within = fit_prior(
-        [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in series],
-        [s.dof_within for s in series],
-    )
-    nu = fit_tail(_tail_residuals(series, between))
-    return [_evidence(s, between, within, nu) for s in series]
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        groups.setdefault(c.current.metric, []).append(i)
+    priors: list[tuple[_Prior, _Prior]] = [(_Prior(0.0, 0.0), _Prior(0.0, 0.0))] * len(series)
+    residuals = []
+    for members in groups.values():
+        group = [series[i] for i in members]
+        between = fit_prior([s.var_between for s in group], [s.dof_between for s in group])
+        within = fit_prior(
+            [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in group],
+            [s.dof_within for s in group],
+        )
+        for i in members:
+            priors[i] = (between, within)
+        residuals.append(_tail_residuals(group, between))
+    nu = fit_tail(np.concatenate(residuals)) if residuals else math.inf
+    return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
 
 
 def _run_ids(candidate: Candidate) -> tuple[str, ...]:
