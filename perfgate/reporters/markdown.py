@@ -417,8 +417,8 @@ def _accept_lines(result: GateResult) -> list[str]:
         "the window restarts there by itself.",
         "- A known regression someone is on: `perfgate alerts list`, then "
         "`perfgate alerts ack ID --reason WHY` (or `alerts ignore`).",
-        "- Inconclusive: `perfgate run --confirm 5 --benchmark NAME` on this branch adds repeats "
-        "one at a time until the verdict settles; then gate again.",
+        "- Inconclusive: `perfgate run --confirm 5 --benchmark NAME` on this branch adds 5 "
+        "repeats in fresh processes and judges once more (a regression stands); then gate again.",
         f"- Too noisy to gate: `perfgate noise --branch {base}` lists metrics that cannot see "
         "their minimum effect; raise `min_effect_pct` under `[metrics.NAME]` or add repeats.",
         "- Fewer comments: `--comment-mode change` or `--comment-mode regression`.",
