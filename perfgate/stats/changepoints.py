@@ -140,7 +140,7 @@ def _scan_p_value(z: float, n: int, lo: int, hi: int) -> float:
     return float(min(1.0, approx, bonferroni))
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
+def average_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks 1..n of x, ties given their average rank."""
     n = x.size
     order = np.argsort(x, kind="stable")
@@ -160,7 +160,7 @@ def _rank_cusum(x: np.ndarray) -> np.ndarray:
     Ties get average ranks and the tie-corrected variance. All zeros when x is constant.
     """
     n = x.size
-    centred = _ranks(x) - (n + 1) / 2.0
+    centred = average_ranks(x) - (n + 1) / 2.0
     var_rank = float(np.mean(centred * centred))
     if var_rank <= 0.0:
         return np.zeros(n - 1)

@@ -223,25 +223,25 @@ def _series(candidate: Candidate) -> _Series:
     ss_w, dof_w = _within((*baseline, current), log, ref)
     base_n = [max(len(p.repeat_centres), 1) for p in baseline]
     base_factor = float(np.mean([median_variance(n) for n in base_n]))
+    each = [
+        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
+        if len(p.repeat_centres) >= 2
+        else None
+        for p in baseline
+    ]
+    usual = [v for v in each if v is not None]
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None
     if cur_n >= 2:
         c = _scaled(np.asarray(current.repeat_centres, dtype=float), log, ref)
         cur_within = float(np.var(c, ddof=1))
-    usual = [
-        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
-        for p in baseline
-        if len(p.repeat_centres) >= 2
-    ]
-    each = [
-        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
-        if len(p.repeat_centres) >= 2
-        else 0.0
-        for p in baseline
-    ]
     typical = float(np.median(usual)) if usual else 0.0
     disturbed = np.asarray(
-        [v > max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2) for v in each], dtype=bool
+        [
+            v is not None and v > max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2)
+            for v in each
+        ],
+        dtype=bool,
     )
     ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
     scale = 1.0 / abs(current.centre) if log and current.centre else 1.0 / ref

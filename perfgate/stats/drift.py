@@ -42,7 +42,7 @@ from scipy import special
 
 from perfgate.errors import UsageError
 from perfgate.models import Drift
-from perfgate.stats.changepoints import ABRUPT_WIDTH, best_ramp
+from perfgate.stats.changepoints import ABRUPT_WIDTH, average_ranks, best_ramp
 
 BLOCK_RUNS = 10
 """Runs in each of the two compared blocks (the newest, and those at the horizon)."""
@@ -86,17 +86,6 @@ def _divide_out_steps(y: np.ndarray, steps: Sequence[int], lo: int, hi: int) -> 
     return out
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of ``x``, tied values sharing their average rank (scipy.stats is not
-    imported for this: it is slow to import, and the gate path avoids it)."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(x.size, dtype=float)
-    ranks[order] = np.arange(1, x.size + 1, dtype=float)
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return np.asarray(sums[inverse] / counts[inverse], dtype=float)
-
-
 def _lag1_rank_autocorrelation(y: np.ndarray) -> float:
     """Lag-1 autocorrelation of the ranks of y around its running median (2 * BLOCK_RUNS + 1
     runs): how much neighbouring runs move together once the level is taken out."""
@@ -104,7 +93,7 @@ def _lag1_rank_autocorrelation(y: np.ndarray) -> float:
     half = BLOCK_RUNS
     level = np.array([np.median(y[max(0, i - half) : i + half + 1]) for i in range(n)])
     resid = y - level
-    ranks = _average_ranks(resid)
+    ranks = average_ranks(resid)  # ties share their average rank
     ranks -= ranks.mean()
     denom = float(np.dot(ranks, ranks))
     if denom <= 0.0:

@@ -63,24 +63,14 @@ from dataclasses import dataclass
 from scipy import integrate, optimize, special
 
 from perfgate.models import Comparison, RunPoint, Verdict
+from perfgate.stats.compare import MAD_TO_SD, median_variance
 from perfgate.stats.decide import ALPHA, deciding
 
 MIN_VARIANCE_CUT = 0.02
 """Confirm only when the extra repeats cut the run's prediction variance by this share."""
 MIN_RUNS = 3
 """Baseline runs with at least two repeats needed to split job from process noise."""
-MAD_TO_SD = 1.4826
 OUTLIER_MADS = 5.0
-
-_MEDIAN_VARIANCE = (1.0, 1.0, 1.345, 1.192, 1.434, 1.289, 1.474, 1.344, 1.495, 1.383, 1.509, 1.41)
-"""n x variance of the median of n unit-variance normal values, n = 1..12 (simulated,
-4 million medians each); pi/2 beyond."""
-
-
-def median_variance(n: int) -> float:
-    """Variance of the median of ``n`` unit-variance normal values."""
-    factor = _MEDIAN_VARIANCE[n - 1] if n <= len(_MEDIAN_VARIANCE) else math.pi / 2
-    return factor / n
 
 
 def _process_variance(runs: Sequence[tuple[float, ...]]) -> float:

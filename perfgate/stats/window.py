@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from perfgate.models import Fingerprint, MetricPolicy, RunPoint
-from perfgate.stats.changepoints import MIN_SEGMENT, detect_change_points
+from perfgate.stats.changepoints import MAD_TO_SD, MIN_SEGMENT, detect_change_points
 
 HISTORY_SCAN_RUNS = 100
 """Runs of history scanned for change points before the baseline window is cut."""
@@ -99,7 +99,7 @@ def moved_since(
     if change == 0 or abs(change) < policy.min_effect_pct_at(before):
         return None
     centres = [p.centre for p in window]
-    spread = 1.4826 * statistics.median(abs(c - before) for c in centres) / abs(before)
+    spread = MAD_TO_SD * statistics.median(abs(c - before) for c in centres) / abs(before)
     noise = MOVED_NOISE_FACTOR * 1.25 * 100.0 * spread / math.sqrt(len(newer))
     if abs(change) < noise:
         return None
