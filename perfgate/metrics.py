@@ -13,7 +13,7 @@ file written by another version, say) is judged by :data:`FALLBACK_POLICY`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
@@ -60,9 +60,6 @@ class MetricSpec:
     """No noise: any change beyond the tolerance is a change, without a test."""
     steady: bool = False
     """A series of steps whose warm-up transient is found and left out of its summary."""
-    judged: bool = True
-    """The gate compares it with its baseline. False: recorded and shown beside the judged
-    metrics but never deciding a gate (a new measure, until the catalogue makes it one)."""
 
     @property
     def policy(self) -> MetricPolicy:
@@ -94,7 +91,6 @@ _ENTRIES = (
         "more; busy neighbours stretch the wall time, hardly this",
         samples=Samples.PER_STEP,
         steady=True,
-        judged=False,
     ),
     MetricSpec(
         "step_device_ms",
@@ -105,7 +101,6 @@ _ENTRIES = (
         "events recorded around it on the stream; host noise does not reach it",
         samples=Samples.PER_STEP,
         steady=True,
-        judged=False,
     ),
     MetricSpec(
         "throughput_samples_per_s",
@@ -262,11 +257,29 @@ def entry(metric: str) -> MetricSpec:
     return found
 
 
-def judged(metric: str) -> bool:
-    """Whether the gate compares ``metric``: every metric but those the catalogue records
-    only (a metric it does not know is judged, by :data:`FALLBACK_POLICY`)."""
-    found = lookup(metric)
-    return found is None or found.judged
+PRIMARY_TIME: Mapping[str, str] = MappingProxyType(
+    {"cpu": "step_cpu_ms", "cuda": "step_device_ms", "npu": "step_device_ms"}
+)
+"""The time metric that decides a training run's gate, per device kind: what a busy runner
+cannot inflate. On a shared 2-core runner a one-thread step's wall time grew 3.5x beside two
+busy neighbours while its thread CPU time grew 1.2x; on an accelerator the host's noise does
+not reach the time between two events on the device's stream."""
+
+WALL_TIMES = ("step_time_ms", "throughput_samples_per_s")
+"""The wall-clock metrics of a training run: they decide where the device's primary time
+metric is not usable, and are shown beside it (never deciding) where it is."""
+
+
+def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[str]:
+    """The time metrics of a training run on ``device_kind`` that are shown but do not
+    decide its gate: the wall-clock ones (:data:`WALL_TIMES`) when the device's
+    :data:`PRIMARY_TIME` metric is ``usable`` (measured in the run and in what it is judged
+    against), else the primary ones (a baseline recorded before they were measured: the
+    wall time decides, as it did then). The one place this is decided."""
+    primary = PRIMARY_TIME.get(device_kind)
+    if primary is not None and usable(primary):
+        return frozenset(WALL_TIMES)
+    return frozenset(PRIMARY_TIME.values())
 
 
 def default_policy(metric: str) -> MetricPolicy:

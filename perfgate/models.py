@@ -761,6 +761,9 @@ class Comparison:
     measured beside it by ``run --ab``)."""
     alpha: float | None = None
     """The significance level the verdict was decided at."""
+    decides: bool = True
+    """False: shown beside the metrics that decide, never deciding (a training run's wall
+    time where its CPU or device time decides, :func:`perfgate.metrics.not_deciding`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -787,6 +790,7 @@ class Comparison:
             "alpha": self.alpha,
             "fingerprint_differences": list(self.fingerprint_differences),
             "method": self.method,
+            "decides": self.decides,
         }
 
 

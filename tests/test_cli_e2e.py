@@ -1,12 +1,15 @@
 """The core loop end to end through the installed ``perfgate`` command: real torch training
 steps on CPU in worker processes, a real SQLite file, exit codes as CI sees them.
 
-The injected slowdown (``slowdown=0.3`` adds 30% more rows to every step; measured here as
-+35% to +50% step time) is far above this machine's run-to-run noise in quiet periods
-(about 2%). Under heavy load the repeats of one run were seen to differ by 40%; then the
+On the CPU the gate is decided by ``step_cpu_ms`` (the step thread's CPU time, which busy
+neighbours hardly inflate) and shows ``step_time_ms`` beside it, not deciding; the tests
+judge the deciding metric. The injected slowdown (``slowdown=1.0`` doubles the rows of every
+step, so about twice the CPU time) is far above this shared machine's noise in CPU time
+(repeats of one run were seen 20-40% apart beside two busy neighbours), where a wall time
+can grow 3.5x and so is never asserted on. When a run's own noise still hides the change the
 gate rightly says ``inconclusive`` (and names the smallest change it could see) instead of
-guessing, so the tests demand a decision only when the run's own noise allowed one, and
-never accept a slowdown called unchanged or an A/A run called a regression.
+guessing, so the tests demand a decision only when the data allowed one, and never accept a
+slowdown called unchanged or an A/A run called a regression.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def contract(workdir: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     out["feat1"] = perfgate(
         workdir,
         "run",
-        "--workload", "mlp", "--repeats", "3", "--branch", "feat", "--param", "slowdown=0.3",
+        "--workload", "mlp", "--repeats", "3", "--branch", "feat", "--param", "slowdown=1.0",
     )  # fmt: skip
     out["gate_feat"] = perfgate(workdir, "gate", "--branch", "feat", "--against", "main", "--json")
     out["main4"] = perfgate(
@@ -134,14 +137,26 @@ def test_first_run_ever_has_no_baseline_and_passes(
 
 
 def _settled(comparison: dict[str, object]) -> bool:
-    """Whether the data could see the change clearly: the smallest change this run's noise
-    lets the gate detect is under half the change measured, and no baseline run already
-    moved as far (a spike on this machine, or main moved: the gate's guards). Only then must
-    the gate decide; on a machine that is noisy now, ``inconclusive`` is the right answer
-    (DESIGN.md §6)."""
+    """Whether the data could see the change clearly: the change measured is over 2.5 times
+    the smallest change this run's noise lets the gate detect (stated before the gate's
+    false-discovery adjustment across its metrics, as test_distributed takes it), and no
+    baseline run already moved as far (a spike on this machine, or main moved: the gate's
+    guards). Only then must the gate decide; on a machine that is noisy now,
+    ``inconclusive`` is the right answer (DESIGN.md §6)."""
     mde, change = comparison["mde_pct"], comparison["change_pct"]
     assert isinstance(mde, float) and isinstance(change, float)
-    return mde < 0.5 * abs(change) and "already" not in str(comparison["reason"])
+    return 2.5 * mde < abs(change) and "already" not in str(comparison["reason"])
+
+
+def _deciding_time(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The step time comparison that decides a CPU run's gate: its CPU time, with the wall
+    time and throughput beside it, shown and not deciding."""
+    verdicts = _verdicts(result)
+    cpu = verdicts["step_cpu_ms"]
+    assert cpu["decides"] is True, cpu
+    for shown in ("step_time_ms", "throughput_samples_per_s"):
+        assert verdicts[shown]["decides"] is False, verdicts[shown]
+    return cpu
 
 
 def test_injected_slowdown_is_a_regression_on_step_time(
@@ -149,7 +164,7 @@ def test_injected_slowdown_is_a_regression_on_step_time(
 ) -> None:
     result = contract["gate_feat"]
     data = json.loads(result.stdout)
-    step = _verdicts(result)["step_time_ms"]
+    step = _deciding_time(result)
     for key in ("benchmark", "metric", "verdict", "change_pct", "baseline_runs", "reason"):
         assert key in step
     assert len(step["baseline_runs"]) == 3  # type: ignore[arg-type]
@@ -160,11 +175,11 @@ def test_injected_slowdown_is_a_regression_on_step_time(
     else:
         assert step["verdict"] in ("regression", "inconclusive"), step["reason"]
     if step["verdict"] == "regression":
-        assert result.returncode == 1, result.stdout + result.stderr
         assert data["verdict"] == "regression"
     else:
-        assert result.returncode == 0, result.stdout + result.stderr
         assert "is caught with 80% power" in str(step["reason"])
+    # the exit code follows the deciding comparisons, never the wall time shown beside them
+    assert result.returncode == (1 if data["verdict"] == "regression" else 0), result.stdout
 
 
 def test_same_workload_again_is_not_a_regression(
@@ -172,10 +187,11 @@ def test_same_workload_again_is_not_a_regression(
 ) -> None:
     assert contract["gate_main"].returncode == 0, contract["gate_main"].stdout
     assert "mlp" in contract["gate_main"].stdout
+    step = _deciding_time(contract["gate_main_json"])
+    assert step["verdict"] in ("unchanged", "inconclusive", "improvement"), step["reason"]
     verdicts = _verdicts(contract["gate_main_json"])
-    assert verdicts["step_time_ms"]["verdict"] in ("unchanged", "inconclusive", "improvement")
     assert verdicts["op_calls_per_step"]["verdict"] == "unchanged"
-    assert len(verdicts["step_time_ms"]["baseline_runs"]) == 3  # type: ignore[arg-type]
+    assert len(step["baseline_runs"]) == 3  # type: ignore[arg-type]
 
 
 def test_faster_variant_is_an_improvement(
@@ -183,7 +199,7 @@ def test_faster_variant_is_an_improvement(
 ) -> None:
     result = contract["gate_improve"]
     assert result.returncode == 0, result.stdout + result.stderr
-    step = _verdicts(result)["step_time_ms"]
+    step = _deciding_time(result)
     assert isinstance(step["change_pct"], float) and step["change_pct"] < 0
     assert "faster" in str(step["reason"])
     if _settled(step):
@@ -199,7 +215,7 @@ def test_baseline_with_another_fingerprint_is_not_compared(
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["verdict"] == "incomparable"
-    step = _verdicts(result)["step_time_ms"]
+    step = _verdicts(result)["step_cpu_ms"]  # the deciding time metric
     assert step["verdict"] == "incomparable"
     assert "host_label" in str(step["reason"]) and "runner-b" in str(step["reason"])
 

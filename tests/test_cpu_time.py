@@ -23,8 +23,9 @@ from conftest import fill, fingerprint, record
 from perfgate.app import compare_records
 from perfgate.app.measure import CONTENTION_RATIO, measurement
 from perfgate.config import Config
-from perfgate.metrics import entry, judged
-from perfgate.models import RunRecord
+from perfgate.metrics import entry
+from perfgate.models import Comparison, GateResult, RunRecord, Verdict
+from perfgate.stats.decide import deciding, gate_fails
 from perfgate.store import open_store
 
 torch = pytest.importorskip("torch")
@@ -132,34 +133,68 @@ def with_cpu(run: RunRecord, cpu_ms: float, *, seed: int) -> RunRecord:
     return replace(run, measurements=(*run.measurements, measurement("step_cpu_ms", reps)))
 
 
-def gate(tmp_path: Path, heads: Sequence[RunRecord]) -> tuple[tuple[str, ...], set[str]]:
-    """The gate on ``heads`` against 6 quiet main runs of 10 ms (wall and CPU): its notes
-    and the metrics it compared."""
+def gate(tmp_path: Path, heads: Sequence[RunRecord], *, baseline_cpu: bool = True) -> GateResult:
+    """The gate on ``heads`` against 6 quiet main runs of 10 ms (wall and, with
+    ``baseline_cpu``, CPU)."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    fill(url, [with_cpu(record(i, 10.0), 10.0, seed=i) for i in range(6)])
+    main = [record(i, 10.0) for i in range(6)]
+    fill(url, [with_cpu(r, 10.0, seed=i) for i, r in enumerate(main)] if baseline_cpu else main)
     store = open_store(url)
     try:
-        result = compare_records(Config(), store, heads, branch="feat", against="main")
+        return compare_records(Config(), store, heads, branch="feat", against="main")
     finally:
         store.close()
-    return result.notes, {c.metric for c in result.comparisons}
 
 
-def test_a_contended_run_says_so_and_the_cpu_time_decides_nothing(tmp_path: Path) -> None:
+def by_metric(result: GateResult) -> dict[str, Comparison]:
+    return {c.metric: c for c in result.comparisons}
+
+
+def test_a_contended_run_says_so_and_its_cpu_time_decides(tmp_path: Path) -> None:
+    """Three times the wall time, the same CPU time: the neighbours' doing. The wall time
+    is shown with its own verdict, but the CPU time decides, and the gate passes."""
     contended = with_cpu(record(50, 30.0, branch="feat"), 10.0, seed=50)
-    notes, metrics = gate(tmp_path, [contended])
+    result = gate(tmp_path, [contended])
     wall = contended.measurement("step_time_ms")
     cpu = contended.measurement("step_cpu_ms")
     assert wall is not None and cpu is not None
-    assert notes == (
+    assert result.notes == (
         f"mlp: the machine was contended during this run: wall time {wall.summary.median:.1f} "
-        f"ms against {cpu.summary.median:.1f} ms of CPU time; step_cpu_ms is the measure the "
-        "neighbours cannot inflate",
+        f"ms against {cpu.summary.median:.1f} ms of CPU time; step_cpu_ms decided (the "
+        "neighbours cannot inflate it); step_time_ms and throughput are shown, not deciding",
     )
-    assert "wall time 30.0 ms against 10.0 ms" in notes[0]
-    # Recorded and shown, but the gate is decided as before: by the wall time.
-    assert not judged("step_cpu_ms") and judged("step_time_ms")
-    assert metrics == {"step_time_ms"}
+    rows = by_metric(result)
+    assert rows["step_time_ms"].verdict is Verdict.REGRESSION
+    assert not rows["step_time_ms"].decides
+    assert rows["step_cpu_ms"].decides
+    assert rows["step_cpu_ms"].verdict is not Verdict.REGRESSION
+    assert [c.metric for c in deciding(result.comparisons)] == ["step_cpu_ms"]
+    assert result.verdict is not Verdict.REGRESSION
+    assert not gate_fails(result.comparisons, frozenset({Verdict.REGRESSION}))
+
+
+def test_more_cpu_time_is_a_regression_whatever_the_wall_time(tmp_path: Path) -> None:
+    """30% more CPU time per step is a regression even when the wall time did not move
+    (a quieter machine than main's): the CPU time decides."""
+    slower = with_cpu(record(50, 10.0, branch="feat"), 13.0, seed=50)
+    result = gate(tmp_path, [slower])
+    rows = by_metric(result)
+    assert rows["step_cpu_ms"].verdict is Verdict.REGRESSION and rows["step_cpu_ms"].decides
+    assert not rows["step_time_ms"].decides
+    assert result.verdict is Verdict.REGRESSION
+
+
+def test_a_baseline_without_cpu_times_is_judged_on_the_wall_time(tmp_path: Path) -> None:
+    """Main's runs were recorded before CPU times were: the wall time decides as it did,
+    the CPU time is shown, and a contended run's note says the verdict measured the
+    neighbours too."""
+    contended = with_cpu(record(50, 30.0, branch="feat"), 10.0, seed=50)
+    result = gate(tmp_path, [contended], baseline_cpu=False)
+    rows = by_metric(result)
+    assert rows["step_time_ms"].decides and rows["step_time_ms"].verdict is Verdict.REGRESSION
+    assert not rows["step_cpu_ms"].decides
+    assert rows["step_cpu_ms"].verdict is Verdict.NO_BASELINE
+    assert "the wall time decided (its baseline has no CPU times)" in result.notes[0]
 
 
 @pytest.mark.parametrize(
@@ -172,5 +207,5 @@ def test_no_note_for_a_quiet_or_multi_threaded_run(
 ) -> None:
     fp = fingerprint(params={"batch_size": 128, "threads": threads})
     head = with_cpu(record(50, wall_ms, branch="feat", fp=fp), 10.0, seed=50)
-    notes, _ = gate(tmp_path, [head])
+    notes = gate(tmp_path, [head]).notes
     assert not any("contended" in n for n in notes), notes

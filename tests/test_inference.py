@@ -1,8 +1,13 @@
 """Inference benchmarks: real forward passes timed per request, latency percentiles judged
 with statistics suited to a tail (see perfgate.stats.quantiles).
 
-The injected tail makes 1 request in 20 do 3x the work: 5% of requests, so the P99 moves
-(about 3x) and the P50 does not. 300 requests per repeat, 2 repeats, 3 baseline runs.
+The injected tail makes 1 request in 20 do 20x the work: 5% of requests, so the P99 moves
+(about 20x) and the P50 does not. 300 requests per repeat, 2 repeats, 6 baseline runs.
+
+Latencies are wall-clock times. On this shared 2-core machine a request takes about 2.5 ms
+and a busy neighbour that preempts it adds a time slice: a repeat's P99 was seen at 3 ms and
+at 12 ms in one baseline. A 3x tail (7 ms) sat inside that; a 20x tail (about 50 ms) is far
+above it, so the verdict is the tail's and not the neighbours'.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
         # Six baseline runs: with three, the t quantile at the gate's level (2 degrees of
         # freedom) leaves even a tripled P99 below what the gate can tell apart.
         base = [run("main") for _ in range(6)]
-        tail = run("feat", tail_every=20, tail_factor=3.0)
+        tail = run("feat", tail_every=20, tail_factor=20.0)
         result = app.compare_records(config, store, [tail], branch="feat", against="main")
     finally:
         store.close()
@@ -76,7 +81,7 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
         assert p99.verdict is Verdict.REGRESSION, p99.reason
     calm = p99.mde_pct < 100.0  # the machine let the gate see the tail's size
     if calm:
-        assert p99.change_pct > 80.0, p99.reason
+        assert p99.change_pct > 200.0, p99.reason  # about +1000% when quiet
         # The median does not move with the tail. On a shared runner the whole run can be
         # a few % slower (load), so "unchanged" is relative: far below the P99's change,
         # and a regression only if that load alone made one.
@@ -87,5 +92,5 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
     # The tail test on raw requests: ~5% of the requests exceed the baseline's P99 (1% expected).
     old = [x for b in base for m in [b.measurement("latency_p50_ms")] if m for x in m.samples]
     ex = exceedance_test(p50.samples, quantile(old, 0.99), 0.99)
-    if calm:  # (a loaded baseline can have a P99 past the tail's 3x)
+    if calm:  # (a loaded baseline can have a P99 near the tail's 20x)
         assert ex.share > 0.03 and ex.p_value < 1e-4

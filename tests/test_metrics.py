@@ -20,11 +20,14 @@ from perfgate.errors import ConfigError
 from perfgate.metrics import (
     CATALOGUE,
     FALLBACK_POLICY,
+    PRIMARY_TIME,
+    WALL_TIMES,
     Samples,
     base_name,
     default_policy,
     entry,
     lookup,
+    not_deciding,
 )
 from perfgate.models import BenchmarkSpec, Direction, Measurement, MetricPolicy
 from perfgate.runner import BenchmarkOutcome, RankResult, RepeatResult
@@ -55,10 +58,24 @@ BEFORE = {
 
 
 def test_the_catalogue_keeps_every_policy_perfgate_judged_by() -> None:
-    assert {name for name, spec in CATALOGUE.items() if spec.judged} == set(BEFORE)
+    assert set(CATALOGUE) - set(PRIMARY_TIME.values()) == set(BEFORE)
     for name, policy in BEFORE.items():
         assert CATALOGUE[name].policy == policy, name
         assert Config().policy(name) == policy, name
+
+
+def test_the_primary_time_decides_where_it_is_usable_else_the_wall_time() -> None:
+    """A training run's CPU time (device time on an accelerator) decides when it was
+    measured in the run and its baseline; then the wall-clock metrics are only shown.
+    Otherwise (a baseline from before, an ingested profile) the wall time decides."""
+    every = {"step_cpu_ms", "step_device_ms"}
+    assert not_deciding("cpu", lambda m: m == "step_cpu_ms") == set(WALL_TIMES)
+    assert not_deciding("cuda", lambda m: m == "step_device_ms") == set(WALL_TIMES)
+    assert not_deciding("npu", lambda m: True) == set(WALL_TIMES)
+    assert not_deciding("cpu", lambda m: m == "step_device_ms") == every
+    assert not_deciding("cuda", lambda m: m == "step_cpu_ms") == every
+    assert not_deciding("tpu", lambda m: True) == every
+    assert {PRIMARY_TIME[d] for d in ("cpu", "cuda", "npu")} == every
 
 
 def test_every_entry_is_complete_and_consistent() -> None:

@@ -22,6 +22,7 @@ _NAMES = {
     "analyze_history": "perfgate.app.history",
     "baseline_window": "perfgate.app.gate",
     "build_record": "perfgate.app.record",
+    "run_check": "perfgate.app.check",
     "compare": "perfgate.app.gate",
     "compare_records": "perfgate.app.gate",
     "confirm_and_record": "perfgate.app.record",
@@ -37,6 +38,7 @@ _NAMES = {
     "metric_history": "perfgate.app.history",
     "noise": "perfgate.app.gate",
     "open_store": "perfgate.store",
+    "parse_budget": "perfgate.app.check",
     "overall_verdict": "perfgate.stats.decide",
     "prune": "perfgate.app.triage",
     "record_alerts": "perfgate.app.triage",
@@ -77,11 +79,13 @@ __all__ = [
     "metric_history",
     "noise",
     "open_store",
+    "parse_budget",
     "overall_verdict",
     "prune",
     "record_alerts",
     "reset_baseline",
     "run_ab_and_record",
+    "run_check",
     "run_and_record",
     "series_changes",
     "store_status",
@@ -93,6 +97,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from perfgate.app.check import parse_budget, run_check
     from perfgate.app.context import default_actor, detect_ci_context, detect_git_context
     from perfgate.app.gate import (
         baseline_window,

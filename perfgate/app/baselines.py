@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.app.files import write_atomic
-from perfgate.app.gate import _judge, baseline_window
+from perfgate.app.gate import _compared, _judge, baseline_window
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
-    Comparison,
     Direction,
     Fingerprint,
     GateResult,
@@ -43,7 +42,6 @@ from perfgate.models import (
     Summary,
     Verdict,
 )
-from perfgate.stats import Candidate, compare_candidates
 from perfgate.stats.decide import overall_verdict
 from perfgate.stats.window import Window
 from perfgate.store import SqlStore
@@ -287,8 +285,7 @@ def gate_from_baseline_files(
     parsed = [read_baseline(p) for p in baseline_files(files)]
     by_key = {(f.benchmark, f.fingerprint.key()): f for f in parsed}
     against = ", ".join(sorted({f.branch for f in parsed})) or "baseline files"
-    candidates: list[Candidate] = []
-    fixed: list[Comparison] = []
+    judged = []
     for record in records:
         key = record.fingerprint.key()
         found = by_key.get((record.benchmark, key))
@@ -307,10 +304,8 @@ def gate_from_baseline_files(
                 if f.benchmark == record.benchmark
             }
             window = Window({}, others)
-        more, done = _judge(config, record, window, against)
-        candidates.extend(more)
-        fixed.extend(done)
-    comparisons = (*fixed, *compare_candidates(candidates))
+        judged.append(_judge(config, record, window, against))
+    comparisons = _compared(judged)
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""
     result = GateResult(

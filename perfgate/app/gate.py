@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from perfgate.app.context import GitHistory
 from perfgate.app.measure import contention_note
 from perfgate.config import Config
 from perfgate.errors import StoreError, UsageError
-from perfgate.metrics import judged
+from perfgate.metrics import not_deciding
 from perfgate.models import (
     Attribution,
     Comparison,
@@ -25,8 +26,14 @@ from perfgate.models import (
     RunRecord,
     Verdict,
 )
-from perfgate.stats import ALPHA, Candidate, compare_candidates, decide
-from perfgate.stats.paired import Pair, compare_pairs, decide_paired, pair_noise_from_history
+from perfgate.stats import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates, decide
+from perfgate.stats.paired import (
+    Pair,
+    PairedEvidence,
+    compare_pairs,
+    decide_paired,
+    pair_noise_from_history,
+)
 from perfgate.stats.summary import repeat_centres
 from perfgate.stats.window import (
     HISTORY_SCAN_RUNS,
@@ -357,21 +364,45 @@ def _grouped(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _judge(
-    config: Config, record: RunRecord, window: Window, against: str
-) -> tuple[list[Candidate], list[Comparison]]:
+@dataclass(frozen=True)
+class _Judged:
+    """What one run brings to a gate: the candidates that decide, those only shown beside
+    them, the comparisons fixed without statistics, and the time metric that decided."""
+
+    candidates: list[Candidate]
+    shown: list[Candidate]
+    fixed: list[Comparison]
+    shown_metrics: frozenset[str]
+
+
+def _shown_beside(record: RunRecord, usable: Callable[[str], bool]) -> frozenset[str]:
+    """The time metrics of ``record`` shown but not deciding (:func:`not_deciding`)."""
+    return not_deciding(
+        record.fingerprint.device_kind,
+        lambda m: record.measurement(m) is not None and usable(m),
+    )
+
+
+def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _Judged:
     """The candidates (and the comparisons fixed without statistics) of one run."""
     candidates: list[Candidate] = []
+    shown: list[Candidate] = []
     fixed: list[Comparison] = []
     alpha = record.spec.confirm_alpha or ALPHA
+    walls = len(window.points.get("step_time_ms", ()))
+
+    def usable(metric: str) -> bool:
+        runs = len(window.points.get(metric, ()))
+        return runs >= min(MIN_BASELINE_RUNS, walls)
+
+    beside = _shown_beside(record, usable)
     for m in record.measurements:
-        if not judged(m.metric):
-            continue
         policy = config.policy(m.metric)
         if window.others:
-            fixed.append(_incomparable(record, m, policy.direction, against, window.others))
+            if m.metric not in beside:
+                fixed.append(_incomparable(record, m, policy.direction, against, window.others))
             continue
-        candidates.append(
+        (shown if m.metric in beside else candidates).append(
             Candidate(
                 _point(record, m, policy.direction),
                 window.points.get(m.metric, ()),
@@ -379,7 +410,21 @@ def _judge(
                 alpha=alpha,
             )
         )
-    return candidates, fixed
+    return _Judged(candidates, shown, fixed, beside)
+
+
+def _compared(judged: Sequence[_Judged]) -> tuple[Comparison, ...]:
+    """The history comparisons of a gate's runs: those fixed without statistics, the
+    deciding candidates tested together (one prior, one false-discovery family) and, apart
+    from them, those only shown."""
+    return (
+        *(c for j in judged for c in j.fixed),
+        *compare_candidates([c for j in judged for c in j.candidates]),
+        *(
+            replace(c, decides=False)
+            for c in compare_candidates([c for j in judged for c in j.shown])
+        ),
+    )
 
 
 def gate_window(
@@ -443,8 +488,7 @@ def compare_records(
     """
     if records and branch != against and not any(r.paired_with for r in records):
         _check_base_branch(config, store, against)
-    candidates: list[Candidate] = []
-    fixed: list[Comparison] = []
+    judged: list[_Judged] = []
     paired: list[RunRecord] = []
     notes: list[tuple[str, str]] = []
     for record in records:
@@ -456,20 +500,15 @@ def compare_records(
         )
         if why:
             notes.append((record.benchmark, why))
-        if contended := contention_note(record):
-            notes.append((record.benchmark, contended))
         if anchor is not None:
             notes.extend(
                 (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
             )
-        more, done = _judge(config, record, window, against)
-        candidates.extend(more)
-        fixed.extend(done)
-    comparisons = (
-        *fixed,
-        *compare_candidates(candidates),
-        *_paired(config, store, paired, against),
-    )
+        judged.append(_judge(config, record, window, against))
+        wall_decides = "step_time_ms" not in judged[-1].shown_metrics
+        if contended := contention_note(record, deciding_wall=wall_decides):
+            notes.append((record.benchmark, contended))
+    comparisons = (*_compared(judged), *_paired(config, store, paired, against))
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     attributions, found = _advice(config, store, records, ordered, against)
     result = GateResult(
@@ -578,16 +617,22 @@ def _advice(
     return tuple(attributions), tuple(found)
 
 
+def _measured(record: RunRecord, metric: str) -> bool:
+    return record.measurement(metric) is not None
+
+
 def _paired(
     config: Config, store: SqlStore, heads: Sequence[RunRecord], against: str
 ) -> tuple[Comparison, ...]:
     """Each head run against the base run measured beside it, pair by pair; the spread of
     repeats inside the base branch's runs, where there is a history, bounds the pair noise
     from below (a few pairs cannot show their own noise)."""
-    evidences = []
+    evidences: list[PairedEvidence] = []
+    shown: list[PairedEvidence] = []
     for head in heads:
         assert head.paired_with is not None
         base = store.get_run(head.paired_with)
+        beside = _shown_beside(head, partial(_measured, base))
         window = store.history(
             project=config.project,
             benchmark=head.benchmark,
@@ -597,11 +642,11 @@ def _paired(
         )
         for m in head.measurements:
             b = base.measurement(m.metric)
-            if b is None or not judged(m.metric):
+            if b is None:
                 continue
             noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
             policy = config.policy(m.metric)
-            evidences.append(
+            (shown if m.metric in beside else evidences).append(
                 compare_pairs(
                     [
                         Pair(base=x, head=y)
@@ -618,9 +663,13 @@ def _paired(
                     base_run_id=base.id,
                     base_commit=base.git.commit,
                     noise=noise,
+                    alpha=head.spec.confirm_alpha or ALPHA,
                 )
             )
-    return tuple(replace(c, method="paired") for c in decide_paired(evidences))
+    return (
+        *(replace(c, method="paired") for c in decide_paired(evidences)),
+        *(replace(c, method="paired", decides=False) for c in decide_paired(shown)),
+    )
 
 
 def gate_failed(config: Config, result: GateResult) -> bool:

@@ -118,21 +118,28 @@ waited for the CPU: quiet, a one-thread step's wall and CPU times agree within a
 scheduler running someone else."""
 
 
-def contention_note(record: RunRecord) -> str | None:
+def contention_note(record: RunRecord, *, deciding_wall: bool) -> str | None:
     """The note a gate result carries when ``record`` was measured on a contended machine:
     a one-thread CPU run whose median step wall time is above :data:`CONTENTION_RATIO` times
-    its median step CPU time; None otherwise (a multi-threaded step's process CPU time sums
-    its threads and is no bound on its wall time)."""
+    its median step CPU time, saying which of the two decided (``deciding_wall``: the wall
+    time, its baseline having no CPU times); None otherwise (a multi-threaded step's process
+    CPU time sums its threads and is no bound on its wall time)."""
     wall = record.measurement("step_time_ms")
     cpu = record.measurement("step_cpu_ms")
     if wall is None or cpu is None or record.fingerprint.params.get("threads") != 1:
         return None
     if cpu.summary.median <= 0 or wall.summary.median <= CONTENTION_RATIO * cpu.summary.median:
         return None
+    decided = (
+        "the wall time decided (its baseline has no CPU times), so this verdict measured the "
+        "neighbours too: record main's runs with this version, or measure with run --ab"
+        if deciding_wall
+        else "step_cpu_ms decided (the neighbours cannot inflate it); step_time_ms and "
+        "throughput are shown, not deciding"
+    )
     return (
         f"the machine was contended during this run: wall time {wall.summary.median:.1f} ms "
-        f"against {cpu.summary.median:.1f} ms of CPU time; step_cpu_ms is the measure the "
-        "neighbours cannot inflate"
+        f"against {cpu.summary.median:.1f} ms of CPU time; {decided}"
     )
 
 

@@ -236,6 +236,65 @@ def run_ab_and_record(
     return pairs
 
 
+def extend_pairs_and_record(
+    store: SqlStore,
+    pair: tuple[RunRecord, RunRecord],
+    *,
+    extra: int,
+    alpha: float,
+    repo: Path,
+    progress: ProgressFn | None = None,
+) -> tuple[RunRecord, RunRecord]:
+    """``check --mode ab``: ``extra`` more base/head pairs of a paired run, alternating in
+    fresh processes as the first were, folded into a new base run and a new head run naming
+    it (judged at ``alpha``, both looks' level); stored in one transaction that marks the
+    pair they extend excluded.
+
+    Args:
+        pair: (base run, head run) as :func:`run_ab_and_record` recorded them.
+        repo: the suite's directory inside the head's checkout, as for that call.
+    """
+    from perfgate.runner.ab import base_worktree, repo_root, run_pairs
+
+    base, head = pair
+    step = head.measurement("step_time_ms")
+    initial = len(step.repeats) if step is not None else head.spec.repeats
+    head_dir = repo_root(repo)
+    if head_dir is None:
+        raise UsageError(f"{repo} is not inside a git checkout: cannot measure more A/B pairs")
+    suite_dir = repo.resolve().relative_to(head_dir.resolve())
+    spec = replace(head.spec, repeats=extra, profiled=0, confirm_alpha=None, looks=0)
+    with base_worktree(repo, base.git.commit) as base_dir:
+        base_out, head_out, _ = run_pairs(
+            spec,
+            head_dir=head_dir,
+            base_dir=base_dir,
+            suite_dir=suite_dir,
+            trace_dir=None,
+            seed=int(head.id[:8], 16) + 1,
+            progress=progress,
+        )
+    folded = []
+    for original, outcome in ((base, base_out), (head, head_out)):
+        measurements = original.measurements
+        for rep in outcome.repeats:
+            measurements = extended(measurements, rep)
+        folded.append(
+            replace(
+                original,
+                id=uuid.uuid4().hex,
+                measurements=measurements,
+                spec=replace(
+                    original.spec, repeats=initial + extra, looks=extra, confirm_alpha=alpha
+                ),
+            )
+        )
+    new_base, new_head = folded
+    new_head = replace(new_head, paired_with=new_base.id)
+    store.save_runs([new_base, new_head], supersedes=[base.id, head.id])
+    return new_base, new_head
+
+
 def _single_process_only(specs: Sequence[BenchmarkSpec], flag: str) -> None:
     """``--ab`` and ``--confirm`` measure single-process training benchmarks only."""
     for spec in specs:

@@ -174,6 +174,41 @@ def _report_options(func: F) -> F:
     return func
 
 
+def delivery_options(
+    suite: Path | None,
+    *,
+    comment: bool,
+    comment_mode: str,
+    forge: str | None,
+    forge_url: str | None,
+    repo: str | None,
+    pr_number: int | None,
+    sha: str | None,
+    report_dir: Path | None,
+    status: bool | None,
+    summary: bool | None,
+    testbed: str | None,
+    report_url: str | None,
+) -> Any:
+    """The delivery of :func:`_report_options`' flags (``gate`` and ``check``)."""
+    from perfgate.app.deliver import DeliveryOptions, TargetOverrides
+    from perfgate.reporters.markdown import CommentMode
+
+    return DeliveryOptions(
+        comment=comment,
+        mode=CommentMode(comment_mode),
+        target=TargetOverrides(
+            forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha
+        ),
+        report_dir=report_dir,
+        status=status,
+        summary=summary,
+        testbed=testbed or "",
+        suite_path=str(suite) if suite is not None else "",
+        report_url=report_url or "",
+    )
+
+
 def _parse_fail_on(text: str) -> frozenset[Verdict]:
     """``--fail-on regression,inconclusive``: the verdicts that fail the gate."""
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -202,8 +237,6 @@ def _compare_and_report(
 ) -> bool:
     """Compare, print the report, deliver it where asked, and say whether the gate's policy
     fails it. Delivery problems are warnings on stderr; they never change the verdict."""
-    from perfgate import app
-    from perfgate.reporters.render import gate_to_dict, render_json, render_text
 
     config, result = _compare(
         suite,
@@ -216,6 +249,22 @@ def _compare_and_report(
         alerts=delivery is not None,
         base_sha=base_sha,
     )
+    return report_result(config, result, as_json, delivery, fail_on, branch)
+
+
+def report_result(
+    config: Any,
+    result: Any,
+    as_json: bool,
+    delivery: Any,
+    fail_on: str | None,
+    branch: str | None,
+) -> bool:
+    """Print a gate's result, deliver it where asked, and say whether the policy (the
+    config's ``fail_on`` or ``--fail-on``) fails it: ``gate``'s and ``check``'s output."""
+    from perfgate import app
+    from perfgate.reporters.render import gate_to_dict, render_json, render_text
+
     if fail_on is not None:
         config = replace(config, fail_on=_parse_fail_on(fail_on))
     failed: bool = app.gate_failed(config, result)
@@ -343,21 +392,20 @@ def gate(
         perfgate gate --against main --comment --comment-mode change   # in CI
         perfgate gate --against main --report-dir out/                 # fork PRs
     """
-    from perfgate.app.deliver import DeliveryOptions, TargetOverrides
-    from perfgate.reporters.markdown import CommentMode
-
-    delivery = DeliveryOptions(
+    delivery = delivery_options(
+        suite,
         comment=comment,
-        mode=CommentMode(comment_mode),
-        target=TargetOverrides(
-            forge=forge, api_url=forge_url, repo=repo, number=pr_number, sha=sha
-        ),
+        comment_mode=comment_mode,
+        forge=forge,
+        forge_url=forge_url,
+        repo=repo,
+        pr_number=pr_number,
+        sha=sha,
         report_dir=report_dir,
         status=status,
         summary=summary,
-        testbed=testbed or "",
-        suite_path=str(suite) if suite is not None else "",
-        report_url=report_url or "",
+        testbed=testbed,
+        report_url=report_url,
     )
     failed = _compare_and_report(
         suite,

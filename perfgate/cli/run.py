@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from perfgate.cli.base import (
+    F,
     _config,
     _open_store,
     _progress_fn,
@@ -18,30 +19,83 @@ from perfgate.cli.base import (
 )
 from perfgate.errors import ConfigError
 
+if TYPE_CHECKING:
+    from perfgate.config import Config
+    from perfgate.models import BenchmarkSpec
+
+
+def measure_options(func: F) -> F:
+    """What to measure and how to record it: ``run``'s and ``check``'s options."""
+    options = [
+        click.option(
+            "--workload",
+            "workloads",
+            multiple=True,
+            help="Built-in workload (mlp, cnn, transformer).",
+        ),
+        click.option(
+            "--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks."
+        ),
+        click.option(
+            "--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter."
+        ),
+        click.option(
+            "--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on."
+        ),
+        click.option(
+            "--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark."
+        ),
+        click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat."),
+        click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat."),
+        click.option(
+            "--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat)."
+        ),
+        click.option("--branch", help="Branch to record under (default: from CI or git)."),
+        click.option("--commit", help="Commit to record (default: from CI or git)."),
+        click.option("--base-branch", help="The branch this one targets (default: from CI)."),
+        click.option("--host-label", help="Label of the runner class, part of the fingerprint."),
+        click.option(
+            "--trace-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path(".perfgate/traces"),
+            show_default=True,
+            help="Where profiled windows are written.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True, max=1e7),
+            metavar="SECONDS",
+            help="The most one repeat (worker or torchrun job) may take before it is killed "
+            "and the run fails (default: the benchmark's timeout, 900).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return store_options(func)
+
+
+def measured_specs(
+    config: Config,
+    *,
+    workloads: tuple[str, ...],
+    benchmarks: tuple[str, ...],
+    params: tuple[str, ...],
+    **overrides: Any,
+) -> list[BenchmarkSpec]:
+    """The benchmarks :func:`measure_options` pick, with their overrides applied."""
+    from perfgate.app.specs import benchmark_specs
+
+    return benchmark_specs(
+        config,
+        workloads=workloads,
+        benchmarks=benchmarks,
+        overrides={k: v for k, v in overrides.items() if v is not None},
+        params=dict(parse_param(p) for p in params),
+    )
+
 
 @cli.command()
-@store_options
-@click.option(
-    "--workload", "workloads", multiple=True, help="Built-in workload (mlp, cnn, transformer)."
-)
-@click.option("--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks.")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter.")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark.")
-@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat.")
-@click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat.")
-@click.option("--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat).")
-@click.option("--branch", help="Branch to record under (default: from CI or git).")
-@click.option("--commit", help="Commit to record (default: from CI or git).")
-@click.option("--base-branch", help="The branch this one targets (default: from CI).")
-@click.option("--host-label", help="Label of the runner class, part of the fingerprint.")
-@click.option(
-    "--trace-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".perfgate/traces"),
-    show_default=True,
-    help="Where profiled windows are written.",
-)
+@measure_options
 @click.option(
     "--ab",
     "ab_ref",
@@ -71,13 +125,6 @@ from perfgate.errors import ConfigError
     "--rdzv-endpoint",
     metavar="HOST:PORT",
     help="c10d rendezvous endpoint, the same on every node (default: a free local port).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True, max=1e7),
-    metavar="SECONDS",
-    help="The most one repeat (worker or torchrun job) may take before it is killed and the "
-    "run fails (default: the benchmark's timeout, 900).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
@@ -118,32 +165,24 @@ def run(
         perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
     """
     from perfgate import app
-    from perfgate.app.specs import benchmark_specs
     from perfgate.models import LaunchOptions
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
 
     config = _config(suite, db_url, project, host_label=host_label)
-    overrides: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "device": device,
-            "repeats": repeats,
-            "warmup": warmup,
-            "measured": measured,
-            "profiled": profiled,
-            "nproc": nproc,
-            "nnodes": nnodes,
-            "timeout_s": timeout,
-        }.items()
-        if v is not None
-    }
     launch = LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
-    specs = benchmark_specs(
+    specs = measured_specs(
         config,
         workloads=workloads,
         benchmarks=benchmarks,
-        overrides=overrides,
-        params=dict(parse_param(p) for p in params),
+        params=params,
+        device=device,
+        repeats=repeats,
+        warmup=warmup,
+        measured=measured,
+        profiled=profiled,
+        nproc=nproc,
+        nnodes=nnodes,
+        timeout_s=timeout,
     )
     git = app.detect_git_context(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
-from perfgate.reporters.render import format_change, format_value, op_delta_text
+from perfgate.reporters.render import format_change, format_value, metric_tags, op_delta_text
 from perfgate.stats.decide import deciding, deciding_verdicts
 
 if TYPE_CHECKING:
@@ -212,9 +212,10 @@ def verdict_line(result: GateResult, ctx: ReportContext) -> str:
     return f"{_icon(result, ctx)} perfgate: {_counts(result)} — {_baseline_phrase(result)}"
 
 
-def _row_order(c: Comparison) -> tuple[int, float, str, str, str]:
+def _row_order(c: Comparison) -> tuple[bool, int, float, str, str, str]:
+    """Deciding rows first, worst first; those only shown after them."""
     size = abs(c.change_pct) if c.change_pct is not None and c.change_pct == c.change_pct else 0.0
-    return (_RANK[c.verdict], -size, c.benchmark, c.metric, c.method)
+    return (not c.decides, _RANK[c.verdict], -size, c.benchmark, c.metric, c.method)
 
 
 def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
@@ -223,7 +224,7 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
         "| --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for c in rows:
-        metric = escape(c.metric) + ("" if c.method == "history" else " (A/B)")
+        metric = escape(c.metric) + metric_tags(c)
         lines.append(
             "| "
             + " | ".join(
@@ -233,7 +234,7 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
                     format_value(c.baseline_centre, c.unit),
                     format_value(c.current_centre, c.unit),
                     format_change(c),
-                    _LABEL[c.verdict],
+                    _LABEL[c.verdict] if c.decides else c.verdict.value,
                     sparkline(ctx.trends.get((c.benchmark, c.metric), ())),
                 ]
             )

@@ -61,6 +61,14 @@ def format_value(value: float | None, unit: str) -> str:
     return f"{value:.4g}"
 
 
+def metric_tags(c: Comparison) -> str:
+    """What a report adds to a comparison's metric name: `` (A/B)`` for a paired one,
+    `` (shown, not deciding)`` for one only shown (a wall time where the CPU time decides)."""
+    return ("" if c.method == "history" else " (A/B)") + (
+        "" if c.decides else " (shown, not deciding)"
+    )
+
+
 def format_change(c: Comparison) -> str:
     if c.change_pct is None:
         return "-"
@@ -103,7 +111,7 @@ def render_text(result: GateResult) -> str:
         rows.append(
             [
                 c.benchmark,
-                c.metric if c.method == "history" else f"{c.metric} (A/B)",
+                c.metric + metric_tags(c),
                 format_value(c.baseline_centre, c.unit),
                 format_value(c.current_centre, c.unit),
                 format_change(c),
@@ -121,7 +129,7 @@ def render_text(result: GateResult) -> str:
             if commits:
                 detail += f", commits {commits[0]}..{commits[-1]}"
             detail += "]"
-        tag = "" if c.method == "history" else " (A/B)"
+        tag = metric_tags(c)
         lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
     if result.notes:
         lines += ["", *(f"note: {n}" for n in result.notes)]

@@ -128,8 +128,9 @@ def deterministic_verdict(direction: Direction, change_pct: float, tolerance_pct
 
 def deciding(comparisons: Iterable[Comparison]) -> tuple[Comparison, ...]:
     """The comparisons a gate decides on: for a benchmark measured in A/B pairs its paired
-    comparisons; for the others, history."""
-    every = tuple(comparisons)
+    comparisons; for the others, history; in both, not those only shown beside them
+    (``decides`` False: a wall time where the CPU or device time decides)."""
+    every = tuple(c for c in comparisons if c.decides)
     paired = {c.benchmark for c in every if c.method == "paired"}
     return tuple(c for c in every if c.method == "paired" or c.benchmark not in paired)
 

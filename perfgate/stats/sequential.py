@@ -146,6 +146,12 @@ def _lone_level(alpha: float, tests: int) -> float:
     return alpha / (2.0 * max(tests, 1))
 
 
+def pairs_correlation(initial: int, extra: int) -> float:
+    """corr(X0, X1) for a paired A/B test extended by ``extra`` pairs: the looks' statistics
+    are means of independent pair ratios, so rho = sqrt(n0 / n) (``check --mode ab``)."""
+    return math.sqrt(initial / (initial + extra))
+
+
 def look_level(rho: float | None, *, tests: int, alpha: float = ALPHA) -> float:
     """The level both looks of one metric are judged at: the common critical value ``c``
     with P(X0 > c or X1 > c) = q, as a level of ``compare_candidates``. Unknown ``rho``:
@@ -216,11 +222,12 @@ def false_alarm_shares(
     return alpha * first / q, alpha * rest / q
 
 
-def needs_confirming(look0: Sequence[Comparison]) -> str:
+def needs_confirming(look0: Sequence[Comparison], *, method: str = "history") -> str:
     """Why a benchmark judged ``look0`` (its comparisons at the plan's level) is not
     confirmed, or '' when it is: a regression at look 0 stands (confirming can only add
-    detections), and only an inconclusive history comparison has anything to gain."""
-    history = [c for c in deciding(look0) if c.method == "history"]
+    detections), and only an inconclusive comparison (``history``, or ``paired`` for more
+    A/B pairs) has anything to gain."""
+    history = [c for c in deciding(look0) if c.method == method]
     if any(c.verdict is Verdict.REGRESSION for c in history):
         return "regression at look 0 stands (confirming only adds detections)"
     if not any(c.verdict is Verdict.INCONCLUSIVE for c in history):

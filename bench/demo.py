@@ -1,0 +1,634 @@
+"""The README's main scenario, for real: does ``perfgate gate`` catch a slowdown of the
+built-in MLP workload on this machine, quiet and under a CPU hog, and stay quiet on an A/A?
+
+Each trial is the scenario as a user types it, in a fresh temporary directory (so the
+default store ``sqlite:///.perfgate/perfgate.db`` is new): three baseline runs
+
+    python -m perfgate run --workload mlp --repeats 3 --branch main
+
+then, for each slowdown S of ``--slowdowns``, one run on a feature branch and the gate
+
+    python -m perfgate run --workload mlp --repeats 3 --branch feat-S --param slowdown=S
+    python -m perfgate gate --branch feat-S --against main --json
+
+(``--command check``: one ``python -m perfgate check --workload mlp --repeats 3 --branch
+feat-S --param slowdown=S --against main --json`` instead of the run and the gate). The
+slowdowns of one trial share its three main runs (cost); every trial has its own store.
+``slowdown=S`` makes a step do S times more real work (S = 0 is an A/A: the same code).
+
+Machine states (``--states``): ``quiet`` (whatever else the machine runs) and ``hog``: one
+busy pure-Python process per core (``python -c "while True: pass"``, ``os.cpu_count()`` of
+them) for the whole state, stopped at the end, on an error and on SIGTERM/SIGINT/SIGHUP.
+``--hog-only [--seconds S]`` just runs the hog (until S seconds pass or it is stopped), so
+something else can be measured under the same load.
+
+Printed per (state, slowdown): trials; gate verdicts (regression, gate failures = exit 1,
+inconclusive, unchanged, other, errors); the median change % of ``step_time_ms`` and
+``step_cpu_ms`` as the gate judged them (``-`` where the gate does not judge a metric), and
+the same change read from the ``perfgate run --json`` centres (feature run against the
+median of the three main runs); the median MDE % (80% power) of each; the median seconds
+of the feature run + gate, and of a whole trial. Then one line per target:
+
+* slowdown 0.3: a regression in >= 9/10 trials quiet, >= 7/10 under the hog;
+* slowdown 1.0: a regression in >= 9/10 trials, quiet and under the hog;
+* slowdown 0 (A/A): no gate failure, in either state;
+
+scaled to ``--trials`` (ceil(share x trials)); an errored trial counts as a miss.
+
+Run from the repository root with the project's virtual environment active::
+
+    python bench/demo.py                                # 10 trials x quiet, hog
+    python bench/demo.py --trials 3 --states quiet      # a quick look, ~6 minutes
+    python bench/demo.py --hog-only --seconds 600       # the hog alone, for other things
+
+Cost: a trial is ~6 perfgate runs of ~20 s each on 2 quiet cores (about 2 minutes), about
+3x that under the hog; the default (10 trials x 2 states) takes about 1.5 hours. The
+results depend on the machine (cores, other load, CPU frequency scaling), so they are a
+demonstration for this machine, not a property of perfgate. ``--json PATH`` writes every
+trial's row. Exit status 0 when every command ran (whatever the verdicts), 1 when one
+failed (its stderr is printed; ``--strict`` stops at the first), 130/143 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+METRICS = ("step_time_ms", "step_cpu_ms")
+BASELINE_RUNS = 3
+REPEATS = 3
+TERM_GRACE_S = 15.0
+"""How long a perfgate command gets after SIGTERM (it stops its own workers) before SIGKILL."""
+TARGETS: dict[str, dict[str, float]] = {
+    "0.3": {"quiet": 0.9, "hog": 0.7},
+    "1": {"quiet": 0.9, "hog": 0.9},
+}
+"""Slowdown -> state -> share of trials that must end in a regression verdict."""
+STATES = ("quiet", "hog")
+HOG_CODE = "while True: pass"
+
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def fmt(value: float | None, spec: str = "+.1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def slowdown_key(s: float) -> str:
+    return format(s, "g")
+
+
+# --- stopping cleanly ----------------------------------------------------------------------
+
+_stopping = False
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM/SIGHUP -> SystemExit, SIGINT -> KeyboardInterrupt, so every ``finally`` runs;
+    a second signal while that cleanup runs is ignored."""
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def install_handlers() -> None:
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, _raise)
+
+
+def stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
+    """Stop ``proc`` (a session leader) and its process group: SIGTERM, then SIGKILL."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In a hog process (Linux): be killed when the bench dies, even by SIGKILL."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def hog(on: bool) -> Iterator[list[int]]:
+    """``os.cpu_count()`` busy processes while inside (none when ``on`` is false)."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        if on:
+            for _ in range(os.cpu_count() or 1):
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", HOG_CODE],
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                        text=True,
+                    )
+                )
+            progress(
+                f"hog: {len(procs)} busy processes, pids {' '.join(str(p.pid) for p in procs)}"
+            )
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+        deadline = time.monotonic() + 5.0
+        for p in procs:
+            try:
+                p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if procs:
+            progress(f"hog: stopped {len(procs)} processes")
+
+
+# --- running perfgate ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    args: tuple[str, ...]
+    rc: int | None
+    """Exit status; None when it ran past ``--timeout`` and was killed."""
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def json(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.stdout)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def describe(self) -> str:
+        what = "timed out" if self.rc is None else f"exit {self.rc}"
+        tail = "\n".join(self.stderr.strip().splitlines()[-15:])
+        cmd = shlex.join(["python", "-m", "perfgate", *self.args])
+        return f"{cmd}: {what} after {self.seconds:.0f} s\n{tail}"
+
+
+def bench_env() -> dict[str, str]:
+    """The caller's environment, without PERFGATE_DATABASE_URL (the store is the default one
+    under the trial's directory), with this checkout first on the module path."""
+    env = {k: v for k, v in os.environ.items() if k != "PERFGATE_DATABASE_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def perfgate(args: Sequence[str], cwd: Path, timeout: float) -> Result:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfgate", *args],
+        cwd=cwd,
+        env=bench_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        stop_group(proc, TERM_GRACE_S)
+        stdout, stderr = proc.communicate()
+        rc = None
+    except BaseException:
+        stop_group(proc, TERM_GRACE_S)
+        raise
+    return Result(tuple(args), rc, stdout, stderr, time.perf_counter() - t0)
+
+
+def run_args(branch: str, slowdown: str | None) -> list[str]:
+    args = ["run", "--workload", "mlp", "--repeats", str(REPEATS), "--branch", branch]
+    return args + (["--param", f"slowdown={slowdown}"] if slowdown is not None else [])
+
+
+def run_json_args(branch: str, slowdown: str | None) -> list[str]:
+    return [*run_args(branch, slowdown), "--json"]
+
+
+def run_centres(result: Result) -> dict[str, float]:
+    """The centre of each metric of ``perfgate run --json``'s (first) run."""
+    data = result.json() or {}
+    runs = data.get("runs") or [{}]
+    measurements = runs[0].get("measurements") or {}
+    return {
+        m: float(measurements[m]["centre"])
+        for m in METRICS
+        if isinstance(measurements.get(m), dict) and measurements[m].get("centre") is not None
+    }
+
+
+# --- one trial ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    state: str
+    trial: int
+    slowdown: float
+    command: str
+    exit_code: int | None = None
+    """The gate's (or check's) exit status; None when it did not run or timed out."""
+    verdict: str | None = None
+    failed: bool | None = None
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per metric the gate judged: verdict, change_pct, ci_low_pct, ci_high_pct, mde_pct,
+    reason."""
+    run_change_pct: dict[str, float] = field(default_factory=dict)
+    """Per metric: the feature run's centre against the median of the main runs' (from
+    ``perfgate run --json``; not with ``--command check``)."""
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    """The feature side: run + gate (or check)."""
+    trial_seconds: float = 0.0
+    """The whole trial: main runs and every slowdown's feature side."""
+    error: str | None = None
+
+
+class StrictError(Exception):
+    pass
+
+
+def judged(row: Row, result: Result) -> None:
+    """Fill ``row`` from a gate (or check) result; an exit status other than 0/1 is an error."""
+    row.exit_code = result.rc
+    data = result.json()
+    if result.rc not in (0, 1):
+        row.error = result.describe()
+        return
+    if data is None:
+        row.error = f"{result.describe()}\n(no JSON on stdout)"
+        return
+    row.verdict = str(data.get("verdict"))
+    row.failed = bool(data.get("failed"))
+    row.notes = [str(n) for n in data.get("notes") or []]
+    for c in data.get("comparisons") or []:
+        metric = c.get("metric")
+        if metric in METRICS and metric not in row.metrics:
+            row.metrics[metric] = {
+                k: c.get(k)
+                for k in ("verdict", "change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "reason")
+            }
+
+
+def trial(
+    state: str,
+    k: int,
+    n: int,
+    slowdowns: Sequence[float],
+    sink: list[Row],
+    *,
+    command: str,
+    timeout: float,
+    strict: bool,
+) -> None:
+    """One trial; each slowdown's row goes into ``sink`` once it is done (so an interrupted
+    or ``--strict``-stopped trial leaves the rows it finished)."""
+    t0 = time.perf_counter()
+    done: list[Row] = []
+
+    def finish(row: Row) -> None:
+        done.append(row)
+        sink.append(row)
+        if row.error is not None:
+            progress(f"  error: {row.error}")
+            if strict:
+                raise StrictError(row.error)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="perfgate-demo-") as tmp:
+            cwd = Path(tmp)
+            main: list[dict[str, float]] = []
+            for i in range(BASELINE_RUNS):
+                r = perfgate(run_json_args("main", None), cwd, timeout)
+                progress(
+                    f"{state} trial {k}/{n} main run {i + 1}/{BASELINE_RUNS}: ({r.seconds:.0f} s)"
+                )
+                if r.rc != 0:
+                    for slowdown in slowdowns:
+                        error = f"main run: {r.describe()}"
+                        finish(Row(state, k, slowdown, command, error=error))
+                    return
+                main.append(run_centres(r))
+            for slowdown in slowdowns:
+                row = Row(state, k, slowdown, command)
+                s = slowdown_key(slowdown)
+                branch = f"feat-{s}"
+                t1 = time.perf_counter()
+                if command == "check":
+                    check = ["check", *run_args(branch, s)[1:], "--against", "main", "--json"]
+                    judged(row, perfgate(check, cwd, timeout))
+                else:
+                    r = perfgate(run_json_args(branch, s), cwd, timeout)
+                    if r.rc != 0:
+                        row.error = f"feature run: {r.describe()}"
+                    else:
+                        for m, v in run_centres(r).items():
+                            base = median([c[m] for c in main if m in c])
+                            if base:
+                                row.run_change_pct[m] = 100.0 * (v / base - 1.0)
+                        gate = ["gate", "--branch", branch, "--against", "main", "--json"]
+                        judged(row, perfgate(gate, cwd, timeout))
+                row.seconds = time.perf_counter() - t1
+                what = row.verdict if row.error is None else "error"
+                progress(
+                    f"{state} trial {k}/{n} slowdown {s}: {what} "
+                    f"(exit {row.exit_code}, {row.seconds:.0f} s)"
+                )
+                finish(row)
+    finally:
+        for row in done:
+            row.trial_seconds = time.perf_counter() - t0
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def target(state: str, slowdown: float, rows: Sequence[Row], trials: int) -> str:
+    s = slowdown_key(slowdown)
+    errors = sum(r.error is not None for r in rows)
+    tail = f" ({errors} errored)" if errors else ""
+    if slowdown == 0:
+        failures = sum(r.exit_code == 1 for r in rows if r.error is None)
+        ok = failures == 0 and errors == 0
+        return f"A/A: gate failures {failures}/{trials}, target 0: {_met(ok)}{tail}"
+    share = TARGETS.get(s, {}).get(state)
+    regressions = sum(r.verdict == "regression" for r in rows)
+    if share is None:
+        return f"regressions {regressions}/{trials}: no target for slowdown {s} {state}"
+    need = math.ceil(share * trials - 1e-9)
+    return (
+        f"regressions {regressions}/{trials}, target >= {need}/{trials}: "
+        f"{_met(regressions >= need)}{tail}"
+    )
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+COLUMNS = (
+    ("state", 6),
+    ("slowdown", 8),
+    ("trials", 6),
+    ("regr", 5),
+    ("fail", 5),
+    ("inconc", 6),
+    ("unch", 5),
+    ("other", 5),
+    ("err", 4),
+    ("gate d% time", 12),
+    ("cpu", 6),
+    ("run d% time", 11),
+    ("cpu", 6),
+    ("MDE% time", 9),
+    ("cpu", 5),
+    ("feat s", 6),
+    ("trial s", 7),
+)
+
+
+def _line(cells: Sequence[str]) -> str:
+    return " ".join(
+        c.ljust(w) if i == 0 else c.rjust(w)
+        for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
+    )
+
+
+def _gate_median(rows: Sequence[Row], metric: str, key: str) -> float | None:
+    values = [r.metrics.get(metric, {}).get(key) for r in rows]
+    return median([float(v) for v in values if v is not None])
+
+
+def _run_median(rows: Sequence[Row], metric: str) -> float | None:
+    return median([r.run_change_pct[metric] for r in rows if metric in r.run_change_pct])
+
+
+def report(
+    rows: Sequence[Row], states: Sequence[str], slowdowns: Sequence[float], trials: int
+) -> None:
+    out("d% = median change of the centre (gate: as judged; run: feature run against the")
+    out("median of the 3 main runs, from `perfgate run --json`); MDE = median of the gate's")
+    out("minimum detectable effect at 80% power; feat s = run + gate; - = not there")
+    head = _line([name for name, _ in COLUMNS])
+    out(head)
+    out("-" * len(head))
+    targets: list[str] = []
+    for state in states:
+        for s in slowdowns:
+            mine = [r for r in rows if r.state == state and r.slowdown == s]
+            ok = [r for r in mine if r.error is None]
+            verdicts = [r.verdict for r in ok]
+            known = ("regression", "inconclusive", "unchanged")
+            out(
+                _line(
+                    [
+                        state,
+                        slowdown_key(s),
+                        str(len(mine)),
+                        str(verdicts.count("regression")),
+                        str(sum(r.exit_code == 1 for r in ok)),
+                        str(verdicts.count("inconclusive")),
+                        str(verdicts.count("unchanged")),
+                        str(sum(v not in known for v in verdicts)),
+                        str(len(mine) - len(ok)),
+                        fmt(_gate_median(ok, "step_time_ms", "change_pct")),
+                        fmt(_gate_median(ok, "step_cpu_ms", "change_pct")),
+                        fmt(_run_median(ok, "step_time_ms")),
+                        fmt(_run_median(ok, "step_cpu_ms")),
+                        fmt(_gate_median(ok, "step_time_ms", "mde_pct"), ".1f"),
+                        fmt(_gate_median(ok, "step_cpu_ms", "mde_pct"), ".1f"),
+                        fmt(median([r.seconds for r in ok]), ".0f"),
+                        fmt(median([r.trial_seconds for r in mine]), ".0f"),
+                    ]
+                )
+            )
+            what = target(state, s, mine, trials)
+            targets.append(f"  {state:<6} slowdown {slowdown_key(s):<4} {what}")
+    out("")
+    out("targets:")
+    for line in targets:
+        out(line)
+    notes = sorted({n for r in rows for n in r.notes})
+    if notes:
+        out("")
+        out("gate notes seen:")
+        for n in notes:
+            out(f"  {n}")
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{platform.machine()} {line.split(':', 1)[1].strip()}"
+    return platform.machine() or "?"
+
+
+def perfgate_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("perfgate")
+    except Exception:  # noqa: BLE001 - only for the header
+        return "?"
+
+
+def hog_only(seconds: float | None) -> int:
+    try:
+        with hog(True):
+            if seconds is None:
+                while True:
+                    time.sleep(3600)
+            time.sleep(seconds)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--states", default=",".join(STATES), help="comma-separated: quiet, hog")
+    parser.add_argument("--trials", type=int, default=10, help="trials per state [10]")
+    parser.add_argument("--slowdowns", default="0,0.3,1.0", help="comma-separated [0,0.3,1.0]")
+    parser.add_argument(
+        "--command",
+        choices=("gate", "check"),
+        default="gate",
+        help="feature side: run + gate, or one perfgate check [gate]",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds one perfgate command may take [1800]"
+    )
+    parser.add_argument("--strict", action="store_true", help="stop at the first failed command")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write every trial's row here")
+    parser.add_argument("--hog-only", action="store_true", help="only run the hog, then exit")
+    parser.add_argument("--seconds", type=float, help="with --hog-only: how long [until stopped]")
+    args = parser.parse_args(argv)
+    install_handlers()
+    if args.hog_only:
+        return hog_only(args.seconds)
+
+    states = [s.strip() for s in args.states.split(",") if s.strip()]
+    bad = [s for s in states if s not in STATES]
+    if bad or not states:
+        parser.error(f"--states: unknown {bad}; choose from {', '.join(STATES)}")
+    try:
+        slowdowns = [float(s) for s in args.slowdowns.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--slowdowns: not numbers: {args.slowdowns}")
+    if not slowdowns or any(s < 0 for s in slowdowns) or args.trials < 1:
+        parser.error("--slowdowns must be >= 0 and --trials >= 1")
+
+    cmd = shlex.join(["python", "bench/demo.py", *(sys.argv[1:] if argv is None else argv)])
+    out(
+        f"bench/demo.py: the README scenario ({BASELINE_RUNS} x `perfgate run --workload mlp "
+        f"--repeats {REPEATS} --branch main`, then per slowdown a feature run and "
+        f"`perfgate {args.command}`), {args.trials} trials per state, fresh store per trial"
+    )
+    out(
+        f"machine: {cpu_model()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, perfgate {perfgate_version()}"
+    )
+    out(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    started = time.perf_counter()
+    rows: list[Row] = []
+    status = 0
+    try:
+        for state in states:
+            t_state = time.perf_counter()
+            with hog(state == "hog"):
+                for k in range(1, args.trials + 1):
+                    trial(
+                        state,
+                        k,
+                        args.trials,
+                        slowdowns,
+                        rows,
+                        command=args.command,
+                        timeout=args.timeout,
+                        strict=args.strict,
+                    )
+            progress(f"{state}: {time.perf_counter() - t_state:.0f} s")
+    except StrictError:
+        status = 1
+    except KeyboardInterrupt:
+        status = 130
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+    if status:
+        out(f"stopped early (status {status}); results so far:")
+    out("")
+    report(rows, [s for s in states if any(r.state == s for r in rows)], slowdowns, args.trials)
+    out("")
+    out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out(f"total wall time {time.perf_counter() - started:.0f} s")
+    out(f"command: {cmd}")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": cmd,
+                    "cpus": os.cpu_count(),
+                    "trials": args.trials,
+                    "rows": [asdict(r) for r in rows],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        out(f"rows written to {args.json}")
+    if status == 0 and any(r.error is not None for r in rows):
+        status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
