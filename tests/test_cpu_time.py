@@ -1,4 +1,4 @@
-"""CPU time beside wall time: ``step_cpu_ms``, the measure busy neighbours cannot inflate.
+"""CPU time beside wall time: ``step_cpu_ms``, the measure without the scheduler's waits.
 
 Real torch training steps on the CPU in worker processes (the built-in ``mlp``, one thread),
 a real SQLite file. Nothing here asserts on wall time: under a CPU hog the wall time of a
@@ -161,7 +161,7 @@ def test_a_contended_run_says_so_and_its_cpu_time_decides(tmp_path: Path) -> Non
     assert result.notes == (
         f"mlp: the machine was contended during this run: wall time {wall.summary.median:.1f} "
         f"ms against {cpu.summary.median:.1f} ms of CPU time; step_cpu_ms decided (the "
-        "neighbours cannot inflate it); step_time_ms and throughput are shown, not deciding",
+        "scheduler's waits are not in it); step_time_ms and throughput are shown, not deciding",
     )
     rows = by_metric(result)
     assert rows["step_time_ms"].verdict is Verdict.REGRESSION

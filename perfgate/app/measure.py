@@ -134,7 +134,7 @@ def contention_note(record: RunRecord, *, deciding_wall: bool) -> str | None:
         "the wall time decided (its baseline has no CPU times), so this verdict measured the "
         "neighbours too: record main's runs with this version, or measure with run --ab"
         if deciding_wall
-        else "step_cpu_ms decided (the neighbours cannot inflate it); step_time_ms and "
+        else "step_cpu_ms decided (the scheduler's waits are not in it); step_time_ms and "
         "throughput are shown, not deciding"
     )
     return (
