@@ -8,10 +8,14 @@ budget buys, then gates once more.
 
 Error control is that of ``run --confirm`` (:mod:`perfgate.stats.sequential`): the first
 gate and the re-measured one are two looks at a common level, so re-measuring only adds
-detections at the plain gate's false-alarm rate, and a regression found at the first look
-stands. ``ab`` mode's looks are means of independent pair ratios (rho = sqrt(n0 / n)). One
-re-measurement round, sized by the budget: the two-look rule is what keeps the false-alarm
-rate; a third look would need its own share.
+detections at the plain gate's false-alarm rate, and a regression at the first look (at that
+level) stands. The two looks are entered whenever a re-measurable benchmark is inconclusive
+*or a regression* at the plain gate (a regression is judged again at the common level: it
+stands there, or the second look settles it); reporting a plain regression while
+re-measuring the rest would spend the false-alarm budget twice. ``ab`` mode's looks are means
+of independent pair ratios (rho = sqrt(n0 / n)). One re-measurement round, sized by the
+budget: the two-look rule is what keeps the false-alarm rate; a third look would need its
+own share.
 
 What stays inconclusive is said, with why and what would settle it
 (:func:`unsettled_notes`): the baseline cannot split job from process noise (too few runs),
@@ -151,11 +155,22 @@ def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, ag
 
 def _open(result: GateResult, method: str) -> set[str]:
     """Benchmarks with a deciding ``method`` comparison left inconclusive."""
+    return _with(result, method, (Verdict.INCONCLUSIVE,))
+
+
+def _with(result: GateResult, method: str, verdicts: tuple[Verdict, ...]) -> set[str]:
     return {
         c.benchmark
         for c in deciding(result.comparisons)
-        if c.method == method and c.verdict is Verdict.INCONCLUSIVE
+        if c.method == method and c.verdict in verdicts
     }
+
+
+_LOOKED_AGAIN = (Verdict.INCONCLUSIVE, Verdict.REGRESSION)
+"""The plain gate's verdicts that send a benchmark to the two looks: an inconclusive one to
+be settled, and a regression too, judged again at the common level (it stands there, or
+is settled by the second look). Reporting a plain regression as it is while re-measuring
+the inconclusive ones would spend the false-alarm budget twice."""
 
 
 def _remeasurable(spec: BenchmarkSpec) -> bool:
@@ -235,7 +250,7 @@ def run_check(
 
     plain = judge(records)
     by_name = {s.name: s for s in specs}
-    open_ = {b for b in _open(plain, "history") if _remeasurable(by_name[b])}
+    open_ = {b for b in _with(plain, "history", _LOOKED_AGAIN) if _remeasurable(by_name[b])}
     if not open_:
         return CheckOutcome(
             _with_notes(plain, unsettled_notes(plain, records, (), 0)), tuple(records), mode
@@ -246,11 +261,13 @@ def run_check(
             plain, records, (), 0, budget_note=_too_small(budget, records, open_)
         )
         return CheckOutcome(_with_notes(plain, notes), tuple(records), mode)
-    # every re-measurable benchmark goes in: the confirmation's level counts the whole gate,
-    # and only those inconclusive at that level get the repeats
+    # every re-measurable benchmark goes in, judged at the level of the whole gate's tests;
+    # only those inconclusive at that level get the repeats
+    confirmable = [s for s in specs if _remeasurable(s)]
+    recorded = {r.benchmark: r for r in records}
     confirmations = confirm_and_record(
         config,
-        [s for s in specs if _remeasurable(s)],
+        confirmable,
         store,
         branch=git.branch,
         against=against,
@@ -259,6 +276,8 @@ def run_check(
         progress=progress,
         base_sha=base_sha,
         git=history,
+        runs=[recorded[s.name] for s in confirmable],
+        gate_tests=_tests(plain),
     )
     folded = {c.benchmark: c.folded for c in confirmations if c.folded is not None}
     final_records = [folded.get(r.benchmark, r) for r in records]
@@ -299,6 +318,7 @@ def _check_ab(
         progress=progress,
     )
     heads = [head for _, head in pairs]
+    by_name = {s.name: s for s in specs}
 
     def judge(runs: Sequence[RunRecord]) -> GateResult:
         return compare_records(
@@ -306,7 +326,7 @@ def _check_ab(
         )
 
     plain = judge(heads)
-    open_ = _open(plain, "paired")
+    open_ = _with(plain, "paired", _LOOKED_AGAIN)
     if not open_:
         return CheckOutcome(
             _with_notes(plain, unsettled_notes(plain, heads, (), 0)), tuple(heads), "ab"
@@ -317,7 +337,7 @@ def _check_ab(
             plain, heads, (), 0, budget_note=_too_small(budget, heads, open_, 2)
         )
         return CheckOutcome(_with_notes(plain, notes), tuple(heads), "ab")
-    tests = sum(1 for c in deciding(plain.comparisons) if c.p_value is not None) or 1
+    tests = _tests(plain)
     levels = {
         h.benchmark: sequential.look_level(
             sequential.pairs_correlation(max(h.spec.repeats, 1), extra), tests=tests
@@ -334,7 +354,13 @@ def _check_ab(
             final_heads.append(head)
             continue
         _, new_head = extend_pairs_and_record(
-            store, pair, extra=extra, alpha=levels[head.benchmark], repo=repo, progress=progress
+            store,
+            pair,
+            spec=by_name[head.benchmark],
+            extra=extra,
+            alpha=levels[head.benchmark],
+            repo=repo,
+            progress=progress,
         )
         final_heads.append(new_head)
         remeasured.append(head.benchmark)
@@ -343,6 +369,12 @@ def _check_ab(
     return CheckOutcome(
         _with_notes(final, notes), tuple(final_heads), "ab", extra, tuple(sorted(remeasured))
     )
+
+
+def _tests(result: GateResult) -> int:
+    """The noisy deciding tests of a gate (every benchmark's, re-measurable or not): the
+    ``tests`` its looks' level is for."""
+    return sum(1 for c in deciding(result.comparisons) if c.p_value is not None) or 1
 
 
 def _too_small(

@@ -240,6 +240,7 @@ def extend_pairs_and_record(
     store: SqlStore,
     pair: tuple[RunRecord, RunRecord],
     *,
+    spec: BenchmarkSpec,
     extra: int,
     alpha: float,
     repo: Path,
@@ -252,6 +253,8 @@ def extend_pairs_and_record(
 
     Args:
         pair: (base run, head run) as :func:`run_ab_and_record` recorded them.
+        spec: the suite's benchmark they measured (each side runs it with its own tree's
+            defaults, as the first pairs did; not the head's recorded parameters).
         repo: the suite's directory inside the head's checkout, as for that call.
     """
     from perfgate.runner.ab import base_worktree, repo_root, run_pairs
@@ -263,7 +266,7 @@ def extend_pairs_and_record(
     if head_dir is None:
         raise UsageError(f"{repo} is not inside a git checkout: cannot measure more A/B pairs")
     suite_dir = repo.resolve().relative_to(head_dir.resolve())
-    spec = replace(head.spec, repeats=extra, profiled=0, confirm_alpha=None, looks=0)
+    spec = replace(spec, repeats=extra, profiled=0, confirm_alpha=None, looks=0)
     with base_worktree(repo, base.git.commit) as base_dir:
         base_out, head_out, _ = run_pairs(
             spec,
@@ -318,18 +321,26 @@ def confirm_and_record(
     progress: ProgressFn | None = None,
     base_sha: str = "",
     git: GitHistory | None = None,
+    runs: Sequence[RunRecord] | None = None,
+    gate_tests: int | None = None,
 ) -> list[Confirmation]:
     """``run --confirm N``: the latest run of each benchmark on ``branch`` judged again at
     the confirmation's level (:mod:`perfgate.stats.sequential`); a benchmark with a
     regression keeps it, one with an inconclusive metric gets ``extra`` more repeats in fresh
     processes, and the run with all of them is recorded in place of the original (marked
     excluded, same transaction) with that level, so the gate judges it there.
+
+    Args:
+        runs: the runs to confirm, one per spec in order (``check``: the ones this job just
+            recorded, not whatever run of the branch is latest in a shared store).
+        gate_tests: the noisy deciding tests of the whole gate the level is for (default:
+            those of these runs).
     """
     if extra < 1:
         raise UsageError("--confirm needs at least 1 extra repeat")
     _single_process_only(specs, "--confirm")
-    originals = []
-    for spec in specs:
+    originals = list(runs) if runs is not None else []
+    for spec in specs if runs is None else ():
         original = store.latest_run(project=config.project, benchmark=spec.name, branch=branch)
         if original is None:
             raise UsageError(f"nothing to confirm: no run of {spec.name} on branch {branch!r}")
@@ -338,7 +349,9 @@ def confirm_and_record(
     plain = compare_records(
         config, store, originals, branch=branch, against=against, base_sha=base_sha, git=git
     )
-    tests = sum(1 for c in plain.comparisons if c.method == "history" and c.p_value is not None)
+    tests = gate_tests or sum(
+        1 for c in deciding(plain.comparisons) if c.method == "history" and c.p_value is not None
+    )
     plans = [
         _confirm_plan(
             config,
@@ -350,6 +363,9 @@ def confirm_and_record(
             tests=tests,
             base_sha=base_sha,
             git=git,
+            shown=frozenset(
+                c.metric for c in plain.comparisons if c.benchmark == o.benchmark and not c.decides
+            ),
         )
         for o in originals
     ]
@@ -419,8 +435,11 @@ def _confirm_plan(
     tests: int,
     base_sha: str = "",
     git: GitHistory | None = None,
+    shown: frozenset[str] = frozenset(),
 ) -> sequential.ConfirmPlan:
-    """The confirmation plan of one run, from its baseline window (as the gate draws it)."""
+    """The confirmation plan of one run, from its baseline window (as the gate draws it),
+    over its deciding metrics (not those ``shown`` beside them: a wall time where the CPU
+    time decides)."""
     window, _, _ = gate_window(
         config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
     )
@@ -431,6 +450,8 @@ def _confirm_plan(
         points = window.points.get(m.metric, ())
         if window.others or m.deterministic or len(points) < sequential.MIN_RUNS:
             continue  # not a noisy comparison with a history
+        if m.metric in shown:
+            continue
         if config.policy(m.metric).deterministic:
             continue
         if len(m.repeats) != initial:

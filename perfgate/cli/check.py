@@ -96,7 +96,8 @@ def check(
     exit with its code (1 on a regression).
 
     Re-measuring keeps the plain gate's false-alarm rate: the first gate and the
-    re-measured one are two looks at a common level, and a regression at the first stands.
+    re-measured one are two looks at a common level, and a regression at the first (at that
+    level) stands.
     What stays inconclusive is reported with why and what would settle it.
 
     \b

@@ -83,7 +83,9 @@ def _compare(
                 git=history,
             )
             if alerts and store.read_only:
-                regressed = any(c.verdict == Verdict.REGRESSION for c in result.comparisons)
+                regressed = any(
+                    c.verdict == Verdict.REGRESSION for c in app.deciding(result.comparisons)
+                )
                 if regressed and result.branch == config.base_branch:
                     click.echo(
                         f"perfgate: warning: store {store.url} is read-only: this gate's "

@@ -246,10 +246,13 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
 def _not_shown(dropped: Sequence[Comparison]) -> str:
     parts = []
     for verdict in sorted(_RANK, key=lambda v: -_RANK[v]):
-        n = sum(1 for c in dropped if c.verdict is verdict)
+        n = sum(1 for c in dropped if c.verdict is verdict and c.decides)
         if n:
             one, many = _NOUN[verdict]
             parts.append(f"{n} {one if n == 1 else many}")
+    beside = sum(1 for c in dropped if not c.decides)
+    if beside:
+        parts.append(f"{beside} shown, not deciding")
     total = len(dropped)
     return (
         f"*{total} row{'s' if total != 1 else ''} not shown ({', '.join(parts)}) to stay "
