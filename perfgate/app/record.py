@@ -30,7 +30,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.parsers import read_profile
-from perfgate.runner import BenchmarkOutcome, run_benchmark
+from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import sequential
 from perfgate.stats.decide import deciding
@@ -260,8 +260,6 @@ def extend_pairs_and_record(
     from perfgate.runner.ab import base_worktree, repo_root, run_pairs
 
     base, head = pair
-    step = head.measurement("step_time_ms")
-    initial = len(step.repeats) if step is not None else head.spec.repeats
     head_dir = repo_root(repo)
     if head_dir is None:
         raise UsageError(f"{repo} is not inside a git checkout: cannot measure more A/B pairs")
@@ -277,23 +275,8 @@ def extend_pairs_and_record(
             seed=int(head.id[:8], 16) + 1,
             progress=progress,
         )
-    folded = []
-    for original, outcome in ((base, base_out), (head, head_out)):
-        measurements = original.measurements
-        for rep in outcome.repeats:
-            measurements = extended(measurements, rep)
-        folded.append(
-            replace(
-                original,
-                id=uuid.uuid4().hex,
-                measurements=measurements,
-                spec=replace(
-                    original.spec, repeats=initial + extra, looks=extra, confirm_alpha=alpha
-                ),
-            )
-        )
-    new_base, new_head = folded
-    new_head = replace(new_head, paired_with=new_base.id)
+    new_base = _folded(base, base_out.repeats, alpha)
+    new_head = replace(_folded(head, head_out.repeats, alpha), paired_with=new_base.id)
     store.save_runs([new_base, new_head], supersedes=[base.id, head.id])
     return new_base, new_head
 
@@ -443,8 +426,7 @@ def _confirm_plan(
     window, _, _ = gate_window(
         config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
     )
-    step = record.measurement("step_time_ms")
-    initial = len(step.repeats) if step is not None else record.spec.repeats
+    initial = _initial_repeats(record)
     rhos: list[float | None] = []
     for m in record.measurements:
         points = window.points.get(m.metric, ())
@@ -482,10 +464,9 @@ def _with_extra_repeats(
     from perfgate.runner import run_repeat, split_threads
     from perfgate.runner.lifecycle import interruptible
 
-    step = original.measurement("step_time_ms")
-    initial = len(step.repeats) if step is not None else original.spec.repeats
+    initial = _initial_repeats(original)
     threads, params = split_threads(original.spec)
-    measurements = original.measurements
+    reps = []
     with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
         for i in range(extra):
             if progress is not None:
@@ -500,10 +481,31 @@ def _with_extra_repeats(
                 sys_path=list(sys_path),
                 timeout_s=spec.timeout_s,
             )
-            measurements = extended(measurements, rep)
+            reps.append(rep)
+    return _folded(original, reps, alpha)
+
+
+def _initial_repeats(record: RunRecord) -> int:
+    """The repeats ``record`` was measured with (its step times', else its spec's)."""
+    step = record.measurement("step_time_ms")
+    return len(step.repeats) if step is not None else record.spec.repeats
+
+
+def _folded(original: RunRecord, reps: Sequence[RepeatResult], alpha: float) -> RunRecord:
+    """``original`` with the repeats ``reps`` folded into every metric a repeat extends: a
+    new run id, its spec counting them (``looks``), judged at ``alpha``."""
+    measurements = original.measurements
+    for rep in reps:
+        measurements = extended(measurements, rep)
+    extra = len(reps)
     return replace(
         original,
         id=uuid.uuid4().hex,
         measurements=measurements,
-        spec=replace(original.spec, repeats=initial + extra, looks=extra, confirm_alpha=alpha),
+        spec=replace(
+            original.spec,
+            repeats=_initial_repeats(original) + extra,
+            looks=extra,
+            confirm_alpha=alpha,
+        ),
     )
