@@ -29,6 +29,10 @@ RANK_SUFFIX = ".rank"
 FALLBACK_POLICY = MetricPolicy(LOWER, 3.0)
 """The policy of a metric the catalogue does not know."""
 
+UTILISATION_POINTS = 15.0
+"""The minimum effect of a utilisation percentage, in points (asc-tools' CI rule: NPU
+utilisation -15 points); a suite's ``[metrics.NAME] min_effect_abs`` changes it."""
+
 
 class Samples(str, Enum):
     """What one sample of a metric is, and so what one more repeat adds to it."""
@@ -60,6 +64,9 @@ class MetricSpec:
     """No noise: any change beyond the tolerance is a change, without a test."""
     steady: bool = False
     """A series of steps whose warm-up transient is found and left out of its summary."""
+    numerics: bool = False
+    """A result that must not move (a loss at step N with a fixed seed): deterministic, and a
+    change beyond the tolerance either way is a ``regression`` of kind ``numerics``."""
 
     @property
     def policy(self) -> MetricPolicy:
@@ -197,6 +204,93 @@ _ENTRIES = (
         "collective communication per step, mean over ranks (in a DDP step, the gradient "
         "all-reduce)",
         samples=Samples.PER_RUN,
+    ),
+    # Utilisation, from a profile (2.4): percentages judged in points, so that a drop from
+    # 80% to 64% (16 points) is a change and one to 70% (10 points) is not.
+    MetricSpec(
+        "device_busy_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "share of the profiled step the device was running something (compute or "
+        "communication), per step",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "aicore_util_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "Ascend: AI Core busy share of the step, time-weighted over its kernels' "
+        "aicore_time / duration",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "cube_util_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "Ascend: Cube (matrix) unit utilisation, time-weighted over the kernels that report "
+        "it (aic_mac_ratio, cube_utilization(%))",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "vector_util_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "Ascend: Vector unit utilisation, time-weighted over the kernels that report it "
+        "(aiv_vec_ratio)",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "l2_hit_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "Ascend: L2 cache hit rate, weighted by the tasks' durations (l2_cache.csv)",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "hbm_bandwidth_gb_s",
+        "GB/s",
+        HIGHER,
+        15.0,
+        "mean HBM read + write bandwidth over the profiled window, where collected",
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "sm_occupancy_pct",
+        "%",
+        HIGHER,
+        0.0,
+        "CUDA: the kernels' est. achieved occupancy, weighted by their durations",
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    ),
+    MetricSpec(
+        "peak_memory_pct_of_capacity",
+        "%",
+        LOWER,
+        0.0,
+        "peak memory as a share of the device's capacity, where the capacity is known",
+        min_effect_abs=5.0,
+    ),
+    # Numerics guard (DESIGN.md §5): the loss at the end of the measured window, fixed seed.
+    MetricSpec(
+        "loss",
+        "",
+        LOWER,
+        0.1,
+        "the training loss at the end of the measured window with a fixed seed: it must stay "
+        "equal within its tolerance (a relative %), whatever the speed did",
+        deterministic=True,
+        numerics=True,
     ),
     # Inference (stats/quantiles.py says why the tail's minimum effect is larger).
     MetricSpec(

@@ -41,6 +41,9 @@ class Verdict(str, Enum):
     INCONCLUSIVE = "inconclusive"
     NO_BASELINE = "no_baseline"
     INCOMPARABLE = "incomparable"
+    OVER_BUDGET = "over_budget"
+    """An absolute budget of the suite's ``[budgets]`` is breached (judged on the run alone,
+    history or not; never a regression)."""
 
 
 class Severity(str, Enum):
@@ -516,6 +519,133 @@ class CommunicationSummary:
 
 
 @dataclass(frozen=True)
+class RankPair:
+    """Traffic from one rank to another over one link type in one profiled step (Ascend
+    ``communication_matrix.json``, or the db export's equivalent), summed over the step's
+    collective and point-to-point ops. Times in ms, sizes in MB (as the profiler writes
+    them); ``bandwidth_gb_s`` is transit size / transit time."""
+
+    src: int
+    dst: int
+    link: str
+    """``Transport Type`` as the profiler names it: ``HCCS``, ``RDMA``, ``SDMA``, ``PCIE``,
+    ``SIO``, ``LOCAL`` (a rank to itself)."""
+    transit_size_mb: float
+    transit_time_ms: float
+    bandwidth_gb_s: float
+    wait_ms: float | None = None
+    """Time the pair's ops waited before transfer (the source rank's wait), when known."""
+    ops: int = 0
+    """Communication ops summed into the pair."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "src": self.src,
+            "dst": self.dst,
+            "link": self.link,
+            "transit_size_mb": self.transit_size_mb,
+            "transit_time_ms": self.transit_time_ms,
+            "bandwidth_gb_s": self.bandwidth_gb_s,
+            "wait_ms": self.wait_ms,
+            "ops": self.ops,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankPair:
+        wait = data.get("wait_ms")
+        return cls(
+            src=int(data["src"]),
+            dst=int(data["dst"]),
+            link=str(data["link"]),
+            transit_size_mb=float(data["transit_size_mb"]),
+            transit_time_ms=float(data["transit_time_ms"]),
+            bandwidth_gb_s=float(data["bandwidth_gb_s"]),
+            wait_ms=None if wait is None else float(wait),
+            ops=int(data.get("ops", 0)),
+        )
+
+
+class SpanKind(str, Enum):
+    """What a span of a timeline lane was doing."""
+
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+    MEMCPY = "memcpy"
+    HOST = "host"
+    """A host-side op or API call (a CPU lane)."""
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class TimelineSpan:
+    """One op (kernel, task, host call) on a lane, in µs from the step's start."""
+
+    start_us: float
+    dur_us: float
+    name: str
+    kind: SpanKind
+
+
+@dataclass(frozen=True)
+class TimelineLane:
+    """One row of a timeline: a device stream or a host thread."""
+
+    name: str
+    """As the profiler names it (``Stream 2``, ``HCCL Plane 0``, ``thread 1234 (python)``)."""
+    device: bool
+    """A device stream (True) or a host thread (False)."""
+    spans: tuple[TimelineSpan, ...]
+    """Sorted by start."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What ran when in one profiled step (MindStudio Insight's timeline view, one step)."""
+
+    step: str
+    """The step's name in the profile (``ProfilerStep#5``, ``step 50``)."""
+    duration_us: float
+    lanes: tuple[TimelineLane, ...]
+    dropped_spans: int = 0
+    """Spans left out to keep the stored timeline bounded (the shortest first); 0 when whole."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "duration_us": self.duration_us,
+            "dropped_spans": self.dropped_spans,
+            "lanes": [
+                {
+                    "name": lane.name,
+                    "device": lane.device,
+                    # [start_us, dur_us, name, kind]: compact, a step may hold 10^4 spans.
+                    "spans": [[s.start_us, s.dur_us, s.name, s.kind.value] for s in lane.spans],
+                }
+                for lane in self.lanes
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Timeline:
+        return cls(
+            step=str(data["step"]),
+            duration_us=float(data["duration_us"]),
+            dropped_spans=int(data.get("dropped_spans", 0)),
+            lanes=tuple(
+                TimelineLane(
+                    name=str(lane["name"]),
+                    device=bool(lane["device"]),
+                    spans=tuple(
+                        TimelineSpan(float(s[0]), float(s[1]), str(s[2]), SpanKind(s[3]))
+                        for s in lane["spans"]
+                    ),
+                )
+                for lane in data.get("lanes", ())
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class ProfileSummary:
     """What a profiler saw over its window, normalised per step.
 
@@ -546,6 +676,18 @@ class ProfileSummary:
     collection: Mapping[str, str] = field(default_factory=dict)
     """How the profile was collected: profiler level, aic_metrics, export type, torch_npu
     and CANN versions, device name, ... (keys as the source names them, lower-cased)."""
+    utilisation: Mapping[str, float] = field(default_factory=dict)
+    """Utilisation over the profiled steps, keyed by catalogue metric (``device_busy_pct``,
+    ``aicore_util_pct``, ``cube_util_pct``, ``vector_util_pct``, ``l2_hit_pct`` in %,
+    ``hbm_bandwidth_gb_s``, ``sm_occupancy_pct``): only those the profile holds; ``notes``
+    says why the others are missing."""
+    device_memory_capacity_bytes: int | None = None
+    """The device's memory capacity, when the profile says (for
+    ``peak_memory_pct_of_capacity``)."""
+    rank_pairs: tuple[RankPair, ...] = ()
+    """Rank-to-rank traffic of one profiled step (multi-rank Ascend jobs)."""
+    timeline: Timeline | None = None
+    """One profiled step, op by op, per device stream and host thread."""
 
     def top_ops(self, n: int = 10) -> tuple[OpStat, ...]:
         return tuple(sorted(self.ops, key=lambda o: -o.self_time_ms_per_step)[:n])
@@ -570,6 +712,10 @@ class ProfileSummary:
             "peak_reserved_bytes": self.peak_reserved_bytes,
             "memory_growth_bytes": self.memory_growth_bytes,
             "collection": dict(self.collection),
+            "utilisation": dict(self.utilisation),
+            "device_memory_capacity_bytes": self.device_memory_capacity_bytes,
+            "rank_pairs": [p.to_dict() for p in self.rank_pairs],
+            "timeline": None if self.timeline is None else self.timeline.to_dict(),
         }
 
     @classmethod
@@ -583,6 +729,8 @@ class ProfileSummary:
         comm = data.get("communication")
         reserved = data.get("peak_reserved_bytes")
         growth = data.get("memory_growth_bytes")
+        capacity = data.get("device_memory_capacity_bytes")
+        timeline = data.get("timeline")
         return cls(
             source=str(data["source"]),
             steps=int(data["steps"]),
@@ -602,6 +750,10 @@ class ProfileSummary:
             peak_reserved_bytes=None if reserved is None else int(reserved),
             memory_growth_bytes=None if growth is None else int(growth),
             collection={str(k): str(v) for k, v in data.get("collection", {}).items()},
+            utilisation={str(k): float(v) for k, v in data.get("utilisation", {}).items()},
+            device_memory_capacity_bytes=None if capacity is None else int(capacity),
+            rank_pairs=tuple(RankPair.from_dict(p) for p in data.get("rank_pairs", ())),
+            timeline=None if timeline is None else Timeline.from_dict(timeline),
         )
 
 
@@ -764,6 +916,11 @@ class Comparison:
     decides: bool = True
     """False: shown beside the metrics that decide, never deciding (a training run's wall
     time where its CPU or device time decides, :func:`perfgate.metrics.not_deciding`)."""
+    kind: str = ""
+    """What was judged, where it is not a speed: ``budget`` (an absolute limit of the
+    suite's ``[budgets]``, verdict ``over_budget`` or ``unchanged``), ``numerics`` (a loss that
+    must stay equal within its tolerance: a change is a ``regression`` whatever the speed
+    did); "" for a statistical or deterministic comparison with history or a pair."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -791,6 +948,7 @@ class Comparison:
             "fingerprint_differences": list(self.fingerprint_differences),
             "method": self.method,
             "decides": self.decides,
+            "kind": self.kind,
         }
 
 
