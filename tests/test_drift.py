@@ -233,3 +233,42 @@ def test_a_metric_that_rises_from_zero_does_not_break_the_nightly_analysis(tmp_p
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert all(math.isfinite(c["change_pct"]) for c in data["change_points"])
+
+
+# One family per benchmark ------------------------------------------------------------------
+
+
+def test_a_drift_is_kept_only_if_it_holds_among_its_benchmarks_series() -> None:
+    from perfgate.stats.drift import kept_in_family
+
+    assert kept_in_family([0.004], tested=1) == [True]
+    assert kept_in_family([0.004], tested=10) == [False]  # 0.004 x 10 / 1 = 0.04
+    assert kept_in_family([0.0001, 0.004], tested=2) == [True, True]
+    assert kept_in_family([], tested=5) == []
+
+
+def test_noise_drifts_of_many_series_are_not_reported_and_a_creep_still_is() -> None:
+    from perfgate.stats.drift import kept_in_family
+
+    found = [compare_horizon(list(noise(60, 0.03, 5000 + k))) for k in range(40)]
+    raw = [d.p_value for d in found if d is not None]
+    assert len(raw) == 2  # these seeds' noise holds two drifts significant on their own...
+    assert not any(kept_in_family(raw, tested=40))  # ...which the family does not report
+    real = compare_horizon(list(creep(160, 0.08, 0.02, 1)))
+    assert real is not None
+    assert kept_in_family([real.p_value, *raw], tested=41) == [True, False, False]
+
+
+def test_history_analyze_keeps_a_creep_beside_twelve_flat_benchmarks(tmp_path: Path) -> None:
+    # Each benchmark is its own family: twelve flat ones do not dilute the creep of another.
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    runs = creeping_runs(0, 160)
+    for b in range(12):
+        z = np.random.default_rng(500 + b).standard_normal(60)
+        runs += [
+            record(i, 20.0 * float(np.exp(0.03 * z[i])), benchmark=f"flat{b}", seed=b)
+            for i in range(60)
+        ]
+    fill(url, runs)
+    data = json.loads(analyze(url, "--json").stdout)
+    assert [d["benchmark"] for d in data["drifts"]] == ["mlp"]

@@ -21,7 +21,7 @@ from perfgate.models import (
 )
 from perfgate.parsers.series import read_series_csv
 from perfgate.stats.changepoints import detect_change_points
-from perfgate.stats.drift import compare_horizon
+from perfgate.stats.drift import MIN_RUNS, compare_horizon, kept_in_family
 
 if TYPE_CHECKING:
     from perfgate.store import SqlStore
@@ -70,6 +70,12 @@ def series_changes(
     return found
 
 
+def tested_series(points: Sequence[RunPoint]) -> int:
+    """How many series of ``points`` :func:`series_drifts` tests for a drift (those long
+    enough): the size of the nightly's family of drift tests."""
+    return sum(1 for _, runs in noisy_series(points) if len(runs) >= MIN_RUNS)
+
+
 def series_drifts(
     benchmark: str,
     points: Sequence[RunPoint],
@@ -82,7 +88,9 @@ def series_drifts(
     those a long horizon ago (:func:`perfgate.stats.drift.compare_horizon`), beyond the
     change points ``changes`` found in it. Each comes as a :class:`DetectedChange` with
     ``drift`` set, its commit range the runs the move happened over, ``first_run_after``
-    the newest run (:func:`analyze_history` keys it on its alert instead)."""
+    the newest run (:func:`analyze_history` keys it on its alert instead). Each is
+    significant on its own; :func:`analyze_history` keeps those that stay significant in the
+    family of every series it tested (:func:`tested_series`)."""
     found: list[DetectedChange] = []
     for (metric, key), runs in noisy_series(points):
         ids = {r.run_id: i for i, r in enumerate(runs)}
@@ -162,7 +170,9 @@ def analyze_history(
 ) -> list[DetectedChange]:
     """Change points and drifts of every noisy metric's series on ``branch`` (one series
     per benchmark, metric and environment), oldest first; drifts (``drift`` set) after the
-    change points of their benchmark.
+    change points of their benchmark, those that stay significant among the series of
+    their benchmark (Benjamini-Hochberg over that family, as a gate corrects over its
+    metrics: :func:`perfgate.stats.drift.kept_in_family`).
 
     Each is recorded as an alert (once: a change found again keeps its alert and triage
     state) unless ``record`` is false, and carries its alert's triage state; those triaged
@@ -178,6 +188,9 @@ def analyze_history(
             name, points, branch=branch, direction=lambda m: config.policy(m).direction
         )
         drifts = series_drifts(name, points, branch=branch, policy=config.policy, changes=changes)
+        # One family per benchmark, as one gate is: its series' drifts, BH-corrected.
+        kept = kept_in_family([d.point.p_value for d in drifts], tested_series(points))
+        drifts = [d for d, keep in zip(drifts, kept, strict=True) if keep]
         if drifts:
             known = store.alerts(project=config.project, benchmark=name)
             for i, d in enumerate(drifts):

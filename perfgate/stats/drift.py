@@ -43,6 +43,7 @@ from scipy import special
 from perfgate.errors import UsageError
 from perfgate.models import Drift
 from perfgate.stats.changepoints import ABRUPT_WIDTH, average_ranks, best_ramp
+from perfgate.stats.fdr import benjamini_hochberg
 
 BLOCK_RUNS = 10
 """Runs in each of the two compared blocks (the newest, and those at the horizon)."""
@@ -57,6 +58,30 @@ ALPHA = 0.01
 MIN_EFFECT_PCT = 1.5
 """Smallest drift reported, in percent, unless the metric's minimum effect says otherwise."""
 MAX_RHO = 0.9
+MIN_RUNS = 3 * BLOCK_RUNS
+"""Runs a series needs before its drift is tested (two blocks and one between them)."""
+
+
+def kept_in_family(p_values: Sequence[float], tested: int, alpha: float = ALPHA) -> list[bool]:
+    """Which of the drifts found (their p-values, each already below ``alpha``) a nightly
+    analysis reports, when ``tested`` series were tested in it: those whose
+    Benjamini-Hochberg adjusted p-value over the whole family is still below ``alpha``.
+
+    Without it a benchmark's 20 noisy series (its metrics and ranks) would report a false
+    drift at alpha 0.01 on up to one night in five (1 - 0.99^20). The series tested but not found (too
+    small a change, or not significant) count as p = 1: their true p-values are unknown
+    here, and 1 is the conservative stand-in (it can only raise the others' adjusted values).
+
+    The family is one benchmark's series (:func:`perfgate.app.history.analyze_history`), not
+    the whole suite's: the rank test's normal approximation cannot go below p ~ 1.6e-4 with
+    two blocks of 10 runs, so over a family of more than ~60 series even a clean 8% creep
+    could never be reported.
+    """
+    if not p_values:
+        return []
+    padded = [*p_values, *([1.0] * max(0, tested - len(p_values)))]
+    adjusted = benjamini_hochberg(padded)
+    return [a < alpha for a in adjusted[: len(p_values)]]
 
 
 def _horizon_end(n: int, ages_days: Sequence[float] | None) -> int:
@@ -152,7 +177,7 @@ def compare_horizon(
     if ages_days is not None and len(ages_days) != x.size:
         raise UsageError("ages_days must have one age per value")
     n = x.size
-    if n < 3 * BLOCK_RUNS:
+    if n < MIN_RUNS:
         return None
     positive = bool(np.all(x > 0.0))
     y = np.log(x) if positive else x.copy()
