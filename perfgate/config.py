@@ -3,11 +3,17 @@ environment variables and command-line flags, merged into one frozen :class:`Con
 
 Precedence: flag > environment > file > default. Unknown keys are errors, named with the file
 and the key's path, so a typo never silently turns a setting off.
+
+Budgets (``[budgets]``, :func:`parse_budgets`) are absolute limits a suite states for its
+metrics (``latency_p99_ms = "<= 100"``), judged on every run whatever its history; they fail
+the gate by default (:data:`DEFAULT_FAIL_ON`).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -15,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ConfigError
-from perfgate.metrics import base_name, default_policy
+from perfgate.metrics import base_name, default_policy, lookup
 from perfgate.models import (
     TABLE_THRESHOLDS,
     TREATMENT_PARAMS,
@@ -46,6 +52,7 @@ _TOP_KEYS = {
     "metrics",
     "benchmarks",
     "advisor",
+    "budgets",
 }
 _DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
 _BENCH_KEYS = {
@@ -63,6 +70,46 @@ _KINDS = ("training", "inference")
 _METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic"}
 _DEVICES = {"cpu", "cuda", "npu"}
 
+DEFAULT_FAIL_ON = frozenset({Verdict.REGRESSION, Verdict.OVER_BUDGET})
+"""The verdicts that fail a gate when the suite does not say: a regression, and a breached
+budget. A suite that sets ``fail_on`` gets exactly what it lists: ``fail_on =
+["regression"]`` shows a breached budget and passes."""
+
+ALL_BENCHMARKS = "*"
+"""The key of the budgets (and reference values) that apply to every benchmark."""
+
+BUDGET_OPERATORS = ("<=", "<", ">=", ">")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One limit of the suite's ``[budgets]``: ``metric operator value``, judged on a run's
+    centre (:mod:`perfgate.stats.budget`).
+
+    ``value`` is in the metric's unit; for a budget relative to the reference
+    (``">= 95% of reference"``) it is the fraction of the reference's value (0.95), resolved
+    at gate time. ``text`` is the budget as the suite wrote it (normalised spacing)."""
+
+    metric: str
+    operator: str
+    value: float
+    of_reference: bool = False
+    text: str = ""
+
+    @property
+    def upper(self) -> bool:
+        """An upper limit (``<=``, ``<``): the run breaches it from above."""
+        return self.operator.startswith("<")
+
+    def allows(self, value: float, limit: float) -> bool:
+        """Whether ``value`` keeps this budget with its limit resolved to ``limit``."""
+        return {
+            "<=": value <= limit,
+            "<": value < limit,
+            ">=": value >= limit,
+            ">": value > limit,
+        }[self.operator]
+
 
 @dataclass(frozen=True)
 class Config:
@@ -72,7 +119,7 @@ class Config:
     database_url: str = DEFAULT_DATABASE_URL
     base_branch: str = "main"
     host_label: str = ""
-    fail_on: frozenset[Verdict] = frozenset({Verdict.REGRESSION})
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON
     baseline_window: int = 30
     defaults: Mapping[str, Any] = field(default_factory=dict)
     metrics: Mapping[str, MetricPolicy] = field(default_factory=dict)
@@ -82,6 +129,19 @@ class Config:
     source: str = ""
     advisor: Thresholds = field(default_factory=Thresholds)
     """Thresholds of perfgate's advisor rules (the suite's ``[advisor]`` table)."""
+    budgets: Mapping[str, Mapping[str, Budget]] = field(default_factory=dict)
+    """The suite's ``[budgets]``: benchmark name (:data:`ALL_BENCHMARKS` for every one) ->
+    metric -> budget; see :meth:`budgets_for`."""
+    budget_reference: Path | None = None
+    """The reference file of the budgets relative to it (``[budgets] reference``), resolved
+    against the suite file's folder."""
+
+    def budgets_for(self, benchmark: str) -> dict[str, Budget]:
+        """The budgets that judge ``benchmark``'s runs, by metric: its own
+        ``[budgets.NAME]`` over those for every benchmark. A per-rank metric
+        (``step_time_ms.rank1``) is judged by a budget on its own name, else on its base's
+        (:mod:`perfgate.stats.budget`)."""
+        return {**self.budgets.get(ALL_BENCHMARKS, {}), **self.budgets.get(benchmark, {})}
 
     def policy(self, metric: str) -> MetricPolicy:
         """How a comparison judges ``metric``: the suite's ``[metrics.NAME]`` where it has
@@ -225,7 +285,9 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
         raise ConfigError(
             f"{_where(source, path + '.min_effect_abs')}: expected a number >= 0, got {absolute!r}"
         )
-    return MetricPolicy(parsed_direction, float(effect), deterministic, float(absolute))
+    return MetricPolicy(
+        parsed_direction, float(effect), deterministic, float(absolute), numerics=base.numerics
+    )
 
 
 def _parse_number_table(
@@ -270,6 +332,112 @@ def _parse_advisor(table: Any, source: str) -> Thresholds:
     return replace(defaults, **values)
 
 
+_BUDGET = re.compile(
+    r"(?P<op><=|>=|<|>)\s*(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*"
+    r"(?P<rest>.*)"
+)
+_OF_REFERENCE = re.compile(r"%\s*of\s+(the\s+)?reference")
+BUDGET_FORMS = '"<= 100", ">= 70", "< 0.5" or ">= 95% of reference"'
+
+
+def _budget_unit(metric: str) -> str:
+    spec = lookup(metric)
+    return "" if spec is None else spec.unit
+
+
+def parse_budget(metric: str, text: Any, source: str, path: str) -> Budget:
+    """One budget's text: an operator (``<=``, ``<``, ``>=``, ``>``) and a number in the
+    metric's unit (the unit may follow: ``"<= 100 ms"``, ``">= 70%"``), or a percentage of the
+    reference's value (``">= 95% of reference"``).
+
+    Raises:
+        ConfigError: anything else, naming the file and the key.
+    """
+    expected = f"expected a budget like {BUDGET_FORMS}"
+    if not isinstance(text, str):
+        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
+    found = _BUDGET.fullmatch(text.strip())
+    if found is None:
+        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
+    op, value, rest = found["op"], float(found["num"]), found["rest"].strip()
+    if not math.isfinite(value):
+        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
+    if _OF_REFERENCE.fullmatch(rest):
+        if value <= 0:
+            raise ConfigError(
+                f"{_where(source, path)}: a share of the reference must be more than 0%, "
+                f"got {text!r}"
+            )
+        return Budget(metric, op, value / 100.0, True, f"{op} {found['num']}% of reference")
+    unit = _budget_unit(metric)
+    if rest and rest != unit:
+        known = f"the metric's unit is {unit!r}" if unit else "give a plain number"
+        raise ConfigError(
+            f"{_where(source, path)}: {expected} ({known}; a share of the reference is "
+            f"'% of reference'), got {text!r}"
+        )
+    return Budget(metric, op, value, False, f"{op} {found['num']}")
+
+
+def parse_budgets(
+    table: Any, source: str, base_dir: Path | None = None
+) -> tuple[dict[str, dict[str, Budget]], Path | None]:
+    """The suite's ``[budgets]``: ``METRIC = "BUDGET"`` for every benchmark, ``[budgets.NAME]``
+    tables for one benchmark (over those for every one), and ``reference = "FILE"`` (relative
+    to the suite file's folder ``base_dir``) for the budgets relative to the reference.
+
+    A metric the catalogue does not know is allowed: results ingested from other harnesses
+    carry their own metric names, and a run that lacks the metric gets a note at gate time
+    (naming the metric and the nearest ones the run has), never a silent pass.
+
+    Raises:
+        ConfigError: a value that is neither a budget nor a table, a bad budget, a budget
+            relative to the reference with no ``reference`` file named.
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{_where(source, 'budgets')}: expected a table")
+    budgets: dict[str, dict[str, Budget]] = {}
+    reference: Path | None = None
+    for key, value in table.items():
+        path = f"budgets.{key}"
+        if key == "reference":
+            name = _str(value, source, path)
+            reference = Path(name) if base_dir is None else base_dir / name
+        elif isinstance(value, Mapping):
+            if lookup(str(key)) is not None:
+                # TOML reads an unquoted step_time_ms.rank1 = ... as a table step_time_ms.
+                inner = next(iter(value), "rank1")
+                raise ConfigError(
+                    f"{_where(source, path)}: {key} is a metric, not a benchmark: a per-rank "
+                    f'metric is written quoted ("{key}.{inner}" = "<= 100")'
+                )
+            one = budgets.setdefault(str(key), {})
+            for metric, text in value.items():
+                if isinstance(text, Mapping):
+                    raise ConfigError(
+                        f"{_where(source, f'{path}.{metric}')}: expected a budget like "
+                        f"{BUDGET_FORMS}, got a table (a per-rank metric is written quoted: "
+                        f'"{metric}.rank1" = "<= 100")'
+                    )
+                one[str(metric)] = parse_budget(str(metric), text, source, f"{path}.{metric}")
+        else:
+            budgets.setdefault(ALL_BENCHMARKS, {})[str(key)] = parse_budget(
+                str(key), value, source, path
+            )
+    relative = [
+        f"budgets.{'' if b == ALL_BENCHMARKS else b + '.'}{m}"
+        for b, by_metric in budgets.items()
+        for m, budget in by_metric.items()
+        if budget.of_reference
+    ]
+    if relative and reference is None:
+        raise ConfigError(
+            f"{_where(source, relative[0])}: a budget relative to the reference needs the "
+            'reference file: [budgets] reference = "official.json"'
+        )
+    return budgets, reference
+
+
 def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
     """``[defaults]`` valid on its own, whichever benchmarks use it (suite or ``--workload``)."""
     minimum = {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}
@@ -283,8 +451,11 @@ def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
         )
 
 
-def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
-    """Validate a parsed TOML document (the perfgate table) into a Config."""
+def config_from_mapping(
+    data: Mapping[str, Any], source: str = "", base_dir: Path | None = None
+) -> Config:
+    """Validate a parsed TOML document (the perfgate table) into a Config; ``base_dir`` is
+    the suite file's folder (the budgets' reference file is named relative to it)."""
     _check_keys(data, _TOP_KEYS, source, "")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, Mapping):
@@ -311,7 +482,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
             raise ConfigError(
                 f"{_where(source, 'benchmarks')}: benchmark name {name!r} is repeated"
             )
-    fail_on_raw = data.get("fail_on", ["regression"])
+    fail_on_raw = data.get("fail_on", sorted(v.value for v in DEFAULT_FAIL_ON))
     verdicts = ", ".join(v.value for v in Verdict)
     try:
         if not isinstance(fail_on_raw, list):
@@ -327,6 +498,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
         raise ConfigError(
             f"{_where(source, 'fail_on')}: empty; give at least one verdict ({verdicts})"
         )
+    budgets, reference = parse_budgets(data.get("budgets", {}), source, base_dir)
     return Config(
         project=_str(data.get("project", "default"), source, "project"),
         database_url=_str(data.get("database_url", DEFAULT_DATABASE_URL), source, "database_url"),
@@ -339,6 +511,8 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "") -> Config:
         benchmarks=tuple(benchmarks),
         source=source,
         advisor=_parse_advisor(data.get("advisor", {}), source),
+        budgets=budgets,
+        budget_reference=reference,
     )
 
 
@@ -360,8 +534,8 @@ def read_config_file(path: Path) -> Config:
         table = _tool_table(document, path).get("perfgate", {})
         if not isinstance(table, Mapping):
             raise ConfigError(f"{path}: tool.perfgate: expected a table, got {table!r}")
-        return config_from_mapping(table, f"{path} [tool.perfgate]")
-    return config_from_mapping(document, str(path))
+        return config_from_mapping(table, f"{path} [tool.perfgate]", path.parent)
+    return config_from_mapping(document, str(path), path.parent)
 
 
 def _tool_table(document: Mapping[str, Any], path: Path) -> Mapping[str, Any]:

@@ -26,6 +26,12 @@ HIGHER = Direction.HIGHER_IS_BETTER
 RANK_SUFFIX = ".rank"
 """Per-rank metrics are ``<metric>.rank<r>`` (``step_time_ms.rank1``)."""
 
+STEP_SUFFIX = ".step"
+"""The loss is recorded at the step it was taken after, ``loss.step<n>`` (warm-up + measured
+steps: ``loss.step25``), and takes the entry of ``loss``: a run that trained for another
+number of steps has another loss, so the two never meet in one comparison (its loss has no
+baseline, rather than a false numerics regression)."""
+
 FALLBACK_POLICY = MetricPolicy(LOWER, 3.0)
 """The policy of a metric the catalogue does not know."""
 
@@ -72,7 +78,11 @@ class MetricSpec:
     def policy(self) -> MetricPolicy:
         """How a comparison judges it, before the suite's ``[metrics.NAME]`` overrides."""
         return MetricPolicy(
-            self.direction, self.min_effect_pct, self.deterministic, self.min_effect_abs
+            self.direction,
+            self.min_effect_pct,
+            self.deterministic,
+            self.min_effect_abs,
+            numerics=self.numerics,
         )
 
 
@@ -316,6 +326,20 @@ _ENTRIES = (
         "the 99th percentile of each repeat's request latencies",
     ),
     MetricSpec(
+        "h2d_latency_ms",
+        "ms",
+        LOWER,
+        10.0,
+        "host-to-device copy of one inference's inputs, median (ais_bench H2D_latency)",
+    ),
+    MetricSpec(
+        "d2h_latency_ms",
+        "ms",
+        LOWER,
+        10.0,
+        "device-to-host copy of one inference's outputs, median (ais_bench D2H_latency)",
+    ),
+    MetricSpec(
         "throughput_requests_per_s",
         "1/s",
         HIGHER,
@@ -329,9 +353,18 @@ CATALOGUE: Mapping[str, MetricSpec] = MappingProxyType({m.name: m for m in _ENTR
 
 
 def base_name(metric: str) -> str:
-    """``<metric>`` of a per-rank ``<metric>.rank<r>``; any other name unchanged."""
-    base, sep, rank = metric.rpartition(RANK_SUFFIX)
-    return base if sep and base and rank.isdigit() else metric
+    """``<metric>`` of a per-rank ``<metric>.rank<r>`` or of a loss at its step
+    ``<metric>.step<n>``; any other name unchanged."""
+    for suffix in (RANK_SUFFIX, STEP_SUFFIX):
+        base, sep, number = metric.rpartition(suffix)
+        if sep and base and number.isdigit():
+            return base
+    return metric
+
+
+def at_step(metric: str, step: int) -> str:
+    """The name of ``metric`` (the loss) taken after step ``step``: ``loss.step25``."""
+    return f"{metric}{STEP_SUFFIX}{step}"
 
 
 def lookup(metric: str) -> MetricSpec | None:

@@ -182,6 +182,10 @@ class MetricPolicy:
     """A minimum effect in the metric's own unit (points, for a metric that is itself a
     percentage near 0 such as ``rank_spread_pct``): a change must be at least this *and*
     ``min_effect_pct`` of the baseline."""
+    numerics: bool = False
+    """A result that must not move (the loss with a fixed seed): judged without statistics,
+    and a change beyond ``min_effect_pct`` either way is a ``regression`` of kind
+    ``numerics`` (:func:`perfgate.stats.decide.numerics_verdict`), never an improvement."""
 
     def min_effect_pct_at(self, baseline: float) -> float:
         """The minimum effect as a percentage of ``baseline``: the larger of the two."""
@@ -921,6 +925,13 @@ class Comparison:
     suite's ``[budgets]``, verdict ``over_budget`` or ``unchanged``), ``numerics`` (a loss that
     must stay equal within its tolerance: a change is a ``regression`` whatever the speed
     did); "" for a statistical or deterministic comparison with history or a pair."""
+    limit: float | None = None
+    """Kind ``budget``: the limit the run's centre was held to, in the metric's unit (a
+    budget relative to the reference: resolved against it); ``change_pct`` is then the
+    centre's distance from it, in % of it."""
+    budget: str = ""
+    """Kind ``budget``: the budget as the suite states it (``<= 100``, ``>= 95% of
+    reference``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -949,6 +960,8 @@ class Comparison:
             "method": self.method,
             "decides": self.decides,
             "kind": self.kind,
+            "limit": self.limit,
+            "budget": self.budget,
         }
 
 
@@ -1389,7 +1402,24 @@ DEFAULT_SLOW_LINK_GB_S: tuple[tuple[str, float], ...] = (
 )
 """Per link type, the bandwidth (GB/s) below which a link is slow, unless a suite says otherwise."""
 
-TABLE_THRESHOLDS = frozenset({"slow_link_gb_s"})
+DEFAULT_LINK_NOMINAL_GB_S: tuple[tuple[str, float], ...] = (
+    # Ascend/msprof analysis/common_func/ms_constant/number_constant.py, the "standard
+    # bandwidth" msprof's HcclAnalysisTool judges links by: CHIP_V4_1_0 (Atlas A2, Ascend
+    # 910B; 24 AI cores in its ChipCoreNum) HCCS 28, RDMA 25 GB/s.
+    ("HCCS", 28.0),
+    ("RDMA", 25.0),
+    # The same file lists PCIe only for CHIP_V2_1_0 (Ascend 910, Atlas training): 20 GB/s.
+    ("PCIE", 20.0),
+    # Engineering defaults, no documented figure found: SDMA is the copy engine that moves
+    # intra-node traffic over HCCS (the fixtures' SDMA and HCCS totals carry the same bytes),
+    # so it gets HCCS's figure; SIO (the die-to-die link of Atlas A3) gets it too, so that it
+    # is not judged more leniently than HCCS.
+    ("SDMA", 28.0),
+    ("SIO", 28.0),
+)
+"""Nominal bandwidth (GB/s) per link type, for the share of it a rank pair achieves."""
+
+TABLE_THRESHOLDS = frozenset({"slow_link_gb_s", "link_nominal_gb_s"})
 """The Thresholds fields a suite gives as a table of numbers (name = number) rather than one
 number."""
 
@@ -1453,6 +1483,17 @@ class Thresholds:
     (compared case-insensitively; :data:`DEFAULT_SLOW_LINK_GB_S` by default). Link types not
     listed are never reported. A suite's ``[advisor.slow_link_gb_s]`` table is merged over
     the defaults (``HCCS = 20`` changes HCCS and keeps SDMA and RDMA)."""
+    pair_low_utilisation: float = 0.30
+    """A rank pair moving data below 30% of its link's nominal bandwidth (asc-tools'
+    communication profile flags the same share): small messages, a contended or degraded
+    link, or traffic routed over a slower path."""
+    pair_wait_ms: float = 5.0
+    """A pair whose source waited over 5 ms per step before transferring (asc-tools' limit):
+    long enough to be a peer arriving late, not handshake jitter."""
+    link_nominal_gb_s: tuple[tuple[str, float], ...] = DEFAULT_LINK_NOMINAL_GB_S
+    """Nominal bandwidth (GB/s) per link type that a pair's utilisation is measured against
+    (:data:`DEFAULT_LINK_NOMINAL_GB_S`, Ascend 910B figures); ``[advisor.link_nominal_gb_s]``
+    is merged over it. Link types not listed (and ``LOCAL``) have no utilisation."""
 
 
 def threshold_names() -> tuple[str, ...]:
@@ -1491,14 +1532,28 @@ class LaunchOptions:
 
 @dataclass(frozen=True)
 class IngestResult:
+    """What ``perfgate ingest`` recorded: from a profile (``profiled``), or from another
+    harness's result file (an ais_bench summary: ``profiled`` is None)."""
+
     record: RunRecord
     """The run as recorded (its ``findings``: msprof-analyze's, stored with it)."""
-    profiled: Profiled
+    profiled: Profiled | None
+    """The profile read; None for a result file."""
     advisor_problem: str | None = None
     advisor_version: str | None = None
     findings: tuple[Finding, ...] = ()
     """Every finding on the run, as ``advise``, the gate and the HTML run page show it
     (:func:`perfgate.app.advise.findings_for`, ``known`` against the base branch)."""
+    format: str = ""
+    """What was read: the profile's format (``ascend``, ``torch_trace``) or ``ais_bench``."""
+    path: Path | None = None
+    """The path given."""
+    notes: tuple[str, ...] = ()
+    """For a result file: what it did not say and what was not recorded (a profile's notes
+    are on its summaries)."""
+    reference: tuple[ReferenceRow, ...] = ()
+    """The run beside the official figures of ``--reference`` (none without it)."""
+    reference_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -1523,3 +1578,53 @@ class Advice:
     advisor_version: str | None = None
     baseline_run_id: str | None = None
     """The base branch run whose findings marked these ``known`` (runs only)."""
+
+
+# --- a run beside official figures (perfgate.app.reference) --------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One metric of a run beside its official figure (a vendor's or ModelZoo's number): a
+    report, not a verdict. ``value`` is the run's centre, None when the run did not measure
+    the metric; better or worse follows the metric's direction in the catalogue."""
+
+    metric: str
+    unit: str
+    direction: Direction
+    official: float
+    value: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """The run's value / the official one (None: not measured, or an official 0)."""
+        if self.value is None or self.official == 0:
+            return None
+        return self.value / self.official
+
+    @property
+    def change_pct(self) -> float | None:
+        """(run - official) / |official| in %."""
+        if self.value is None or self.official == 0:
+            return None
+        return (self.value - self.official) / abs(self.official) * 100.0
+
+    @property
+    def better(self) -> bool | None:
+        """Whether the run beats the official figure in the metric's direction; None when
+        not measured or equal."""
+        if self.value is None or self.value == self.official:
+            return None
+        return not self.direction.worse(self.value - self.official)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "direction": self.direction.value,
+            "official": self.official,
+            "value": self.value,
+            "ratio": self.ratio,
+            "change_pct": self.change_pct,
+            "better": self.better,
+        }

@@ -135,6 +135,7 @@ def test_ab_mode_outside_a_git_checkout_is_a_usage_error(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert "--mode ab needs a git checkout" in done.stderr
     assert "Traceback" not in done.stderr
+    assert not (root / ".perfgate").exists()  # no store file made for a usage error
 
 
 def gate_json(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -181,7 +182,8 @@ def spread_copy(run: RunRecord, *, job: float, repeats: tuple[float, ...], i: in
                 for rep, r in zip(m.repeats, repeats, strict=True)
             ]
             m = measurement(m.metric, groups)
-        elif m.metric == "peak_memory_bytes":  # no spread: only the times are noisy
+        elif m.metric in ("peak_memory_bytes", "peak_memory_pct_of_capacity"):
+            # no spread: only the times are noisy
             peak = max(x for rep in m.repeats for x in rep)
             m = measurement(m.metric, [[peak]] * len(m.repeats))
         elif m.metric == "throughput_samples_per_s":
@@ -301,3 +303,18 @@ def test_ab_mode_measures_the_merge_base_in_the_same_job(tmp_path: Path) -> None
     assert paired["step_cpu_ms"]["verdict"] == "regression"
     assert str(paired["step_cpu_ms"]["reason"]).count("pairs") >= 1
     assert "check: " in done.stderr  # what it re-measured, if anything, is said
+
+
+def test_ab_mode_refuses_to_measure_the_base_against_itself(tmp_path: Path) -> None:
+    """A ``pull_request_target`` job checks out the base branch: HEAD is the merge-base, and
+    pairs of it with itself would pass any PR as unchanged. It stops before measuring."""
+    root = project(tmp_path / "repo")
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".perfgate/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    done = perfgate(root, "check", "--branch", "feat", "--against", "main", "--mode", "ab")
+    assert done.returncode == 2, done.stderr
+    assert "is the base commit" in done.stderr and "--mode history" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (root / ".perfgate").exists()  # nothing measured, no store

@@ -24,7 +24,7 @@ def test_defaults_without_any_file(tmp_path: Path) -> None:
     config = load_config(env={}, cwd=tmp_path)
     assert config.database_url == DEFAULT_DATABASE_URL
     assert config.base_branch == "main"
-    assert config.fail_on == frozenset({Verdict.REGRESSION})
+    assert config.fail_on == frozenset({Verdict.REGRESSION, Verdict.OVER_BUDGET})
     assert config.policy("step_time_ms").min_effect_pct == 3.0
     assert config.policy("throughput_samples_per_s").direction is Direction.HIGHER_IS_BETTER
 

@@ -4,7 +4,9 @@ Built from the ranks' :class:`~perfgate.models.ProfileSummary` values (one per r
 parsers return them): each rank's step time, the slowest rank, the spread of step and
 communication-wait times across ranks, and the links slower than the suite expects
 (:attr:`~perfgate.models.Thresholds.slow_link_gb_s`). The rules in
-:mod:`perfgate.advisor.rules` judge the view (``slow_rank``, ``slow_link``). Pure: no I/O.
+:mod:`perfgate.advisor.rules` judge the view (``slow_rank``, ``slow_link``) and the ranks'
+pairs (``low_pair_utilisation``, ``pair_wait``), with :func:`pair_utilisation` deciding how
+much of its link a pair uses (the HTML heatmap colours by the same number). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -12,9 +14,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perfgate.errors import ParseError, UsageError
-from perfgate.models import ClusterView, ProfileSummary, Thresholds
+from perfgate.models import ClusterView, ProfileSummary, RankPair, Thresholds
 
-__all__ = ["cluster_view"]
+__all__ = ["cluster_view", "pair_utilisation"]
+
+LOCAL_LINK = "LOCAL"
+
+
+def pair_utilisation(pair: RankPair, thresholds: Thresholds) -> float | None:
+    """The share (0..1) of its link type's nominal bandwidth a rank pair achieved.
+
+    ``bandwidth_gb_s`` over :attr:`~perfgate.models.Thresholds.link_nominal_gb_s` for the
+    pair's link (compared case-insensitively), capped at 1 (short transfers can beat the
+    nominal figure on timing granularity). None for a rank to itself (``LOCAL``, on-chip
+    copies with no link to judge), a link type without a nominal figure, or a pair that
+    moved nothing.
+    """
+    link = pair.link.upper()
+    if link == LOCAL_LINK or pair.transit_time_ms <= 0 or pair.transit_size_mb <= 0:
+        return None
+    nominal = {name.upper(): float(gb_s) for name, gb_s in thresholds.link_nominal_gb_s}
+    limit = nominal.get(link)
+    if limit is None or limit <= 0:
+        return None
+    return max(0.0, min(1.0, pair.bandwidth_gb_s / limit))
 
 
 def _spread_pct(values: Sequence[float]) -> float:

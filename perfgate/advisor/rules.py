@@ -21,12 +21,13 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from perfgate.advisor.cluster import cluster_view
+from perfgate.advisor.cluster import LOCAL_LINK, cluster_view, pair_utilisation
 from perfgate.models import (
     ClusterView,
     Finding,
     OpStat,
     ProfileSummary,
+    RankPair,
     Severity,
     Thresholds,
     threshold_names,
@@ -38,6 +39,7 @@ __all__ = [
     "Thresholds",
     "advise",
     "merge_findings",
+    "rank_pair_findings",
     "threshold_names",
 ]
 
@@ -652,6 +654,125 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
     return out
 
 
+_PAIRS_SHOWN = 5
+"""Pairs named in one finding's message (worst first); the evidence holds the same ones."""
+
+
+def _pair_name(pair: RankPair) -> str:
+    return f"{pair.src}->{pair.dst}"
+
+
+def _pair_list(names: Sequence[str], total: int) -> str:
+    shown = ", ".join(names)
+    return shown if total <= len(names) else f"{shown} (+{total - len(names)} more)"
+
+
+def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding]:
+    """Rank pairs that use little of their link, and pairs whose transfers start late.
+
+    Low utilisation: bandwidth below ``pair_low_utilisation`` of the link's nominal figure
+    (:func:`~perfgate.advisor.cluster.pair_utilisation`; ``LOCAL`` and links without a
+    nominal figure are never judged), one finding per link type naming the worst pairs.
+    Long waits: a pair (not ``LOCAL``) whose source waited more than ``pair_wait_ms`` per
+    step before its transfers, one finding naming the longest. A wait belongs to the source
+    rank's ops, so the pairs of one source share it; it is a symptom of a peer arriving late
+    more often than of the link itself.
+    """
+    out: list[Finding] = []
+    low: dict[str, list[tuple[float, RankPair]]] = {}
+    for pair in pairs:
+        share = pair_utilisation(pair, t)
+        if share is not None and share < t.pair_low_utilisation:
+            low.setdefault(pair.link.upper(), []).append((share, pair))
+    nominal = {name.upper(): float(gb_s) for name, gb_s in t.link_nominal_gb_s}
+    for link in sorted(low):
+        found = sorted(low[link], key=lambda sp: (sp[0], sp[1].src, sp[1].dst))
+        shown = found[:_PAIRS_SHOWN]
+        evidence: dict[str, float | str] = {
+            "pairs": float(len(found)),
+            "nominal_gb_s": nominal[link],
+            "threshold_share": t.pair_low_utilisation,
+        }
+        for share, pair in shown:
+            evidence[f"bandwidth_gb_s:{_pair_name(pair)}"] = pair.bandwidth_gb_s
+            evidence[f"utilisation:{_pair_name(pair)}"] = share
+        names = [
+            f"{_pair_name(p)} {p.bandwidth_gb_s:.1f} GB/s ({_pct(share)})" for share, p in shown
+        ]
+        out.append(
+            Finding(
+                rule="low_pair_utilisation",
+                severity=Severity.WARNING,
+                location=f"{link} rank pairs",
+                message=(
+                    f"{len(found)} {link} rank pair(s) below {_pct(t.pair_low_utilisation)} of "
+                    f"the link's nominal {nominal[link]:g} GB/s: " + _pair_list(names, len(found))
+                ),
+                suggestion=(
+                    "Send fewer, larger messages (bigger gradient buckets, fused collectives), "
+                    "check that the pair talks over the expected link (hccn_tool, npu-smi "
+                    "info -t topo) and that no other job shares it; a pair far below its peers "
+                    "on the same link points at a degraded link."
+                ),
+                evidence=evidence,
+                source=SOURCE,
+            )
+        )
+    waiting = sorted(
+        (
+            p
+            for p in pairs
+            if p.wait_ms is not None
+            and p.wait_ms > t.pair_wait_ms
+            and p.link.upper() != LOCAL_LINK  # a rank to itself waits for no peer
+        ),
+        key=lambda p: (-(p.wait_ms or 0.0), p.src, p.dst),
+    )
+    if waiting:
+        shown_w = waiting[:_PAIRS_SHOWN]
+        evidence_w: dict[str, float | str] = {
+            "pairs": float(len(waiting)),
+            "threshold_ms": t.pair_wait_ms,
+        }
+        for pair in shown_w:
+            evidence_w[f"wait_ms:{_pair_name(pair)}"] = pair.wait_ms or 0.0
+        names_w = [f"{_pair_name(p)} {_ms(p.wait_ms or 0.0)}" for p in shown_w]
+        out.append(
+            Finding(
+                rule="pair_wait",
+                severity=Severity.WARNING,
+                location="rank pairs",
+                message=(
+                    f"{len(waiting)} rank pair(s) wait more than {_ms(t.pair_wait_ms)} per step "
+                    "before transferring (the source rank's wait in the ops that carry them): "
+                    + _pair_list(names_w, len(waiting))
+                ),
+                suggestion=(
+                    "A transfer waits for its peer to reach the collective: look for the rank "
+                    "that arrives late (slow_rank, uneven data per rank, rank-only work before "
+                    "the collective, host-side stalls) rather than at the link."
+                ),
+                evidence=evidence_w,
+                source=SOURCE,
+                impact_ms=max(p.wait_ms or 0.0 for p in waiting),
+            )
+        )
+    return out
+
+
+def _job_pairs(profile: ProfileSummary, ranks: Sequence[ProfileSummary]) -> list[RankPair]:
+    """Every rank's pairs once (each rank's profile holds the pairs it is the source of)."""
+    seen: set[tuple[int, int, str]] = set()
+    out: list[RankPair] = []
+    for summary in ranks or (profile,):
+        for pair in summary.rank_pairs:
+            key = (pair.src, pair.dst, pair.link.upper())
+            if key not in seen:
+                seen.add(key)
+                out.append(pair)
+    return out
+
+
 def _wait_evidence(
     view: ClusterView,
     slowest_ms: float,
@@ -807,6 +928,7 @@ def advise(
     view = cluster if cluster is not None else _cluster_of(ranks, t)
     if view is not None:
         found.extend(slow_ranks_and_links(view, t))
+    found.extend(rank_pair_findings(_job_pairs(profile, ranks), t))
     found.extend(profile_window(profile, t, measured_step_ms))
     return _ordered(found)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.app.files import write_atomic
-from perfgate.app.gate import _compared, _judge, baseline_window
+from perfgate.app.gate import _compared, _judge, baseline_window, with_budgets
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
 from perfgate.models import (
@@ -273,8 +273,8 @@ def gate_from_baseline_files(
     Each run is compared with the file of its benchmark and fingerprint key by exactly the
     statistics of :func:`perfgate.app.compare_records`; a benchmark with files only for
     other testbeds is ``incomparable`` (naming the fields that differ), one with no file
-    ``no_baseline``. Paired A/B runs, attribution and findings need the store and are not
-    part of this result.
+    ``no_baseline``; the suite's ``[budgets]`` are judged beside them. Paired A/B runs,
+    attribution and findings need the store and are not part of this result.
 
     Args:
         files: a directory of ``*.json`` baseline files, or the files themselves.
@@ -311,7 +311,8 @@ def gate_from_baseline_files(
     result = GateResult(
         branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
     )
-    return replace(result, verdict=overall_verdict(ordered))
+    # The suite's budgets hold against files as against the store.
+    return with_budgets(config, records, replace(result, verdict=overall_verdict(ordered)))
 
 
 # --- importing --------------------------------------------------------------------------------

@@ -132,7 +132,8 @@ def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, ag
     CI's base commit, else with ``origin/<against>``, else with ``<against>``.
 
     Raises:
-        UsageError: not in a git checkout, or no merge-base to be found.
+        UsageError: not in a git checkout, no merge-base to be found, or HEAD is that
+            merge-base itself (nothing of the PR's checked out).
     """
     if ab_ref:
         return ab_ref
@@ -145,6 +146,13 @@ def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, ag
         tried.append(other[:12] if other == base_sha else other)
         if history.resolve(other):
             found = history.merge_base("HEAD", other)
+            if found and found == history.resolve("HEAD"):
+                # Measuring the base against itself would pass anything as unchanged.
+                raise UsageError(
+                    f"--mode ab: HEAD is the base commit {found[:12]} itself (a "
+                    "pull_request_target job checks out the base branch, not the PR): check "
+                    "out the PR's head, or use --mode history"
+                )
             if found:
                 return found
     raise UsageError(

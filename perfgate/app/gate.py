@@ -10,7 +10,7 @@ from typing import Any
 
 from perfgate.app.context import GitHistory
 from perfgate.app.measure import contention_note
-from perfgate.config import Config
+from perfgate.config import ALL_BENCHMARKS, Config
 from perfgate.errors import StoreError, UsageError
 from perfgate.metrics import not_deciding
 from perfgate.models import (
@@ -27,6 +27,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.stats import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates, decide
+from perfgate.stats.budget import Reference, judge_budgets
 from perfgate.stats.paired import (
     Pair,
     PairedEvidence,
@@ -481,10 +482,15 @@ def compare_records(
     those are when none was at the merge-base, and whether ``against`` moved since. With
     neither, the window is the latest runs.
 
+    Every run is also judged against the suite's budgets (:func:`budget_comparisons`), on
+    any branch, with or without a history, A/B or not: those comparisons come first, apart
+    from the statistics (no window, not in the false-discovery family).
+
     Raises:
         UsageError: ``against`` is another branch and has no runs at all in the project (a
             mistyped base branch would otherwise pass every gate as no baseline), and no
             run was measured beside its own base (``run --ab``: the pairs decide).
+        UsageError, ParseError: the budgets' reference file is missing or malformed.
     """
     if records and branch != against and not any(r.paired_with for r in records):
         _check_base_branch(config, store, against)
@@ -511,16 +517,73 @@ def compare_records(
     comparisons = (*_compared(judged), *_paired(config, store, paired, against))
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     attributions, found = _advice(config, store, records, ordered, against)
-    result = GateResult(
+    budgets, budget_notes = budget_comparisons(config, records)
+    return GateResult(
         branch=branch,
         against=against,
-        verdict=Verdict.UNCHANGED,
-        comparisons=ordered,
+        verdict=decide.overall_verdict((*budgets, *ordered)),
+        comparisons=(*budgets, *ordered),
         findings=found,
         attributions=attributions,
-        notes=_grouped(notes),
+        notes=_grouped([*budget_notes, *notes]),
     )
-    return replace(result, verdict=decide.overall_verdict(ordered))
+
+
+def budget_comparisons(
+    config: Config, records: Sequence[RunRecord]
+) -> tuple[tuple[Comparison, ...], list[tuple[str, str]]]:
+    """Each run against the suite's budgets (:mod:`perfgate.stats.budget`): the comparisons,
+    in benchmark and metric order, and ``(benchmark, note)`` for each budget that judged
+    nothing. The reference file is read only when a budget relative to it applies.
+
+    Raises:
+        UsageError, ParseError: the reference file is missing or malformed
+            (:func:`perfgate.app.reference.read_reference`).
+    """
+    applied = [(r, config.budgets_for(r.benchmark)) for r in records]
+    reference: Reference | None = None
+    if any(b.of_reference for _, budgets in applied for b in budgets.values()):
+        reference = _read_reference(config)
+    comparisons: list[Comparison] = []
+    notes: list[tuple[str, str]] = []
+    for record, budgets in applied:
+        if not budgets:
+            continue
+        judged = judge_budgets(record, budgets, reference)
+        comparisons.extend(judged.comparisons)
+        notes.extend((record.benchmark, n) for n in judged.notes)
+    known = {r.benchmark for r in records} | {b.name for b in config.benchmarks}
+    for name in sorted(set(config.budgets) - known - {ALL_BENCHMARKS}):
+        # A misspelt [budgets.NAME] would otherwise hold nothing, silently.
+        notes.append(
+            (name, f"[budgets.{name}]: no benchmark of that name in the suite or this gate")
+        )
+    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric)))
+    return ordered, notes
+
+
+def _read_reference(config: Config) -> Reference:
+    """The budgets' reference numbers (``[budgets] reference``)."""
+    from perfgate.app.reference import read_reference
+
+    assert config.budget_reference is not None  # config.parse_budgets refuses otherwise
+    return read_reference(config.budget_reference)
+
+
+def with_budgets(config: Config, records: Sequence[RunRecord], result: GateResult) -> GateResult:
+    """``result`` with the budgets of ``records`` judged, first, and its verdict again: for a
+    gate decided elsewhere (against baseline files); :func:`compare_records` judges them
+    itself."""
+    budgets, notes = budget_comparisons(config, records)
+    if not budgets and not notes:
+        return result
+    comparisons = (*budgets, *result.comparisons)
+    return replace(
+        result,
+        comparisons=comparisons,
+        verdict=decide.overall_verdict(comparisons),
+        notes=(*_grouped(notes), *result.notes),
+    )
 
 
 BRANCHES_SHOWN = 10
@@ -673,7 +736,9 @@ def _paired(
 
 
 def gate_failed(config: Config, result: GateResult) -> bool:
-    """Whether the gate fails: any deciding comparison whose verdict the policy fails on."""
+    """Whether the gate fails: any deciding comparison whose verdict the policy fails on
+    (a budget breached fails it under the default ``fail_on``, not under one that leaves
+    ``over_budget`` out)."""
     return decide.gate_fails(result.comparisons, config.fail_on)
 
 
@@ -691,5 +756,5 @@ def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
             min_effect_pct=c.min_effect_pct,
         )
         for c in result.comparisons
-        if not config.policy(c.metric).deterministic
+        if not decide.is_budget(c) and not config.policy(c.metric).deterministic
     ]

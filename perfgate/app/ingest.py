@@ -1,12 +1,16 @@
-"""Use case: record a run from a profile that a team's own script already wrote.
+"""Use case: record a run from a profile, or a result file, that a team's own job already
+wrote.
 
-``perfgate ingest PATH`` accepts, detected from what is there:
+``perfgate ingest PATH`` accepts, detected from what is there
+(:func:`perfgate.parsers.detect_format`):
 
 - an Ascend PyTorch Profiler output: a ``*_ascend_pt`` directory (text or db export), or a
   parent directory holding one per rank (:mod:`perfgate.parsers.ascend`);
 - a torch.profiler Chrome trace from a CUDA or CPU job: a ``*.json`` / ``*.json.gz`` file,
   or a ``tensorboard_trace_handler`` directory holding one ``*.pt.trace.json[.gz]`` per
-  worker (:mod:`perfgate.parsers.torch_trace`).
+  worker (:mod:`perfgate.parsers.torch_trace`);
+- an ais_bench ``*_summary.json`` (``ais_bench --output``; :mod:`perfgate.parsers.ais_bench`),
+  recorded as an inference run, below.
 
 The run's samples are the profiled steps' times (the slowest rank's time for each step of a
 multi-rank job, since a synchronous step ends when its last rank does), or the numbers of a
@@ -15,22 +19,48 @@ from the profile. On Ascend, msprof-analyze's advisor runs over the same directo
 findings are stored with the run; the result lists them with perfgate's own
 (:func:`perfgate.app.advise.findings_for`). Nothing is written unless the run's step time
 exists.
+
+An ais_bench summary becomes an inference run (no profile), timing method ``ais-bench-v1``,
+so that it is compared only with other ais_bench runs:
+
+============================  ==============================================================
+``latency_p50_ms``            every inference's NPU compute time (``npu_compute_time_list``),
+                              whose centre is ais_bench's median; the median alone when the
+                              file lists no times
+``latency_p90_ms``            ``NPU_compute_time``'s P90 when written, else from the list
+``latency_p99_ms``            its P99 (``P99`` / ``percentile(99%)``), else from the list
+``throughput_samples_per_s``  ais_bench's ``throughput``: 1000 x batch size / mean compute
+                              ms, samples (not requests: batches) per second, which is the
+                              catalogue's "batch size / step time"
+``h2d_latency_ms``            the median of ``H2D_latency`` (the input copy), when written
+``d2h_latency_ms``            the median of ``D2H_latency`` (the output copy), when written
+============================  ==============================================================
+
+Not recorded, having no catalogue metric: the compute time's mean, min and max (the
+result's notes say so). The fingerprint holds the batch size
+(ais_bench's formula inverted), whether the times were ``--pipeline`` intervals, the
+ais_bench version installed where ingest runs and the CANN version of its environment (the
+summary names neither, nor the NPU model), and the device count of ``--device``.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
 import platform
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from perfgate import __version__
 from perfgate.app.advise import base_run, findings_for, read_job
-from perfgate.app.measure import measurement
+from perfgate.app.measure import capacity_measurements, measurement, utilisation_measurements
+from perfgate.app.reference import compare_to_reference, read_reference
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import (
@@ -46,11 +76,20 @@ from perfgate.models import (
     ProfileSummary,
     RunRecord,
 )
-from perfgate.parsers import FORMAT_ASCEND, FORMAT_TORCH
+from perfgate.parsers import (
+    FORMAT_AIS_BENCH,
+    FORMAT_ASCEND,
+    FORMAT_TORCH,
+    AisBenchSummary,
+    detect_format,
+    parse_ais_bench,
+)
 from perfgate.store import SqlStore
 
 __all__ = [
     "IngestResult",
+    "ais_bench_measurements",
+    "build_ais_bench_record",
     "build_ingest_record",
     "ReadIngest",
     "ingest_and_record",
@@ -61,7 +100,11 @@ __all__ = [
 
 # Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
 # (wall clock around synchronised steps), nor with each other.
-TIMING_METHODS = {FORMAT_ASCEND: "ascend-profile-v1", FORMAT_TORCH: "torch-trace-v1"}
+TIMING_METHODS = {
+    FORMAT_ASCEND: "ascend-profile-v1",
+    FORMAT_TORCH: "torch-trace-v1",
+    FORMAT_AIS_BENCH: "ais-bench-v1",
+}
 
 # Collection settings that change what the profiler costs, so runs differing in them are
 # not comparable. The export type (text or db) is left out: both describe the same job.
@@ -135,12 +178,37 @@ def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Meas
         out.append(_measurement("peak_memory_bytes", [float(max(peaks))]))
     if slowest.op_calls_per_step is not None:
         out.append(_measurement("op_calls_per_step", [slowest.op_calls_per_step]))
+    taken = {m.metric for m in out}
+    out += [m for m in utilisation_measurements(slowest) if m.metric not in taken]
+    out += capacity_measurements(slowest)
+    if len(profiled.ranks) > 1:
+        # Each card's own too, so a budget such as "AI Core >= 70% on every card" sees each.
+        for r in profiled.ranks:
+            if r.rank is not None:
+                out += [
+                    _measurement(f"{m.metric}.rank{r.rank}", m.samples)
+                    for m in utilisation_measurements(r)
+                ]
     return tuple(out)
 
 
-def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
+def _host() -> dict[str, Any]:
+    """The host fields of an ingested run's fingerprint. A profile or a result file does not
+    say which host wrote it; ingest runs where the job ran."""
     from perfgate.runner.backends import cpu_model_name
 
+    return {
+        "cpu_model": cpu_model_name(),
+        "cpu_cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else (os.cpu_count() or 0),
+        "os": f"{platform.system()}-{platform.machine()}",
+        "os_release": platform.release(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+    }
+
+
+def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
     first = profiled.slowest
     collection = first.collection
     if profiled.format == FORMAT_ASCEND:
@@ -156,14 +224,7 @@ def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
         device_kind=device_kind,
         device_model=collection.get("device", ""),
         device_count=len(profiled.ranks),
-        # The profile does not say which host wrote it; ingest runs where the job ran.
-        cpu_model=cpu_model_name(),
-        cpu_cores=len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else (os.cpu_count() or 0),
-        os=f"{platform.system()}-{platform.machine()}",
-        os_release=platform.release(),
-        python_version=".".join(platform.python_version_tuple()[:2]),
+        **_host(),
         torch_version=collection.get("torch_version", ""),
         torch_npu_version=collection.get("torch_npu_version", ""),
         cuda_version=collection.get("cuda_runtime_version", ""),
@@ -232,13 +293,146 @@ def build_ingest_record(
     )
 
 
+# --- an ais_bench summary -----------------------------------------------------------------
+
+AIS_BENCH_PACKAGE = "ais_bench"
+"""The distribution whose version is recorded (``pip install ais_bench-*.whl``)."""
+
+
+def ais_bench_measurements(
+    summary: AisBenchSummary,
+) -> tuple[tuple[Measurement, ...], tuple[str, ...]]:
+    """The measurements of an ais_bench summary (see the module) and notes on how they were
+    taken (pure)."""
+    c = summary.compute
+    times = summary.compute_times_ms
+    notes: list[str] = []
+    out = [_measurement("latency_p50_ms", times or (c.median_ms,))]
+    for q, metric in ((90.0, "latency_p90_ms"), (99.0, "latency_p99_ms")):
+        value = c.percentile(q)
+        if value is None and times:
+            value = float(np.percentile(times, q))
+            notes.append(f"{metric}: the P{q:g} of npu_compute_time_list (the summary has none)")
+        if value is not None:
+            out.append(_measurement(metric, [value]))
+    if summary.throughput is not None:
+        out.append(_measurement("throughput_samples_per_s", [summary.throughput]))
+    for metric, copy in (("h2d_latency_ms", summary.h2d), ("d2h_latency_ms", summary.d2h)):
+        if copy is not None:
+            out.append(_measurement(metric, [copy.median_ms]))
+    notes.append("not recorded, no catalogue metric: NPU_compute_time mean/min/max")
+    return tuple(out), tuple(notes)
+
+
+def _installed_version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _arg(args: Sequence[str], *names: str) -> str:
+    """The value of the first of ``names`` on ais_bench's command line (``--x v`` or
+    ``--x=v``), or ""."""
+    for i, a in enumerate(args):
+        for name in names:
+            if a == name and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(name + "="):
+                return a.partition("=")[2]
+    return ""
+
+
+def _ais_bench_fingerprint(
+    summary: AisBenchSummary, host_label: str, version: str, cann: str
+) -> Fingerprint:
+    params: dict[str, ParamValue] = {}
+    batch = summary.batch_size
+    if batch is not None:
+        params["batch_size"] = round(batch) if abs(batch - round(batch)) < 1e-6 else round(batch, 3)
+    if version:
+        params["ais_bench_version"] = version
+    if summary.multi_threads:
+        params["pipeline_intervals"] = True
+    devices = _arg(summary.args, "--device", "-d")
+    return Fingerprint(
+        device_kind="npu",
+        device_model="",
+        device_count=len([d for d in devices.split(",") if d.strip()]) if devices else 1,
+        **_host(),
+        torch_version="",
+        cann_version=cann,
+        perfgate_version=__version__,
+        timing_method=TIMING_METHODS[FORMAT_AIS_BENCH],
+        params=dict(sorted(params.items())),
+        host_label=host_label,
+    )
+
+
+def build_ais_bench_record(
+    summary: AisBenchSummary,
+    *,
+    benchmark: str,
+    project: str,
+    git: GitContext,
+    ci: CIContext,
+    host_label: str = "",
+    ais_bench_version: str = "",
+    cann_version: str = "",
+    now: datetime | None = None,
+) -> tuple[RunRecord, tuple[str, ...]]:
+    """The inference run recorded for an ais_bench summary, and the notes on what it did not
+    say or what was not recorded (pure)."""
+    measurements, notes = ais_bench_measurements(summary)
+    fingerprint = _ais_bench_fingerprint(summary, host_label, ais_bench_version, cann_version)
+    stamp = now or datetime.now(timezone.utc)
+    spec = BenchmarkSpec(
+        name=benchmark,
+        kind="inference",
+        device="npu",
+        warmup=0,
+        measured=len(summary.compute_times_ms) or summary.compute.count or 1,
+        profiled=0,
+        repeats=1,
+        params=dict(fingerprint.params),
+    )
+    record = RunRecord(
+        id=uuid.uuid4().hex,
+        project=project,
+        benchmark=benchmark,
+        fingerprint=fingerprint,
+        git=git,
+        ci=ci,
+        started_at=stamp,
+        finished_at=stamp,
+        measurements=measurements,
+        spec=spec,
+    )
+    missing = (
+        []
+        if ais_bench_version
+        else [
+            f"{AIS_BENCH_PACKAGE} is not installed where perfgate ingests: its version is not "
+            "recorded"
+        ]
+    )
+    return record, (*summary.notes, *notes, *missing)
+
+
+# --- reading and recording -----------------------------------------------------------------
+
+
 class ReadIngest(NamedTuple):
-    """A profile read and checked, its run built but not stored (:func:`read_ingest`)."""
+    """A profile or result file read and checked, its run built but not stored
+    (:func:`read_ingest`)."""
 
     record: RunRecord
-    profiled: Profiled
+    profiled: Profiled | None
     advisor_problem: str | None
     advisor_version: str | None
+    format: str = ""
+    path: Path | None = None
+    notes: tuple[str, ...] = ()
 
 
 def read_ingest(
@@ -252,8 +446,9 @@ def read_ingest(
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
 ) -> ReadIngest:
-    """Read the profile at ``path``, run the Ascend advisor on it and build its run, without
-    touching the store, so that a profile that cannot be read never opens (or creates) one.
+    """Read the profile (or ais_bench summary) at ``path``, run the Ascend advisor on a
+    profile and build its run, without touching the store, so that a file that cannot be
+    read never opens (or creates) one.
 
     A failing advisor is reported in the result and does not stop the run from being built.
     """
@@ -261,6 +456,26 @@ def read_ingest(
         raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    if detect_format(Path(path)) == FORMAT_AIS_BENCH:
+        if step_times_file is not None:
+            raise UsageError(
+                f"{path}: --step-times applies to a profile; an ais_bench summary has its "
+                "own latencies"
+            )
+        from perfgate.runner.npu import cann_version
+
+        summary = parse_ais_bench(Path(path))
+        record, notes = build_ais_bench_record(
+            summary,
+            benchmark=benchmark,
+            project=config.project,
+            git=git,
+            ci=ci,
+            host_label=config.host_label,
+            ais_bench_version=_installed_version(AIS_BENCH_PACKAGE),
+            cann_version=cann_version(os.environ),
+        )
+        return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, Path(path), notes)
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
     profiled = read_job(path, config.advisor)
     findings: tuple[Finding, ...] = ()
@@ -288,15 +503,34 @@ def read_ingest(
         step_times=step_times,
         findings=findings,
     )
-    return ReadIngest(record, profiled, problem, version)
+    return ReadIngest(record, profiled, problem, version, profiled.format, profiled.path)
 
 
-def record_ingest(config: Config, store: SqlStore, read: ReadIngest) -> IngestResult:
-    """Store the run :func:`read_ingest` built, with its findings against the base run."""
+def record_ingest(
+    config: Config,
+    store: SqlStore,
+    read: ReadIngest,
+    *,
+    reference: Mapping[str, Mapping[str, float]] | None = None,
+    reference_path: Path | None = None,
+) -> IngestResult:
+    """Store the run :func:`read_ingest` built, with its findings against the base run, and
+    set it beside the official figures of ``reference`` (:func:`perfgate.app.reference.
+    read_reference`) when given."""
     store.save_run(read.record)
     found = findings_for(config, read.record, base_run(config, store, read.record))
+    rows = compare_to_reference(read.record, reference) if reference is not None else ()
     return IngestResult(
-        read.record, read.profiled, read.advisor_problem, read.advisor_version, found
+        read.record,
+        read.profiled,
+        read.advisor_problem,
+        read.advisor_version,
+        found,
+        format=read.format,
+        path=read.path,
+        notes=read.notes,
+        reference=rows,
+        reference_path=reference_path,
     )
 
 
@@ -311,12 +545,15 @@ def ingest_and_record(
     step_times_file: Path | None = None,
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
+    reference_file: Path | None = None,
 ) -> IngestResult:
-    """Read the profile at ``path``, run the Ascend advisor on it, record one run.
+    """Read the profile (or ais_bench summary) at ``path``, run the Ascend advisor on a
+    profile, record one run; with ``reference_file``, set it beside the official figures.
 
     Everything is read and checked before the one write; a failing advisor is reported in
     the result and does not stop the run from being recorded.
     """
+    reference = read_reference(reference_file) if reference_file is not None else None
     read = read_ingest(
         config,
         path,
@@ -327,4 +564,4 @@ def ingest_and_record(
         advisor=advisor,
         advisor_timeout_s=advisor_timeout_s,
     )
-    return record_ingest(config, store, read)
+    return record_ingest(config, store, read, reference=reference, reference_path=reference_file)

@@ -38,17 +38,22 @@ benchmark:
   requests, not of one request; see :mod:`perfgate.stats.quantiles`);
   ``throughput_requests_per_s`` is requests / summed latency per repeat.
 
-Any of them with a profile that counts operator calls adds ``op_calls_per_step``
-(:func:`profile_measurements`).
+Every shape adds, when every repeat has it, ``peak_memory_pct_of_capacity`` (the peak over
+the device's capacity: its total memory on CUDA and NPU, the host's RAM or the container's
+limit on the CPU, where an RSS is what is measured; for a job the largest rank's) and
+``loss`` (the last measured step's, fixed seed: the numerics guard; for a job rank 0's; an
+inference request has none). Any of them with a profile adds ``op_calls_per_step`` where the
+profile counts operator calls and the profile's utilisation (:func:`profile_measurements`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from perfgate.metrics import Samples, entry
+from perfgate.metrics import CATALOGUE, Samples, at_step, entry
 from perfgate.models import Measurement, ProfileSummary, RunRecord
 from perfgate.runner import BenchmarkOutcome, RepeatResult
 from perfgate.stats import summarize
@@ -88,9 +93,21 @@ def spread_pct(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / min(values) * 100.0
 
 
+def per_repeat_extras(rep: RepeatResult) -> dict[str, tuple[float, ...]]:
+    """What a repeat adds where it knows it (each one value): ``peak_memory_pct_of_capacity``
+    (its peak / its device's capacity) and ``loss`` (its last measured step's)."""
+    out: dict[str, tuple[float, ...]] = {}
+    pct = rep.peak_memory_pct
+    if pct is not None:
+        out["peak_memory_pct_of_capacity"] = (pct,)
+    if rep.loss is not None:
+        out["loss"] = (rep.loss,)
+    return out
+
+
 def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
     """One single-process training repeat's samples of each of :data:`TRAINING_METRICS`,
-    and of :data:`ROBUST_TIME_METRICS` where the repeat took them."""
+    of :data:`ROBUST_TIME_METRICS` and of :data:`EXTRA_METRICS` where the repeat took them."""
     samples = {
         "step_time_ms": tuple(rep.step_ms),
         "throughput_samples_per_s": tuple(rep.batch_size * 1000.0 / t for t in rep.step_ms),
@@ -100,15 +117,38 @@ def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
         samples["step_cpu_ms"] = tuple(rep.cpu_ms)
     if rep.device_ms:
         samples["step_device_ms"] = tuple(rep.device_ms)
+    samples.update(per_repeat_extras(rep))
     return samples
+
+
+EXTRA_METRICS = ("peak_memory_pct_of_capacity", "loss")
+"""Recorded after the others when every repeat has them (:func:`per_repeat_extras`)."""
+
+
+def _extras(outcome: BenchmarkOutcome) -> list[Measurement]:
+    """:data:`EXTRA_METRICS` that every repeat of ``outcome`` has, one value per repeat. The
+    loss must be there in every repeat to be recorded: a run where some repeats returned
+    none would compare its few against a baseline's all. It is named for the step it was
+    taken after (:func:`perfgate.metrics.at_step`: warm-up + measured steps)."""
+    extras = [per_repeat_extras(rep) for rep in outcome.repeats]
+    steps = outcome.spec.warmup + outcome.spec.measured
+    return [
+        measurement(
+            at_step(metric, steps) if metric == "loss" else metric, [e[metric] for e in extras]
+        )
+        for metric in EXTRA_METRICS
+        if extras and all(metric in e for e in extras)
+    ]
 
 
 def training_measurements(outcome: BenchmarkOutcome) -> list[Measurement]:
     """A single-process training run's measurements (see the module): :data:`TRAINING_METRICS`,
-    then each of :data:`ROBUST_TIME_METRICS` that every repeat took."""
+    then each of :data:`ROBUST_TIME_METRICS` that every repeat took, then
+    :data:`EXTRA_METRICS` likewise."""
     samples = [training_samples(rep) for rep in outcome.repeats]
     names = [*TRAINING_METRICS, *(m for m in ROBUST_TIME_METRICS if all(m in s for s in samples))]
-    return [measurement(metric, [s[metric] for s in samples]) for metric in names]
+    out = [measurement(metric, [s[metric] for s in samples]) for metric in names]
+    return out + _extras(outcome)
 
 
 CONTENTION_RATIO = 1.5
@@ -158,10 +198,40 @@ def extended(measurements: Sequence[Measurement], rep: RepeatResult) -> tuple[Me
 
 
 def profile_measurements(profile: ProfileSummary | None) -> list[Measurement]:
-    """What a run's profile adds to any benchmark: its operator calls per step."""
-    if profile is None or profile.op_calls_per_step is None:
+    """What a run's profile adds to any benchmark: its operator calls per step and its
+    utilisation (:func:`utilisation_measurements`)."""
+    if profile is None:
         return []
-    return [measurement("op_calls_per_step", [[profile.op_calls_per_step]])]
+    out = []
+    if profile.op_calls_per_step is not None:
+        out.append(measurement("op_calls_per_step", [[profile.op_calls_per_step]]))
+    return out + utilisation_measurements(profile)
+
+
+def utilisation_measurements(profile: ProfileSummary) -> list[Measurement]:
+    """The profile's utilisation (``profile.utilisation``: catalogue metric -> value over
+    the profiled steps) as one value per run each, in catalogue order.
+
+    Only the catalogue's metrics of one value per run (:attr:`Samples.PER_RUN`) are taken,
+    and only finite values: a name the catalogue does not know, or one the runner measures
+    itself per repeat, is left out, so a run never holds one metric twice.
+    """
+    values = profile.utilisation
+    return [
+        measurement(name, [[float(values[name])]])
+        for name, spec in CATALOGUE.items()
+        if spec.samples is Samples.PER_RUN and name in values and math.isfinite(float(values[name]))
+    ]
+
+
+def capacity_measurements(profile: ProfileSummary) -> list[Measurement]:
+    """``peak_memory_pct_of_capacity`` of an ingested profile: its allocator peak over the
+    device capacity it reports (``device_memory_capacity_bytes``), when it has both. (A run
+    takes it from its worker instead, each repeat against its device's capacity.)"""
+    peak, capacity = profile.peak_memory_bytes, profile.device_memory_capacity_bytes
+    if peak is None or not capacity or capacity <= 0:
+        return []
+    return [measurement("peak_memory_pct_of_capacity", [[peak * 100.0 / capacity]])]
 
 
 def _communication(profile: ProfileSummary) -> tuple[float, float] | None:
@@ -193,6 +263,7 @@ def job_measurements(
             "rank_spread_pct",
             [[spread_pct([float(np.median(k.own_ms)) for k in r.ranks])] for r in reps],
         ),
+        *_extras(outcome),
     ]
     ranks = sorted({k.rank for r in reps for k in r.ranks})
     for rank in ranks:
@@ -243,4 +314,5 @@ def inference_measurements(outcome: BenchmarkOutcome) -> list[Measurement]:
         measurement("latency_p99_ms", [[float(np.percentile(x, 99))] for x in latencies]),
         measurement("throughput_requests_per_s", [[len(x) * 1000.0 / sum(x)] for x in latencies]),
         measurement("peak_memory_bytes", [[float(r.peak_memory_bytes)] for r in reps]),
+        *_extras(outcome),
     ]

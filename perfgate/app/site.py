@@ -9,6 +9,13 @@ band (:func:`perfgate.stats.band.prediction_band`), the change points of each se
 triage) and the full records of the runs that get a page (the latest on the base branch,
 then the latest of the most recent other branches), each with every finding on it
 (:func:`perfgate.app.advise.findings_for`, as ``advise``, ``ingest`` and the gate list them).
+
+A run's budget comparisons (``kind == "budget"``) are kept apart from its verdict: a breach
+is shown first and in its own words, and the verdict is that of the rest (a P99 over its
+budget that has not moved is still ``unchanged`` against history). The run pages' rank-pair
+matrices judge each pair against its link's nominal bandwidth with
+:func:`perfgate.advisor.cluster.pair_utilisation` and the suite's ``[advisor]`` thresholds,
+as the advisor's rules do.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
+from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
 from perfgate.app.gate import compare
@@ -120,7 +129,13 @@ def gather_site(
     on_base = set(store.benchmarks(project=config.project, branch=base))
     if comparisons is None:
         comparisons = latest_verdicts(config, store, base, [n for n in names if n in on_base])
-    judged = {(c.benchmark, c.metric): c for c in comparisons if c.method == "history"}
+    # budgets apart: judged on the run alone, shown first, never part of the verdict
+    judged = {
+        (c.benchmark, c.metric): c
+        for c in comparisons
+        if c.method == "history" and not decide.is_budget(c)
+    }
+    budgets = [c for c in comparisons if decide.is_budget(c)]
 
     views: list[BenchmarkView] = []
     found: list[DetectedChange] = []
@@ -196,7 +211,7 @@ def gather_site(
                         c
                         for b in newest
                         for c in theirs_judged[b]
-                        if c.metric == metric and c.method == "history"
+                        if c.metric == metric and c.method == "history" and not decide.is_budget(c)
                     ),
                 )
             )
@@ -206,6 +221,7 @@ def gather_site(
             metrics=tuple(views_of_metrics),
             verdict=decide.overall_verdict(comparisons) if comparisons else None,
             runs=_paged_runs(config, store, name, base, newest),
+            budgets=tuple(c for c in budgets if c.benchmark == name),
         )
         views.append(replace(view, branches=_branch_views(view, base, theirs_judged)))
     return SiteView(
@@ -213,6 +229,8 @@ def gather_site(
         branch=base,
         generated_at=now or datetime.now(timezone.utc),
         benchmarks=tuple(views),
+        # the run pages' rank-pair matrices judge a pair as the advisor's rules do
+        utilisation=partial(pair_utilisation, thresholds=config.advisor),
     )
 
 
@@ -226,7 +244,8 @@ def _branch_views(
         b = run.git.branch
         if b == base or b not in judged:
             continue
-        mine = [c for c in judged[b] if c.current_run_id == run.id]
+        theirs = [c for c in judged[b] if c.current_run_id == run.id]
+        mine = [c for c in theirs if not decide.is_budget(c)]
         shown = next(
             (
                 c
@@ -241,6 +260,7 @@ def _branch_views(
                 run_id=run.id,
                 verdict=decide.overall_verdict(mine) if mine else None,
                 comparison=shown,
+                budgets=tuple(c for c in theirs if decide.is_budget(c)),
             )
         )
     return tuple(out)

@@ -49,7 +49,8 @@ from perfgate.errors import ExitCode
     "--fail-on",
     metavar="VERDICTS",
     help="Comma-separated verdicts that fail the gate (default: the suite's fail_on, else "
-    "regression).",
+    "regression,over_budget). Budgets are judged on every run; they never trigger "
+    "re-measuring.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the gate's versioned JSON.")
 @_report_options
@@ -132,6 +133,12 @@ def check(
     base = detect_base_sha(os.environ, base_sha=base_sha, git=history)
     suite_dir = (suite or Path("perfgate.toml")).resolve().parent
     base_branch_name = against or git.base_branch or config.base_branch
+    if mode == "ab":  # a base that cannot be measured stops before the store is opened
+        from perfgate.app.check import resolve_ab_ref
+
+        ab_ref = resolve_ab_ref(
+            history, ab_ref=ab_ref or "", base_sha=base, against=base_branch_name
+        )
     with _open_store(config.database_url) as store:
         outcome = app.run_check(
             config,

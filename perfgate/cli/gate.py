@@ -113,7 +113,8 @@ def _report_options(func: F) -> F:
             default="always",
             show_default=True,
             help="When to post a new comment: always, on any change (regression, improvement, "
-            "inconclusive), or only on a regression. An existing comment is always updated.",
+            "inconclusive), or only on a regression; a breached budget counts in both. An "
+            "existing comment is always updated.",
         ),
         click.option(
             "--forge",
@@ -349,7 +350,8 @@ def compare(
     "--fail-on",
     metavar="VERDICTS",
     help="Comma-separated verdicts that fail the gate, e.g. regression,inconclusive "
-    "(default: the suite's fail_on, else regression).",
+    "(default: the suite's fail_on, else regression,over_budget: a breached [budgets] "
+    "limit).",
 )
 @click.option(
     "--baseline-file",

@@ -268,6 +268,11 @@ def run(
     show_default=True,
     help="Seconds msprof-analyze may take before it is stopped.",
 )
+@click.option(
+    "--reference",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON of official figures per benchmark and metric; the run is shown beside them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
 def ingest(
     suite: Path | None,
@@ -282,28 +287,36 @@ def ingest(
     step_times: Path | None,
     no_advisor: bool,
     advisor_timeout: float,
+    reference: Path | None,
     as_json: bool,
 ) -> None:
-    """Record a run from a profile your own script wrote.
+    """Record a run from a profile or result file your own job wrote.
 
     PATH is a torch_npu *_ascend_pt directory (text or db export), a parent directory of
-    one per rank, a torch.profiler *.pt.trace.json[.gz] file, or a directory of them.
+    one per rank, a torch.profiler *.pt.trace.json[.gz] file, a directory of them, or an
+    ais_bench *_summary.json (ais_bench / msit benchmark --output), recorded as an
+    inference run. --reference FILE shows the run beside official figures (a report, not
+    a verdict).
 
     \b
     Example:
         perfgate ingest ./prof/rank0_ascend_pt --benchmark llama-dp --json
         perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
+        perfgate ingest out/2024_05_01-10_00_00_summary.json --benchmark resnet50_bs1 \\
+            --reference modelzoo.json
     """
     from perfgate import app
     from perfgate.app.ingest import read_ingest, record_ingest
+    from perfgate.app.reference import read_reference
     from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
 
     config = _config(suite, db_url, project, host_label=host_label)
     git = app.detect_git_context(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
     )
-    # The profile is read and checked before the store is opened: a path that is not a
-    # profile never leaves a new, empty store behind.
+    # The reference and the profile are read and checked before the store is opened: a path
+    # that is not a profile never leaves a new, empty store behind.
+    figures = read_reference(reference) if reference is not None else None
     read = read_ingest(
         config,
         path,
@@ -315,7 +328,7 @@ def ingest(
         advisor_timeout_s=advisor_timeout,
     )
     with _open_store(config.database_url) as store:
-        result = record_ingest(config, store, read)
+        result = record_ingest(config, store, read, reference=figures, reference_path=reference)
     if as_json:
         if result.advisor_problem:
             click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)

@@ -1,14 +1,18 @@
-"""Profiler output -> :class:`~perfgate.models.ProfileSummary`; pure, no torch import.
+"""Profiler output -> :class:`~perfgate.models.ProfileSummary`, and other harnesses' result
+files; pure, no torch import.
 
 One dispatcher, used by ``run``, ``ingest``, torchrun and ``advise``: :func:`detect_format`
-says what a path holds and :func:`read_profile` reads it into one summary per rank.
+says what a path holds and :func:`read_profile` reads a profile into one summary per rank.
 
 - ``ascend``: an Ascend PyTorch Profiler output, a ``*_ascend_pt`` directory (text or db
   export), its ``ASCEND_PROFILER_OUTPUT``, or a parent holding one per rank
   (:mod:`perfgate.parsers.ascend`);
 - ``torch_trace``: a torch.profiler Chrome trace (``*.json`` / ``*.json.gz``), or a
   ``tensorboard_trace_handler`` directory holding one ``*.pt.trace.json[.gz]`` per worker
-  (:mod:`perfgate.parsers.torch_trace`).
+  (:mod:`perfgate.parsers.torch_trace`);
+- ``ais_bench``: the ``*_summary.json`` that ais_bench (``ait`` / ``msit benchmark``) writes
+  with ``--output``: inference latencies and throughput, not a profile, so only ``ingest``
+  reads it (:func:`~perfgate.parsers.ais_bench.parse_ais_bench`).
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ from pathlib import Path
 
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import Profiled
+from perfgate.parsers.ais_bench import AisBenchSummary, is_ais_bench_summary, parse_ais_bench
 from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
 from perfgate.parsers.torch_trace import parse_torch_trace
 
 __all__ = [
+    "FORMAT_AIS_BENCH",
     "FORMAT_ASCEND",
     "FORMAT_TORCH",
+    "AisBenchSummary",
     "detect_format",
+    "parse_ais_bench",
     "parse_torch_trace",
     "read_profile",
     "trace_files",
@@ -31,6 +39,13 @@ __all__ = [
 
 FORMAT_ASCEND = "ascend"
 FORMAT_TORCH = "torch_trace"
+FORMAT_AIS_BENCH = "ais_bench"
+
+ACCEPTED = (
+    "a *_ascend_pt directory, a torch.profiler *.json[.gz] trace, a directory of them, or an "
+    "ais_bench *_summary.json"
+)
+"""What ``ingest`` accepts, for the message on a path that is none of them."""
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -45,7 +60,10 @@ def trace_files(directory: Path) -> list[Path]:
 
 
 def detect_format(path: Path) -> str:
-    """``ascend`` or ``torch_trace``, from what ``path`` holds.
+    """``ascend``, ``torch_trace`` or ``ais_bench``, from what ``path`` holds.
+
+    A ``*.json`` file is an ais_bench summary by its name (``*_summary.json``) or its first
+    bytes (:func:`~perfgate.parsers.ais_bench.is_ais_bench_summary`), a torch trace otherwise.
 
     Raises:
         UsageError: the path does not exist.
@@ -59,6 +77,12 @@ def detect_format(path: Path) -> str:
             return FORMAT_ASCEND
         if trace_files(path):
             return FORMAT_TORCH
+        summaries = sorted(p.name for p in path.glob("*_summary.json") if p.is_file())
+        if summaries:
+            raise ParseError(
+                f"{path}: a directory, not a profile; pass one of its ais_bench summaries "
+                f"({', '.join(summaries[:3])}{', ...' if len(summaries) > 3 else ''})"
+            )
         raise ParseError(
             f"{path}: not a profile perfgate can read: no ASCEND_PROFILER_OUTPUT directory "
             "(torch_npu) and no *.pt.trace.json[.gz] files (torch.profiler)"
@@ -68,12 +92,11 @@ def detect_format(path: Path) -> str:
             f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
             "directory"
         )
+    if is_ais_bench_summary(path):
+        return FORMAT_AIS_BENCH
     if path.name.endswith(_TRACE_SUFFIXES):
         return FORMAT_TORCH
-    raise ParseError(
-        f"{path}: not a profile perfgate can read (expected a *_ascend_pt directory, a "
-        "torch.profiler *.json[.gz] trace, or a directory of them)"
-    )
+    raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
 
 
 def read_profile(path: Path) -> Profiled:
@@ -84,10 +107,16 @@ def read_profile(path: Path) -> Profiled:
 
     Raises:
         UsageError: the path does not exist.
-        ParseError: it holds neither format, or its profile cannot be read.
+        ParseError: it holds no profile (an ais_bench summary is a result file, read by
+            ``ingest``), or its profile cannot be read.
     """
     path = Path(path)
     fmt = detect_format(path)
+    if fmt == FORMAT_AIS_BENCH:
+        raise ParseError(
+            f"{path}: an ais_bench summary holds latencies, not a profile; record it with "
+            "perfgate ingest"
+        )
     if fmt == FORMAT_ASCEND:
         return Profiled(fmt, path, parse_ascend(path))
     files = trace_files(path) if path.is_dir() else [path]

@@ -38,13 +38,14 @@ import os
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import OpStat, ProfileSummary, StepBreakdown
 from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
+from perfgate.parsers.timeline import torch_timeline
 
 __all__ = ["SOURCE", "parse_torch_trace"]
 
@@ -65,6 +66,7 @@ _DEVICE_OP_CATS: Mapping[str, str] = {
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
 _COMM_MARKERS = ("nccl", "gloo", "hccl")
 _COMM_CPU_NAMES = frozenset({"record_param_comms"})
+_OCCUPANCY = "est. achieved occupancy %"
 _MAX_SHAPES = 3
 _MAX_SHAPE_CHARS = 120
 _US_PER_MS = 1000.0
@@ -126,7 +128,9 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ParseError(f"{label}: no 'traceEvents' list; not a torch.profiler Chrome trace")
     trace = _collect(doc["traceEvents"], label)
-    return _summarise(trace, doc, label, steps)
+    return replace(
+        _summarise(trace, doc, label, steps), timeline=torch_timeline(doc["traceEvents"])
+    )
 
 
 # --------------------------------------------------------------------------- loading
@@ -194,6 +198,10 @@ class _Trace:
     data_loading: list[Interval] = field(default_factory=list)
     # device activity: (ts, dur, name, op_type, correlation)
     device: list[tuple[float, float, str, str, Any]] = field(default_factory=list)
+    # kernels that report an occupancy: (ts, dur, occupancy %, correlation)
+    occupancy: list[tuple[float, float, float, Any]] = field(default_factory=list)
+    kernel_devices: set[Any] = field(default_factory=set)
+    """The ``pid`` of kernel events: the device index in Kineto traces."""
     runtime_ts: dict[Any, float] = field(default_factory=dict)
     runtime_events: int = 0
     launch_ts: list[float] = field(default_factory=list)
@@ -237,7 +245,14 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
             elif cat in _KERNEL_CATS or cat in _DEVICE_OP_CATS:
                 ts, dur = _times(ev, label, index)
                 op_type = _DEVICE_OP_CATS.get(cat, "kernel")
-                t.device.append((ts, dur, name, op_type, _correlation(ev)))
+                corr = _correlation(ev)
+                t.device.append((ts, dur, name, op_type, corr))
+                if op_type == "kernel":
+                    t.kernel_devices.add(ev.get("pid"))
+                    args = ev.get("args")
+                    occ = _finite(args.get(_OCCUPANCY)) if isinstance(args, dict) else None
+                    if occ is not None:
+                        t.occupancy.append((ts, dur, occ, corr))
             elif cat in _RUNTIME_CATS:
                 ts, dur = _times(ev, label, index)
                 t.runtime_events += 1
@@ -463,6 +478,7 @@ def _summarise(
             key=lambda o: (-o.self_time_ms_per_step, o.name, o.device),
         )
     )
+    utilisation, capacity = _utilisation(t, doc, windows, compute_gpu + comm_gpu, step_us, notes)
     info = doc.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     return ProfileSummary(
@@ -482,7 +498,76 @@ def _summarise(
         if annotated
         else (),
         collection=_collection(doc),
+        utilisation=utilisation,
+        device_memory_capacity_bytes=capacity,
     )
+
+
+def _utilisation(
+    t: _Trace,
+    doc: Mapping[str, Any],
+    windows: _Windows,
+    kernels: list[Interval],
+    step_us: float,
+    notes: list[str],
+) -> tuple[dict[str, float], int | None]:
+    """GPU utilisation of the profiled steps, and the device's memory capacity.
+
+    - ``device_busy_pct``: the share of the step windows with at least one kernel
+      (compute or communication) running, i.e. the union of kernel intervals clipped to
+      the windows over their total length. Memcpy and memset are left out: they run on
+      the copy engines, not the SMs.
+    - ``sm_occupancy_pct``: the kernels' ``est. achieved occupancy %`` (Kineto's estimate
+      from the launch configuration), weighted by kernel duration, over the kernels
+      launched inside a step that report it.
+    - capacity: ``totalGlobalMem`` of the ``deviceProperties`` entry of the device the
+      kernels ran on (their ``pid``), or of the only entry.
+
+    A CPU-only trace (no kernels and no ``deviceProperties``) gets nothing and no note:
+    there is no device to measure. A trace with a GPU but no kernel gets one note.
+    """
+    out: dict[str, float] = {}
+    capacity = _capacity(doc, t.kernel_devices, notes)
+    if not kernels:
+        if capacity is not None or t.device:
+            notes.append("device_busy_pct, sm_occupancy_pct: no kernels in the trace")
+        return out, capacity
+    busy = _merge(kernels)
+    if step_us > 0:
+        covered = sum(_coverage(busy, lo, hi) for lo, hi in windows.spans)
+        out["device_busy_pct"] = 100.0 * covered / step_us
+    else:
+        notes.append("device_busy_pct: the steps have zero duration")
+    weighted = weight = 0.0
+    for ts, dur, occ, corr in t.occupancy:
+        launched_at = t.runtime_ts.get(corr, ts) if corr is not None else ts
+        if windows.index(launched_at) >= 0:
+            weighted += occ * dur
+            weight += dur
+    if weight > 0:
+        out["sm_occupancy_pct"] = weighted / weight
+    elif t.occupancy:
+        notes.append("sm_occupancy_pct: no kernel with an occupancy ran inside a step")
+    else:
+        notes.append(f"sm_occupancy_pct: no kernel has args[{_OCCUPANCY!r}]")
+    return out, capacity
+
+
+def _capacity(doc: Mapping[str, Any], kernel_devices: set[Any], notes: list[str]) -> int | None:
+    devices = doc.get("deviceProperties")
+    if not isinstance(devices, list) or not devices:
+        return None
+    entries = [d for d in devices if isinstance(d, dict)]
+    if len(entries) > 1:
+        entries = [d for d in entries if d.get("id") in kernel_devices and len(kernel_devices) == 1]
+    memory = _finite(entries[0].get("totalGlobalMem")) if len(entries) == 1 else None
+    if memory is None or memory <= 0:
+        notes.append(
+            "device_memory_capacity_bytes: no totalGlobalMem in deviceProperties for the "
+            "device the kernels ran on"
+        )
+        return None
+    return int(memory)
 
 
 # A trace without the profiler's ``Trace`` span (hand-made, or stripped by a tool) may have

@@ -13,7 +13,16 @@
   the 95% interval of its centre, run id and commit.
 * ``runs/<id>.html``: one run's profile: top ops, the step breakdown (compute /
   communication not overlapped / free, per rank for a multi-device job), the memory curve
-  over the profiled steps, per-rank communication heatmaps and the advisor's findings.
+  over the profiled steps, per-rank communication heatmaps, the utilisation metrics (or why
+  each could not be computed), one profiled step as a timeline (device streams, then host
+  threads, idle gaps marked; spans narrower than a pixel binned, and the page says so), the
+  rank-to-rank traffic matrix coloured on a fixed 0-100% scale of each link's nominal
+  bandwidth, and the advisor's findings. The timeline and the matrix are inline SVG: no
+  script, fast at 10^4 spans.
+
+A budget breach (``kind == "budget"``, verdict ``over_budget``) is shown first wherever a
+verdict is, in its own words and style (``over budget: latency_p99_ms 140 ms > 100 ms``),
+never as a regression.
 
 Pages load ``plotly.min.js`` from the site root by a relative path: the site works from
 ``file://``, as a CI artifact, without a server or the internet. Every name that comes from
@@ -31,7 +40,7 @@ import html
 import math
 import re
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
@@ -42,13 +51,19 @@ import numpy as np
 
 from perfgate import __version__
 from perfgate.errors import require
+from perfgate.metrics import lookup
 from perfgate.models import (
     Comparison,
     Direction,
     Finding,
     ProfileSummary,
+    RankPair,
     RunPoint,
     RunRecord,
+    SpanKind,
+    Timeline,
+    TimelineLane,
+    TimelineSpan,
     Verdict,
 )
 from perfgate.reporters.render import format_change, format_value
@@ -74,6 +89,7 @@ _COLOURS = {
 }
 _TESTBED_COLOURS = ("#1f77b4", "#9467bd", "#17becf", "#8c564b")
 _VERDICT_CLASS = {
+    Verdict.OVER_BUDGET: "over",
     Verdict.REGRESSION: "bad",
     Verdict.INCONCLUSIVE: "warn",
     Verdict.INCOMPARABLE: "warn",
@@ -131,6 +147,8 @@ class BranchVerdict:
     verdict: Verdict | None
     comparison: Comparison | None = None
     """The primary metric's comparison, when it was judged."""
+    budgets: tuple[Comparison, ...] = ()
+    """The run's budget comparisons (``kind == "budget"``), apart from ``verdict``."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +162,9 @@ class BenchmarkView:
     """Runs that get a page: the latest on the base branch first, then other branches'."""
     branches: tuple[BranchVerdict, ...] = ()
     """The newest other branches' latest runs, judged against the base branch, newest first."""
+    budgets: tuple[Comparison, ...] = ()
+    """The latest base-branch run's budget comparisons (``kind == "budget"``): shown before
+    ``verdict``, which they are no part of (a breach is not a regression)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +173,9 @@ class SiteView:
     branch: str
     generated_at: datetime
     benchmarks: tuple[BenchmarkView, ...]
+    utilisation: UtilisationOf | None = None
+    """How the run pages' rank-pair matrices judge a pair against its link's nominal
+    bandwidth (None: GB/s only)."""
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -264,6 +288,12 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#777}.plot{margin-bottom:1.5rem}
 footer{margin-top:2rem;color:#888;font-size:.85rem}
 code{background:#f4f4f4;padding:0 .2rem}
+.over{color:#6a1b9a;font-weight:600;background:#f3e5f5;border:1px solid #ce93d8;
+border-radius:3px;padding:0 .3rem;display:inline-block;margin:0 .2rem .1rem 0}
+.timeline-box{overflow-x:auto;margin:.5rem 0 1.5rem}
+.legend span{margin-right:1rem;white-space:nowrap}
+.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;
+vertical-align:-.1rem;border:1px solid #999}
 """
 
 # Fills the hover texts of the run traces from the page's run tables (PG_RUNS for the base
@@ -374,6 +404,10 @@ class IndexRow:
     html: str
     branch_verdicts: tuple[Verdict | None, ...] = ()
     """The verdicts of the other branches shown in the row (for the overview's summary)."""
+    over_budget: bool = False
+    """The latest base-branch run breached a budget."""
+    branches_over_budget: int = 0
+    """How many of the other branches shown breached a budget."""
 
 
 def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
@@ -383,9 +417,13 @@ def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
     for v in b.branches:
         c = v.comparison
         change = f" {esc(format_change(c))}" if c is not None and c.change_pct is not None else ""
+        if v.verdict is not None:
+            judged = _verdict_html(v.verdict)
+        else:  # only its budgets were judged, or nothing
+            judged = "" if v.budgets else "<span class=muted>not judged</span>"
         items.append(
-            f"<div class='branch'><code>{esc(v.branch)}</code>: "
-            f"{_verdict_html(v.verdict) if v.verdict else '<span class=muted>not judged</span>'}"
+            f"<div class='branch'><code>{esc(v.branch)}</code>: {_budgets_html(v.budgets)}"
+            f"{judged}"
             f"{change} <a href='{esc(root + run_path(v.run_id))}' title='vs {esc(base)}'>"
             f"{esc(v.run_id[:RUN_ID_CHARS])}</a></div>"
         )
@@ -413,12 +451,14 @@ def index_row(b: BenchmarkView, branch: str) -> IndexRow:
         b.verdict,
         "<tr>"
         f'<td><a href="{esc(benchmark_path(b.name))}">{esc(b.name)}</a></td>'
-        f'<td class="verdict">{_verdict_html(b.verdict)}</td>'
+        f'<td class="verdict">{_budgets_html(b.budgets)}{_verdict_html(b.verdict)}</td>'
         f'<td class="branches">{_branches_html(b, branch)}</td>'
         f"<td>{metric}</td><td class='num'>{value}</td><td class='num'>{change}</td>"
         f"<td>{spark}</td><td class='num'>{runs}</td><td class='num'>{changes}</td>"
         f"<td>{run_link}</td></tr>",
         tuple(v.verdict for v in b.branches),
+        over_budget=bool(breaches(b.budgets)),
+        branches_over_budget=sum(1 for v in b.branches if breaches(v.budgets)),
     )
 
 
@@ -432,12 +472,18 @@ def render_index(site: SiteView, rows: Sequence[IndexRow] | None = None) -> str:
         key = r.verdict.value if r.verdict else "no run"
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(counts.items()))
+    over = sum(r.over_budget for r in rows)
+    if over:
+        summary = f"<span class='over'>{over} over budget</span> · {summary}"
     theirs: dict[str, int] = {}
     for r in rows:
         for v in r.branch_verdicts:
             key = v.value if v else "not judged"
             theirs[key] = theirs.get(key, 0) + 1
     other = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(theirs.items()))
+    theirs_over = sum(r.branches_over_budget for r in rows)
+    if theirs_over:
+        other = f"<span class='over'>{theirs_over} over budget</span> · {other}"
     body = f"""<h1>perfgate: {esc(site.project)}</h1>
 <p>Latest verdict of each benchmark on <b>{esc(site.branch)}</b> (its latest run against the
 runs before it) · {len(rows)} benchmarks: {summary or "none"} ·
@@ -779,9 +825,10 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
         for r in view.runs
     )
     body = f"""<h1>{esc(view.name)}</h1>
-<p>Latest verdict on <b>{esc(site.branch)}</b>: {_verdict_html(view.verdict)} ·
-{len(table)} runs on {esc(site.branch)}</p>
+<p>Latest verdict on <b>{esc(site.branch)}</b>: {_budgets_html(view.budgets)}
+{_verdict_html(view.verdict)} · {len(table)} runs on {esc(site.branch)}</p>
 {_branch_list(view, site.branch)}
+{_budget_table(view.budgets)}
 {_metric_table(view)}
 <h2>History</h2>
 <p class="muted">Blue: runs on {esc(site.branch)}, oldest first; shaded: the noise band of the
@@ -926,8 +973,9 @@ def _memory_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
 
 
 def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure]:
-    """Per-rank heatmaps: communication time by kind, and link bandwidth by link type (the
-    profiles summarise each rank's communication; they hold no rank-to-rank matrix)."""
+    """Per-rank heatmaps: communication time by kind, and link bandwidth by link type (each
+    rank's own summary; the rank-to-rank matrix, where the profile has one, is drawn apart
+    by :func:`rank_pair_heatmap`)."""
     need_plotly()
     import plotly.graph_objects as go
 
@@ -1001,7 +1049,590 @@ def _findings_html(findings: Sequence[Finding]) -> str:
     )
 
 
-def render_run(run: RunRecord) -> str:
+# --- one profiled step as a timeline ---------------------------------------------------------
+
+TIMELINE_WIDTH = 1080
+"""Pixels of the timeline's time axis; a span narrower than one of them is binned."""
+TIMELINE_GUTTER = 210
+"""Pixels left of the axis for the lanes' names."""
+LANE_PX = 22
+IDLE_SHARE = 0.01
+"""A device lane's idle gap is marked when longer than 1% of the step: the shorter ones are
+the ordinary gaps between kernels (launch latency), and a mark on each would hide the long
+ones. The short gaps are left inside the busy stretch around them."""
+TIMELINE_LABEL = 30
+"""Characters of a lane's name shown beside it (the whole name is its hover text)."""
+
+_KIND_COLOURS: dict[SpanKind, str] = {
+    SpanKind.COMPUTE: "#1f77b4",
+    SpanKind.COMMUNICATION: "#d62728",
+    SpanKind.MEMCPY: "#9467bd",
+    SpanKind.HOST: "#17becf",
+    SpanKind.OTHER: "#8c8c8c",
+}
+_IDLE_FILL = "#ffe9a8"
+
+
+def duration_text(us: float) -> str:
+    """A time given in µs, in the unit that suits it (µs, ms, s)."""
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3g} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:.3g} µs"
+
+
+def idle_gaps(
+    lane: TimelineLane, duration_us: float, threshold_us: float
+) -> list[tuple[float, float]]:
+    """The stretches of ``lane`` with nothing running that are longer than ``threshold_us``,
+    as (start, length) in µs, over the whole step (before the first span and after the last
+    count too). Overlapping spans make one busy stretch; a gap of ``threshold_us`` or less
+    stays inside the busy stretch around it."""
+    gaps: list[tuple[float, float]] = []
+    at = 0.0
+    for s in sorted(lane.spans, key=lambda s: s.start_us):
+        if s.start_us - at > threshold_us:
+            gaps.append((at, s.start_us - at))
+        at = max(at, s.start_us + s.dur_us)
+    if duration_us - at > threshold_us:
+        gaps.append((at, duration_us - at))
+    return gaps
+
+
+@dataclass(frozen=True)
+class TimelineDrawing:
+    """A timeline drawn as SVG, and what the page says about the drawing."""
+
+    svg: str
+    lanes: int
+    spans: int
+    drawn: int
+    """Spans drawn one by one (a pixel wide or more), each with its hover text."""
+    binned: int
+    """Spans narrower than a pixel, drawn as ``bins``."""
+    bins: int
+    """Pixel columns (per lane) holding the binned spans."""
+    gaps: int
+    """Idle gaps marked on device lanes."""
+    idle_us: float
+    threshold_us: float
+    duration_us: float
+
+
+def _tick_step(total_us: float, target: int = 10) -> float:
+    raw = total_us / target
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 5.0):
+        if m * magnitude >= raw:
+            return m * magnitude
+    return 10.0 * magnitude
+
+
+def _span_title(s: TimelineSpan) -> str:
+    name = " ".join(s.name.split())
+    if len(name) > 160:
+        name = name[:159] + "…"
+    return f"{esc(name)} · {esc(duration_text(s.dur_us))} · {s.kind.value}"
+
+
+def _lane_bins(
+    spans: Sequence[TimelineSpan], scale: float, width: int, y: float, h: float
+) -> tuple[list[str], int]:
+    """The spans narrower than a pixel as per-pixel bins: one column per pixel, coloured by
+    the kind holding most of the column's time and shaded by how much of the pixel that time
+    fills; neighbouring columns of the same colour and shade are one rect. Returns the rects
+    and the number of columns."""
+    columns: dict[int, dict[SpanKind, float]] = {}
+    counts: dict[int, int] = {}
+    for s in spans:
+        col = min(width - 1, max(0, int(s.start_us * scale)))
+        per = columns.setdefault(col, {})
+        per[s.kind] = per.get(s.kind, 0.0) + s.dur_us
+        counts[col] = counts.get(col, 0) + 1
+    out: list[str] = []
+    run: list[Any] = []  # [first column, last column, kind, shade, spans, time]
+
+    def flush() -> None:
+        if run:
+            first, last, kind, shade, n, busy = run
+            out.append(
+                f'<rect x="{first}" y="{y:.0f}" width="{last - first + 1}" height="{h:.0f}" '
+                f'fill="{_KIND_COLOURS[kind]}" fill-opacity="{shade:.2f}"><title>{n} spans '
+                f"narrower than a pixel, mostly {kind.value}: {esc(duration_text(busy))}"
+                "</title></rect>"
+            )
+
+    for col in sorted(columns):
+        per = columns[col]
+        kind = max(per, key=lambda k: per[k])
+        busy = sum(per.values())
+        shade = 0.35 + 0.65 * round(min(1.0, busy * scale) * 4) / 4
+        if run and run[1] == col - 1 and run[2] is kind and run[3] == shade:
+            run[1] = col
+            run[4] += counts[col]
+            run[5] += busy
+        else:
+            flush()
+            run = [col, col, kind, shade, counts[col], busy]
+    flush()
+    return out, len(columns)
+
+
+@dataclass
+class _LaneDrawn:
+    svg: str
+    drawn: int = 0
+    binned: int = 0
+    bins: int = 0
+    gaps: int = 0
+    idle_us: float = 0.0
+
+
+def _idle_svg(start: float, length: float, total: float, scale: float, y: float, h: int) -> str:
+    """One idle gap: shaded, with its length written in it when it fits."""
+    x, w = start * scale, length * scale
+    said = f"idle {duration_text(length)}"
+    out = (
+        f'<rect x="{x:.1f}" y="{y - 1:.0f}" width="{w:.1f}" height="{h + 2}" '
+        f'fill="{_IDLE_FILL}" stroke="#c99a00" stroke-dasharray="3 2">'
+        f"<title>{esc(said)} ({length / total:.1%} of the step) from "
+        f"{esc(duration_text(start))}</title></rect>"
+    )
+    # the label where it fits (about 6 px a character at 10 px), the length alone if only it does
+    label = next((t for t in (said, duration_text(length)) if w >= 6 * len(t) + 4), None)
+    if label is not None:
+        out += (
+            f'<text x="{x + w / 2:.1f}" y="{y + h / 2 + 4:.0f}" text-anchor="middle" '
+            f'font-size="10" fill="#6b5000" pointer-events="none">{esc(label)}</text>'
+        )
+    return out
+
+
+def marks_idle(lane: TimelineLane) -> bool:
+    """Whether a lane's idle gaps are marked: a device lane that computes or copies. Not a
+    host thread, and not a lane of communication only (an HCCL plane waits between
+    collectives by design; its gaps are no lost device time), nor an empty one."""
+    return lane.device and any(s.kind is not SpanKind.COMMUNICATION for s in lane.spans)
+
+
+def _lane_svg(
+    lane: TimelineLane, y: float, total: float, scale: float, width: int, threshold: float
+) -> _LaneDrawn:
+    """One lane at height ``y``: its background, its idle gaps (:func:`marks_idle`), its spans a
+    pixel wide or more one by one (grouped by kind) and the narrower ones binned."""
+    h = LANE_PX - 4
+    out = _LaneDrawn("")
+    parts = [f'<rect x="0" y="{y:.0f}" width="{width}" height="{h}" fill="#f5f5f5"/>']
+    if marks_idle(lane):
+        for start, length in idle_gaps(lane, total, threshold):
+            out.gaps += 1
+            out.idle_us += length
+            parts.append(_idle_svg(start, length, total, scale, y, h))
+    wide: dict[SpanKind, list[str]] = {}
+    narrow: list[TimelineSpan] = []
+    for s in lane.spans:
+        w = s.dur_us * scale
+        if w < 1.0:
+            narrow.append(s)
+            continue
+        wide.setdefault(s.kind, []).append(
+            f'<rect x="{s.start_us * scale:.1f}" y="{y + 1:.0f}" width="{w:.1f}" '
+            f'height="{h - 2}"><title>{_span_title(s)}</title></rect>'
+        )
+    rects, out.bins = _lane_bins(narrow, scale, width, y + 1, h - 2)
+    parts += rects
+    for kind, drawn in wide.items():
+        parts.append(f'<g fill="{_KIND_COLOURS[kind]}">{"".join(drawn)}</g>')
+        out.drawn += len(drawn)
+    out.binned = len(narrow)
+    name = esc(" ".join(lane.name.split()))
+    out.svg = f'<g class="lane" data-lane="{name}">{"".join(parts)}</g>'
+    return out
+
+
+def _time_axis(total: float, scale: float, top: int, bottom: int) -> str:
+    step = _tick_step(total)
+    ticks = []
+    for i in range(int(total / step) + 1):
+        x = i * step * scale
+        label = "0" if i == 0 else esc(duration_text(i * step))
+        ticks.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 4}" y2="{bottom}" stroke="#ddd"/>'
+            f'<text x="{x:.1f}" y="{top - 8}" text-anchor="middle" fill="#555">{label}</text>'
+        )
+    return "".join(ticks)
+
+
+def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDrawing:
+    """``timeline`` as an inline SVG: device lanes first, then host lanes, each group in the
+    profile's order; spans coloured by kind; spans narrower than a pixel binned per pixel
+    (:func:`_lane_bins`), so that 10^4 spans stay a page that opens at once; the idle gaps of
+    device lanes longer than :data:`IDLE_SHARE` of the step shaded and labelled."""
+    end = max((s.start_us + s.dur_us for lane in timeline.lanes for s in lane.spans), default=0)
+    total = max(timeline.duration_us, end) or 1.0
+    scale = width / total
+    threshold = IDLE_SHARE * total
+    top = 26
+    y = float(top)
+    names: list[str] = []
+    lanes: list[_LaneDrawn] = []
+    for heading, device in (("device streams", True), ("host threads", False)):
+        mine = [lane for lane in timeline.lanes if lane.device is device]
+        if not mine:
+            continue
+        names.append(
+            f'<text x="4" y="{y + LANE_PX - 6:.0f}" font-weight="600" fill="#444">{heading}</text>'
+        )
+        y += LANE_PX
+        for lane in mine:
+            name = " ".join(lane.name.split())
+            shown = name if len(name) <= TIMELINE_LABEL else name[: TIMELINE_LABEL - 1] + "…"
+            names.append(
+                f'<text x="12" y="{y + LANE_PX / 2 + 2:.0f}"><title>{esc(name)}</title>'
+                f"{esc(shown)}</text>"
+            )
+            lanes.append(_lane_svg(lane, y, total, scale, width, threshold))
+            y += LANE_PX
+    height = int(y) + 6
+    n_spans = sum(len(lane.spans) for lane in timeline.lanes)
+    drawn = sum(x.drawn for x in lanes)
+    bins = sum(x.bins for x in lanes)
+    svg = (
+        f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{TIMELINE_GUTTER + width + 30}" height="{height}" '
+        'font-family="system-ui,sans-serif" font-size="11" '
+        f'data-lanes="{len(lanes)}" data-spans="{n_spans}" data-drawn="{drawn}" '
+        f'data-bins="{bins}" role="img" aria-label="timeline of {esc(timeline.step)}">'
+        f'{"".join(names)}<g transform="translate({TIMELINE_GUTTER},0)">'
+        f"{_time_axis(total, scale, top, height - 6)}{''.join(x.svg for x in lanes)}</g></svg>"
+    )
+    return TimelineDrawing(
+        svg=svg,
+        lanes=len(lanes),
+        spans=n_spans,
+        drawn=drawn,
+        binned=sum(x.binned for x in lanes),
+        bins=bins,
+        gaps=sum(x.gaps for x in lanes),
+        idle_us=sum(x.idle_us for x in lanes),
+        threshold_us=threshold,
+        duration_us=total,
+    )
+
+
+def _legend(items: Sequence[tuple[str, str]]) -> str:
+    return (
+        "<p class='legend'>"
+        + "".join(
+            f"<span><i style='background:{colour}'></i>{esc(text)}</span>" for colour, text in items
+        )
+        + "</p>"
+    )
+
+
+def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
+    """The run page's timeline section: what is drawn and how, the legend, the SVG."""
+    d = timeline_svg(timeline, width)
+    if d.spans == 0:
+        return f"<p class='muted'>The timeline of {esc(timeline.step)} holds no spans.</p>"
+    said = [
+        f"{esc(timeline.step)}: {esc(duration_text(d.duration_us))}, {d.spans:,} spans on "
+        f"{d.lanes} lanes (device streams first, then host threads)."
+    ]
+    if d.binned:
+        said.append(
+            f"<b>{d.binned:,} spans narrower than a pixel drawn as {d.bins:,} aggregated "
+            "bins</b> (one pixel column of a lane each, coloured by the kind holding most of "
+            f"its time, darker the more of the pixel it fills); the other {d.drawn:,} are drawn "
+            "one by one (hover: name, duration)."
+        )
+    else:
+        said.append("Every span is drawn one by one (hover: name, duration).")
+    said.append(
+        f"Idle gaps longer than {IDLE_SHARE:.0%} of the step "
+        f"({esc(duration_text(d.threshold_us))}) are shaded on the device lanes that compute "
+        f"or copy (a communication-only lane waits between collectives by design): {d.gaps} "
+        f"gap{'s' if d.gaps != 1 else ''}, {esc(duration_text(d.idle_us))} in all."
+    )
+    if timeline.dropped_spans > 0:
+        said.append(
+            f"<b>{timeline.dropped_spans:,} spans were left out</b> when the profile was "
+            "stored (the shortest first, to keep it bounded): they are not drawn, and a gap "
+            "may hold some of them."
+        )
+    legend = _legend([(_KIND_COLOURS[k], k.value) for k in SpanKind] + [(_IDLE_FILL, "idle gap")])
+    return (
+        f"<p id='timeline-about'>{' '.join(said)}</p>{legend}"
+        f"<div class='timeline-box'>{d.svg}</div>"
+    )
+
+
+# --- rank-to-rank traffic --------------------------------------------------------------------
+
+UtilisationOf = Callable[[RankPair], float | None]
+"""A pair's bandwidth as a share of its link's nominal bandwidth (1.0 = nominal), None when
+the nominal bandwidth of its link is not known (the app passes
+:func:`perfgate.advisor.cluster.pair_utilisation` with the suite's thresholds)."""
+
+_UTIL_STOPS = (
+    (0.0, (0xF7, 0xFB, 0xFF)),
+    (0.25, (0xC6, 0xDB, 0xEF)),
+    (0.5, (0x6B, 0xAE, 0xD6)),
+    (0.75, (0x21, 0x71, 0xB5)),
+    (1.0, (0x08, 0x30, 0x6B)),
+)
+_LOCAL_FILL = "#e3e3e3"
+HEATMAP_TEXT_RANKS = 16
+"""Above this many ranks the cells are too small for text: hover text only."""
+
+
+def utilisation_colour(share: float) -> str:
+    """The colour of a bandwidth utilisation on the one fixed scale, 0 to 100% of the
+    link's nominal bandwidth (above 100% is drawn as 100%): the same utilisation is the
+    same colour on every page, whatever the other pairs did."""
+    u = min(1.0, max(0.0, share))
+    for (a, ca), (b, cb) in zip(_UTIL_STOPS, _UTIL_STOPS[1:], strict=False):
+        if u <= b:
+            f = (u - a) / (b - a)
+            rgb = [round(x + (y - x) * f) for x, y in zip(ca, cb, strict=True)]
+            return "#{:02x}{:02x}{:02x}".format(*rgb)
+    return "#{:02x}{:02x}{:02x}".format(*_UTIL_STOPS[-1][1])
+
+
+def rank_pairs_of(run: RunRecord) -> tuple[RankPair, ...]:
+    """The run's rank-to-rank traffic: the job's (``run.profile``) when it has it, else the
+    ranks' own rows together, each (src, dst, link) once."""
+    if run.profile is not None and run.profile.rank_pairs:
+        return run.profile.rank_pairs
+    seen: dict[tuple[int, int, str], RankPair] = {}
+    for p in run.rank_profiles:
+        for pair in p.rank_pairs:
+            seen.setdefault((pair.src, pair.dst, pair.link), pair)
+    return tuple(seen.values())
+
+
+def _is_local(pair: RankPair) -> bool:
+    return pair.src == pair.dst or pair.link.upper() == "LOCAL"
+
+
+def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | None = None) -> str:
+    """A src x dst matrix of the pairs as inline SVG, each cell coloured by its bandwidth's
+    share of the link's nominal bandwidth on a fixed 0-100% scale (:func:`utilisation_colour`)
+    and labelled with link, GB/s, % of nominal and wait; a rank to itself (LOCAL) greyed. A
+    cell with several links shows the one that carried most; its hover text lists all."""
+    if not pairs:
+        return ""
+    ranks = sorted({p.src for p in pairs} | {p.dst for p in pairs})
+    at = {r: i for i, r in enumerate(ranks)}
+    cells: dict[tuple[int, int], list[RankPair]] = {}
+    for p in pairs:
+        cells.setdefault((p.src, p.dst), []).append(p)
+    text = len(ranks) <= HEATMAP_TEXT_RANKS
+    cw, ch = (122, 66) if text else (26, 26)
+    left, top = 78, 34
+    parts: list[str] = []
+    for r in ranks:
+        i = at[r]
+        parts.append(
+            f'<text x="{left - 8}" y="{top + i * ch + ch / 2 + 4:.0f}" text-anchor="end">'
+            f"rank {r}</text>"
+            f'<text x="{left + i * cw + cw / 2:.0f}" y="{top - 8}" text-anchor="middle">'
+            f"rank {r}</text>"
+        )
+    for (src, dst), held in sorted(cells.items()):
+        held.sort(key=lambda p: -p.transit_size_mb)
+        main = held[0]
+        x, y = left + at[dst] * cw, top + at[src] * ch
+        share = None if utilisation is None or _is_local(main) else utilisation(main)
+        if _is_local(main):
+            fill, ink = _LOCAL_FILL, "#777"
+        elif share is None:
+            fill, ink = "#ffffff", "#333"
+        else:
+            fill, ink = utilisation_colour(share), "#fff" if share >= 0.55 else "#111"
+        title = []
+        for p in held:
+            u = None if utilisation is None or _is_local(p) else utilisation(p)
+            pct = "" if u is None else f" ({u:.0%} of nominal)"
+            wait = "" if p.wait_ms is None else f", wait {format_value(p.wait_ms, 'ms')}"
+            title.append(
+                f"rank {p.src} → rank {p.dst} {p.link}: {p.bandwidth_gb_s:.3g} GB/s{pct}, "
+                f"{p.transit_size_mb:.4g} MB in {format_value(p.transit_time_ms, 'ms')}"
+                f"{wait}, {p.ops} ops"
+            )
+        cell = [
+            f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="{fill}" '
+            f'stroke="#bbb"><title>{esc("; ".join(title))}</title></rect>'
+        ]
+        if text:
+            lines = [main.link + (f" +{len(held) - 1}" if len(held) > 1 else "")]
+            lines.append(f"{main.bandwidth_gb_s:.3g} GB/s")
+            if not _is_local(main):
+                lines.append("nominal unknown" if share is None else f"{share:.0%} of nominal")
+            if main.wait_ms is not None:
+                lines.append(f"wait {format_value(main.wait_ms, 'ms')}")
+            for k, line in enumerate(lines):
+                weight = ' font-weight="600"' if k == 0 else ""
+                cell.append(
+                    f'<text x="{x + 6}" y="{y + 14 + k * 14}" fill="{ink}"{weight} '
+                    f'pointer-events="none">{esc(line)}</text>'
+                )
+        parts.append("".join(cell))
+    # the fixed colour scale, 0 to 100% of nominal
+    sx, sy, sw = left + len(ranks) * cw + 24, top, 14
+    sh = max(120, min(260, len(ranks) * ch))
+    stops = "".join(
+        f'<stop offset="{1 - u:.2f}" stop-color="{utilisation_colour(u)}"/>'
+        for u, _ in reversed(_UTIL_STOPS)
+    )
+    scale_bar = (
+        f'<defs><linearGradient id="pg-util" x1="0" y1="0" x2="0" y2="1">{stops}'
+        f'</linearGradient></defs><rect x="{sx}" y="{sy}" width="{sw}" height="{sh}" '
+        f'fill="url(#pg-util)" stroke="#999"/>'
+        + "".join(
+            f'<text x="{sx + sw + 4}" y="{sy + (1 - u) * sh + 4:.0f}">{u:.0%}</text>'
+            for u in (0.0, 0.25, 0.5, 0.75, 1.0)
+        )
+        + f'<text x="{sx - 2}" y="{sy - 8}">of nominal</text>'
+    )
+    width = sx + sw + 80
+    height = top + max(len(ranks) * ch, sh) + 28
+    parts.append(
+        f'<text x="{left}" y="{height - 8}" fill="#555">rows: source rank · columns: '
+        "destination rank</text>"
+    )
+    return (
+        f'<svg class="rank-pairs" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" font-family="system-ui,sans-serif" font-size="11" '
+        f'data-ranks="{len(ranks)}" role="img" aria-label="rank-to-rank bandwidth">'
+        f"{scale_bar}{''.join(parts)}</svg>"
+    )
+
+
+def rank_pairs_html(pairs: Sequence[RankPair], utilisation: UtilisationOf | None) -> str:
+    if not pairs:
+        return ""
+    known = utilisation is not None and any(
+        utilisation(p) is not None for p in pairs if not _is_local(p)
+    )
+    why = (
+        "Colour: the pair's bandwidth as a share of its link's nominal bandwidth, on a fixed "
+        "0–100% scale (the same colour means the same utilisation on every page, it is not "
+        "stretched to the values shown); white: the link's nominal bandwidth is not known; "
+        "grey: a rank to itself (LOCAL)."
+    )
+    if not known:
+        why += " No link here has a known nominal bandwidth: the cells show GB/s only."
+    return (
+        "<p class='muted'>Traffic of one profiled step from each rank (row) to each rank "
+        f"(column). {esc(why)}</p><div class='timeline-box'>"
+        f"{rank_pair_heatmap(pairs, utilisation)}</div>"
+    )
+
+
+# --- utilisation and budgets -----------------------------------------------------------------
+
+UTILISATION_METRICS = (
+    "device_busy_pct",
+    "aicore_util_pct",
+    "cube_util_pct",
+    "vector_util_pct",
+    "l2_hit_pct",
+    "hbm_bandwidth_gb_s",
+    "sm_occupancy_pct",
+)
+
+
+def _with_unit(value: float | None, unit: str) -> str:
+    """``format_value`` with the unit written out where it does not write it (``%``, GB/s)."""
+    if value is not None and unit == "%":
+        return f"{value:.3g}%"
+    text = format_value(value, unit)
+    if value is None or unit in ("ms", "bytes", "1/s", ""):
+        return text
+    return f"{text} {unit}"
+
+
+def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
+    """The profiles' utilisation metrics, one column per rank: the value, or why it could
+    not be computed (the profile's notes that name it)."""
+    if not profiles:
+        return ""
+    names = [f"rank {p.rank}" if p.rank is not None else "profile" for p in profiles]
+    head = "".join(f"<th>{esc(n)}</th>" for n in _unique_labels(names))
+    rows = []
+    for metric in UTILISATION_METRICS:
+        spec = lookup(metric)
+        unit = spec.unit if spec else ""
+        cells = []
+        for p in profiles:
+            value = p.utilisation.get(metric)
+            if value is not None:
+                cells.append(f"<td class='num'>{esc(_with_unit(value, unit))}</td>")
+                continue
+            why = [n.removeprefix(f"{metric}:").strip() for n in p.notes if metric in n]
+            said = "; ".join(why) if why else "not in this profile"
+            cells.append(f"<td class='muted'>not computed: {esc(said)}</td>")
+        about = esc(spec.description) if spec else ""
+        rows.append(
+            f"<tr><td><code>{esc(metric)}</code></td>{''.join(cells)}"
+            f"<td class='muted'>{about}</td></tr>"
+        )
+    return (
+        f"<table id='utilisation'><thead><tr><th>utilisation</th>{head}<th>what</th></tr>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def budget_text(c: Comparison) -> str:
+    """A budget's comparison in its own words: ``over budget: latency_p99_ms 140 ms > 100 ms``,
+    ``within budget: aicore_util_pct 72% > 70%`` (the sign compares the run's value with the
+    limit); the suite's wording of the budget where the limit is missing or equals the value."""
+    head = "over budget" if c.verdict is Verdict.OVER_BUDGET else "within budget"
+    value = _with_unit(c.current_centre, c.unit)
+    if c.limit is None or c.current_centre is None:
+        stated = f" ({c.budget})" if c.budget else ""
+        return f"{head}: {c.metric} {value}{stated}"
+    v, limit = c.current_centre, c.limit
+    sign = ">" if v > limit else "<" if v < limit else "="
+    text = f"{head}: {c.metric} {value} {sign} {_with_unit(limit, c.unit)}"
+    return text + (f" (budget {c.budget})" if sign == "=" and c.budget else "")
+
+
+def breaches(budgets: Sequence[Comparison]) -> list[Comparison]:
+    """The breached ones of a run's budget comparisons."""
+    return [c for c in budgets if c.verdict is Verdict.OVER_BUDGET]
+
+
+def _budgets_html(budgets: Sequence[Comparison]) -> str:
+    """The breached budgets of a run, one each, in the over-budget style."""
+    return "".join(f"<span class='over'>{esc(budget_text(c))}</span> " for c in breaches(budgets))
+
+
+def _budget_table(budgets: Sequence[Comparison]) -> str:
+    """Every budget of the latest run, the breached ones first."""
+    budgets = sorted(budgets, key=lambda c: (c.verdict is not Verdict.OVER_BUDGET, c.metric))
+    if not budgets:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(c.metric)}</td><td class='num'>{esc(_with_unit(c.current_centre, c.unit))}"
+        f"</td><td class='num'>{esc(c.budget or _with_unit(c.limit, c.unit))}</td>"
+        f"<td><span class='{'over' if c.verdict is Verdict.OVER_BUDGET else 'ok'}'>"
+        f"{esc(budget_text(c))}</span></td></tr>"
+        for c in budgets
+    )
+    return (
+        "<h2>Budgets</h2><p class='muted'>Absolute limits of the suite's [budgets], judged on "
+        "the latest run alone (history or not); a breach is not a regression.</p>"
+        "<table id='budgets'><thead><tr><th>metric</th><th>latest</th><th>budget</th>"
+        f"<th>verdict</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def render_run(run: RunRecord, utilisation: UtilisationOf | None = None) -> str:
+    """One run's page; ``utilisation`` judges its rank pairs against their links' nominal
+    bandwidths (None: the matrix shows GB/s only)."""
     profiles: list[ProfileSummary] = list(run.rank_profiles)
     if not profiles and run.profile is not None:
         profiles = [run.profile]
@@ -1036,6 +1667,14 @@ def render_run(run: RunRecord) -> str:
         if profiles
         else "<p class='muted'>This run was recorded without a profile.</p>"
     )
+    extra = []
+    if profiles:
+        extra.append(f"<h3>Utilisation</h3>{utilisation_html(profiles)}")
+    if main is not None and main.timeline is not None:
+        extra.append(f"<h2>Timeline of one step</h2>{timeline_html(main.timeline)}")
+    pairs = rank_pairs_of(run)
+    if pairs:
+        extra.append(f"<h2>Rank-to-rank traffic</h2>{rank_pairs_html(pairs, utilisation)}")
     fp = run.fingerprint
     body = f"""<h1>{esc(run.benchmark)} · run <code>{esc(run.id)}</code></h1>
 <p><a href="../{esc(benchmark_path(run.benchmark))}">history of {esc(run.benchmark)}</a> ·
@@ -1046,6 +1685,7 @@ x{fp.device_count} · testbed <code>{esc(fp.key())}</code></p>
 <th>p10 – p90</th></tr></thead><tbody>{measurements}</tbody></table>
 <h2>Profile</h2>
 {profile_part}
+{"".join(extra)}
 {f"<ul class='muted'>{notes}</ul>" if notes else ""}
 <h2>Findings</h2>
 {_findings_html(run.findings)}"""
@@ -1065,5 +1705,5 @@ def render_benchmark_pages(view: BenchmarkView, site: SiteView) -> dict[str, str
     """A benchmark's history page and its runs' pages, by path."""
     pages = {benchmark_path(view.name): render_benchmark(view, site)}
     for run in view.runs:
-        pages.setdefault(run_path(run.id), render_run(run))
+        pages.setdefault(run_path(run.id), render_run(run, site.utilisation))
     return pages

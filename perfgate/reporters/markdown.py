@@ -6,6 +6,10 @@ section (attribution, new advisor findings, the reason behind each verdict that 
 one), and folded details (environment, baseline window, how to reproduce, how to accept
 or settle a verdict).
 
+Budgets (the suite's absolute limits) are a section of their own above the table, in their
+own words ("❌ over budget: ..."), breaches first; they are never counted as regressions,
+and a breach counts for both comment modes that filter.
+
 Every string that comes from data (benchmark, metric, branch, op, profile, finding) goes
 through :func:`escape`: no Markdown or HTML injection, no @-mentions, no ``#123`` / ``!123``
 references, no links. A comment that would exceed the forge's size limit loses its least
@@ -25,7 +29,7 @@ from urllib.parse import quote
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import format_change, format_value, metric_tags, op_delta_text
-from perfgate.stats.decide import deciding, deciding_verdicts
+from perfgate.stats.decide import deciding, deciding_verdicts, is_budget
 
 if TYPE_CHECKING:
     from perfgate.models import DetectedChange
@@ -34,6 +38,8 @@ MAX_FINDINGS = 20
 MAX_ATTRIBUTIONS = 10
 MAX_OPS = 5
 MAX_NAME_CHARS = 200
+MAX_BUDGET_LINES = 20
+"""Budget lines of each kind (breached, kept) a comment shows at most."""
 SPARK_POINTS = 20
 
 ZWJ = "\u200d"
@@ -48,7 +54,8 @@ _INVISIBLE = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\
 
 class CommentMode(str, Enum):
     """When a comment is posted: always, on any change (regression, improvement or
-    inconclusive), or only on a regression. An existing comment is always kept current."""
+    inconclusive), or only on a regression; a breached budget counts in both. An existing
+    comment is always kept current."""
 
     ALWAYS = "always"
     CHANGE = "change"
@@ -56,6 +63,7 @@ class CommentMode(str, Enum):
 
 
 _RANK = {
+    Verdict.OVER_BUDGET: -1,
     Verdict.REGRESSION: 0,
     Verdict.INCONCLUSIVE: 1,
     Verdict.INCOMPARABLE: 2,
@@ -64,6 +72,7 @@ _RANK = {
     Verdict.UNCHANGED: 5,
 }
 _LABEL = {
+    Verdict.OVER_BUDGET: "❌ over budget",
     Verdict.REGRESSION: "🔴 regression",
     Verdict.IMPROVEMENT: "🟢 improvement",
     Verdict.UNCHANGED: "⚪ unchanged",
@@ -72,6 +81,7 @@ _LABEL = {
     Verdict.INCOMPARABLE: "🟠 incomparable",
 }
 _NOUN = {
+    Verdict.OVER_BUDGET: ("over budget", "over budget"),
     Verdict.REGRESSION: ("regression", "regressions"),
     Verdict.INCONCLUSIVE: ("inconclusive", "inconclusive"),
     Verdict.INCOMPARABLE: ("incomparable", "incomparable"),
@@ -162,24 +172,31 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
     """Whether ``mode`` asks for a (new) comment on this result."""
     seen = deciding_verdicts(result.comparisons)
     if mode is CommentMode.REGRESSION:
-        return Verdict.REGRESSION in seen
+        return bool(seen & {Verdict.REGRESSION, Verdict.OVER_BUDGET})
     if mode is CommentMode.CHANGE:
-        return bool(seen & {Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE})
+        return bool(
+            seen
+            & {Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE, Verdict.OVER_BUDGET}
+        )
     return True
 
 
 def _counts(result: GateResult) -> str:
-    decided = deciding(result.comparisons)
+    """'1 over budget, 2 regressions in 3 benchmarks (18 metrics)': a budget kept is not
+    counted (the Budgets section shows it), nor is it one of the metrics."""
+    every = deciding(result.comparisons)
+    over = [c for c in every if is_budget(c) and c.verdict is Verdict.OVER_BUDGET]
+    decided = [*over, *(c for c in every if not is_budget(c))]
     parts = []
     for verdict in sorted(_RANK, key=_RANK.__getitem__):
         n = sum(1 for c in decided if c.verdict is verdict)
         if n and verdict is not Verdict.UNCHANGED:
             one, many = _NOUN[verdict]
             parts.append(f"{n} {one if n == 1 else many}")
-    benchmarks = len({c.benchmark for c in decided})
+    benchmarks = len({c.benchmark for c in every})
     found = ", ".join(parts) or ("no change" if decided else "nothing compared")
     noun = "benchmark" if benchmarks == 1 else "benchmarks"
-    metrics = len(decided)
+    metrics = len(decided) - len(over)
     return f"{found} in {benchmarks} {noun} ({metrics} metric{'s' if metrics != 1 else ''})"
 
 
@@ -199,7 +216,12 @@ def _icon(result: GateResult, ctx: ReportContext) -> str:
     seen = deciding_verdicts(result.comparisons)
     if ctx.failed:
         return "❌"
-    if seen & {Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE}:
+    if seen & {
+        Verdict.OVER_BUDGET,
+        Verdict.REGRESSION,
+        Verdict.INCONCLUSIVE,
+        Verdict.INCOMPARABLE,
+    }:
         return "⚠️"
     if seen and seen <= {Verdict.NO_BASELINE}:
         return "ℹ️"
@@ -241,6 +263,27 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
             + " |"
         )
     return lines
+
+
+def _budget_lines(result: GateResult) -> list[str]:
+    """The Budgets section: each budget judged, in its own words, breaches first (at most
+    :data:`MAX_BUDGET_LINES` of each kind, the rest counted)."""
+    judged = sorted(
+        (c for c in result.comparisons if is_budget(c)),
+        key=lambda c: (c.benchmark, c.metric),
+    )
+    if not judged:
+        return []
+    lines = ["#### Budgets", ""]
+    for breached in (True, False):
+        rows = [c for c in judged if (c.verdict is Verdict.OVER_BUDGET) is breached]
+        label = "❌ over budget" if breached else "✅ within budget"
+        for c in rows[:MAX_BUDGET_LINES]:
+            lines.append(f"- {label}: **{escape(c.benchmark)}** {escape(c.reason, 400)}")
+        if len(rows) > MAX_BUDGET_LINES:
+            more = len(rows) - MAX_BUDGET_LINES
+            lines.append(f"- … {more} more {'over' if breached else 'within'} budget")
+    return [*lines, ""]
 
 
 def _not_shown(dropped: Sequence[Comparison]) -> str:
@@ -426,6 +469,14 @@ def _accept_lines(result: GateResult) -> list[str]:
         f"- Too noisy to gate: `perfgate noise --branch {base}` lists metrics that cannot see "
         "their minimum effect; raise `min_effect_pct` under `[metrics.NAME]` or add repeats.",
         "- Fewer comments: `--comment-mode change` or `--comment-mode regression`.",
+        *(
+            [
+                "- Over budget: the limit is the suite's `[budgets]` (reviewed like code); a "
+                "breach fails the gate unless `fail_on` leaves out `over_budget`.",
+            ]
+            if Verdict.OVER_BUDGET in deciding_verdicts(result.comparisons)
+            else []
+        ),
         "",
     ]
 
@@ -476,6 +527,7 @@ def _compose(
         f"**{head}** · gate **{gate}** (fails on: {fails_on}) · project {escape(ctx.project)}"
         + (f" · testbed {escape(ctx.testbed)}" if ctx.testbed else ""),
         "",
+        *_budget_lines(result),
     ]
     if rows:
         lines += [*_table(rows, ctx), ""]
@@ -496,11 +548,12 @@ def render_comment(result: GateResult, ctx: ReportContext, *, max_chars: int | N
     """The whole comment, at most ``max_chars`` characters (the forge's limit, which the
     caller knows; no limit when None).
 
-    Rows are shown worst first; when the comment is too long the least important rows
+    The budgets come first, in their own section (never cut). Rows are shown worst first;
+    when the comment is too long the least important rows
     (unchanged, then improvements, no baseline, incomparable, inconclusive, regressions;
     the smallest changes first within each) are left out and counted.
     """
-    rows = sorted(result.comparisons, key=_row_order)
+    rows = sorted((c for c in result.comparisons if not is_budget(c)), key=_row_order)
     if max_chars is None:
         return _compose(result, ctx, rows, (), details=True)
     for details in (True, False):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
+from perfgate.metrics import CATALOGUE
 from perfgate.models import (
     Advice,
     Attribution,
@@ -42,6 +43,7 @@ _MARK = {
     Verdict.INCONCLUSIVE: "inconclusive",
     Verdict.NO_BASELINE: "no baseline",
     Verdict.INCOMPARABLE: "incomparable",
+    Verdict.OVER_BUDGET: "OVER BUDGET",
 }
 
 
@@ -77,10 +79,19 @@ def format_change(c: Comparison) -> str:
     return f"{c.change_pct:+.1f}% [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
 
 
+def budget_counts(result: GateResult) -> tuple[int, int]:
+    """How many of the gate's budgets were breached and how many kept."""
+    judged = [c for c in decide.deciding(result.comparisons) if decide.is_budget(c)]
+    over = sum(1 for c in judged if c.verdict is Verdict.OVER_BUDGET)
+    return over, len(judged) - over
+
+
 def headline(result: GateResult) -> str:
-    """One line: what the gate found, e.g. '1 regression, 2 unchanged in 1 benchmark'."""
+    """One line: what the gate found, e.g. '1 regression, 2 unchanged in 1 benchmark'; the
+    budgets first and apart ('1 over budget, 2 within budget; 3 unchanged in ...')."""
     parts = []
-    for verdict, n in decide.verdict_counts(result.comparisons).items():
+    rest = [c for c in result.comparisons if not decide.is_budget(c)]
+    for verdict, n in decide.verdict_counts(rest).items():
         if n:
             word = _MARK[verdict].lower()
             if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and n != 1:
@@ -89,6 +100,10 @@ def headline(result: GateResult) -> str:
     benchmarks = len({c.benchmark for c in result.comparisons})
     noun = "benchmark" if benchmarks == 1 else "benchmarks"
     found = ", ".join(parts) or "nothing compared"
+    over, kept = budget_counts(result)
+    budgets = [f"{over} over budget"] * bool(over) + [f"{kept} within budget"] * bool(kept)
+    if budgets:
+        found = f"{', '.join(budgets)}; {found}"
     return f"{found} in {benchmarks} {noun} — {result.branch} vs {result.against}"
 
 
@@ -102,12 +117,34 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+def budget_lines(result: GateResult) -> list[str]:
+    """The budgets block of the terminal report: one line per budget judged, breaches
+    first, each in its own words ('OVER BUDGET  svc  latency_p99_ms 140.0 ms is over its
+    budget <= 100 ms (by 40.0%)')."""
+    judged = [c for c in result.comparisons if decide.is_budget(c)]
+    if not judged:
+        return []
+    judged.sort(key=lambda c: (c.verdict is not Verdict.OVER_BUDGET, c.benchmark, c.metric))
+    rows = [
+        ["OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within", c.benchmark, c.reason]
+        for c in judged
+    ]
+    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    return [
+        "budgets:",
+        *(f"  {r[0].ljust(width[0])}  {r[1].ljust(width[1])}  {r[2]}" for r in rows),
+    ]
+
+
 def render_text(result: GateResult) -> str:
-    """The terminal report: headline, a table, then each non-trivial verdict's reason."""
+    """The terminal report: headline, the budgets (breaches first), a table of the
+    history and paired comparisons, then each non-trivial verdict's reason."""
+    budgets = budget_lines(result)
+    compared = [c for c in result.comparisons if not decide.is_budget(c)]
     rows: list[list[str]] = [
         ["benchmark", "metric", "baseline", "current", "change [95% CI]", "detectable", "verdict"]
     ]
-    for c in result.comparisons:
+    for c in compared:
         rows.append(
             [
                 c.benchmark,
@@ -119,8 +156,12 @@ def render_text(result: GateResult) -> str:
                 _MARK[c.verdict],
             ]
         )
-    lines = [f"perfgate: {headline(result)}", "", *_table(rows), ""]
-    for c in result.comparisons:
+    lines = [f"perfgate: {headline(result)}", ""]
+    if budgets:
+        lines += [*budgets, ""]
+    if compared or not budgets:
+        lines += [*_table(rows), ""]
+    for c in compared:
         detail = c.reason
         if c.baseline_run_ids:
             k = len(c.baseline_run_ids)
@@ -158,6 +199,11 @@ def render_findings_lines(findings: Sequence[Finding]) -> list[str]:
 
 
 def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
+    """The versioned JSON of ``gate --json``: ``comparisons`` hold the budgets' (``kind``
+    ``budget``, ``method`` ``budget``, with ``limit`` and ``budget``) first, and ``budgets``
+    counts them (``judged``, ``over_budget``, ``within_budget``); ``summary`` counts every
+    deciding comparison, budgets included."""
+    over, kept = budget_counts(result)
     return {
         "format_version": FORMAT_VERSION,
         "perfgate_version": __version__,
@@ -166,6 +212,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "branch": result.branch,
         "against": result.against,
         "summary": {v.value: n for v, n in decide.verdict_counts(result.comparisons).items()},
+        "budgets": {"judged": over + kept, "over_budget": over, "within_budget": kept},
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
         "attributions": [a.to_dict() for a in result.attributions],
@@ -449,7 +496,7 @@ def _gated_step(result: IngestResult) -> tuple[float, str] | None:
     over steps that include a slow first step reads well below what is gated.
     """
     m = result.record.measurement("step_time_ms")
-    if m is None:
+    if m is None or result.profiled is None:
         return None
     n = m.summary.n
     if n > 1:
@@ -464,10 +511,13 @@ def _gated_step(result: IngestResult) -> tuple[float, str] | None:
 
 def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
     """The versioned JSON of ``perfgate ingest``: the run, the slowest rank's step and top op
-    types, every rank, the cluster view, the advisor's findings, and what was missing."""
+    types, every rank, the cluster view, the advisor's findings, and what was missing; for a
+    result file (ais_bench) the run, its measurements and what was missing. With
+    ``--reference``, the run beside the official figures."""
+    from perfgate.reporters.reference import reference_to_dict
+
     r = result.record
-    slowest = result.profiled.slowest
-    return {
+    head: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "perfgate_version": __version__,
         "run": {
@@ -478,6 +528,29 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
             "commit": r.git.commit,
             "fingerprint_key": r.fingerprint.key(),
         },
+    }
+    reference = (
+        reference_to_dict(result.reference, result.reference_path)
+        if result.reference_path is not None
+        else None
+    )
+    measurements = {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements}
+    if result.profiled is None:
+        return {
+            **head,
+            "format": result.format,
+            "path": None if result.path is None else str(result.path),
+            "kind": r.spec.kind,
+            "timing_method": r.fingerprint.timing_method,
+            "params": dict(r.fingerprint.params),
+            "measurements": measurements,
+            "findings": [f.to_dict() for f in result.findings],
+            "reference": reference,
+            "notes": list(result.notes),
+        }
+    slowest = result.profiled.slowest
+    return {
+        **head,
         "format": result.profiled.format,
         "source": slowest.source,
         "path": str(result.profiled.path),
@@ -489,9 +562,16 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         else {"ms": gated[0], "summary": gated[1]},
         "top_op_types": [_op_type_dict(o) for o in _top_types(slowest)],
         "communication": None if slowest.communication is None else slowest.communication.to_dict(),
-        "measurements": {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements},
+        "utilisation": dict(slowest.utilisation),
+        "measurements": measurements,
         "ranks": [
-            {"rank": p.rank, "steps": p.steps, "step": _step_dict(p), "notes": list(p.notes)}
+            {
+                "rank": p.rank,
+                "steps": p.steps,
+                "step": _step_dict(p),
+                "utilisation": dict(p.utilisation),
+                "notes": list(p.notes),
+            }
             for p in result.profiled.ranks
         ],
         "cluster": None if result.profiled.cluster is None else result.profiled.cluster.to_dict(),
@@ -504,12 +584,58 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         }
         if result.profiled.format == "ascend"
         else None,
+        "reference": reference,
         "notes": list(slowest.notes),
     }
 
 
+def _utilisation_lines(ranks: Sequence[ProfileSummary]) -> list[str]:
+    """The utilisation metrics of each rank that has any, one column per rank."""
+    shown = [p for p in ranks if p.utilisation]
+    if not shown:
+        return []
+    rows = [["utilisation", *(f"rank {p.rank}" if p.rank is not None else "" for p in shown)]]
+    for metric, spec in CATALOGUE.items():
+        if any(metric in p.utilisation for p in shown):
+            suffix = "%" if spec.unit == "%" else f" {spec.unit}"
+            rows.append(
+                [
+                    metric,
+                    *(
+                        f"{p.utilisation[metric]:.1f}{suffix}" if metric in p.utilisation else "-"
+                        for p in shown
+                    ),
+                ]
+            )
+    return [*_table(rows), ""]
+
+
 def render_ingest_text(result: IngestResult) -> str:
+    """What ``perfgate ingest`` recorded: the profile's step, top op types, cluster view and
+    findings, or a result file's measurements; then the reference comparison, if asked."""
+    from perfgate.reporters.reference import render_reference_lines
+
     r = result.record
+    reference = (
+        [*render_reference_lines(result.reference, result.reference_path), ""]
+        if result.reference_path is not None
+        else []
+    )
+    if result.profiled is None:
+        n = r.spec.measured
+        lines = [
+            f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from "
+            f"{result.format} summary, {r.spec.kind}, {n} inference{'s' if n != 1 else ''}",
+            "",
+        ]
+        rows = [["metric", "value", "unit"]]
+        rows += [[m.metric, f"{m.summary.centre:.3f}", m.unit] for m in r.measurements]
+        lines += [*_table(rows), ""]
+        if result.findings:
+            lines += [*render_findings_lines(result.findings), ""]
+        lines += reference
+        lines += [f"note: {note}" for note in result.notes]
+        return "\n".join(lines).rstrip("\n") + "\n"
     slowest = result.profiled.slowest
     rank = "" if slowest.rank is None else f", rank {slowest.rank}"
     lines = [
@@ -535,6 +661,7 @@ def render_ingest_text(result: IngestResult) -> str:
                 label = k.removesuffix("_ms")
             rows.append([label, f"{v:.3f}"])
         lines += [*_table(rows), ""]
+    lines += _utilisation_lines(result.profiled.ranks)
     top = _top_types(slowest)
     if top:
         by_type = bool(slowest.op_types)
@@ -561,6 +688,7 @@ def render_ingest_text(result: IngestResult) -> str:
         lines += [*render_findings_lines(result.findings), ""]
     if result.advisor_problem:
         lines += [f"advisor: {result.advisor_problem}", ""]
+    lines += reference
     lines += [f"note: {n}" for n in slowest.notes]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -41,6 +41,8 @@ class RankResult:
     wait_ms: tuple[float, ...] = ()
     """Per timed step, the time this rank was blocked in collectives (waiting for the
     others), when the step reports it; empty otherwise."""
+    memory_capacity_bytes: int = 0
+    """The memory ``peak_memory_bytes`` is a share of (its device's); 0 when not known."""
 
     @property
     def own_ms(self) -> tuple[float, ...]:
@@ -74,6 +76,20 @@ class RepeatResult:
     when torch uses more than one); empty when no CPU time was taken."""
     device_ms: tuple[float, ...] = ()
     """Per timed step on an accelerator, its device time between two timing events."""
+    memory_capacity_bytes: int = 0
+    """The memory ``peak_memory_bytes`` is a share of: the device's total memory (CUDA,
+    NPU), the host's RAM or the container's limit on the CPU; for a job, that of the rank
+    with the largest peak. 0 when not known."""
+    loss: float | None = None
+    """The loss the last measured step returned (for a job, rank 0's), with the fixed seed:
+    the numerics guard's value; None when the step returns none."""
+
+    @property
+    def peak_memory_pct(self) -> float | None:
+        """The peak as a share of the capacity, in %; None when the capacity is not known."""
+        if self.memory_capacity_bytes <= 0:
+            return None
+        return self.peak_memory_bytes * 100.0 / self.memory_capacity_bytes
 
 
 @dataclass(frozen=True)
@@ -230,7 +246,13 @@ def run_repeat(
         cpu_ms=tuple(ns / 1e6 for ns in result.get("cpu_ns", ())),
         cpu_clock=str(result.get("cpu_clock", "")),
         device_ms=tuple(float(ms) for ms in result.get("device_ms", ())),
+        memory_capacity_bytes=int(result.get("memory_capacity_bytes") or 0),
+        loss=_loss(result.get("loss")),
     )
+
+
+def _loss(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def job_result(result: Mapping[str, Any]) -> RepeatResult:
@@ -249,6 +271,7 @@ def job_result(result: Mapping[str, Any]) -> RepeatResult:
                     else ProfileSummary.from_dict(r["profile"]),
                     host=str(r.get("host", "")),
                     wait_ms=tuple(ns / 1e6 for ns in r.get("wait_ns", ())),
+                    memory_capacity_bytes=int(r.get("memory_capacity_bytes") or 0),
                 )
                 for r in result["ranks"]
             ),
@@ -258,15 +281,18 @@ def job_result(result: Mapping[str, Any]) -> RepeatResult:
     job_ms = tuple(max(steps) for steps in zip(*(r.step_ms for r in ranks), strict=True))
     world = int(result["world_size"])
     env = {**result["env"], "device_count": world}
+    largest = max(ranks, key=lambda r: r.peak_memory_bytes)
     return RepeatResult(
         step_ms=job_ms,
         batch_size=int(result["batch_size"]),
         params=dict(result["params"]),
-        peak_memory_bytes=max(r.peak_memory_bytes for r in ranks),
+        peak_memory_bytes=largest.peak_memory_bytes,
         env=env,
         trace_path=None,
         ranks=ranks,
         world_size=world,
+        memory_capacity_bytes=largest.memory_capacity_bytes,
+        loss=_loss(result.get("loss")),
     )
 
 

@@ -7,6 +7,7 @@ torch, and it imports it lazily.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
@@ -24,6 +25,11 @@ class Backend(Protocol):
     def reset_peak_memory(self) -> None: ...
 
     def peak_memory_bytes(self) -> int: ...
+
+    def memory_capacity_bytes(self) -> int:
+        """The memory :meth:`peak_memory_bytes` is a share of (for
+        ``peak_memory_pct_of_capacity``); 0 where it is not known."""
+        ...
 
     def profiler_activities(self) -> list[Any]: ...
 
@@ -57,6 +63,32 @@ def _rss_peak_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""Where a container's memory limit is read: cgroup v2, then v1 ("max" or a huge number when
+there is none)."""
+
+
+def host_memory_bytes(cgroup_limits: tuple[str, ...] = _CGROUP_LIMITS) -> int:
+    """The memory a CPU process's RSS can grow to: the machine's physical RAM, or the
+    container's memory limit where that is lower (a CI job in a 16 GiB container on a 512 GiB
+    host runs out at 16 GiB); 0 when neither is known. Other processes share it, so a peak
+    RSS of 60% of it says how close this process alone came, not that 40% was free."""
+    total = 0
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    for path in cgroup_limits:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) > 0:
+            limit = int(text)
+            total = min(total, limit) if total > 0 else limit
+        break
+    return max(total, 0)
+
+
 def base_description() -> dict[str, Any]:
     import torch
 
@@ -85,6 +117,10 @@ class CpuBackend:
 
     def peak_memory_bytes(self) -> int:
         return _rss_peak_bytes()
+
+    def memory_capacity_bytes(self) -> int:
+        """The host's RAM (or the container's limit): what an RSS can grow to."""
+        return host_memory_bytes()
 
     def timing_event(self) -> Any | None:
         return None
@@ -125,6 +161,11 @@ class CudaBackend:
 
     def peak_memory_bytes(self) -> int:
         return int(self._torch.cuda.max_memory_allocated())
+
+    def memory_capacity_bytes(self) -> int:
+        """The current device's total memory (``get_device_properties().total_memory``)."""
+        cuda = self._torch.cuda
+        return int(cuda.get_device_properties(cuda.current_device()).total_memory)
 
     def timing_event(self) -> Any | None:
         event: Any = self._torch.cuda.Event

@@ -17,7 +17,8 @@ is slow *between* synchronisations makes the others' next steps as long as its o
 step less its wait (its own work) is what tells it apart. Then every rank profiles its own
 window (torch.profiler trace per rank, or the NPU backend's profile) and summarises it;
 rank 0 gathers every rank's samples and summary with ``gather_object`` and writes the
-result file.
+result file, with its own loss (the last measured step's, for the numerics guard: every rank
+of a DDP job holds the same model but its own batch, so rank 0's is one fixed number).
 
 A rank whose code raises writes ``{"ok": false, "rank": r, ...}`` to its own error file
 and exits; torchrun then stops the other ranks, and the parent names the rank that failed
@@ -277,10 +278,11 @@ def timed_steps(
     sync: Callable[[], None],
     barrier: Callable[[], object],
     waited: Callable[[], int] = lambda: 0,
-) -> tuple[list[int], list[int]]:
-    """``n`` steps timed on this rank, ns per step, and the part of each step this rank spent
+) -> tuple[list[int], list[int], object]:
+    """``n`` steps timed on this rank, ns per step, the part of each step this rank spent
     blocked in collectives (``waited``: a cumulative ns counter, see
-    :func:`perfgate.workloads.base.record_collective_wait`).
+    :func:`perfgate.workloads.base.record_collective_wait`), and what the last step returned
+    (its loss, read after the timing).
 
     The ranks are aligned by one barrier before the first step and one after the last, not
     per step (a gloo barrier costs ~0.5 ms on loopback, 10% of a short step); each step is
@@ -290,16 +292,17 @@ def timed_steps(
     clock = time.perf_counter_ns
     samples = [0] * n
     waits = [0] * n
+    returned: object = None
     barrier()
     for i in range(n):
         w0 = waited()
         t0 = clock()
-        step()
+        returned = step()
         sync()
         samples[i] = clock() - t0
         waits[i] = waited() - w0
     barrier()
-    return samples, waits
+    return samples, waits, returned
 
 
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
@@ -309,6 +312,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         EntryError,
         build_workload,
         load_entry,
+        loss_value,
         prepare_process,
         step_mode,
     )
@@ -338,10 +342,13 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         gc.collect()
         backend.reset_peak_memory()
         _state(workdir, rank, "measuring")
-        samples_ns, wait_ns = timed_steps(
+        samples_ns, wait_ns, returned = timed_steps(
             step, int(request["measured"]), sync, barrier, collective_wait_ns
         )
         peak = backend.peak_memory_bytes()
+        capacity = backend.memory_capacity_bytes()
+        loss = loss_value(returned, str(request.get("kind", "training")))
+        del returned
         profile = None
         trace_dir = request.get("trace_dir")
         profiled = int(request["profiled"])
@@ -357,6 +364,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         "step_ns": samples_ns,
         "wait_ns": wait_ns,
         "peak_memory_bytes": peak,
+        "memory_capacity_bytes": capacity,
         "profile": profile,
         "host": socket.gethostname(),
     }
@@ -368,6 +376,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         "ok": True,
         "ranks": gathered,
         "world_size": world,
+        "loss": loss,
         "batch_size": batch_size,
         "params": effective,
         "env": backend.describe(),

@@ -2,7 +2,8 @@
 
 Timing: each measured step ends with ``torch.npu.synchronize()``, and is bracketed by two
 ``torch.npu.Event(enable_timing=True)`` for its device time; peak memory is the caching
-allocator's ``torch.npu.max_memory_allocated()`` since ``reset_peak_memory_stats()``.
+allocator's ``torch.npu.max_memory_allocated()`` since ``reset_peak_memory_stats()``, held
+against the device's ``get_device_properties(d).total_memory`` (its HBM).
 
 Profiling: ``torch_npu.profiler.profile`` over the profiled window (one warm-up step, then
 ``steps`` active steps, ``repeat=1``), CPU and NPU activities, shapes and memory, with an
@@ -89,6 +90,19 @@ class NpuBackend:
 
     def peak_memory_bytes(self) -> int:
         return int(self._npu.max_memory_allocated())
+
+    def memory_capacity_bytes(self) -> int:
+        """The current NPU's HBM: ``torch.npu.get_device_properties(d).total_memory``, else
+        the total of ``torch.npu.mem_get_info()``; 0 for a torch_npu with neither."""
+        npu = self._npu
+        props = getattr(npu, "get_device_properties", None)
+        if props is not None:
+            current = getattr(npu, "current_device", None)
+            total = getattr(props(current() if current is not None else 0), "total_memory", 0)
+            if total:
+                return int(total)
+        info = getattr(npu, "mem_get_info", None)
+        return int(info()[1]) if info is not None else 0
 
     def timing_event(self) -> Any | None:
         """``torch.npu.Event(enable_timing=True)``, torch_npu's counterpart of CUDA's event;

@@ -8,7 +8,9 @@ Order inside the worker: build the workload (seeded), warm-up steps, measured st
 with a monotonic clock and device synchronisation with the profiler off (beside each, on the
 CPU its CPU time and on an accelerator its device time from the device's timing events),
 then - only if a trace path was given - a separate profiled window exported as a Chrome
-trace. Profiled steps are never used for timing.
+trace. Profiled steps are never used for timing. After the timed loop: the allocator's peak
+(RSS on the CPU) with the memory capacity it is a share of, and the loss the last measured
+step returned (:func:`loss_value`), for the numerics guard.
 
 An inference benchmark (``kind = "inference"``) runs the same way with every step (one
 request) under ``torch.inference_mode()``; each measured sample is one request's latency.
@@ -21,6 +23,7 @@ import gc
 import importlib
 import inspect
 import json
+import math
 import os
 import random
 import sys
@@ -141,6 +144,31 @@ def cpu_time_clock(device: str) -> tuple[str, Callable[[], int]]:
     return "thread", time.thread_time_ns
 
 
+def loss_value(returned: object, kind: str = "training") -> float | None:
+    """The loss a training step returned, as a float, for the numerics guard (DESIGN.md §5);
+    None when it returned none.
+
+    A loss is a number or a one-element tensor (``loss.detach()``); anything else (None, a
+    batch of outputs, an inference request's result) is no loss, and an inference benchmark
+    has none. A loss that is not finite is not recorded either (it cannot be compared; a
+    diverged run shows in its times and in the loss missing). Called once, after the timed
+    loop: ``float()`` of a device tensor waits for the device.
+    """
+    if kind == "inference" or returned is None or isinstance(returned, bool):
+        return None
+    if isinstance(returned, int | float):
+        value = float(returned)
+    else:
+        numel = getattr(returned, "numel", None)
+        if not callable(numel) or numel() != 1:
+            return None
+        try:
+            value = float(returned)  # type: ignore[arg-type]
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    return value if math.isfinite(value) else None
+
+
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     params = dict(request["params"])
     backend = prepare_process(request)
@@ -162,6 +190,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         measured = int(request["measured"])
         samples_ns = [0] * measured
         cpu_ns = [0] * measured
+        returned: object = None
         # Events made before the window; read after it (elapsed_time after one synchronize).
         events: list[tuple[Any, Any]] = []
         if backend.timing_event() is not None:
@@ -174,7 +203,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
             if events:
                 events[i][0].record()
             t0 = clock()
-            step()
+            returned = step()
             if events:
                 events[i][1].record()
             sync()
@@ -183,6 +212,10 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         sync()
         device_ms = [float(a.elapsed_time(b)) for a, b in events]
         peak = backend.peak_memory_bytes()
+        capacity = backend.memory_capacity_bytes()
+        # The last measured step's loss, read once the timing is over.
+        loss = loss_value(returned, str(request.get("kind", "training"))) if measured else None
+        del returned
 
         trace_path = request.get("trace_path")
         profiled = int(request["profiled"])
@@ -198,6 +231,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         "batch_size": batch_size,
         "params": effective,
         "peak_memory_bytes": peak,
+        "memory_capacity_bytes": capacity,
+        "loss": loss,
         "env": backend.describe(),
         "trace_path": written,
     }

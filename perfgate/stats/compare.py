@@ -44,6 +44,8 @@ from perfgate.stats.decide import (
     change_verdict,
     classify_change,
     deterministic_verdict,
+    numerics_verdict,
+    relative_change_pct,
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
@@ -516,11 +518,31 @@ def _no_baseline(candidate: Candidate) -> Comparison:
 
 
 def _deterministic(candidate: Candidate) -> Comparison:
+    """A metric without noise against the median of its window: any change beyond the
+    tolerance counts; for a result that must not move (``numerics``: the loss), against the
+    newest baseline run, either way is a regression
+    (:func:`perfgate.stats.decide.numerics_verdict`)."""
     cur, policy = candidate.current, candidate.policy
     centre = float(np.median([p.centre for p in candidate.baseline]))
-    change_pct = 0.0 if centre == cur.centre else (cur.centre - centre) * 100.0 / abs(centre or 1.0)
-    verdict = deterministic_verdict(cur.direction, change_pct, policy.min_effect_pct)
-    if verdict is Verdict.UNCHANGED:
+    change_pct = relative_change_pct(centre, cur.centre)
+    kind = ""
+    if policy.numerics:
+        # Against the newest baseline run, not the window's median: once a numerics change
+        # is accepted on the base branch, the runs after it hold the new value, and a median
+        # would keep failing every later gate until half the window had moved.
+        newest = max(candidate.baseline, key=lambda p: p.started_at)
+        centre = newest.centre
+        verdict, change_pct, reason = numerics_verdict(
+            cur.metric,
+            centre,
+            cur.centre,
+            policy.min_effect_pct,
+            against=f" in the newest baseline run ({newest.commit[:8] or newest.run_id[:8]})",
+        )
+        kind = "numerics"
+    elif (
+        verdict := deterministic_verdict(cur.direction, change_pct, policy.min_effect_pct)
+    ) is Verdict.UNCHANGED:
         reason = f"deterministic metric, {cur.centre:g} against {centre:g}: within tolerance"
     else:
         reason = (
@@ -541,6 +563,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
         min_effect_pct=policy.min_effect_pct,
         baseline_run_ids=_run_ids(candidate),
         baseline_commits=_commits(candidate),
+        kind=kind,
     )
 
 
@@ -639,7 +662,7 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     for i, cand in enumerate(candidates):
         if len(cand.baseline) < MIN_BASELINE_RUNS:
             results[i] = _no_baseline(cand)
-        elif cand.policy.deterministic:
+        elif cand.policy.deterministic or cand.policy.numerics:
             results[i] = _deterministic(cand)
         else:
             tested.append(i)

@@ -13,11 +13,17 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
   lies inside the minimum effect (an equivalence test); otherwise inconclusive. The smallest
   detectable change is stated at ``POWER``.
 * A deterministic metric: :func:`deterministic_verdict` — any change beyond the tolerance.
+* A result that must not move (the loss on a fixed seed): :func:`numerics_verdict` — a
+  change beyond the tolerance either way is a regression, whatever the speed did.
 * Which comparisons decide: :func:`deciding` — a benchmark measured in A/B pairs is decided by
   its paired comparisons (job-level noise cancels there), the others by history.
 * The overall verdict (:func:`overall_verdict`), the counts a headline shows
   (:func:`verdict_counts`) and whether the gate fails (:func:`gate_fails`) all read only the
   deciding comparisons.
+* A budget (:mod:`perfgate.stats.budget`, ``kind`` ``budget``) is judged on the run alone and
+  always decides, A/B or not; ``over_budget`` ranks first in the overall verdict, and a
+  budget kept (``unchanged``) leaves the overall verdict to the other comparisons
+  (:func:`is_budget`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ BLIND_FACTOR = 4.0
 ``unchanged`` when the data could have seen one of BLIND_FACTOR times the minimum effect."""
 
 _OVERALL_ORDER = (
+    Verdict.OVER_BUDGET,
     Verdict.REGRESSION,
     Verdict.INCONCLUSIVE,
     Verdict.IMPROVEMENT,
@@ -119,27 +126,80 @@ def classify_change(
 
 
 def deterministic_verdict(direction: Direction, change_pct: float, tolerance_pct: float) -> Verdict:
-    """A deterministic metric (launch counts, op set, loss on a fixed seed) needs no
-    statistics: ``unchanged`` within the tolerance, else a regression or an improvement."""
+    """A deterministic metric (launch counts, op set) needs no statistics: ``unchanged``
+    within the tolerance, else a regression or an improvement. (A loss is judged by
+    :func:`numerics_verdict`, where no direction is better.)"""
     if abs(change_pct) <= tolerance_pct:
         return Verdict.UNCHANGED
     return change_verdict(direction, change_pct)
 
 
+def relative_change_pct(baseline: float, current: float) -> float:
+    """``current`` against ``baseline`` in % of it; exactly 0 when they are equal (a baseline
+    of 0 is taken as 1, so a change from 0 is its size in % of one unit)."""
+    if current == baseline:
+        return 0.0
+    return (current - baseline) * 100.0 / abs(baseline or 1.0)
+
+
+def numerics_verdict(
+    metric: str, baseline: float, current: float, tolerance_pct: float, *, against: str = ""
+) -> tuple[Verdict, float, str]:
+    """The numerics guard (DESIGN.md §5): a result that must not move, such as the loss at
+    the end of the measured window with a fixed seed. Returns the verdict, the change in %
+    and the reason in words (``against`` says what ``baseline`` is: " in the base", ...).
+
+    A change beyond the tolerance (a relative %) is a ``regression`` whatever the speed did
+    and in either direction: a change meant to cost or save only time must not touch the
+    numbers, and a lower loss from it is as broken as a higher one (a dropped term, a skipped
+    step, a different reduction order, a changed dtype). A change meant to alter the numerics
+    fails here by design, and is accepted as any intended change is. Within the tolerance it
+    is ``unchanged``; there is no ``improvement``. A non-finite value is always a change.
+    """
+    change = relative_change_pct(baseline, current)
+    values = (
+        f"{metric} {current:.6g} vs {baseline:.6g}{against} ({change:+.2f}%, tolerance "
+        f"{tolerance_pct:g}%)"
+    )
+    if math.isfinite(change) and abs(change) <= tolerance_pct:
+        return Verdict.UNCHANGED, change, f"{values}: the numerics held"
+    return (
+        Verdict.REGRESSION,
+        change,
+        f"{values}: the numerics changed — a result that must not move moved, whatever the "
+        "speed did",
+    )
+
+
 def deciding(comparisons: Iterable[Comparison]) -> tuple[Comparison, ...]:
     """The comparisons a gate decides on: for a benchmark measured in A/B pairs its paired
     comparisons; for the others, history; in both, not those only shown beside them
-    (``decides`` False: a wall time where the CPU or device time decides)."""
+    (``decides`` False: a wall time where the CPU or device time decides), and every
+    budget's (judged on the run alone, A/B or not)."""
     every = tuple(c for c in comparisons if c.decides)
     paired = {c.benchmark for c in every if c.method == "paired"}
-    return tuple(c for c in every if c.method == "paired" or c.benchmark not in paired)
+    return tuple(
+        c for c in every if c.method == "paired" or is_budget(c) or c.benchmark not in paired
+    )
+
+
+def is_budget(c: Comparison) -> bool:
+    """A budget's comparison (absolute limit, judged on the run alone): it always decides,
+    and it is never a regression nor part of a false-discovery family."""
+    return c.kind == "budget"
 
 
 def overall_verdict(comparisons: Iterable[Comparison]) -> Verdict:
     """One verdict for a gate, from its deciding comparisons: the worst that occurs, in the
-    order regression, inconclusive, improvement, unchanged, no baseline; ``no_baseline`` when
-    nothing was compared; ``incomparable`` when nothing else occurs."""
-    seen = deciding_verdicts(comparisons)
+    order over budget, regression, inconclusive, improvement, unchanged, no baseline;
+    ``no_baseline`` when nothing was compared; ``incomparable`` when nothing else occurs. A
+    budget kept counts for nothing here: a first run within its budgets has no baseline,
+    not ``unchanged``."""
+    seen = frozenset(
+        c.verdict
+        for c in deciding(comparisons)
+        if not is_budget(c) or c.verdict is Verdict.OVER_BUDGET
+    )
     if not seen:
         return Verdict.NO_BASELINE
     for verdict in _OVERALL_ORDER:

@@ -68,9 +68,10 @@ def kept_in_family(p_values: Sequence[float], tested: int, alpha: float = ALPHA)
     Benjamini-Hochberg adjusted p-value over the whole family is still below ``alpha``.
 
     Without it a benchmark's 20 noisy series (its metrics and ranks) would report a false
-    drift at alpha 0.01 on up to one night in five (1 - 0.99^20). The series tested but not found (too
-    small a change, or not significant) count as p = 1: their true p-values are unknown
-    here, and 1 is the conservative stand-in (it can only raise the others' adjusted values).
+    drift at alpha 0.01 on up to one night in five (1 - 0.99^20). The series tested but not
+    found (too small a change, or not significant) count as p = 1: their true p-values are
+    unknown here, and 1 is the conservative stand-in (it can only raise the others'
+    adjusted values).
 
     The family is one benchmark's series (:func:`perfgate.app.history.analyze_history`), not
     the whole suite's: the rank test's normal approximation cannot go below p ~ 1.6e-4 with

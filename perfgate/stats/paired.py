@@ -40,7 +40,9 @@ Assumptions, in plain words:
   level); a smaller change is ``unchanged`` only when the pairs could have seen a change of
   ``BLIND_FACTOR`` times the minimum effect, else ``inconclusive`` too. A single pair cannot
   show its own noise: without a history estimate it is never significant and never called
-  unchanged. Deterministic metrics are compared exactly, without a test.
+  unchanged. Deterministic metrics are compared exactly, without a test; a result that must
+  not move (the loss, ``numerics``) is a regression when it moved beyond its tolerance either
+  way, whatever the time did (:func:`perfgate.stats.decide.numerics_verdict`).
 * compare.py's rank guard (a run must lie beyond every baseline run) has no counterpart
   here: it protects a prediction interval from heavy-tailed histories, whereas the t test
   on symmetric log-ratios only becomes more cautious when they are heavy-tailed.
@@ -65,6 +67,8 @@ from perfgate.stats.decide import (
     change_verdict,
     classify_change,
     deterministic_verdict,
+    numerics_verdict,
+    relative_change_pct,
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
@@ -268,15 +272,12 @@ def compare_pairs(
     )
     if not pairs:
         return empty
-    _check(pairs, positive=not policy.deterministic)
+    exact = policy.deterministic or policy.numerics
+    _check(pairs, positive=not exact)
     base_centre = float(statistics.median(p.base for p in pairs))
     head_centre = float(statistics.median(p.head for p in pairs))
-    if policy.deterministic:
-        change = (
-            0.0
-            if base_centre == head_centre
-            else (head_centre - base_centre) * 100.0 / abs(base_centre or 1.0)
-        )
+    if exact:
+        change = relative_change_pct(base_centre, head_centre)
         return replace(empty, base_centre=base_centre, head_centre=head_centre, change_pct=change)
     d = [math.log(p.head / p.base) for p in pairs]
     n = len(d)
@@ -360,6 +361,16 @@ def _comparison(
         alpha=ev.alpha,
         method="paired",
     )
+
+
+def _numerics(ev: PairedEvidence) -> Comparison:
+    """A result that must not move (the loss), head against base: a change beyond the
+    tolerance either way is a regression (:func:`perfgate.stats.decide.numerics_verdict`)."""
+    base, head = float(ev.base_centre or 0.0), float(ev.head_centre or 0.0)
+    verdict, _, reason = numerics_verdict(
+        ev.metric, base, head, ev.policy.min_effect_pct, against=" in the base measured beside it"
+    )
+    return replace(_comparison(ev, verdict, reason), kind="numerics")
 
 
 def _deterministic(ev: PairedEvidence, change: float) -> Comparison:
@@ -455,6 +466,8 @@ def decide_paired(evidences: Sequence[PairedEvidence]) -> tuple[Comparison, ...]
         change = ev.change_pct
         if change is None:
             results.append(_comparison(ev, Verdict.NO_BASELINE, "no base/head pairs were measured"))
+        elif ev.policy.numerics:
+            results.append(_numerics(ev))
         elif ev.policy.deterministic:
             results.append(_deterministic(ev, change))
         elif i not in adjusted:

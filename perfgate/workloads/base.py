@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfgate.models import ParamValue
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,39 @@ def extra_rows(batch_size: int, slowdown: float) -> int:
     if slowdown < 0:
         raise ValueError(f"slowdown must be >= 0, got {slowdown}")
     return int(round(batch_size * slowdown))
+
+
+def tile_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """``rows`` rows of ``t``, repeated as often as needed (no random numbers drawn)."""
+    times = rows // t.shape[0] + 1
+    return t.repeat(times, *([1] * (t.dim() - 1)))[:rows]
+
+
+def extra_work(
+    model: nn.Module,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    target: torch.Tensor,
+    rows: int,
+) -> Callable[[], None] | None:
+    """The ``slowdown`` knob's work: a forward and backward pass of ``model`` over ``rows``
+    rows tiled from the step's batch, which only costs time. None for no rows.
+
+    It stands in for a code change that only costs time, so it must not touch the numbers the
+    numerics guard checks (the loss, DESIGN.md §5): the step runs it *before* its own
+    ``zero_grad(set_to_none=True)``, which throws its gradients away, and it draws no random
+    numbers, so the step's own pass, the optimizer's update and so the loss are the same,
+    bit for bit, as without it. (A batch norm's running statistics do move; a training
+    forward does not read them.)
+    """
+    if rows <= 0:
+        return None
+    xs, ts = tile_rows(x, rows), tile_rows(target, rows)
+
+    def work() -> None:
+        loss_fn(model(xs), ts).backward()
+
+    return work
 
 
 _collective_wait_ns = [0]

@@ -3,6 +3,9 @@
 Each rank trains on its own batch (seeded by rank); DDP all-reduces the gradients in
 buckets during the backward pass. Knobs that inject multi-device problems, all real work:
 
+- ``slowdown``: every rank does that share of the step's forward and backward work again
+  before it, on a private copy of the model (compute only: no collective, no effect on the
+  trained model or its loss).
 - ``straggler_rank`` / ``straggler_extra``: that rank does ``straggler_extra`` times the
   step's forward and backward work again, on a private copy of the model, after the
   optimizer step: rank-local work outside the gradient synchronisation, as rank-0-only
@@ -18,6 +21,11 @@ The gradient all-reduce runs through a DDP communication hook equivalent to DDP'
 step, the time from the last bucket's launch (the backward compute is done) until every
 bucket has completed, plus the extra all-reduce's time, as its wait in collectives
 (:func:`perfgate.workloads.base.record_collective_wait`).
+
+``slowdown``, the straggler and ``extra_allreduce`` do not change the loss (extra work
+beside the step, communication of values the step does not use), so they cost time only and
+the numerics guard (DESIGN.md §5) holds across them; ``bucket_cap_mb`` regroups the
+gradients for their all-reduce, which a collective may sum in another order.
 
 The process group must already be initialised (the distributed worker does it).
 """
@@ -36,7 +44,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from perfgate.workloads import cnn, mlp
-from perfgate.workloads.base import Workload, extra_rows, record_collective_wait
+from perfgate.workloads.base import (
+    Workload,
+    extra_rows,
+    extra_work,
+    record_collective_wait,
+)
 
 
 def _require_group() -> tuple[int, int]:
@@ -55,12 +68,6 @@ def _check_knobs(straggler_extra: float, extra_allreduce: int, bucket_cap_mb: fl
         raise ValueError(f"extra_allreduce must be >= 0, got {extra_allreduce}")
     if bucket_cap_mb <= 0:
         raise ValueError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")
-
-
-def _tile(t: torch.Tensor, rows: int) -> torch.Tensor:
-    """``rows`` rows of ``t``, repeated as often as needed."""
-    times = rows // t.shape[0] + 1
-    return t.repeat(times, *([1] * (t.dim() - 1)))[:rows]
 
 
 def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
@@ -99,6 +106,7 @@ def _ddp_step(
     y: torch.Tensor,
     *,
     rank: int,
+    slowdown: float,
     straggler_rank: int,
     straggler_extra: float,
     extra_allreduce: int,
@@ -107,13 +115,20 @@ def _ddp_step(
     ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     launched, done = _time_buckets(ddp)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
-    rows = extra_rows(x.shape[0], straggler_extra) if rank == straggler_rank else 0
-    shadow = copy.deepcopy(model) if rows else None
-    xs, ys = _tile(x, rows), _tile(y, rows)
+    # Extra work on a private copy of the model, outside DDP: no collective, no effect on
+    # the trained model and so none on the loss (the numerics guard, DESIGN.md §5).
+    slow_rows = extra_rows(x.shape[0], slowdown)
+    lag_rows = extra_rows(x.shape[0], straggler_extra) if rank == straggler_rank else 0
+    shadow = copy.deepcopy(model) if slow_rows or lag_rows else None
+    slow = None if shadow is None else extra_work(shadow, F.cross_entropy, x, y, slow_rows)
+    lag = None if shadow is None else extra_work(shadow, F.cross_entropy, x, y, lag_rows)
     buffer = torch.ones(extra_allreduce, device=device) if extra_allreduce else None
     clock = time.perf_counter_ns
 
     def step() -> torch.Tensor:
+        if slow is not None and shadow is not None:
+            shadow.zero_grad(set_to_none=True)
+            slow()
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(ddp(x), y)
         launched.clear()
@@ -128,9 +143,9 @@ def _ddp_step(
             dist.all_reduce(buffer)
             record_collective_wait(clock() - t0)
         optimizer.step()
-        if shadow is not None:
+        if lag is not None and shadow is not None:
             shadow.zero_grad(set_to_none=True)
-            F.cross_entropy(shadow(xs), ys).backward()
+            lag()
         return loss.detach()
 
     return step
@@ -154,15 +169,15 @@ def build_mlp(
     torch.manual_seed(0)
     model = mlp.make_model(features, hidden, classes).to(device)
     torch.manual_seed(1000 + rank)
-    rows = batch_size + extra_rows(batch_size, slowdown)
-    x = torch.randn(rows, features, device=device)
-    y = torch.randint(0, classes, (rows,), device=device)
+    x = torch.randn(batch_size, features, device=device)
+    y = torch.randint(0, classes, (batch_size,), device=device)
     step = _ddp_step(
         model,
         device,
         x,
         y,
         rank=rank,
+        slowdown=slowdown,
         straggler_rank=straggler_rank,
         straggler_extra=straggler_extra,
         extra_allreduce=extra_allreduce,
@@ -197,15 +212,15 @@ def build_cnn(
     torch.manual_seed(0)
     model = cnn.make_model(channels, classes).to(device)
     torch.manual_seed(1000 + rank)
-    rows = batch_size + extra_rows(batch_size, slowdown)
-    x = torch.randn(rows, 3, image_size, image_size, device=device)
-    y = torch.randint(0, classes, (rows,), device=device)
+    x = torch.randn(batch_size, 3, image_size, image_size, device=device)
+    y = torch.randint(0, classes, (batch_size,), device=device)
     step = _ddp_step(
         model,
         device,
         x,
         y,
         rank=rank,
+        slowdown=slowdown,
         straggler_rank=straggler_rank,
         straggler_extra=straggler_extra,
         extra_allreduce=extra_allreduce,

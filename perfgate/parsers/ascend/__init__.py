@@ -12,7 +12,11 @@ The input is what ``torch_npu.profiler.tensorboard_trace_handler(dir)`` writes: 
 - :mod:`~perfgate.parsers.ascend.db`: the db export (``ascend_pytorch_profiler*.db``,
   ``analysis.db``);
 - :mod:`~perfgate.parsers.ascend.trace_view`: step times from ``trace_view.json`` when the
-  text export has no ``step_trace_time.csv``.
+  text export has no ``step_trace_time.csv``;
+- :mod:`~perfgate.parsers.ascend.matrix`: rank-to-rank traffic (``communication_matrix.json``
+  or ``analysis.db``), set here on either export's summary as ``rank_pairs``;
+- :mod:`perfgate.parsers.timeline`: one profiled step op by op (``trace_view.json``, text
+  export only), set here as ``timeline``.
 
 Comparing the ranks of one job (slowest rank, spreads, slow links) is analysis and lives in
 :mod:`perfgate.advisor.cluster`. Everything here is pure: no torch, no pandas.
@@ -20,6 +24,7 @@ Comparing the ranks of one job (slowest rank, spreads, slow links) is analysis a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from perfgate.errors import ParseError
@@ -32,8 +37,10 @@ from perfgate.parsers.ascend.discovery import (
     is_ascend_profile,
     read_collection,
 )
+from perfgate.parsers.ascend.matrix import MATRIX_FILE, rank_pairs_from_db, rank_pairs_from_text
 from perfgate.parsers.ascend.text import SOURCE_TEXT, parse_ascend_text_rank
 from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
+from perfgate.parsers.timeline import ascend_timeline
 
 __all__ = [
     "SOURCE_DB",
@@ -49,6 +56,8 @@ __all__ = [
 
 _TEXT_FILES = ("step_trace_time.csv", "kernel_details.csv", "trace_view.json")
 _DB_PATTERN = "ascend_pytorch_profiler*.db"
+_ANALYSIS_DB = "analysis.db"
+_TRACE_VIEW = "trace_view.json"
 
 
 def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
@@ -56,7 +65,10 @@ def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
 
     Reads the text export when ``ASCEND_PROFILER_OUTPUT`` holds its files; otherwise, when it
     holds ``ascend_pytorch_profiler*.db``, the db export. ``rank_dir`` is the ``*_ascend_pt``
-    directory or its ``ASCEND_PROFILER_OUTPUT``.
+    directory or its ``ASCEND_PROFILER_OUTPUT``. Either way ``rank_pairs`` comes from
+    :mod:`~perfgate.parsers.ascend.matrix`; ``timeline`` from ``trace_view.json`` (text
+    export only: the db export's ``TASK``/``PYTORCH_API`` tables are not read into one yet,
+    so its timeline is None).
 
     Raises:
         ParseError: not a rank directory, or its profile cannot be read.
@@ -70,8 +82,24 @@ def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
     if not any((out_dir / name).is_file() for name in _TEXT_FILES) and any(
         out_dir.glob(_DB_PATTERN)
     ):
-        return parse_ascend_db_rank(rank_dir)
-    return parse_ascend_text_rank(rank_dir, out_dir)
+        summary = parse_ascend_db_rank(rank_dir)
+        pairs, notes = rank_pairs_from_db(out_dir / _ANALYSIS_DB)
+        if not pairs and not notes:
+            return summary
+        return replace(summary, rank_pairs=pairs, notes=summary.notes + notes)
+    summary = parse_ascend_text_rank(rank_dir, out_dir)
+    pairs, notes = rank_pairs_from_text(out_dir)
+    raw = summary.raw_files
+    if pairs:
+        raw += (f"{OUTPUT_DIR}/{MATRIX_FILE}",)
+    trace = out_dir / _TRACE_VIEW
+    timeline = None
+    if trace.is_file():
+        timeline, timeline_notes = ascend_timeline(trace)
+        notes += timeline_notes
+    return replace(
+        summary, rank_pairs=pairs, timeline=timeline, notes=summary.notes + notes, raw_files=raw
+    )
 
 
 def parse_ascend(path: Path) -> tuple[ProfileSummary, ...]:

@@ -70,6 +70,7 @@ from perfgate.models import (
     StepBreakdown,
 )
 from perfgate.parsers.ascend.discovery import OUTPUT_DIR, read_collection
+from perfgate.parsers.ascend.text import PmuTotals, ascend_utilisation
 
 __all__ = ["SOURCE_DB", "parse_ascend_db_rank"]
 
@@ -156,6 +157,8 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         comm_ops = _read_communication_ops(db, strings, notes)
         windows = _read_step_windows(db)
         memory = _read_memory(db, strings, device_id, notes)
+        hbm = _read_hbm(db, device_id, windows, notes)
+        llc_note = _llc_note(db)
 
     step_rows: list[_StepRow] = []
     communication: CommunicationSummary | None = None
@@ -212,6 +215,22 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     notes.append("data_loading_ms: the Ascend profiler does not report data loading")
     notes.append("memory_per_step_bytes: not computed for Ascend profiles")
 
+    utilisation, util_notes = ascend_utilisation(
+        _pmu_totals(tasks),
+        breakdown,
+        step_times,
+        "TASK_PMU_INFO",
+        collection.get("aic_metrics", ""),
+    )
+    notes.extend(util_notes)
+    notes.append(f"l2_hit_pct: the db export has no per-task L2 cache data{llc_note}")
+    if hbm is not None:
+        utilisation["hbm_bandwidth_gb_s"] = hbm
+    notes.append(
+        "device_memory_capacity_bytes: the db does not record it "
+        "(NPU_INFO names the chip, NPU_MEM holds usage)"
+    )
+
     return ProfileSummary(
         source=SOURCE_DB,
         steps=steps,
@@ -230,6 +249,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         peak_reserved_bytes=memory.peak_reserved,
         memory_growth_bytes=memory.growth,
         collection=collection,
+        utilisation=utilisation,
     )
 
 
@@ -767,6 +787,85 @@ def _op_type_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
         )
     out.sort(key=lambda o: (-o.total_time_ms_per_step, o.name, o.core))
     return tuple(out)
+
+
+# --- utilisation --------------------------------------------------------------------------
+
+_AIC_TIME = "aicore_time(us)"
+_AIV_TIME = "aiv_time(us)"
+_BYTES_PER_GB = 1e9
+
+
+def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
+    """The compute tasks' TASK_PMU_INFO counters summed the way the text export sums
+    kernel_details.csv (see :class:`~perfgate.parsers.ascend.text.PmuTotals`)."""
+    sums: dict[str, float] = defaultdict(float)
+    weighted: dict[str, float] = defaultdict(float)
+    weights: dict[str, float] = defaultdict(float)
+    busy = 0.0
+    has_busy = False
+    for task in tasks:
+        if not task.metrics:
+            continue
+        duration_us = task.duration_ns / _NS_PER_US
+        for name, value in task.metrics.items():
+            key = name.lower()
+            sums[key] += value
+            weighted[key] += value * duration_us
+            weights[key] += duration_us
+        times = [task.metrics[k] for k in (_AIC_TIME, _AIV_TIME) if k in task.metrics]
+        if times:
+            has_busy = True
+            busy += max(times)
+    if not sums:
+        return None
+    return PmuTotals(
+        sums=dict(sums),
+        means={k: weighted[k] / weights[k] for k in weighted if weights[k] > 0},
+        busy_us=busy if has_busy else None,
+    )
+
+
+def _read_hbm(
+    db: _Database, device_id: int | None, windows: Sequence[Interval], notes: list[str]
+) -> float | None:
+    """hbm_bandwidth_gb_s from the HBM table: the mean over sample times of the read + write
+    bandwidth summed over the HBM units (``bandwidth`` is B/s per unit, ``type`` read or
+    write), in GB/s (10^9 B/s). Only samples inside the STEP_TIME windows count, when any
+    fall there; else every sample, with a note."""
+    if not db.has("HBM", "timestampNs", "bandwidth"):
+        notes.append("hbm_bandwidth_gb_s: no HBM table (sys_hardware_mem off?)")
+        return None
+    where, params = "", []
+    if device_id is not None and db.has("HBM", "deviceId"):
+        where, params = "WHERE deviceId = ?", [device_id]
+    rows = db.rows(
+        f"SELECT timestampNs, SUM(bandwidth) FROM {db.table('HBM')} {where} "
+        "GROUP BY timestampNs ORDER BY timestampNs",
+        params,
+    )
+    samples = [(t, b) for t, b in rows if isinstance(t, int) and _number(b) is not None]
+    if not samples:
+        notes.append("hbm_bandwidth_gb_s: the HBM table has no samples")
+        return None
+    inside = [b for t, b in samples if any(lo <= t <= hi for lo, hi in windows)]
+    if not inside:
+        inside = [b for _, b in samples]
+        if windows:
+            notes.append(
+                "hbm_bandwidth_gb_s: no HBM sample inside the profiled steps; "
+                "mean over every sample"
+            )
+    return sum(float(b) for b in inside) / len(inside) / _BYTES_PER_GB
+
+
+def _llc_note(db: _Database) -> str:
+    if not db.has("LLC", "hitRate"):
+        return ""
+    return (
+        " (its LLC table is the L3 cache: a sampled hit rate per LLC unit, not the L2, "
+        "so it is not used)"
+    )
 
 
 # --- communication ------------------------------------------------------------------------

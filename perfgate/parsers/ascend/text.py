@@ -54,7 +54,7 @@ from perfgate.models import (
 from perfgate.parsers.ascend.discovery import json_problem, read_collection
 from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
 
-__all__ = ["SOURCE_TEXT", "parse_ascend_text_rank"]
+__all__ = ["SOURCE_TEXT", "PmuTotals", "ascend_utilisation", "parse_ascend_text_rank"]
 
 SOURCE_TEXT = "ascend_text"
 
@@ -331,6 +331,8 @@ class _Kernels:
     launches: int | None = None
     type_na: bool = False
     """Type is N/A in every row (Level0)."""
+    pmu: PmuTotals | None = None
+    """The PMU metric columns summed over every kernel; None without metric columns."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -396,7 +398,13 @@ class _KernelScan:
     lines, a short row) is read again with :mod:`csv`; both paths give the same sums.
     """
 
-    def __init__(self, label: str, header: Sequence[str], metric_cols: Sequence[int]) -> None:
+    def __init__(
+        self,
+        label: str,
+        header: Sequence[str],
+        metric_cols: Sequence[int],
+        busy_cols: Sequence[int] = (),
+    ) -> None:
         self.label = label
         self.width = len(header)
         self.i_name = cast(int, _col(header, "Name", "Op Name"))
@@ -426,6 +434,12 @@ class _KernelScan:
         self.msum = np.zeros((0, self.nm))
         self.mweight = np.zeros((0, self.nm))
         self.mcount = np.zeros((0, self.nm))
+        self.mtotal = np.zeros(self.nm)
+        """Each metric column's plain sum over every row that has a number in it."""
+        self.busy_cols = list(busy_cols)
+        """Positions among the metric columns of aicore_time(us) and aiv_time(us)."""
+        self.busy_us = 0.0
+        """Sum over rows of the larger of those two cells: the AI Core busy time."""
         self.bad_dur = 0
         self.no_step = 0
 
@@ -631,9 +645,18 @@ class _KernelScan:
             def per_group(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
                 return np.bincount(cell, weights=w.ravel(), minlength=size).reshape(nu, nm)
 
-            self.msum[gid] += per_group(np.where(known, values, 0.0) * weights)
+            plain = np.where(known, values, 0.0)
+            self.msum[gid] += per_group(plain * weights)
             self.mweight[gid] += per_group(weights)
             self.mcount[gid] += per_group(known.astype(np.float64))
+            self.mtotal += plain.sum(axis=0)
+            if self.busy_cols:
+                # A kernel keeps the AI Core busy for its Cube or its Vector time, whichever
+                # is longer (a MIX kernel runs both at once); rows with neither add 0.
+                busy = plain[:, self.busy_cols[0]]
+                for j in self.busy_cols[1:]:
+                    busy = np.maximum(busy, plain[:, j])
+                self.busy_us += float(busy.sum())
 
     def metrics(self, g: int, names: Sequence[str]) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -681,7 +704,10 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
             notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core")
         return result
     metric_cols = _metric_columns(header, head, width)
-    scan = _KernelScan(label, header, [i for i, _ in metric_cols])
+    names = [n for _, n in metric_cols]
+    lowered = [n.lower() for n in names]
+    busy_cols = [lowered.index(c) for c in (_AIC_TIME, _AIV_TIME) if c in lowered]
+    scan = _KernelScan(label, header, [i for i, _ in metric_cols], busy_cols)
     scan.slow(enumerate(head, start=2))
     row_no = len(head) + 2
     while True:
@@ -700,7 +726,6 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
         notes.append(
             f"ops: {scan.no_step} kernel_details.csv rows have no Step Id (outside a step); counted"
         )
-    names = [n for _, n in metric_cols]
     ops: list[OpStat] = []
     by_type: dict[tuple[str, str], list[float]] = {}
     any_type = False
@@ -754,6 +779,16 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
             "ops.metrics: kernel_details.csv has no PMU metric columns "
             "(aic_metrics off or Level0 profile)"
         )
+    else:
+        counts = scan.mcount.sum(axis=0)
+        sums = scan.msum.sum(axis=0)
+        weights = scan.mweight.sum(axis=0)
+        reported = [j for j in range(len(names)) if counts[j]]
+        result.pmu = PmuTotals(
+            sums={lowered[j]: float(scan.mtotal[j]) for j in reported},
+            means={lowered[j]: float(sums[j] / weights[j]) for j in reported if weights[j] > 0},
+            busy_us=scan.busy_us if any(j in reported for j in busy_cols) else None,
+        )
     if scan.i_shape is None:
         notes.append(
             "ops.input_shapes: kernel_details.csv has no Input Shapes column "
@@ -782,6 +817,150 @@ def _op_type_stats(
         for (t, c), (calls, total) in totals.items()
     ]
     return tuple(sorted(stats, key=lambda o: (-o.total_time_ms_per_step, o.name, o.core)))
+
+
+# --------------------------------------------------------------------------- utilisation
+
+_AIC_TIME = "aicore_time(us)"
+_AIV_TIME = "aiv_time(us)"
+_MAC_TIME = "aic_mac_time(us)"
+_VEC_TIME = "aiv_vec_time(us)"
+_PCT = 100.0
+
+
+@dataclass(frozen=True)
+class PmuTotals:
+    """The AI Core PMU counters of a profile's kernels, summed once over all of them.
+
+    Keys are kernel_details.csv headers, lower-cased (the db export renames its
+    TASK_PMU_INFO counters to them, times in µs). ``sums``: each column's plain sum over
+    the kernels that report it; ``means``: its mean weighted by kernel duration;
+    ``busy_us``: the sum over kernels of max(aicore_time, aiv_time), None when neither
+    column is there.
+    """
+
+    sums: Mapping[str, float]
+    means: Mapping[str, float]
+    busy_us: float | None
+
+
+def ascend_utilisation(
+    pmu: PmuTotals | None,
+    breakdown: StepBreakdown | None,
+    step_times_ms: Sequence[float],
+    source: str,
+    aic_metrics: str,
+) -> tuple[dict[str, float], list[str]]:
+    """The utilisation an Ascend profile's kernels and step breakdown give, in %, with a
+    note for each metric that cannot be computed. Shared by the text and db exports so
+    the two compute one definition:
+
+    - ``device_busy_pct``: (Computing + Communication(Not Overlapped)) / step time, from
+      the step breakdown: the share of the step in which the device ran a compute task or
+      a collective (the union of its task intervals, as torch_npu's Overlap Analysis
+      computes it); 100 minus Free.
+    - ``aicore_util_pct``: the AI Core busy time of the profiled steps over their total
+      time. A kernel's busy time is its aicore_time(us) (Cube cores) or aiv_time(us)
+      (Vector cores), the larger of the two for a MIX kernel, which runs both at once;
+      these are per-core execution times, so a kernel that used few of the cores counts
+      as fully busy (the block dim is not weighed in). Kernels on other streams may
+      overlap, so on a busy multi-stream job it can exceed 100.
+    - ``cube_util_pct``: Σ aic_mac_time / Σ aicore_time over all kernels, i.e. aic_mac_ratio
+      weighted by each kernel's Cube time, so kernels that did not run on the Cube (time
+      0) do not dilute it. Without the time columns: aic_mac_ratio, else
+      cube_utilization(%), weighted by kernel duration over the kernels that report it.
+    - ``vector_util_pct``: Σ aiv_vec_time / Σ aiv_time, the same way with aiv_vec_ratio.
+
+    ``source`` names the file or table in the notes, ``aic_metrics`` the collection setting.
+    """
+    out: dict[str, float] = {}
+    notes: list[str] = []
+    if breakdown is not None and breakdown.compute_ms is not None and breakdown.step_ms > 0:
+        busy = breakdown.compute_ms + (breakdown.communication_not_overlapped_ms or 0.0)
+        out["device_busy_pct"] = _PCT * busy / breakdown.step_ms
+    else:
+        notes.append("device_busy_pct: no step breakdown with a compute time")
+    total_us = sum(step_times_ms) * _US_PER_MS
+    why = f"(aic_metrics={aic_metrics or 'unknown'})"
+    if pmu is None:
+        for metric in ("aicore_util_pct", "cube_util_pct", "vector_util_pct"):
+            notes.append(f"{metric}: {source} has no AI Core PMU metrics {why}")
+        return out, notes
+    if pmu.busy_us is None:
+        notes.append(f"aicore_util_pct: {source} has no {_AIC_TIME} or {_AIV_TIME} {why}")
+    elif total_us <= 0:
+        notes.append("aicore_util_pct: the profiled steps have zero duration")
+    else:
+        out["aicore_util_pct"] = _PCT * pmu.busy_us / total_us
+    for metric, (part, whole), ratios, unit in (
+        ("cube_util_pct", (_MAC_TIME, _AIC_TIME), ("aic_mac_ratio", "cube_utilization(%)"), "Cube"),
+        ("vector_util_pct", (_VEC_TIME, _AIV_TIME), ("aiv_vec_ratio",), "Vector"),
+    ):
+        if part in pmu.sums and whole in pmu.sums:
+            if pmu.sums[whole] > 0:
+                out[metric] = _PCT * pmu.sums[part] / pmu.sums[whole]
+            else:
+                notes.append(f"{metric}: no kernel ran on the {unit} cores ({whole} is 0)")
+            continue
+        ratio = next((r for r in ratios if r in pmu.means), None)
+        if ratio is None:
+            notes.append(f"{metric}: {source} has no {part} or {ratios[0]} {why}")
+        else:
+            out[metric] = pmu.means[ratio] * (1.0 if ratio.endswith("(%)") else _PCT)
+    return out, notes
+
+
+def _read_l2_cache(
+    path: Path, label: str, mean_us: Mapping[str, float], l2_setting: str
+) -> tuple[float | None, str]:
+    """l2_hit_pct from l2_cache.csv, and how it was taken (or why it could not be).
+
+    Hit Rate is a ratio (0-1); ``N/A`` cells are skipped. Each row is weighted by the mean
+    duration of kernel_details.csv's kernels of its Op Name (``mean_us``): matching by
+    (Stream Id, Task Id) instead would need a second pass over kernel_details.csv, and
+    task ids wrap and repeat over a long window. When some row's Op Name is not among the
+    kernels, the plain mean of the rows is taken instead, and the note says so.
+    """
+    with _csv_rows(path, label) as (header, reader):
+        i_hit = _col(header, "Hit Rate")
+        i_name = _col(header, "Op Name")
+        if i_hit is None:
+            return None, "l2_cache.csv has no Hit Rate column"
+        plain = weighted = weight = 0.0
+        rows = unmatched = 0
+        for row in reader:
+            if len(row) <= i_hit:
+                continue
+            hit = _float(row[i_hit])
+            if hit is None:
+                continue
+            rows += 1
+            plain += hit
+            name = row[i_name].strip() if i_name is not None and len(row) > i_name else ""
+            w = mean_us.get(name, 0.0)
+            if w > 0:
+                weighted += hit * w
+                weight += w
+            else:
+                unmatched += 1
+    if not rows:
+        return None, f"l2_cache.csv Hit Rate is N/A in every row (l2_cache={l2_setting})"
+    if unmatched:
+        return _PCT * plain / rows, (
+            f"plain mean of l2_cache.csv Hit Rate: {unmatched} of {rows} rows name no "
+            "kernel of kernel_details.csv to weight them by"
+        )
+    return _PCT * weighted / weight, ""
+
+
+def _kernel_mean_us(ops: Sequence[OpStat]) -> dict[str, float]:
+    """Mean duration (µs) of the kernels of each name, over every accelerator core."""
+    acc: dict[str, list[float]] = {}
+    for op in ops:
+        slot = acc.setdefault(op.name, [0.0, 0.0])
+        slot[0] += op.total_time_ms_per_step * _US_PER_MS
+        slot[1] += op.calls_per_step
+    return {name: t / n for name, (t, n) in acc.items() if n > 0}
 
 
 # --------------------------------------------------------------------------- op statistic
@@ -1177,6 +1356,17 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     else:
         notes.append("device_busy_fraction: no compute time or zero step time")
 
+    utilisation = _text_utilisation(
+        out_dir,
+        rank_dir,
+        kernels if kernels_read else None,
+        breakdown,
+        step_times,
+        collection,
+        notes,
+        raw,
+    )
+
     return ProfileSummary(
         source=SOURCE_TEXT,
         steps=steps,
@@ -1195,7 +1385,60 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         peak_reserved_bytes=memory.reserved,
         memory_growth_bytes=memory.growth,
         collection=collection,
+        utilisation=utilisation,
     )
+
+
+def _text_utilisation(
+    out_dir: Path,
+    rank_dir: Path,
+    kernels: _Kernels | None,
+    breakdown: StepBreakdown | None,
+    step_times: Sequence[float],
+    collection: Mapping[str, str],
+    notes: list[str],
+    raw: list[str],
+) -> dict[str, float]:
+    """:func:`ascend_utilisation` of the kernel_details.csv sums, plus l2_hit_pct from
+    ``l2_cache.csv``; notes for the rest (the text export has no HBM bandwidth file and no
+    memory capacity)."""
+    source = "kernel_details.csv" if kernels is not None else "the profile (no kernel_details.csv)"
+    utilisation, util_notes = ascend_utilisation(
+        None if kernels is None else kernels.pmu,
+        breakdown,
+        step_times,
+        source,
+        collection.get("aic_metrics", ""),
+    )
+    notes.extend(util_notes)
+    l2_path = out_dir / "l2_cache.csv"
+    if l2_path.is_file():
+        mean_us = _kernel_mean_us(kernels.ops) if kernels is not None else {}
+        l2_setting = collection.get("l2_cache", "unknown")
+        got = _optional(
+            notes,
+            "l2_hit_pct",
+            l2_path,
+            str(l2_path),
+            lambda: _read_l2_cache(l2_path, str(l2_path), mean_us, l2_setting),
+        )
+        if got is not None:
+            value, why = got
+            if value is not None:
+                utilisation["l2_hit_pct"] = value
+                raw.append(_rel(rank_dir, l2_path))
+            if why:
+                notes.append(f"l2_hit_pct: {why}")
+    else:
+        notes.append(
+            f"l2_hit_pct: no l2_cache.csv (l2_cache={collection.get('l2_cache', 'unknown')})"
+        )
+    notes.append(
+        "hbm_bandwidth_gb_s: the text export has no HBM bandwidth file "
+        "(trace_view.json's HBM counter track is not read)"
+    )
+    notes.append("device_memory_capacity_bytes: the text export does not record it")
+    return utilisation
 
 
 def _steps_from_trace_view(

@@ -1,0 +1,377 @@
+"""Rank-to-rank traffic of one Ascend rank: ``communication_matrix.json`` or ``analysis.db``.
+
+Where the format comes from: ``shared/fixtures/ascend/FORMATS.md`` §1.7 and §1.9, which
+read torch_npu's ``prof_view/_communication_parser.py`` (the writer of both JSON files) and
+the PT-DOC "analysis.db Data" tables, checked against the fixtures
+``msinsight_pt_{text,db}_level1_2rank``. What the op classes mean was read from the same
+parser (``integrate_matrix_data``) and MindStudio Insight's user guide, "Communication
+Matrix" (hiascend.com, msascendinsightug ``Insight_userguide_0052``).
+
+The text export, per step::
+
+    {"step50": {"p2p": {...}, "collective": {
+        "allreduce-total@<group>": {"0-1": {"Transport Type": "HCCS", "Transit Size(MB)": ...,
+                                            "Transit Time(ms)": ..., "Bandwidth(GB/s)": ...}},
+        "allreduce-top1@<group>": {"0-1": {..., "Op Name": "hcom_allReduce__586_2_1"}},
+        ...}}}
+
+torch_npu groups a step's ops by (op type, group, link ``src-dst``), the op type being the
+first HCCL kind found in the lower-cased op name (:data:`_OP_TYPE`; ``hcom_allReduce__586_0_1``
+is ``allreduce``). Within a group it sorts the ops by bandwidth and writes: ``top1`` the
+fastest op, ``middle`` the median one, ``bottom1``/``2``/``3`` the slowest three (when there
+are that many), each with its ``Op Name``; and ``total``, the sums of size and time over
+*every* op of the group, with bandwidth = size / time. So ``total`` is the whole traffic and
+the others are samples of it (``middle`` and ``bottom2`` are the same op when there are four):
+a pair is read from ``total`` alone. Without a ``total`` entry (not seen; a hand-made file)
+the distinct ops named by the samples are summed, which may undercount, and a note says so.
+
+The db export's ``CommAnalyzerMatrix(hccl_op_name, group_name, src_rank, dst_rank,
+transport_type, transit_size, transit_time, bandwidth, step, type, op_name)`` holds the same
+rows: ``hccl_op_name`` is ``allreduce-total`` etc., ``type`` ``collective`` or ``p2p``; sizes
+in MB, times in ms.
+
+A pair (src, dst, link) sums its ``total`` rows over op types and groups, per profiled
+step (the mean when the file has several steps). ``bandwidth_gb_s`` is size / time
+(MB / ms = GB/s, as the profiler computes it).
+
+Wait: the matrix has no wait. ``communication.json`` (``CommAnalyzerTime`` in the db) gives
+each op's ``Wait Time(ms)``: the time the *source* rank's op waited for its peers before
+moving data. An op waits once for all of its links, so a pair's ``wait_ms`` is the summed
+wait of the source rank's ops of the groups that carried the pair's traffic (an op of a
+group moves data on every link of that group, as the fixture's matrices show: each op of the
+allreduce group appears on all eight links). The pair's ``ops`` is the number of those ops.
+Waits of one source rank's pairs are therefore not additive across pairs. Without
+``communication.json`` both are unknown: ``wait_ms`` is None and ``ops`` counts the distinct
+op names the samples carry.
+
+Pure apart from reading the two files; no pandas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.models import RankPair
+
+__all__ = ["MATRIX_FILE", "op_type", "rank_pairs_from_db", "rank_pairs_from_text"]
+
+MATRIX_FILE = "communication_matrix.json"
+_COMMUNICATION_FILE = "communication.json"
+_TOTAL_OP = "Total Op Info"
+_KINDS = ("collective", "p2p")
+# torch_npu's HCCL_PATTERN: the first of these kinds found in the lower-cased op name is the
+# op type its matrix keys are named by (alternatives tried in this order at each position).
+_OP_TYPE = re.compile(
+    r"send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|scatter"
+    r"|alltoall|alltoallv|alltoallvc|batchsendrecv"
+)
+_TOTAL = "total"
+
+_GroupKey = tuple[str, str, str, str]
+"""(step, kind, op type, group)."""
+
+
+def op_type(op_name: str) -> str:
+    """The op type torch_npu names a matrix group by (``hcom_allReduce__586_0_1`` ->
+    ``allreduce``)."""
+    found = _OP_TYPE.search(op_name.lower())
+    return found.group() if found else op_name.split("__")[0]
+
+
+@dataclass
+class _Acc:
+    size: float = 0.0
+    time: float = 0.0
+    groups: set[_GroupKey] = field(default_factory=set)
+    sampled_ops: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Ops:
+    """Each (step, kind, op type, group): its ops' count and summed wait (ms)."""
+
+    count: dict[_GroupKey, int] = field(default_factory=lambda: defaultdict(int))
+    wait: dict[_GroupKey, float] = field(default_factory=lambda: defaultdict(float))
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{where} is not a number")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{where} is not a number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{where} is not a finite number")
+    return number
+
+
+def _link_key(key: str, where: str) -> tuple[int, int]:
+    src, sep, dst = key.partition("-")
+    if not sep or not src.strip().isdigit() or not dst.strip().isdigit():
+        raise ValueError(f"{where}: link {key!r} is not 'src-dst'")
+    return int(src), int(dst)
+
+
+def _split_group(key: str) -> tuple[str, str, str]:
+    """``allreduce-top1@123`` -> (``allreduce``, ``top1``, ``123``)."""
+    name, _, group = key.rpartition("@")
+    if not name:
+        name, group = key, ""
+    kind, _, cls = name.rpartition("-")
+    if not kind:
+        kind, cls = name, ""
+    return kind, cls, group
+
+
+def _load(path: Path) -> tuple[Any, str | None]:
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            return json.load(handle), None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg}, line {exc.lineno})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+
+
+def _text_ops(doc: Any) -> _Ops:
+    """The ops of communication.json, counted and their waits summed per matrix group."""
+    ops = _Ops()
+    if not isinstance(doc, Mapping):
+        raise ValueError("not an object keyed by step")
+    for step, block in doc.items():
+        if not isinstance(block, Mapping):
+            raise ValueError(f"step {step!r} is not an object")
+        for kind in _KINDS:
+            ops_of_kind = block.get(kind) or {}
+            if not isinstance(ops_of_kind, Mapping):
+                raise ValueError(f"step {step!r} {kind} is not an object")
+            for key, info in ops_of_kind.items():
+                if key == _TOTAL_OP or not isinstance(info, Mapping):
+                    continue
+                name, _, group = str(key).rpartition("@")
+                name = name or str(key)
+                times = info.get("Communication Time Info") or {}
+                if not isinstance(times, Mapping):
+                    raise ValueError(f"{key} Communication Time Info is not an object")
+                g = (str(step), kind, op_type(name), group)
+                ops.count[g] += 1
+                ops.wait[g] += _number(times.get("Wait Time(ms)", 0.0), f"{key} Wait Time(ms)")
+    return ops
+
+
+def _pairs(
+    accs: Mapping[tuple[int, int, str], _Acc], steps: int, ops: _Ops | None
+) -> tuple[RankPair, ...]:
+    out: list[RankPair] = []
+    for (src, dst, link), acc in sorted(accs.items()):
+        if ops is not None:
+            n_ops = sum(ops.count.get(g, 0) for g in acc.groups)
+            wait: float | None = sum(ops.wait.get(g, 0.0) for g in acc.groups) / steps
+        else:
+            n_ops, wait = len(acc.sampled_ops), None
+        size, time = acc.size / steps, acc.time / steps
+        out.append(
+            RankPair(
+                src=src,
+                dst=dst,
+                link=link,
+                transit_size_mb=size,
+                transit_time_ms=time,
+                bandwidth_gb_s=size / time if time > 0 else 0.0,
+                wait_ms=wait,
+                ops=round(n_ops / steps),
+            )
+        )
+    return tuple(out)
+
+
+def _add_rows(
+    accs: dict[tuple[int, int, str], _Acc],
+    rows: Iterable[tuple[_GroupKey, str, int, int, str, float, float, str]],
+) -> bool:
+    """Sum (group, class, src, dst, link, size, time, op name) rows into ``accs``: a group's
+    ``total`` rows when it has them, else its distinct sampled ops. Returns whether some
+    group had no total."""
+    by_group: dict[_GroupKey, list[tuple[str, int, int, str, float, float, str]]] = defaultdict(
+        list
+    )
+    for g, cls, src, dst, link, size, time, op in rows:
+        by_group[g].append((cls, src, dst, link, size, time, op))
+    untotalled = False
+    for g, entries in by_group.items():
+        totals = [e for e in entries if e[0] == _TOTAL]
+        if totals:
+            chosen = totals
+        else:
+            untotalled = True
+            seen: set[tuple[int, int, str]] = set()
+            chosen = []
+            for e in entries:
+                if (e[1], e[2], e[6]) not in seen:  # one op per link, whatever its classes
+                    seen.add((e[1], e[2], e[6]))
+                    chosen.append(e)
+        for _, src, dst, link, size, time, _op in chosen:
+            acc = accs.setdefault((src, dst, link), _Acc())
+            acc.size += size
+            acc.time += time
+            acc.groups.add(g)
+        for _, src, dst, link, _, _, op in entries:
+            if op:
+                accs.setdefault((src, dst, link), _Acc()).sampled_ops.add(op)
+    return untotalled
+
+
+_NO_TOTAL_NOTE = (
+    "rank_pairs: a matrix group has no '-total' entry; its sampled ops (top/middle/bottom) "
+    "were summed, which may undercount"
+)
+
+
+def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str, ...]]:
+    """The rank pairs of ``out_dir/communication_matrix.json`` and notes on what is missing.
+
+    ``communication.json`` beside it gives the pairs' ops and waits. No matrix file means
+    no pairs (a single-card or Level0 profile) and no note; a broken one is a note, not an
+    error: the rest of the profile stands without the pairs.
+    """
+    path = Path(out_dir) / MATRIX_FILE
+    if not path.is_file():
+        return (), ()  # a single-card or Level0 profile: no pairs, nothing missing
+    doc, why = _load(path)
+    if why is not None:
+        return (), (f"rank_pairs: {MATRIX_FILE} {why}",)
+    notes: list[str] = []
+    rows: list[tuple[_GroupKey, str, int, int, str, float, float, str]] = []
+    try:
+        if not isinstance(doc, Mapping) or not doc:
+            raise ValueError("no steps (expected an object keyed by step)")
+        for step, block in doc.items():
+            if not isinstance(block, Mapping):
+                raise ValueError(f"step {step!r} is not an object")
+            for kind in _KINDS:
+                groups = block.get(kind) or {}
+                if not isinstance(groups, Mapping):
+                    raise ValueError(f"{step}.{kind} is not an object")
+                for key, links in groups.items():
+                    if not isinstance(links, Mapping):
+                        raise ValueError(f"{step}.{kind}.{key} is not an object")
+                    op_kind, cls, group = _split_group(str(key))
+                    g = (str(step), kind, op_kind, group)
+                    for link_key, info in links.items():
+                        where = f"{step}.{kind}.{key}.{link_key}"
+                        if not isinstance(info, Mapping):
+                            raise ValueError(f"{where} is not an object")
+                        src, dst = _link_key(str(link_key), where)
+                        rows.append(
+                            (
+                                g,
+                                cls,
+                                src,
+                                dst,
+                                str(info.get("Transport Type", "")),
+                                _number(info.get("Transit Size(MB)", 0.0), where),
+                                _number(info.get("Transit Time(ms)", 0.0), where),
+                                str(info.get("Op Name", "")),
+                            )
+                        )
+    except ValueError as exc:
+        return (), (f"rank_pairs: {MATRIX_FILE} unexpected content ({exc})",)
+    accs: dict[tuple[int, int, str], _Acc] = {}
+    if _add_rows(accs, rows):
+        notes.append(_NO_TOTAL_NOTE)
+    ops: _Ops | None = None
+    comm_path = Path(out_dir) / _COMMUNICATION_FILE
+    if comm_path.is_file():
+        comm, why = _load(comm_path)
+        try:
+            ops = _text_ops(comm) if why is None else None
+        except ValueError as exc:
+            why = f"unexpected content ({exc})"
+        if why is not None:
+            notes.append(f"rank_pairs: wait_ms unknown, {_COMMUNICATION_FILE} {why}")
+    elif accs:
+        notes.append(f"rank_pairs: wait_ms unknown, {_COMMUNICATION_FILE} absent")
+    return _pairs(accs, len(doc), ops), tuple(notes)
+
+
+def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[str, ...]]:
+    """The rank pairs of ``analysis.db`` (``CommAnalyzerMatrix``, with ``CommAnalyzerTime``
+    for ops and waits), and notes on what is missing."""
+    path = Path(analysis_db)
+    if not path.is_file():
+        return (), ()  # a single-card job: the db parser already notes the missing file
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        return (), (f"rank_pairs: {path.name} cannot be opened ({exc})",)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "CommAnalyzerMatrix" not in tables:
+            return (), (f"rank_pairs: {path.name} has no CommAnalyzerMatrix table",)
+        matrix = conn.execute(
+            "SELECT step, type, hccl_op_name, group_name, src_rank, dst_rank, transport_type,"
+            " transit_size, transit_time, op_name FROM CommAnalyzerMatrix"
+        ).fetchall()
+        times = (
+            conn.execute(
+                "SELECT step, type, hccl_op_name, group_name, wait_time FROM CommAnalyzerTime"
+            ).fetchall()
+            if "CommAnalyzerTime" in tables
+            else None
+        )
+    except sqlite3.Error as exc:
+        return (), (f"rank_pairs: {path.name} cannot be read ({exc})",)
+    finally:
+        conn.close()
+    if not matrix:
+        return (), (f"rank_pairs: {path.name} CommAnalyzerMatrix is empty",)
+    notes: list[str] = []
+    rows: list[tuple[_GroupKey, str, int, int, str, float, float, str]] = []
+    steps: set[str] = set()
+    try:
+        for step, kind, hccl_op, group, src, dst, link, size, time, op in matrix:
+            where = f"CommAnalyzerMatrix {hccl_op}@{group} {src}-{dst}"
+            op_kind, _, cls = str(hccl_op).rpartition("-")
+            g = (str(step), str(kind), op_kind or str(hccl_op), str(group))
+            steps.add(str(step))
+            src_i, dst_i = _link_key(f"{src}-{dst}", where)
+            rows.append(
+                (
+                    g,
+                    cls,
+                    src_i,
+                    dst_i,
+                    str(link or ""),
+                    _number(size if size is not None else 0.0, where),
+                    _number(time if time is not None else 0.0, where),
+                    str(op or ""),
+                )
+            )
+        ops: _Ops | None = None
+        if times is None:
+            notes.append(f"rank_pairs: wait_ms unknown, {path.name} has no CommAnalyzerTime")
+        else:
+            ops = _Ops()
+            for step, kind, name, group, wait in times:
+                g = (str(step), str(kind), op_type(str(name)), str(group))
+                ops.count[g] += 1
+                ops.wait[g] += _number(wait if wait is not None else 0.0, f"{name} wait_time")
+    except ValueError as exc:
+        return (), (f"rank_pairs: {path.name} unexpected content ({exc})",)
+    accs: dict[tuple[int, int, str], _Acc] = {}
+    if _add_rows(accs, rows):
+        notes.append(_NO_TOTAL_NOTE)
+    return _pairs(accs, len(steps), ops), tuple(notes)
