@@ -27,12 +27,25 @@ For each input, every measurement in a fresh subprocess of its own:
 
 Targets (perfgate on inputs 2 and 3): throughput >= 0.5 x the raw limit's, peak RSS <= 500 MB.
 
+4. kernel_details.csv readers side by side: a ``--size-mb`` kernel_details.csv made from the
+   fixture's rows in a temporary directory (free disk checked first, removed afterwards),
+   read ``--repeats`` times (default 3, interleaved) each in a fresh process by perfgate's
+   reader (``text._read_kernels``: pandas in blocks, grouped and summed), plain pandas
+   (``read_csv`` with the same columns, whole file and ``chunksize``), the hand-written
+   reader it replaced (``git show`` of the last text.py that called ``numpy.loadtxt``,
+   imported as a module copy) and msprof-analyze's own reading of the file (compare tools:
+   ``FileManager.read_csv_file(path, KernelDetailsBean)``, a library call) when installed;
+   median wall time and peak RSS, a reader stopped above ``--reader-max-rss-mb`` (4000).
+   Target: perfgate >= 0.95 x plain whole-file pandas' speed at <= 500 MB peak RSS.
+   ``--readers-only`` runs just this part.
+
 The scaled inputs are made once and cached in ``/tmp/perfgate-bench/`` (keyed by size).
 Run from the repository root with the virtual environment active::
 
     python bench/ingest.py                    # 1000 MB inputs: ~4-5 min, mostly msprof
     python bench/ingest.py --size-mb 100      # quick check
     python bench/ingest.py --skip-msprof      # perfgate and the raw limits only
+    python bench/ingest.py --readers-only     # input 4 only: ~2.5 min at 1000 MB
 
 Exit status 0 when every perfgate and raw measurement completed (whatever the numbers;
 msprof-analyze timing out is a result, not a failure), 1 otherwise.
@@ -419,6 +432,256 @@ def measure(kind: str, path: Path, timeout: float = 0, max_rss_mb: float = 0) ->
     return {"error": f"rc {proc.returncode}: {err}"}
 
 
+# --- kernel_details.csv readers side by side (input 4) ---------------------------------------
+#
+# One kernel_details.csv of --size-mb, made in a temporary directory (removed afterwards), read
+# by each reader in a fresh process --repeats times: wall time of the read alone (median) and
+# the process's peak RSS (the largest; interpreter and imports included).
+
+READER_TARGET = 0.95
+READERS = ("perfgate", "pandas_whole", "pandas_chunked", "perfgate_before", "msprof_read")
+READER_NAMES = {
+    "perfgate": "perfgate text._read_kernels (pandas blocks)",
+    "pandas_whole": "pandas.read_csv usecols (whole file)",
+    "pandas_chunked": "pandas.read_csv usecols chunksize=100000",
+    "perfgate_before": "perfgate before ({rev}, hand-written)",
+    "msprof_read": "msprof-analyze FileManager.read_csv_file",
+}
+TEXT_MODULE = "perfgate/parsers/ascend/text.py"
+
+
+def before_revision() -> str | None:
+    """The commit whose text.py holds the hand-written reader: HEAD while it does, else the
+    parent of the last commit that changed how often it calls numpy.loadtxt."""
+
+    def git(*argv: str) -> str:
+        return subprocess.run(
+            ["git", *argv], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
+
+    try:
+        if "np.loadtxt(" in git("show", f"HEAD:{TEXT_MODULE}"):
+            return "HEAD"
+        last = git("log", "-1", "--format=%H", "-S", "np.loadtxt(", "--", TEXT_MODULE).strip()
+        return f"{last[:12]}^" if last else None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def write_before_module(rev: str, where: Path) -> Path:
+    source = subprocess.run(
+        ["git", "show", f"{rev}:{TEXT_MODULE}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = where / "perfgate_text_before.py"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def child_reader(kind: str, path: Path, extra: str) -> dict[str, Any]:
+    """One read of ``path`` by reader ``kind``; ``extra`` is the before-module file."""
+    import importlib.util
+
+    import pandas as pd
+
+    from perfgate.parsers.ascend import text
+
+    columns = kernel_usecols(path)
+    read: Any
+    if kind == "perfgate":
+        read = lambda: text._read_kernels(path, str(path), 1)  # noqa: E731
+    elif kind == "perfgate_before":
+        spec = importlib.util.spec_from_file_location("perfgate_text_before", extra)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["perfgate_text_before"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+        read = lambda: module._read_kernels(path, str(path), 1)  # noqa: E731
+    elif kind == "pandas_whole":
+        read = lambda: pd.read_csv(path, usecols=columns)  # noqa: E731
+    elif kind == "pandas_chunked":
+
+        def read() -> int:
+            rows = 0
+            with pd.read_csv(path, usecols=columns, chunksize=100_000) as chunks:
+                for frame in chunks:
+                    rows += len(frame)
+            return rows
+
+    elif kind == "msprof_read":
+        # msprof-analyze compare's reading of kernel_details.csv (npu_profiling_parser.py
+        # _read_csv_data): csv.DictReader, one KernelDetailsBean per row, all kept.
+        from msprof_analyze.compare_tools.compare_backend.compare_bean.origin_data_bean.kernel_details_bean import (  # type: ignore[import-untyped]  # noqa: E501
+            KernelDetailsBean,
+        )
+        from msprof_analyze.prof_common.file_manager import (  # type: ignore[import-untyped]
+            FileManager,
+        )
+
+        read = lambda: FileManager.read_csv_file(str(path), KernelDetailsBean)  # noqa: E731
+    else:
+        raise SystemExit(f"unknown reader {kind}")
+    before = _rss_mb()
+    started = time.perf_counter()
+    got = read()
+    wall = time.perf_counter() - started
+    if kind.startswith("perfgate"):
+        what = f"{got.rows} rows, {len(got.ops)} ops"
+    elif kind == "pandas_whole":
+        what = f"{len(got)} rows x {len(columns)} columns"
+    else:
+        what = f"{got if isinstance(got, int) else len(got)} rows"
+    return {"wall": wall, "rss": _rss_mb(), "rss_before": before, "what": what}
+
+
+def measure_reader(kind: str, path: Path, extra: str, max_rss_mb: float) -> dict[str, Any]:
+    """One reader run in a fresh interpreter, stopped when its memory passes ``max_rss_mb``."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child-reader", kind, str(path)]
+    argv += ["--before-module", extra]
+    with tempfile.TemporaryFile() as sink:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
+        peak, capped = _watch_tree(proc, started + 1800, max_rss_mb)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        wall = time.perf_counter() - started
+        sink.seek(0)
+        output = sink.read().decode("utf-8", errors="replace")
+    if capped:
+        return {
+            "error": f"stopped at the {max_rss_mb:.0f} MB memory cap after {wall:.0f} s",
+            "capped": True,
+            "rss": peak,
+        }
+    for line in reversed(output.splitlines()):
+        if line.startswith("{"):
+            result: dict[str, Any] = json.loads(line)
+            return result
+    last = (output.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"rc {proc.returncode}: {last}"}
+
+
+def run_readers(fixture: Path, args: Any) -> bool:
+    """Input 4: the table of kernel_details.csv readers. Returns whether perfgate's reader
+    and plain pandas were measured."""
+    size = args.size_mb * MB
+    out(
+        f"input 4: kernel_details.csv of {args.size_mb} MB, read by each reader "
+        f"{args.repeats}x in a fresh process"
+    )
+    with tempfile.TemporaryDirectory(prefix="perfgate-bench-readers-") as tmp:
+        free = shutil.disk_usage(tmp).free
+        out(f"  free disk in {tmp}: {free / MB:.0f} MB (needs ~{1.1 * size / MB:.0f} MB)")
+        if free < 1.2 * size:
+            out("  not enough free disk; input 4 skipped")
+            return False
+        started = time.perf_counter()
+        copies = scale_kernel_details(fixture / "rank0_ascend_pt" / OUTPUT, Path(tmp), size)
+        path = Path(tmp) / "kernel_details.csv"
+        file_mb = path.stat().st_size / MB
+        out(
+            f"  made {path.name}: {copies} copies of the fixture's rows, {file_mb:.0f} MB, "
+            f"in {time.perf_counter() - started:.0f} s"
+        )
+        rev = before_revision()
+        extra = str(write_before_module(rev, Path(tmp))) if rev else ""
+        kinds = [k for k in READERS if k != "perfgate_before" or rev]
+        if version("msprof-analyze") == "not installed" or args.skip_msprof:
+            kinds.remove("msprof_read")
+        results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+        for round_no in range(args.repeats):  # interleaved: load drift hits every reader
+            for kind in kinds:
+                if results[kind] and "error" in results[kind][-1]:
+                    continue  # a capped or failed reader is not run again
+                out(f"  round {round_no + 1}: {kind} ...")
+                results[kind].append(measure_reader(kind, path, extra, args.reader_max_rss_mb))
+    out("")
+    print_reader_table(results, file_mb, rev or "-")
+    ours, plain = results.get("perfgate", []), results.get("pandas_whole", [])
+    return all("error" not in r for r in (*ours, *plain))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def print_reader_table(results: dict[str, list[dict[str, Any]]], file_mb: float, rev: str) -> None:
+    walls: dict[str, float] = {}
+    head = (
+        "reader",
+        "runs",
+        "wall s (median)",
+        "min-max",
+        "MB/s",
+        "peak RSS MB",
+        "x pandas",
+        "notes",
+    )
+    table = [head]
+    for kind, runs in results.items():
+        name = READER_NAMES[kind].format(rev=rev)
+        good = [r for r in runs if "error" not in r]
+        if not good:
+            error = runs[-1].get("error", "not run") if runs else "not run"
+            rss = f"{runs[-1]['rss']:.0f}" if runs and "rss" in runs[-1] else "-"
+            table.append((name, str(len(runs)), "-", "-", "-", rss, "-", error))
+            continue
+        wall = _median([r["wall"] for r in good])
+        walls[kind] = wall
+        spread = f"{min(r['wall'] for r in good):.2f}-{max(r['wall'] for r in good):.2f}"
+        rss = max(r["rss"] for r in good)
+        table.append(
+            (
+                name,
+                str(len(good)),
+                f"{wall:.2f}",
+                spread,
+                f"{file_mb / wall:.1f}",
+                f"{rss:.0f}",
+                "",
+                good[-1]["what"],
+            )
+        )
+    plain = walls.get("pandas_whole")
+    rows = []
+    for row in table[1:]:
+        kind = next(k for k in results if READER_NAMES[k].format(rev=rev) == row[0])
+        ratio = f"{plain / walls[kind]:.2f}" if plain and kind in walls else "-"
+        rows.append((*row[:6], ratio, row[7]))
+    table = [head, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head) - 1)]
+    for k, row in enumerate(table):
+        left = "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=False))
+        )
+        out(f"{left}  {row[-1]}")
+        if k == 0:
+            out("-" * (sum(widths) + 2 * len(widths) + len(head[-1])))
+    ours = walls.get("perfgate")
+    peak = max((r["rss"] for r in results.get("perfgate", []) if "error" not in r), default=None)
+    if ours and plain and peak is not None:
+        speed = plain / ours
+        out(
+            f"target: perfgate >= {READER_TARGET} x plain pandas' speed at"
+            f" <= {RSS_TARGET_MB:.0f} MB peak RSS: {speed:.2f}x"
+            f" ({'ok' if speed >= READER_TARGET else 'MISSED'}),"
+            f" {peak:.0f} MB ({'ok' if peak <= RSS_TARGET_MB else 'MISSED'})"
+        )
+    out(
+        "x pandas: plain pandas' whole-file wall time / the reader's (above 1 = faster)."
+        " perfgate's reader also groups and sums (what parse_ascend needs); the pandas rows"
+        " only parse. Wall s: the read alone, in a fresh process; peak RSS: that process's"
+        " (interpreter and imports included). MB = 10^6 bytes."
+    )
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -542,8 +805,26 @@ def main(argv: list[str] | None = None) -> int:
         default=8000.0,
         help="stop msprof-analyze when its processes hold more than this (8000)",
     )
+    parser.add_argument(
+        "--readers-only",
+        action="store_true",
+        help="only input 4: kernel_details.csv readers side by side",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="runs per reader, input 4 (3)")
+    parser.add_argument(
+        "--reader-max-rss-mb",
+        type=float,
+        default=4000.0,
+        help="stop a reader of input 4 whose process holds more than this (4000)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-reader", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--before-module", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child_reader:
+        kind, path = args.child_reader[0], Path(args.child_reader[1])
+        print(json.dumps(child_reader(kind, path, args.before_module)), flush=True)
+        return 0
     if args.child:
         kind, path = args.child[0], Path(args.child[1])
         if kind == "msprof":
@@ -563,8 +844,13 @@ def main(argv: list[str] | None = None) -> int:
         f" orjson {version('orjson')}; pandas {version('pandas')}; psutil {version('psutil')}"
     )
     fixture = fixture_dir()
-    CACHE.mkdir(parents=True, exist_ok=True)
     out(f"fixture: {fixture}")
+    if args.readers_only:
+        ok = run_readers(fixture, args)
+        out(f"load average now: {loadavg()}")
+        out(f"command: {command}  (cwd {Path.cwd()}; took {time.perf_counter() - started:.0f} s)")
+        return 0 if ok else 1
+    CACHE.mkdir(parents=True, exist_ok=True)
     tv_dir, tv_file, tv_how = make_trace_view_input(fixture, args.size_mb)
     out(f"input 2: {tv_dir} ({tv_how})")
     kd_dir, kd_file, kd_how = make_kernel_details_input(fixture, args.size_mb)
@@ -597,6 +883,8 @@ def main(argv: list[str] | None = None) -> int:
         f"targets: perfgate MB/s >= {THROUGHPUT_TARGET} x the raw limit's;"
         f" peak RSS <= {RSS_TARGET_MB:.0f} MB. MB = 10^6 bytes."
     )
+    out("")
+    all_ok = run_readers(fixture, args) and all_ok
     out(f"load average now: {loadavg()}")
     out(f"command: {command}  (cwd {Path.cwd()}; took {time.perf_counter() - started:.0f} s)")
     return 0 if all_ok else 1

@@ -24,6 +24,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# The one place the version is written: pyproject.toml reads it from here (a plain literal,
+# so the build reads it without importing perfgate).
 __version__ = "0.1.0"
 
 _API = {

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ConfigError
-from perfgate.metrics import base_name, default_policy, lookup
+from perfgate.metrics import FALLBACK_POLICY, base_name, default_policy, lookup
 from perfgate.models import (
     TABLE_THRESHOLDS,
     TREATMENT_PARAMS,
@@ -143,15 +143,20 @@ class Config:
         (:mod:`perfgate.stats.budget`)."""
         return {**self.budgets.get(ALL_BENCHMARKS, {}), **self.budgets.get(benchmark, {})}
 
-    def policy(self, metric: str) -> MetricPolicy:
+    def policy(self, metric: str, recorded: Direction | None = None) -> MetricPolicy:
         """How a comparison judges ``metric``: the suite's ``[metrics.NAME]`` where it has
         one, else the catalogue's; a per-rank metric ``<m>.rank<r>`` without its own takes
-        ``<m>``'s. Its direction is the one a verdict is judged by."""
+        ``<m>``'s. Its direction is the one a verdict is judged by. A metric neither knows
+        (one a metrics file or a harness brought, ``tokens_per_s``) is judged the way it was
+        ``recorded`` (the file said which way is better) when that is given, with the
+        fallback's minimum effect."""
         if metric in self.metrics:
             return self.metrics[metric]
         base = base_name(metric)
         if base in self.metrics:
             return self.metrics[base]
+        if recorded is not None and lookup(metric) is None:
+            return replace(FALLBACK_POLICY, direction=recorded)
         return default_policy(metric)
 
     def with_overrides(self, **overrides: Any) -> Config:

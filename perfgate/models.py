@@ -1554,6 +1554,16 @@ class IngestResult:
     reference: tuple[ReferenceRow, ...] = ()
     """The run beside the official figures of ``--reference`` (none without it)."""
     reference_path: Path | None = None
+    others: tuple[IngestResult, ...] = ()
+    """The other runs recorded from the same file, in its order: a pytest-benchmark, pyperf
+    or asv file holds several benchmarks, each recorded as its own run (this is the first);
+    each has its own measurements, findings and reference rows, and no notes (the file's are
+    on this one)."""
+
+    @property
+    def runs(self) -> tuple[IngestResult, ...]:
+        """This run and the others recorded from the same file."""
+        return (self, *self.others)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
-"""A small GitHub + GitLab API server on loopback, with state, pagination, permissions and
-injected faults, for testing perfgate's posters over real HTTP.
+"""A small GitHub + GitLab + GitCode API server on loopback, with state, pagination,
+permissions and injected faults, for testing perfgate's posters over real HTTP.
 
-GitHub lives at the root (``/repos/...``), GitLab under ``/api/v4``. Tokens: ``tokens``
-maps a token to ``"write"`` or ``"read"``; an unknown token is 401, a read token writing
-is 403. Faults (:meth:`FakeForge.fail`) answer the next matching requests with a status
-(and headers) or hang past the client's timeout.
+GitHub lives at the root (``/repos/...``), GitLab under ``/api/v4``, GitCode under
+``/api/v5`` (its Gitee-style REST API v5: PR comments edited at ``pulls/comments/{id}``,
+issues created at ``repos/{owner}/issues`` with the repository in the body, pages read until
+a short one, a token as ``Authorization: Bearer``, ``PRIVATE-TOKEN`` or ``access_token``).
+Tokens: ``tokens`` maps a token to ``"write"`` or ``"read"``; an unknown token is 401, a
+read token writing is 403. Faults (:meth:`FakeForge.fail`) answer the next matching
+requests with a status (and headers) or hang past the client's timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 GITLAB = "/api/v4"
+GITCODE = "/api/v5"
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""
 
 
 class FakeForge:
@@ -50,6 +55,7 @@ class FakeForge:
         self.statuses: list[dict[str, Any]] = []
         self.issues: dict[str, list[dict[str, Any]]] = {}
         self.pulls: dict[tuple[str, int], str] = {}
+        self.gitcode_comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.requests: list[Seen] = []
         self.faults: list[Fault] = []
         self._next_id = 1000
@@ -70,6 +76,10 @@ class FakeForge:
     @property
     def gitlab_url(self) -> str:
         return self.url + GITLAB
+
+    @property
+    def gitcode_url(self) -> str:
+        return self.url + GITCODE
 
     def __enter__(self) -> FakeForge:
         self._thread.start()
@@ -109,10 +119,21 @@ class FakeForge:
         self.notes.setdefault((project, iid), []).append(item)
         return item
 
+    def add_gitcode_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+        item = {"id": self.new_id(), "body": body, "comment_type": "DiscussionNote"}
+        self.gitcode_comments.setdefault((repo, number), []).append(item)
+        return item
+
     def all_text(self) -> str:
         """Every body the server holds, for 'the token never leaks' checks."""
         return json.dumps(
-            [list(self.comments.values()), list(self.notes.values()), self.statuses, self.issues]
+            [
+                list(self.comments.values()),
+                list(self.notes.values()),
+                list(self.gitcode_comments.values()),
+                self.statuses,
+                self.issues,
+            ]
         )
 
 
@@ -139,6 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._handle()
 
+    def do_DELETE(self) -> None:
+        self._handle()
+
     def _send(self, status: int, data: Any = None, headers: dict[str, str] | None = None) -> None:
         raw = b"" if data is None else json.dumps(data).encode()
         self.send_response(status)
@@ -157,7 +181,13 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         forge.requests.append(
-            Seen(self.command, parts.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            Seen(
+                self.command,
+                parts.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+                parts.query,
+            )
         )
         for fault in forge.faults:
             if fault.times > 0 and fault.method == self.command and fault.path.search(parts.path):
@@ -169,8 +199,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(fault.status, {"message": f"injected {fault.status}"}, fault.headers)
                 return
         gitlab = parts.path.startswith(GITLAB)
+        gitcode = parts.path.startswith(GITCODE)
         if gitlab:
             token = self.headers.get("PRIVATE-TOKEN") or self.headers.get("JOB-TOKEN") or ""
+        elif gitcode:
+            token = (
+                (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                or self.headers.get("PRIVATE-TOKEN")
+                or query.get("access_token", "")
+            )
         else:
             token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
         scope = forge.tokens.get(token)
@@ -181,10 +218,14 @@ class _Handler(BaseHTTPRequestHandler):
             message = "Resource not accessible by integration" if not gitlab else "403 Forbidden"
             self._send(403, {"message": message})
             return
-        path = parts.path.removeprefix(GITLAB) if gitlab else parts.path.removeprefix("/api/v3")
+        if gitlab or gitcode:
+            path = parts.path[len(GITLAB) :]
+        else:
+            path = parts.path.removeprefix("/api/v3")
         segments = [unquote(s) for s in path.strip("/").split("/")]
+        route = self._gitlab if gitlab else self._gitcode if gitcode else self._github
         with forge._lock:
-            handled = (self._gitlab if gitlab else self._github)(segments, query, body)
+            handled = route(segments, query, body)
         if handled is None:
             self._send(404, {"message": "Not Found"})
         else:
@@ -319,6 +360,81 @@ class _Handler(BaseHTTPRequestHandler):
         if len(rest) == 3 and rest[0] == "issues" and rest[2] == "notes" and m == "POST":
             for item in forge.issues.get(project, []):
                 if item["iid"] == int(rest[1]):
+                    item["comments"].append(body["body"])
+                    return 201, {"id": forge.new_id(), "body": body["body"]}
+            return None
+        return None
+
+    def _gitcode(
+        self, seg: list[str], query: dict[str, str], body: Any
+    ) -> tuple[int, Any] | tuple[int, Any, dict[str, str]] | None:
+        """GitCode API v5: no pagination headers (a short page is the last one)."""
+        forge = self.forge
+        m = self.command
+        if len(seg) < 3 or seg[0] != "repos":
+            return None
+        owner = seg[1]
+        if seg[2] == "issues":  # /repos/{owner}/issues[/{number}]: the repo is in the body
+            if not isinstance(body, dict) or not body.get("repo"):
+                return 400, {"message": "repo is missing"}
+            repo, rest = f"{owner}/{body['repo']}", seg[3:]
+            items = forge.issues.setdefault(repo, [])
+            if m == "POST" and not rest:
+                if not body.get("title"):
+                    return 400, {"message": "title is missing"}
+                item = {
+                    "number": 1 + len(items),
+                    "title": body["title"],
+                    "body": body.get("body", ""),
+                    "state": "open",
+                    "labels": [{"name": x} for x in str(body.get("labels", "")).split(",") if x],
+                    "comments": [],
+                }
+                items.append(item)
+                return 201, item
+            if m == "PATCH" and len(rest) == 1:
+                if not body.get("title"):
+                    return 400, {"message": "title is missing"}
+                for item in items:
+                    if str(item["number"]) == rest[0]:
+                        item.update({k: v for k, v in body.items() if k != "repo"})
+                        return 200, item
+            return None
+        repo, rest = f"{owner}/{seg[2]}", seg[3:]
+        if len(rest) >= 2 and rest[0] == "pulls" and rest[1] == "comments":
+            if m == "PATCH" and len(rest) == 3:
+                for items in forge.gitcode_comments.values():
+                    for item in items:
+                        if str(item["id"]) == rest[2]:
+                            item["body"] = body["body"]
+                            return 200, {}
+            return None
+        if len(rest) >= 2 and rest[0] == "pulls":
+            number = int(rest[1])
+            if m == "GET" and len(rest) == 2:
+                sha = forge.pulls.get((repo, number))
+                return None if sha is None else (200, {"number": number, "head": {"sha": sha}})
+            if rest[2:] == ["comments"] and m == "GET":
+                chunk, _, _ = self._page(forge.gitcode_comments.get((repo, number), []), query)
+                return 200, chunk
+            if rest[2:] == ["comments"] and m == "POST":
+                return 201, forge.add_gitcode_comment(repo, number, body["body"])
+            return None
+        if rest == ["issues"] and m == "GET":
+            items = [i for i in forge.issues.get(repo, []) if i["state"] == "open"]
+            label = query.get("labels")
+            if label:
+                items = [i for i in items if label in [x["name"] for x in i["labels"]]]
+            chunk, _, _ = self._page(items, query)
+            return 200, chunk
+        if len(rest) == 2 and rest[0] == "issues" and m == "GET":
+            for item in forge.issues.get(repo, []):
+                if str(item["number"]) == rest[1]:
+                    return 200, item
+            return None
+        if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments" and m == "POST":
+            for item in forge.issues.get(repo, []):
+                if str(item["number"]) == rest[1]:
                     item["comments"].append(body["body"])
                     return 201, {"id": forge.new_id(), "body": body["body"]}
             return None

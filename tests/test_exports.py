@@ -4,11 +4,16 @@ loopback, and the PR comment's link to the HTML report."""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,10 +22,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from perfgate.cli import cli
-from perfgate.models import Comparison, Direction, GateResult, Verdict
+from perfgate.metrics import CATALOGUE
+from perfgate.models import Comparison, Direction, GateResult, Measurement, Verdict
 from perfgate.parsers.torch_trace import parse_torch_trace
 from perfgate.reporters.markdown import ReportContext, render_comment
-from perfgate.reporters.prometheus import prometheus_name
+from perfgate.reporters.prometheus import prometheus_name, readable_testbed
+from perfgate.stats.summary import summarize
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "torch_trace" / "mlp_cpu.pt.trace.json.gz"
@@ -94,35 +101,151 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def test_prometheus_exposition_parses_with_latest_values(db: str) -> None:
-    assert prometheus_name("step_time_ms", "ms") == "perfgate_step_time_milliseconds"
+def _measure(metric: str, unit: str, value: float) -> Measurement:
+    reps = [(value, value * 1.01, value * 0.99)]
+    return Measurement(metric, unit, Direction.LOWER_IS_BETTER, tuple(reps), summarize(reps))
+
+
+NPU = fingerprint(
+    device_kind="npu", device_model="Ascend910B4", device_count=8, host_label="ci-npu-01"
+)
+
+
+@pytest.fixture(scope="module")
+def npu_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An 8-NPU job's latest run with per-rank times, utilisation, memory and its loss, and a
+    CPU benchmark beside it."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('npu') / 's.db'}"
+    run = record(3, 20.0, benchmark="llama", fp=NPU)
+    extra = (
+        _measure("step_time_ms.rank0", "ms", 19.5),
+        _measure("step_time_ms.rank1", "ms", 21.0),
+        _measure("aicore_util_pct", "%", 62.5),
+        _measure("device_busy_pct", "%", 91.0),
+        _measure("peak_memory_bytes", "bytes", 3.0e9),
+        _measure("hbm_bandwidth_gb_s", "GB/s", 1200.0),
+        _measure("throughput_samples_per_s", "1/s", 640.0),
+        _measure("loss.step25", "", 2.5),
+    )
+    fill(
+        url,
+        [
+            record(2, 19.0, benchmark="llama", fp=NPU),
+            replace(run, measurements=run.measurements + extra),
+        ],
+    )
+    fill(url, [record(1, 7.0, benchmark="cnn", seed=2)])
+    return url
+
+
+def test_prometheus_names_are_in_base_units() -> None:
+    assert prometheus_name("step_time_ms", "ms") == "perfgate_step_time_seconds"
+    assert prometheus_name("step_time_ms.rank1", "ms") == "perfgate_step_time_seconds"
     assert prometheus_name("peak_memory_bytes", "bytes") == "perfgate_peak_memory_bytes"
     assert (
         prometheus_name("throughput_samples_per_s", "1/s")
         == "perfgate_throughput_samples_per_second"
     )
+    assert prometheus_name("aicore_util_pct", "%") == "perfgate_aicore_util_ratio"
+    assert (
+        prometheus_name("peak_memory_pct_of_capacity", "%")
+        == "perfgate_peak_memory_of_capacity_ratio"
+    )
+    assert (
+        prometheus_name("hbm_bandwidth_gb_s", "GB/s") == "perfgate_hbm_bandwidth_bytes_per_second"
+    )
+    assert prometheus_name("epoch_time", "s") == "perfgate_epoch_time_seconds"
+    assert prometheus_name("tokens_per_s", "tokens/s") == "perfgate_tokens_per_second"
+    assert prometheus_name("loss.step25", "") == "perfgate_loss"
+    assert readable_testbed(NPU) == "npu:Ascend910B4 x8 on ci-npu-01"
+    assert readable_testbed(fingerprint()) == "cpu:Xeon"
+
+
+def test_prometheus_exposition_parses_with_latest_values(db: str) -> None:
     code, out, err = invoke("export", "prometheus", "--db", db)
     assert code == 0, err
     families = {f.name: f for f in text_string_to_metric_families(out)}
-    assert families["perfgate_step_time_milliseconds"].type == "gauge"
+    assert families["perfgate_step_time_seconds"].type == "gauge"
     samples = {
-        (s.labels["benchmark"], s.labels["testbed"]): s
-        for s in families["perfgate_step_time_milliseconds"].samples
+        (s.labels["benchmark"], s.labels["testbed_key"]): s
+        for s in families["perfgate_step_time_seconds"].samples
     }
-    # one series per benchmark and testbed; the latest run's value; main only
+    # one series per benchmark and testbed; the latest run's value, in seconds; main only
     assert len(samples) == 3
     mlp = samples[("mlp", fingerprint().key())]
     assert mlp.labels == {
         "project": "default",
         "benchmark": "mlp",
         "metric": "step_time_ms",
-        "testbed": fingerprint().key(),
+        "rank": "",
+        "testbed": "cpu:Xeon",
+        "testbed_key": fingerprint().key(),
+        "device": "cpu",
         "branch": "main",
     }
-    assert mlp.value == pytest.approx(24.0, rel=0.05)
-    assert samples[("cnn", fingerprint(host_label="big").key())].value == pytest.approx(8.5, 0.05)
-    assert samples[("cnn", fingerprint().key())].value == pytest.approx(9.0, rel=0.05)
-    assert "perfgate_last_run_timestamp_seconds" in families
+    assert mlp.value == pytest.approx(0.024, rel=0.05)
+    big = samples[("cnn", fingerprint(host_label="big").key())]
+    assert big.labels["testbed"] == "cpu:Xeon on big"
+    assert big.value == pytest.approx(0.0085, 0.05)
+    assert samples[("cnn", fingerprint().key())].value == pytest.approx(0.009, rel=0.05)
+    stamps = families["perfgate_last_run_timestamp_seconds"].samples
+    assert len(stamps) == 3 and all("metric" not in s.labels for s in stamps)
+
+
+def test_ranks_steps_and_percentages_become_labels_and_ratios(npu_db: str) -> None:
+    code, out, err = invoke("export", "prometheus", "--db", npu_db)
+    assert code == 0, err
+    families = {f.name: f for f in text_string_to_metric_families(out)}
+    # no rank, step or percent in any name
+    assert not [n for n in families if "rank" in n or "step2" in n or "percent" in n or "pct" in n]
+    steps = {
+        s.labels["rank"]: s.value
+        for s in families["perfgate_step_time_seconds"].samples
+        if s.labels["benchmark"] == "llama"
+    }
+    assert steps == {
+        "": pytest.approx(0.020, rel=0.05),
+        "0": pytest.approx(0.0195),
+        "1": pytest.approx(0.021),
+    }
+    (aicore,) = families["perfgate_aicore_util_ratio"].samples
+    assert aicore.value == pytest.approx(0.625)
+    assert (aicore.labels["testbed"], aicore.labels["device"]) == (
+        "npu:Ascend910B4 x8 on ci-npu-01",
+        "npu",
+    )
+    assert aicore.labels["testbed_key"] == NPU.key()
+    (hbm,) = families["perfgate_hbm_bandwidth_bytes_per_second"].samples
+    assert hbm.value == pytest.approx(1.2e12)
+    (loss,) = families["perfgate_loss"].samples
+    assert (loss.labels["step"], loss.labels["metric"], loss.value) == ("25", "loss", 2.5)
+    (info,) = [s for s in families["perfgate_run_info"].samples if s.labels["benchmark"] == "llama"]
+    assert info.labels["run_id"] == "llama-main-003" and info.value == 1.0
+    assert "Ascend: AI Core busy share" in families["perfgate_aicore_util_ratio"].documentation
+
+
+def _promtool(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    return subprocess.run(
+        [promtool, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_promtool_check_metrics_is_clean(db: str, npu_db: str) -> None:
+    old_style = (
+        "# HELP perfgate_step_time_ms_rank1_milliseconds x\n"
+        "# TYPE perfgate_step_time_ms_rank1_milliseconds gauge\n"
+        "perfgate_step_time_ms_rank1_milliseconds 20\n"
+    )
+    flagged = _promtool("check", "metrics", stdin=old_style)
+    assert flagged.returncode != 0 and "milliseconds" in flagged.stdout + flagged.stderr
+    for url in (db, npu_db):
+        _, out, _ = invoke("export", "prometheus", "--db", url)
+        checked = _promtool("check", "metrics", stdin=out)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout + checked.stderr == ""
 
 
 class _Gateway(BaseHTTPRequestHandler):
@@ -222,25 +345,49 @@ def test_gate_takes_the_report_url_from_flag_or_env(db: str, tmp_path: Path) -> 
         assert f"[history report]({url})" in (out / "report.md").read_text(encoding="utf-8")
 
 
-def test_grafana_dashboard_queries_the_exported_names(db: str) -> None:
-    import json
-    import re
-
+def _dashboard() -> dict[str, Any]:
     root = Path(__file__).parent.parent
-    dashboard = json.loads((root / "ci/grafana/perfgate-dashboard.json").read_text())
-    queried = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel["targets"]
-        for name in re.findall(r"perfgate_[a-z_]+", target["expr"])
-    }
-    _, out, _ = invoke("export", "prometheus", "--db", db)
-    exported = {f.name for f in text_string_to_metric_families(out)}
-    exported.add(prometheus_name("throughput_samples_per_s", "1/s"))
-    exported.add(prometheus_name("peak_memory_bytes", "bytes"))
+    data: dict[str, Any] = json.loads((root / "ci/grafana/perfgate-dashboard.json").read_text())
+    return data
+
+
+def _queries(dashboard: dict[str, Any]) -> list[str]:
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if v.get("definition")]
+    return exprs
+
+
+def test_grafana_dashboard_queries_the_exported_names(npu_db: str) -> None:
+    dashboard = _dashboard()
+    exprs = _queries(dashboard)
+    queried = {name for e in exprs for name in re.findall(r"perfgate_[a-z_]+", e)}
+    _, out, _ = invoke("export", "prometheus", "--db", npu_db)
+    families = {f.name: f for f in text_string_to_metric_families(out)}
+    # what this export holds, plus what others hold (a CUDA run's SM occupancy)
+    exported = set(families) | {prometheus_name(m, s.unit) for m, s in CATALOGUE.items()}
     assert queried and queried <= exported, queried - exported
-    labels = {"project", "benchmark", "testbed", "branch"}
-    assert labels <= {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"perfgate_step_time_seconds", "perfgate_aicore_util_ratio"} <= queried
+    # every label a panel filters on is one the exporter writes
+    written = {k for f in families.values() for s in f.samples for k in s.labels}
+    filtered = {name for e in exprs for name in re.findall(r"([a-z_]+)\s*!?=~?\s*\"", e)}
+    assert {"rank", "testbed", "device"} <= filtered <= written, filtered - written
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"project", "benchmark", "testbed", "device", "branch"} <= variables
+
+
+def test_grafana_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
+    """Each panel's query, its variables filled in, as a recording rule that promtool parses."""
+    rules = ["groups:", "  - name: perfgate-dashboard", "    rules:"]
+    for i, expr in enumerate(_queries(_dashboard())):
+        if expr.startswith("label_values("):
+            continue
+        filled = re.sub(r"\$\{?[a-z_]+\}?", ".*", expr)
+        rules += [f"      - record: perfgate:dashboard_{i}", f"        expr: {json.dumps(filled)}"]
+    path = tmp_path / "rules.yml"
+    path.write_text("\n".join(rules) + "\n")
+    checked = _promtool("check", "rules", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS" in checked.stdout
 
 
 def test_push_errors_never_show_the_gateway_credentials(

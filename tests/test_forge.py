@@ -176,22 +176,22 @@ def test_404_names_what_to_check(forge: FakeForge) -> None:
         github.GitHubReporter(github.client_for(forge.url, TOKEN), "not a repo")
 
 
-class TimedOpener:
-    """The client's opener, on a fake clock: an attempt that times out moves the clock by the
+class TimedSession:
+    """The client's session, on a fake clock: a try that times out moves the clock by the
     timeout it was given (the socket really waits that long on loopback; the test never reads
     the wall clock)."""
 
-    def __init__(self, opener: Any, fake: FakeTime) -> None:
-        self.opener = opener
+    def __init__(self, session: Any, fake: FakeTime) -> None:
+        self.session = session
         self.fake = fake
         self.timeouts: list[float] = []
 
-    def open(self, request: Any, timeout: float) -> Any:
-        self.timeouts.append(timeout)
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        self.timeouts.append(kwargs["timeout"])
         try:
-            return self.opener.open(request, timeout=timeout)
+            return self.session.request(method, url, **kwargs)
         except Exception:
-            self.fake.now += timeout
+            self.fake.now += kwargs["timeout"]
             raise
 
 
@@ -202,15 +202,15 @@ def test_a_hanging_response_times_out_within_the_budget(
     fake = FakeTime()
     policy = RetryPolicy(timeout_s=0.2, budget_s=0.7, backoff_s=0.05)
     client = github.client_for(forge.url, TOKEN, policy=policy, sleep=fake.sleep, clock=fake.clock)
-    opener = TimedOpener(client._opener, fake)
-    monkeypatch.setattr(client, "_opener", opener)
+    session = TimedSession(client._session, fake)
+    monkeypatch.setattr(client, "_session", session)
     with pytest.raises(ReportError, match="gave up: no response within"):
         github.GitHubReporter(client, "o/r").find_comment(1, MARK)
     # 0.2 + 0.05 + 0.2 + 0.1 + 0.15 = 0.7: the last try gets what is left of the budget and the
     # next wait (0.2 s) would pass it.
-    assert opener.timeouts == pytest.approx([0.2, 0.2, 0.15])
+    assert session.timeouts == pytest.approx([0.2, 0.2, 0.15])
     assert fake.sleeps == [0.05, 0.1]
-    assert sum(opener.timeouts) + sum(fake.sleeps) == pytest.approx(policy.budget_s)
+    assert sum(session.timeouts) + sum(fake.sleeps) == pytest.approx(policy.budget_s)
     assert len([r for r in forge.requests if r.method == "GET"]) == 3
 
 
@@ -220,6 +220,51 @@ def test_unreachable_server_is_a_report_error(forge: FakeForge) -> None:
     )
     with pytest.raises(ReportError, match="cannot connect"):
         github.GitHubReporter(client, "o/r").find_comment(1, MARK)
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_an_error_and_the_token_never_follows_it(
+    forge: FakeForge, status: int
+) -> None:
+    with FakeForge() as elsewhere:
+        target = f"{elsewhere.url}/repos/o/r/issues/1/comments"
+        forge.fail("GET", r"/comments$", status, headers={"Location": target})
+        with pytest.raises(ReportError) as info:
+            gh(forge).find_comment(1, MARK)
+        assert not elsewhere.requests  # not followed, with or without the token
+    message = str(info.value)
+    assert f"GET /repos/o/r/issues/1/comments: {status} " in message
+    assert "not followed" in message and "127.0.0.1" in message and TOKEN not in message
+    assert len([r for r in forge.requests if r.method == "GET"]) == 1  # nor retried
+
+
+def test_proxies_come_from_the_environment(
+    forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forward proxy from ``http_proxy`` (the fake forge answers absolute-URI requests, as a
+    proxy would), and ``no_proxy`` bypasses it - as urllib did before."""
+    with FakeForge() as proxy:
+        monkeypatch.setenv("http_proxy", proxy.url)
+        api = "http://forge.perfgate.invalid"
+        client = github.client_for(api, TOKEN, policy=RetryPolicy(attempts=1))
+        assert github.GitHubReporter(client, "o/r").upsert_comment(1, MARK, MARK) == "created"
+        assert [r.method for r in proxy.requests] == ["GET", "POST"]
+        assert proxy.comments[("o/r", 1)][0]["body"] == MARK
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        direct = github.client_for(forge.url, TOKEN, policy=RetryPolicy(attempts=1))
+        github.GitHubReporter(direct, "o/r").upsert_comment(2, MARK, MARK)
+        assert len(proxy.requests) == 2 and ("o/r", 2) in forge.comments
+
+
+def test_no_netrc_credentials_are_added(
+    forge: FakeForge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    gh(forge).upsert_comment(1, MARK, MARK)
+    assert {r.headers["authorization"] for r in forge.requests} == {f"Bearer {TOKEN}"}
 
 
 def test_links_outside_the_api_are_not_followed(forge: FakeForge) -> None:
@@ -246,11 +291,11 @@ def test_retry_policy_from_env() -> None:
         RetryPolicy.from_env({"PERFGATE_HTTP_BUDGET_S": "soon"})
 
 
-def test_the_registry_lists_github_and_gitlab_and_nothing_is_a_fallback() -> None:
-    assert forge_names() == ("github", "gitlab")
-    assert [forge_named(name).name for name in forge_names()] == ["github", "gitlab"]
+def test_the_registry_lists_its_forges_and_nothing_is_a_fallback() -> None:
+    assert forge_names() == ("github", "gitlab", "gitcode")
+    assert [forge_named(name).name for name in forge_names()] == list(forge_names())
     with pytest.raises(
-        UsageError, match="unknown forge 'gitea': expected github or gitlab"
+        UsageError, match="unknown forge 'gitea': expected github or gitlab or gitcode"
     ) as info:
         forge_named("gitea")
     assert info.value.exit_code is ExitCode.USAGE and int(info.value.exit_code) == 2

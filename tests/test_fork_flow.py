@@ -103,7 +103,24 @@ def test_a_forged_state_and_context_are_not_posted(
     assert "required" not in status["description"].replace("not a trusted", "")
     assert "evil" not in json.dumps(status)  # an off-forge job URL is dropped
     (mine,) = marked(forge.comments[("o/r", 7)])
-    assert str(mine["body"]).startswith("<!-- perfgate:report project=default suite=default")
+    first, label = str(mine["body"]).splitlines()[:2]
+    assert first.startswith("<!-- perfgate:report project=default suite=default")
+    assert "unprivileged fork PR run" in label and f"conclusion: {conclusion}" in label
+
+
+@pytest.mark.parametrize("forged", [..., None, 7, "ok"])
+def test_the_files_state_context_and_description_are_never_read(
+    forge: FakeForge, db: str, tmp_path: Path, forged: Any
+) -> None:
+    """Missing, null or nonsense: the fork's own words about its status change nothing."""
+    out = fork_dir(forge, db, tmp_path)
+    edit_target(out, state=forged, context=forged, description=forged, failed=False)
+    forge.pulls[("o/r", 7)] = HEAD
+    result = comment_from(privileged(forge), out, "--conclusion", "failure")
+    assert result.exit_code == 0, result.stderr
+    (status,) = forge.statuses
+    assert (status["state"], status["context"]) == ("failure", "perfgate (fork PR)")
+    assert status["description"].startswith("From an unprivileged fork PR run (job failure)")
 
 
 def test_other_conclusions_and_a_missing_one(forge: FakeForge, db: str, tmp_path: Path) -> None:
@@ -172,6 +189,7 @@ def test_a_real_report_keeps_its_shape(forge: FakeForge, db: str, tmp_path: Path
     (mine,) = marked(forge.comments[("o/r", 7)])
     body = str(mine["body"])
     assert body.splitlines()[0] == original.splitlines()[0]
+    assert body.splitlines()[1].startswith("> **Produced by an unprivileged fork PR run**")
     assert ("<details>" in body) == ("<details>" in original)
     assert ("[CI job](https://github.com/" in body) == ("[CI job](https://github.com/" in original)
     assert body.count("\n|") == original.count("\n|")  # the tables are intact
@@ -205,13 +223,12 @@ BAD_FIELDS = [
     ({"repo": ["o/r"]}, "repo"),
     ({"repo": "o/r; rm -rf /"}, "repo"),
     ({"marker": "<!-- evil -->"}, "marker"),
-    ({"state": "ok"}, "state"),
-    ({"state": ...}, "'state'"),
     ({"verdict": "great"}, "verdict"),
     ({"post": "yes"}, "post"),
     ({"failed": 1}, "failed"),
     ({"job_url": 5}, "job_url"),
-    ({"description": "x" * 5000}, "description"),
+    ({"job_url": "https://github.com/" + "x" * 3000}, "job_url"),
+    ({"marker": ...}, "'marker'"),
     ({"format_version": 2}, "version 1"),
 ]
 

@@ -326,7 +326,7 @@ def test_comment_from_a_tampered_dir_is_refused(tmp_path: Path) -> None:
     (out / "report.md").write_text("hello @everyone\n")
     (out / "target.json").write_text(json.dumps({"format_version": 1, "marker": "x"}))
     result = invoke(ci_env(GITHUB_TOKEN=TOKEN), "comment", "--from", str(out), "--no-status")
-    assert result.exit_code == 2 and "missing 'state'" in result.stderr
+    assert result.exit_code == 2 and "not perfgate's marker" in result.stderr
 
 
 def sha(i: int) -> str:

@@ -56,7 +56,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.stats import sequential
-from perfgate.stats.decide import ALPHA, deciding
+from perfgate.stats.decide import ALPHA, deciding, size_text
 from perfgate.store import SqlStore
 
 MODES = ("history", "ab")
@@ -449,7 +449,7 @@ def _why(
     worst = max(rows, key=lambda c: c.mde_pct if c.mde_pct is not None else math.inf)
     paired = worst.method == "paired"
     runs = len(worst.baseline_run_ids)
-    mde = f"{worst.mde_pct:.1f}%" if worst.mde_pct is not None else "unknown"
+    mde = size_text(worst.mde_pct) if worst.mde_pct is not None else "unknown"
     floor = f"{worst.min_effect_pct:g}%" if worst.min_effect_pct is not None else "its"
     sees = f"{worst.metric} can see a change of {mde} against a minimum effect of {floor}"
     if contended and not paired:

@@ -303,7 +303,9 @@ def publish(
             )
         except ReportError as exc:
             warnings.append(f"comment not posted: {exc}")
-    if status:
+    if status and not forge.statuses:
+        done.append(f"no commit status on {target.forge} (the job's own result is the check)")
+    elif status:
         if not target.sha:
             warnings.append(f"{target.forge}: no commit (pass --sha): status not set")
         else:
@@ -442,11 +444,11 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "failed": (bool,),
     "post": (bool,),
     "mode": (str,),
-    "state": (str,),
-    "description": (str,),
-    "context": (str,),
 }
-_REQUIRED = ("marker", "state", "description", "context")
+"""The fields of ``target.json`` that are read, and their types. ``state``, ``context`` and
+``description`` are written there too (for a person reading the file) but never read: what a
+status says comes from the trusted job alone."""
+_REQUIRED = ("marker",)
 
 
 def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
@@ -494,9 +496,7 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
         raise bad("mode", "expected " + "|".join(m.value for m in CommentMode))
     if "verdict" in data and data["verdict"] not in {v.value for v in Verdict} | {""}:
         raise bad("verdict", "expected " + "|".join(v.value for v in Verdict))
-    if data["state"] not in ("success", "failure", "error"):
-        raise bad("state", "expected success|failure|error")
-    for key, most in (("description", 1000), ("context", 1000), ("job_url", 2000)):
+    for key, most in (("job_url", 2000),):
         if len(data.get(key) or "") > most:
             raise UsageError(f"{where}: {key}: longer than {most} characters")
     return markdown, data
@@ -508,10 +508,11 @@ def _show(value: object) -> str:
 
 
 def forge_hosts(forge: Forge, env: Mapping[str, str], api_url: str) -> frozenset[str]:
-    """The host names of the forge this job posts to: its web server (``GITHUB_SERVER_URL``
-    / ``CI_SERVER_URL``, else the public one) and its API host (``api.`` dropped too)."""
+    """The host names of the forge this job posts to: its web server (the registry's
+    ``server_url_variable``: ``GITHUB_SERVER_URL``, ``CI_SERVER_URL``, ``GITCODE_SERVER_URL``)
+    and its API host (``api.`` dropped too: ``api.gitcode.com`` -> ``gitcode.com``)."""
     hosts: set[str] = set()
-    server = env.get("GITHUB_SERVER_URL" if forge.name == "github" else "CI_SERVER_URL", "")
+    server = env.get(forge.server_url_variable, "") if forge.server_url_variable else ""
     for url in (server, api_url or forge.default_api_url):
         host = (urlsplit(url).hostname or "").lower()
         if host:
@@ -564,6 +565,21 @@ def sanitize_fork_markdown(
     return marker_line + "\n" + "".join(out) + "\n"
 
 
+def fork_label(conclusion: str | None) -> str:
+    """The line under the marker of a comment ``comment --from`` posts: whose numbers these
+    are, so nobody reads a fork's report as a trusted check."""
+    job = f"its job's conclusion: {conclusion}" if conclusion else "its job's conclusion not given"
+    return (
+        f"> **Produced by an unprivileged fork PR run** ({job}). The trusted job that posted it"
+        " checked the report's format and commit, not its numbers."
+    )
+
+
+def fork_description(conclusion: str | None) -> str:
+    """The status description ``comment --from`` sets (at most 140 characters)."""
+    return f"From an unprivileged fork PR run (job {conclusion}); not a trusted check"[:140]
+
+
 def fork_state(conclusion: str) -> str:
     """The status state for the fork job's conclusion; UsageError for an unknown one."""
     try:
@@ -589,8 +605,10 @@ def post_report_dir(
     token vouches for: the API URL is never taken from it, every field of ``target.json`` is
     checked, the status has perfgate's own context (:data:`FORK_CONTEXT`), its state comes
     from ``conclusion`` (the fork job's conclusion; required for a status) and its
-    description says an unprivileged run produced it; the markdown is sanitised
-    (:func:`sanitize_fork_markdown`) and capped. With ``expect_sha`` (the trusted head
+    description says an unprivileged run produced it (the file's ``state``, ``context`` and
+    ``description`` are never read); the markdown is sanitised
+    (:func:`sanitize_fork_markdown`), labelled under its marker (:func:`fork_label`) and
+    capped. With ``expect_sha`` (the trusted head
     commit, e.g. ``github.event.workflow_run.head_sha``) the report must be for that commit
     and, on GitHub, the PR's head must be that commit.
     """
@@ -622,7 +640,8 @@ def post_report_dir(
     body = sanitize_fork_markdown(
         markdown, data["marker"], hosts, where=str(directory / REPORT_FILE)
     )
-    body = body[: forge.max_chars]
+    marker_line, rest = body.split("\n", 1)
+    body = f"{marker_line}\n{fork_label(conclusion)}\n\n{rest}"[: forge.max_chars]
     reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
     if expect_sha is not None and target.number is not None:
         head = reporter.head_sha(target.number)  # None where the forge's poster cannot tell
@@ -639,9 +658,7 @@ def post_report_dir(
         post=bool(data.get("post", True)),
         mode=CommentMode(data.get("mode", "always")),
         state=state,
-        description=f"From an unprivileged fork PR run (job {conclusion}); not a trusted check"[
-            :140
-        ],
+        description=fork_description(conclusion),
         context=FORK_CONTEXT,
     )
     delivery = publish(report, target, reporter, comment=True, status=status)

@@ -145,11 +145,14 @@ def latest_values(
     config: Config, store: SqlStore, *, branch: str | None = None, benchmarks: Sequence[str] = ()
 ) -> list[LatestValue]:
     """The latest run's centre of every (benchmark, metric, testbed) on ``branch`` (default:
-    the base branch)."""
+    the base branch), each with its testbed in words and its fingerprint key."""
+    from perfgate.reporters.prometheus import readable_testbed
+
     on = branch or config.base_branch
     out: list[LatestValue] = []
     for name in _names(config, store, benchmarks, on):
-        for key in store.fingerprints(project=config.project, benchmark=name, branch=on):
+        environments = store.fingerprints(project=config.project, benchmark=name, branch=on)
+        for key, fp in environments.items():
             points = store.history(
                 project=config.project, benchmark=name, branch=on, fingerprint_key=key, limit=1
             )
@@ -159,7 +162,9 @@ def latest_values(
                     benchmark=name,
                     metric=p.metric,
                     unit=p.unit,
-                    testbed=key,
+                    testbed=readable_testbed(fp),
+                    testbed_key=key,
+                    device=fp.device_kind,
                     branch=on,
                     value=p.centre,
                     run_id=p.run_id,

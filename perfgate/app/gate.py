@@ -398,7 +398,7 @@ def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _
 
     beside = _shown_beside(record, usable)
     for m in record.measurements:
-        policy = config.policy(m.metric)
+        policy = config.policy(m.metric, m.direction)
         if window.others:
             if m.metric not in beside:
                 fixed.append(_incomparable(record, m, policy.direction, against, window.others))
@@ -708,7 +708,7 @@ def _paired(
             if b is None:
                 continue
             noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
-            policy = config.policy(m.metric)
+            policy = config.policy(m.metric, m.direction)
             (shown if m.metric in beside else evidences).append(
                 compare_pairs(
                     [

@@ -70,6 +70,18 @@ def series_changes(
     return found
 
 
+def judged_as(config: Config, points: Sequence[RunPoint]) -> Callable[[str], MetricPolicy]:
+    """The policy of each metric of ``points``: the suite's or the catalogue's, else the way
+    its runs were recorded (a metrics file says which way is better)."""
+    recorded = {p.metric: p.direction for p in points}
+    return lambda metric: config.policy(metric, recorded.get(metric))
+
+
+def directions_of(policy: Callable[[str], MetricPolicy]) -> Callable[[str], Direction]:
+    """Which way each metric gets better, by ``policy``."""
+    return lambda metric: policy(metric).direction
+
+
 def tested_series(points: Sequence[RunPoint]) -> int:
     """How many series of ``points`` :func:`series_drifts` tests for a drift (those long
     enough): the size of the nightly's family of drift tests."""
@@ -184,10 +196,9 @@ def analyze_history(
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        changes = series_changes(
-            name, points, branch=branch, direction=lambda m: config.policy(m).direction
-        )
-        drifts = series_drifts(name, points, branch=branch, policy=config.policy, changes=changes)
+        policy = judged_as(config, points)
+        changes = series_changes(name, points, branch=branch, direction=directions_of(policy))
+        drifts = series_drifts(name, points, branch=branch, policy=policy, changes=changes)
         # One family per benchmark, as one gate is: its series' drifts, BH-corrected.
         kept = kept_in_family([d.point.p_value for d in drifts], tested_series(points))
         drifts = [d for d, keep in zip(drifts, kept, strict=True) if keep]

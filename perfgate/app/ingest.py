@@ -41,6 +41,30 @@ result's notes say so). The fingerprint holds the batch size
 (ais_bench's formula inverted), whether the times were ``--pipeline`` intervals, the
 ais_bench version installed where ingest runs and the CANN version of its environment (the
 summary names neither, nor the NPU model), and the device count of ``--device``.
+
+Other harnesses' result files (:mod:`perfgate.parsers.results`: pytest-benchmark, pyperf,
+asv, and perfgate's plain metrics file) are recorded with the samples they carry, each
+format under its own timing method (``pytest-benchmark-v1``, ``pyperf-v1``, ``asv-v1``,
+``metrics-file-v1``), so that they never share a history with ``perfgate run``'s runs nor
+with each other:
+
+- a pytest-benchmark, pyperf or asv file holds several benchmarks: each becomes its own
+  run, of the benchmark ``<NAME>/<its name in the file>`` (``--benchmark NAME`` is the
+  prefix: ``unit/test_sort``, ``micro/sort a sorted list``,
+  ``asv/benchmarks.Suite.time_x(10, 'a')``), all stored in one transaction. A name stays the
+  same when tests are added to or removed from the file, so each keeps its history; a
+  pytest-benchmark name that appears twice in one file (two modules, one test name) is
+  replaced by its ``fullname``;
+- a metrics file is one run of the benchmark ``NAME``, one measurement per metric;
+- the commit the file says it measured (pytest-benchmark's ``commit_info.id``, asv's
+  ``commit_hash``) is the commit recorded, over ``--commit`` and the checkout's (a note says
+  when they differ: an asv results file is per commit, whichever commit is checked out);
+  ``--branch`` and the environment's branch come first, the file's (pytest-benchmark's
+  ``commit_info.branch``) fills in where neither says;
+- the fingerprint's CPU, OS and Python are the file's where it names them
+  (``machine_info``, pyperf's metadata, asv's machine ``params``), else the ingesting
+  host's; its params hold the Python implementation, pytest-benchmark's ``timer`` and
+  ``disable_gc``, asv's environment and machine name, a metrics file's ``params``.
 """
 
 from __future__ import annotations
@@ -51,6 +75,7 @@ import os
 import platform
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -63,9 +88,11 @@ from perfgate.app.measure import capacity_measurements, measurement, utilisation
 from perfgate.app.reference import compare_to_reference, read_reference
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
+from perfgate.metrics import lookup
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
+    Direction,
     Finding,
     Fingerprint,
     GitContext,
@@ -84,6 +111,17 @@ from perfgate.parsers import (
     detect_format,
     parse_ais_bench,
 )
+from perfgate.parsers.results import (
+    FORMAT_ASV,
+    FORMAT_METRICS,
+    FORMAT_PYPERF,
+    FORMAT_PYTEST_BENCHMARK,
+    RESULT_FORMATS,
+    ResultFile,
+    ResultMetric,
+    parse_results,
+)
+from perfgate.stats.summary import summarize
 from perfgate.store import SqlStore
 
 __all__ = [
@@ -91,6 +129,7 @@ __all__ = [
     "ais_bench_measurements",
     "build_ais_bench_record",
     "build_ingest_record",
+    "build_result_records",
     "ReadIngest",
     "ingest_and_record",
     "read_ingest",
@@ -104,6 +143,10 @@ TIMING_METHODS = {
     FORMAT_ASCEND: "ascend-profile-v1",
     FORMAT_TORCH: "torch-trace-v1",
     FORMAT_AIS_BENCH: "ais-bench-v1",
+    FORMAT_PYTEST_BENCHMARK: "pytest-benchmark-v1",
+    FORMAT_PYPERF: "pyperf-v1",
+    FORMAT_ASV: "asv-v1",
+    FORMAT_METRICS: "metrics-file-v1",
 }
 
 # Collection settings that change what the profiler costs, so runs differing in them are
@@ -419,6 +462,117 @@ def build_ais_bench_record(
     return record, (*summary.notes, *notes, *missing)
 
 
+# --- another harness's result file ---------------------------------------------------------
+
+
+def result_measurement(metric: ResultMetric) -> Measurement:
+    """The measurement of one metric of a result file, its samples summarised as they are
+    (a harness's rounds or values, not a series of steps with a warm-up to find): a
+    catalogue metric with the catalogue's unit and direction, another with the file's."""
+    if lookup(metric.name) is not None:
+        return measurement(metric.name, metric.repeats, steady=False)
+    groups = tuple(tuple(float(x) for x in rep) for rep in metric.repeats)
+    return Measurement(
+        metric.name,
+        metric.unit,
+        metric.direction or Direction.LOWER_IS_BETTER,
+        groups,
+        summarize(groups, steady=False),
+    )
+
+
+def _same_commit(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    return a.startswith(b) or b.startswith(a)
+
+
+def _result_git(git: GitContext, result: ResultFile) -> tuple[GitContext, tuple[str, ...]]:
+    """The git context of a result file's runs: its own commit, when it names one, over the
+    one given or detected; the branch given or detected, else the file's."""
+    notes: list[str] = []
+    commit = git.commit
+    if result.commit:
+        if git.commit and not _same_commit(git.commit, result.commit):
+            notes.append(
+                f"recorded at commit {result.commit[:12]}, which the file says it measured, "
+                f"not at {git.commit[:12]} (--commit or the checkout)"
+            )
+        # The same commit both ways: the longer name of it.
+        if not git.commit or not _same_commit(git.commit, result.commit):
+            commit = result.commit
+        elif len(result.commit) > len(git.commit):
+            commit = result.commit
+    return replace(git, commit=commit, branch=git.branch or result.branch), tuple(notes)
+
+
+def _result_fingerprint(
+    result: ResultFile, params: Mapping[str, ParamValue], host_label: str
+) -> Fingerprint:
+    host, h = _host(), result.host
+    return Fingerprint(
+        device_kind=h.device_kind,
+        device_model="",
+        device_count=1 if h.device_kind else 0,
+        cpu_model=h.cpu_model or host["cpu_model"],
+        cpu_cores=h.cpu_cores or host["cpu_cores"],
+        os=h.os or host["os"],
+        os_release=h.os_release or host["os_release"],
+        python_version=h.python_version or host["python_version"],
+        torch_version="",
+        perfgate_version=__version__,
+        timing_method=TIMING_METHODS[result.format],
+        params=dict(sorted(params.items())),
+        host_label=host_label,
+    )
+
+
+def build_result_records(
+    result: ResultFile,
+    *,
+    benchmark: str,
+    project: str,
+    git: GitContext,
+    ci: CIContext,
+    host_label: str = "",
+    now: datetime | None = None,
+) -> tuple[tuple[RunRecord, ...], tuple[str, ...]]:
+    """One run per benchmark of a result file, named ``<benchmark>/<its name>`` (a metrics
+    file's one run: ``benchmark``), and the notes on what the file did not say (pure apart
+    from the host fields the file does not name)."""
+    git, notes = _result_git(git, result)
+    stamp = now or datetime.now(timezone.utc)
+    records = []
+    for bench in result.benchmarks:
+        name = f"{benchmark}/{bench.name}" if bench.name else benchmark
+        fingerprint = _result_fingerprint(result, {**result.params, **bench.params}, host_label)
+        measurements = tuple(result_measurement(m) for m in bench.metrics)
+        first = measurements[0]
+        spec = BenchmarkSpec(
+            name=name,
+            device=fingerprint.device_kind,
+            warmup=0,
+            measured=max(len(rep) for rep in first.repeats),
+            profiled=0,
+            repeats=len(first.repeats),
+            params=dict(fingerprint.params),
+        )
+        records.append(
+            RunRecord(
+                id=uuid.uuid4().hex,
+                project=project,
+                benchmark=name,
+                fingerprint=fingerprint,
+                git=git,
+                ci=ci,
+                started_at=stamp,
+                finished_at=stamp,
+                measurements=measurements,
+                spec=spec,
+            )
+        )
+    return tuple(records), (*result.notes, *notes)
+
+
 # --- reading and recording -----------------------------------------------------------------
 
 
@@ -433,6 +587,8 @@ class ReadIngest(NamedTuple):
     format: str = ""
     path: Path | None = None
     notes: tuple[str, ...] = ()
+    others: tuple[RunRecord, ...] = ()
+    """The other runs of a result file of several benchmarks, stored with ``record``."""
 
 
 def read_ingest(
@@ -446,17 +602,35 @@ def read_ingest(
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
 ) -> ReadIngest:
-    """Read the profile (or ais_bench summary) at ``path``, run the Ascend advisor on a
-    profile and build its run, without touching the store, so that a file that cannot be
-    read never opens (or creates) one.
+    """Read the profile (or result file) at ``path``, run the Ascend advisor on a
+    profile and build its run (a result file's runs), without touching the store, so that a
+    file that cannot be read never opens (or creates) one.
 
     A failing advisor is reported in the result and does not stop the run from being built.
     """
     if not benchmark:
         raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
+    fmt = detect_format(Path(path))
+    if fmt in RESULT_FORMATS:
+        if step_times_file is not None:
+            raise UsageError(
+                f"{path}: --step-times applies to a profile; a result file has its own samples"
+            )
+        result = parse_results(Path(path), fmt)
+        records, notes = build_result_records(
+            result,
+            benchmark=benchmark,
+            project=config.project,
+            git=git,
+            ci=ci,
+            host_label=config.host_label,
+        )
+        if not records[0].git.branch:
+            raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+        return ReadIngest(records[0], None, None, None, fmt, Path(path), notes, others=records[1:])
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
-    if detect_format(Path(path)) == FORMAT_AIS_BENCH:
+    if fmt == FORMAT_AIS_BENCH:
         if step_times_file is not None:
             raise UsageError(
                 f"{path}: --step-times applies to a profile; an ais_bench summary has its "
@@ -517,21 +691,29 @@ def record_ingest(
     """Store the run :func:`read_ingest` built, with its findings against the base run, and
     set it beside the official figures of ``reference`` (:func:`perfgate.app.reference.
     read_reference`) when given."""
-    store.save_run(read.record)
-    found = findings_for(config, read.record, base_run(config, store, read.record))
-    rows = compare_to_reference(read.record, reference) if reference is not None else ()
-    return IngestResult(
-        read.record,
-        read.profiled,
-        read.advisor_problem,
-        read.advisor_version,
-        found,
-        format=read.format,
-        path=read.path,
-        notes=read.notes,
-        reference=rows,
-        reference_path=reference_path,
-    )
+    if read.others:
+        store.save_runs([read.record, *read.others])
+    else:
+        store.save_run(read.record)
+
+    def result(record: RunRecord, notes: tuple[str, ...]) -> IngestResult:
+        return IngestResult(
+            record,
+            read.profiled,
+            read.advisor_problem,
+            read.advisor_version,
+            findings_for(config, record, base_run(config, store, record)),
+            format=read.format,
+            path=read.path,
+            notes=notes,
+            reference=compare_to_reference(record, reference) if reference is not None else (),
+            reference_path=reference_path,
+        )
+
+    first = result(read.record, read.notes)
+    if not read.others:
+        return first
+    return replace(first, others=tuple(result(r, ()) for r in read.others))
 
 
 def ingest_and_record(

@@ -35,7 +35,7 @@ from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
 from perfgate.app.gate import compare
-from perfgate.app.history import series_changes, with_triage
+from perfgate.app.history import directions_of, judged_as, series_changes, with_triage
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.models import Comparison, DetectedChange, RunPoint, RunRecord
@@ -161,10 +161,9 @@ def gather_site(
             if p.branch != base
         ]
         points_of[name] = (base_points, others)
+        policy = judged_as(config, base_points)
         found.extend(
-            series_changes(
-                name, base_points, branch=base, direction=lambda m: config.policy(m).direction
-            )
+            series_changes(name, base_points, branch=base, direction=directions_of(policy))
         )
     changes = with_triage(config, store, found)
     by_branch: dict[str, tuple[Comparison, ...]] = {}

@@ -9,7 +9,14 @@ from pathlib import Path
 import click
 
 from perfgate.cli.base import _config, _open_store, _progress_fn, cli
-from perfgate.cli.gate import _parse_fail_on, _report_options, delivery_options, report_result
+from perfgate.cli.gate import (
+    CiOutputs,
+    _ci_output_options,
+    _parse_fail_on,
+    _report_options,
+    delivery_options,
+    report_result,
+)
 from perfgate.cli.run import measure_options, measured_specs
 from perfgate.errors import ExitCode
 
@@ -54,6 +61,7 @@ from perfgate.errors import ExitCode
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the gate's versioned JSON.")
 @_report_options
+@_ci_output_options
 def check(
     suite: Path | None,
     db_url: str | None,
@@ -91,6 +99,9 @@ def check(
     summary: bool | None,
     testbed: str | None,
     report_url: str | None,
+    junit: Path | None,
+    gitlab_metrics: Path | None,
+    annotations: bool | None,
 ) -> None:
     """Run the suite, gate it, and re-measure (in fresh processes) only the benchmarks left
     inconclusive, until each is decided or the budget is spent; then report like 'gate' and
@@ -176,5 +187,6 @@ def check(
         testbed=testbed,
         report_url=report_url,
     )
-    if report_result(config, outcome.result, as_json, delivery, fail_on, git.branch):
+    outputs = CiOutputs(junit, gitlab_metrics, annotations)
+    if report_result(config, outcome.result, as_json, delivery, fail_on, git.branch, outputs):
         sys.exit(int(ExitCode.REGRESSION))

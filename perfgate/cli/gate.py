@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,28 +119,30 @@ def _report_options(func: F) -> F:
         click.option(
             "--forge",
             metavar="FORGE",
-            help="Where to post: github or gitlab (the forge registry decides; default: "
+            help="Where to post: github, gitlab or gitcode (the forge registry decides; default: "
             "detected from the CI's variables).",
         ),
         click.option(
             "--forge-url",
             metavar="URL",
-            help="API base URL, for GitHub Enterprise or self-managed GitLab "
-            "(default: GITHUB_API_URL / CI_API_V4_URL).",
+            help="API base URL, for GitHub Enterprise, self-managed GitLab or GitCode "
+            "(default: GITHUB_API_URL / CI_API_V4_URL / GITCODE_API_URL).",
         ),
         click.option(
             "--repo",
-            help="GitHub owner/name or GitLab project id (default: GITHUB_REPOSITORY / "
-            "CI_PROJECT_ID).",
+            help="GitHub/GitCode owner/name or GitLab project id (default: GITHUB_REPOSITORY / "
+            "CI_PROJECT_ID / GITCODE_REPOSITORY).",
         ),
         click.option(
             "--pr",
             "pr_number",
             type=click.IntRange(min=1),
-            help="PR/MR number (default: the CI event's, CI_MERGE_REQUEST_IID).",
+            help="PR/MR number (default: the CI event's, CI_MERGE_REQUEST_IID, GITCODE_PR_NUMBER).",
         ),
         click.option(
-            "--sha", help="Commit for the status (default: the PR head, GITHUB_SHA, CI_COMMIT_SHA)."
+            "--sha",
+            help="Commit for the status (default: the PR head, GITHUB_SHA, CI_COMMIT_SHA, "
+            "GITCODE_SHA).",
         ),
         click.option(
             "--report-dir",
@@ -212,6 +214,79 @@ def delivery_options(
     )
 
 
+@dataclass(frozen=True)
+class CiOutputs:
+    """Where a gate also reports in the CI's own formats (``gate`` and ``check``)."""
+
+    junit: Path | None = None
+    gitlab_metrics: Path | None = None
+    annotations: bool | None = None
+    """None: when ``GITHUB_ACTIONS=true``."""
+
+
+def _ci_output_options(func: F) -> F:
+    """The flags of :class:`CiOutputs`."""
+    options = [
+        click.option(
+            "--junit",
+            "junit",
+            metavar="FILE",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Also write the gate as JUnit XML (one testsuite per benchmark, one testcase "
+            "per deciding comparison; failures for the verdicts that fail the gate, skipped for "
+            "no_baseline / incomparable), for GitLab's reports:junit or Jenkins.",
+        ),
+        click.option(
+            "--gitlab-metrics",
+            "gitlab_metrics",
+            metavar="FILE",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Also write a GitLab metrics report (artifacts:reports:metrics): each "
+            "deciding metric's current value, in base units, shown beside the target "
+            "branch's in the merge request.",
+        ),
+        click.option(
+            "--annotations/--no-annotations",
+            default=None,
+            help="Print GitHub workflow commands (::error for a verdict that fails the gate, "
+            "::warning for an inconclusive one), shown as annotations on the run (default: "
+            "when GITHUB_ACTIONS=true). On stdout; on stderr with --json, so stdout stays JSON.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def write_ci_outputs(config: Any, result: Any, outputs: CiOutputs, *, as_json: bool) -> None:
+    """The annotations, JUnit XML and GitLab metrics report of a gate. A file that cannot be
+    written is a warning: like the PR comment, it never changes the verdict's exit code."""
+    from perfgate.app.files import write_atomic
+    from perfgate.reporters.annotations import annotations_wanted, github_annotations
+
+    if annotations_wanted(os.environ, outputs.annotations):
+        for line in github_annotations(result, config.fail_on):
+            click.echo(line, err=as_json)
+    files: list[tuple[Path, Any]] = []
+    if outputs.junit is not None:
+        from perfgate.reporters.junit import render_junit
+
+        files.append((outputs.junit, render_junit(result, config.fail_on)))
+    if outputs.gitlab_metrics is not None:
+        from perfgate.reporters.prometheus import render_gitlab_metrics
+
+        files.append((outputs.gitlab_metrics, render_gitlab_metrics(result)))
+    for path, data in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, data)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            click.echo(f"perfgate: warning: cannot write {path}: {why}", err=True)
+        else:
+            click.echo(f"perfgate: wrote {path}", err=True)
+
+
 def _parse_fail_on(text: str) -> frozenset[Verdict]:
     """``--fail-on regression,inconclusive``: the verdicts that fail the gate."""
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -237,6 +312,7 @@ def _compare_and_report(
     fail_on: str | None = None,
     baseline_file: Path | None = None,
     base_sha: str | None = None,
+    outputs: CiOutputs | None = None,
 ) -> bool:
     """Compare, print the report, deliver it where asked, and say whether the gate's policy
     fails it. Delivery problems are warnings on stderr; they never change the verdict."""
@@ -252,7 +328,7 @@ def _compare_and_report(
         alerts=delivery is not None,
         base_sha=base_sha,
     )
-    return report_result(config, result, as_json, delivery, fail_on, branch)
+    return report_result(config, result, as_json, delivery, fail_on, branch, outputs)
 
 
 def report_result(
@@ -262,9 +338,11 @@ def report_result(
     delivery: Any,
     fail_on: str | None,
     branch: str | None,
+    outputs: CiOutputs | None = None,
 ) -> bool:
-    """Print a gate's result, deliver it where asked, and say whether the policy (the
-    config's ``fail_on`` or ``--fail-on``) fails it: ``gate``'s and ``check``'s output."""
+    """Print a gate's result, write its CI outputs (``outputs``), deliver it where asked,
+    and say whether the policy (the config's ``fail_on`` or ``--fail-on``) fails it:
+    ``gate``'s and ``check``'s output."""
     from perfgate import app
     from perfgate.reporters.render import gate_to_dict, render_json, render_text
 
@@ -275,6 +353,8 @@ def report_result(
         click.echo(render_json(gate_to_dict(result, failed=failed)), nl=False)
     else:
         click.echo(render_text(result), nl=False)
+    if outputs is not None:
+        write_ci_outputs(config, result, outputs, as_json=as_json)
     if delivery is not None and delivery.wanted:
         from perfgate.app import deliver as report
 
@@ -360,6 +440,7 @@ def compare(
     "one file) instead of the store's history: no shared database needed.",
 )
 @_report_options
+@_ci_output_options
 def gate(
     suite: Path | None,
     db_url: str | None,
@@ -383,6 +464,9 @@ def gate(
     summary: bool | None,
     testbed: str | None,
     report_url: str | None,
+    junit: Path | None,
+    gitlab_metrics: Path | None,
+    annotations: bool | None,
 ) -> None:
     """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
 
@@ -395,6 +479,7 @@ def gate(
         perfgate gate --branch feat --against main --json
         perfgate gate --against main --comment --comment-mode change   # in CI
         perfgate gate --against main --report-dir out/                 # fork PRs
+        perfgate gate --junit perfgate-junit.xml --gitlab-metrics metrics.txt
     """
     delivery = delivery_options(
         suite,
@@ -423,6 +508,7 @@ def gate(
         fail_on,
         baseline_file,
         base_sha=base_sha,
+        outputs=CiOutputs(junit, gitlab_metrics, annotations),
     )
     if failed:
         sys.exit(int(ExitCode.REGRESSION))

@@ -76,11 +76,13 @@ def history(
 @click.option(
     "--forge",
     metavar="FORGE",
-    help="Where to alert: github or gitlab (the forge registry decides; default: "
+    help="Where to alert: github, gitlab or gitcode (the forge registry decides; default: "
     "detected from the CI's variables).",
 )
-@click.option("--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab).")
-@click.option("--repo", help="GitHub owner/name or GitLab project id (default: from CI).")
+@click.option(
+    "--forge-url", metavar="URL", help="API base URL (GitHub Enterprise, GitLab, GitCode)."
+)
+@click.option("--repo", help="GitHub/GitCode owner/name or GitLab project id (default: from CI).")
 def history_analyze(
     suite: Path | None,
     db_url: str | None,

@@ -166,8 +166,9 @@ def export_prometheus(
     job: str,
 ) -> None:
     """Print the latest value of every series in the Prometheus exposition format, or push
-    it to a Pushgateway (gauges perfgate_step_time_milliseconds, perfgate_peak_memory_bytes,
-    ... labelled project, benchmark, metric, testbed, branch).
+    it to a Pushgateway: gauges in base units (perfgate_step_time_seconds,
+    perfgate_peak_memory_bytes, perfgate_aicore_util_ratio, ...) labelled project,
+    benchmark, metric, rank, testbed (in words), testbed_key, device and branch.
 
     \b
     Example:

@@ -248,9 +248,18 @@ def run(
 @cli.command()
 @store_options
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--benchmark", required=True, help="Benchmark name to record the run under.")
+@click.option(
+    "--benchmark",
+    required=True,
+    help="Benchmark name to record the run under; for a pytest-benchmark, pyperf or asv file, "
+    "the prefix of NAME/<each benchmark in it>.",
+)
 @click.option("--branch", help="Branch the run belongs to (default: CI variables, then git).")
-@click.option("--commit", help="Commit measured (default: CI variables, then git).")
+@click.option(
+    "--commit",
+    help="Commit measured (default: CI variables, then git); a result file that names its "
+    "commit (pytest-benchmark, asv) is recorded at that one.",
+)
 @click.option("--base-branch", help="Branch the change targets (default: CI variables).")
 @click.option("--host-label", help="Runner class label kept in the fingerprint.")
 @click.option(
@@ -298,12 +307,22 @@ def ingest(
     inference run. --reference FILE shows the run beside official figures (a report, not
     a verdict).
 
+    PATH may also be another harness's results, detected from its content: pytest
+    --benchmark-json, pyperf -o (.json or .json.gz), an asv results file
+    (.asv/results/MACHINE/COMMIT-ENV.json), or a metrics file: JSON {"metrics": [{"name":
+    "tokens_per_s", "values": [...], "unit": "1/s", "direction": "higher"}, ...]} or CSV
+    with a name,value[,unit,direction] header. Each benchmark in a pytest-benchmark, pyperf
+    or asv file is recorded as its own run, NAME/<its name>, with its samples (rounds,
+    values per worker, asv samples) as time_ms; a metrics file is one run, NAME.
+
     \b
     Example:
         perfgate ingest ./prof/rank0_ascend_pt --benchmark llama-dp --json
         perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
         perfgate ingest out/2024_05_01-10_00_00_summary.json --benchmark resnet50_bs1 \\
             --reference modelzoo.json
+        perfgate ingest .benchmarks.json --benchmark unit
+        perfgate ingest train_metrics.csv --benchmark llama-7b-pretrain
     """
     from perfgate import app
     from perfgate.app.ingest import read_ingest, record_ingest

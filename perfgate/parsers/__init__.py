@@ -12,7 +12,11 @@ says what a path holds and :func:`read_profile` reads a profile into one summary
   (:mod:`perfgate.parsers.torch_trace`);
 - ``ais_bench``: the ``*_summary.json`` that ais_bench (``ait`` / ``msit benchmark``) writes
   with ``--output``: inference latencies and throughput, not a profile, so only ``ingest``
-  reads it (:func:`~perfgate.parsers.ais_bench.parse_ais_bench`).
+  reads it (:func:`~perfgate.parsers.ais_bench.parse_ais_bench`);
+- ``pytest_benchmark``, ``pyperf``, ``asv``, ``metrics_file``: other harnesses' result files
+  (``pytest --benchmark-json``, ``pyperf -o``, asv's ``results/<machine>/<commit>-<env>.json``)
+  and perfgate's plain metrics file (JSON or CSV), told apart by their first bytes
+  (:mod:`perfgate.parsers.results`); also results, read only by ``ingest``.
 """
 
 from __future__ import annotations
@@ -23,12 +27,25 @@ from perfgate.errors import ParseError, UsageError
 from perfgate.models import Profiled
 from perfgate.parsers.ais_bench import AisBenchSummary, is_ais_bench_summary, parse_ais_bench
 from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
+from perfgate.parsers.results import (
+    FORMAT_ASV,
+    FORMAT_METRICS,
+    FORMAT_PYPERF,
+    FORMAT_PYTEST_BENCHMARK,
+    RESULT_FORMATS,
+    sniff_results,
+)
 from perfgate.parsers.torch_trace import parse_torch_trace
 
 __all__ = [
     "FORMAT_AIS_BENCH",
     "FORMAT_ASCEND",
+    "FORMAT_ASV",
+    "FORMAT_METRICS",
+    "FORMAT_PYPERF",
+    "FORMAT_PYTEST_BENCHMARK",
     "FORMAT_TORCH",
+    "RESULT_FORMATS",
     "AisBenchSummary",
     "detect_format",
     "parse_ais_bench",
@@ -42,8 +59,9 @@ FORMAT_TORCH = "torch_trace"
 FORMAT_AIS_BENCH = "ais_bench"
 
 ACCEPTED = (
-    "a *_ascend_pt directory, a torch.profiler *.json[.gz] trace, a directory of them, or an "
-    "ais_bench *_summary.json"
+    "a *_ascend_pt directory, a torch.profiler *.json[.gz] trace, a directory of them, an "
+    "ais_bench *_summary.json, a pytest-benchmark, pyperf or asv results JSON, or a metrics "
+    "file (JSON with a metrics list, or CSV with name and value columns)"
 )
 """What ``ingest`` accepts, for the message on a path that is none of them."""
 
@@ -60,10 +78,14 @@ def trace_files(directory: Path) -> list[Path]:
 
 
 def detect_format(path: Path) -> str:
-    """``ascend``, ``torch_trace`` or ``ais_bench``, from what ``path`` holds.
+    """``ascend``, ``torch_trace``, ``ais_bench`` or a result format, from what ``path``
+    holds.
 
-    A ``*.json`` file is an ais_bench summary by its name (``*_summary.json``) or its first
-    bytes (:func:`~perfgate.parsers.ais_bench.is_ais_bench_summary`), a torch trace otherwise.
+    A ``*.json[.gz]`` or ``*.csv`` file is first looked at for another harness's results by
+    its first bytes (:func:`~perfgate.parsers.results.sniff_results`: keys no profile and no
+    ais_bench summary has); then a ``*.json`` is an ais_bench summary by its name
+    (``*_summary.json``) or its first bytes
+    (:func:`~perfgate.parsers.ais_bench.is_ais_bench_summary`), a torch trace otherwise.
 
     Raises:
         UsageError: the path does not exist.
@@ -92,11 +114,33 @@ def detect_format(path: Path) -> str:
             f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
             "directory"
         )
+    result_format = sniff_results(path)
+    if result_format is not None:
+        return result_format
     if is_ais_bench_summary(path):
         return FORMAT_AIS_BENCH
     if path.name.endswith(_TRACE_SUFFIXES):
+        if _seen_whole_without_trace(path):
+            raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
         return FORMAT_TORCH
     raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
+
+
+_SMALL = 1 << 16
+
+
+def _seen_whole_without_trace(path: Path) -> bool:
+    """Whether ``path`` is a small plain (not gzip) JSON file, read whole here, that has no
+    ``traceEvents``: none of the formats, rather than a trace to report as a broken one."""
+    if ".pt.trace" in path.name or not path.name.endswith(".json"):
+        return False
+    try:
+        if path.stat().st_size > _SMALL:
+            return False
+        head = path.read_bytes()
+    except OSError:
+        return False
+    return not head.startswith(b"\x1f\x8b") and b'"traceEvents"' not in head
 
 
 def read_profile(path: Path) -> Profiled:
@@ -107,8 +151,8 @@ def read_profile(path: Path) -> Profiled:
 
     Raises:
         UsageError: the path does not exist.
-        ParseError: it holds no profile (an ais_bench summary is a result file, read by
-            ``ingest``), or its profile cannot be read.
+        ParseError: it holds no profile (an ais_bench summary and the other result files
+            are read by ``ingest``), or its profile cannot be read.
     """
     path = Path(path)
     fmt = detect_format(path)
@@ -116,6 +160,11 @@ def read_profile(path: Path) -> Profiled:
         raise ParseError(
             f"{path}: an ais_bench summary holds latencies, not a profile; record it with "
             "perfgate ingest"
+        )
+    if fmt in RESULT_FORMATS:
+        raise ParseError(
+            f"{path}: a {fmt.replace('_', '-')} file holds benchmark results, not a profile; "
+            "record it with perfgate ingest"
         )
     if fmt == FORMAT_ASCEND:
         return Profiled(fmt, path, parse_ascend(path))

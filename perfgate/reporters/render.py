@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from wcwidth import wcswidth, wcwidth
+
 from perfgate import __version__
 from perfgate.metrics import CATALOGUE
 from perfgate.models import (
@@ -107,11 +109,30 @@ def headline(result: GateResult) -> str:
     return f"{found} in {benchmarks} {noun} — {result.branch} vs {result.against}"
 
 
+def display_width(text: str) -> int:
+    """The columns ``text`` takes in a terminal: two for each CJK ideograph or fullwidth
+    character, none for a combining mark. ``len`` counts code points, so a benchmark named
+    训练_基准 (5 code points, 9 columns) pushed every column after it out of line."""
+    width = wcswidth(text)
+    if width >= 0:
+        return int(width)
+    # wcswidth gives up (-1) on a control character; count it as nothing, the rest as usual.
+    return sum(max(int(wcwidth(ch)), 0) for ch in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (``str.ljust`` by display
+    width)."""
+    return text + " " * max(width - display_width(text), 0)
+
+
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    """Rows (the first is the header) as aligned text columns, two spaces apart, with a rule
+    under the header; columns are as wide as their widest cell on screen."""
+    widths = [max(display_width(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for j, row in enumerate(rows):
-        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        out.append("  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip())
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
@@ -129,10 +150,10 @@ def budget_lines(result: GateResult) -> list[str]:
         ["OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within", c.benchmark, c.reason]
         for c in judged
     ]
-    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    width = [max(display_width(r[i]) for r in rows) for i in range(2)]
     return [
         "budgets:",
-        *(f"  {r[0].ljust(width[0])}  {r[1].ljust(width[1])}  {r[2]}" for r in rows),
+        *(f"  {pad(r[0], width[0])}  {pad(r[1], width[1])}  {r[2]}" for r in rows),
     ]
 
 
@@ -152,7 +173,7 @@ def render_text(result: GateResult) -> str:
                 format_value(c.baseline_centre, c.unit),
                 format_value(c.current_centre, c.unit),
                 format_change(c),
-                "-" if c.mde_pct is None else f"{c.mde_pct:.1f}%",
+                "-" if c.mde_pct is None else decide.size_text(c.mde_pct),
                 _MARK[c.verdict],
             ]
         )
@@ -323,7 +344,7 @@ def noise_to_dict(rows: Sequence[NoiseRow]) -> dict[str, Any]:
 def render_noise_text(rows: Sequence[NoiseRow]) -> str:
     table = [["benchmark", "metric", "runs", "detectable change", "minimum effect", "gate"]]
     for r in rows:
-        mde = "-" if r.mde_pct is None else f"{r.mde_pct:.1f}%"
+        mde = "-" if r.mde_pct is None else decide.size_text(r.mde_pct)
         effect = "-" if r.min_effect_pct is None else f"{r.min_effect_pct:g}%"
         if r.mde_pct is None:
             status = "needs 3+ runs"
@@ -465,8 +486,16 @@ SUGGESTION_CELL = 300
 
 
 def short_name(name: str, width: int = NAME_CELL) -> str:
-    """``name`` cut to ``width`` characters with an ellipsis, for table cells."""
-    return name if len(name) <= width else name[: width - 1] + "…"
+    """``name`` cut to ``width`` terminal columns with an ellipsis, for table cells (a CJK
+    character takes two)."""
+    if display_width(name) <= width:
+        return name
+    out = ""
+    for ch in name:
+        if display_width(out + ch) > width - 1:
+            break
+        out += ch
+    return out + "…"
 
 
 def _top_types(profile: ProfileSummary, n: int = TOP_OP_TYPES) -> list[OpStat]:
@@ -509,25 +538,58 @@ def _gated_step(result: IngestResult) -> tuple[float, str] | None:
     return m.summary.centre, how
 
 
+def _run_head(r: RunRecord) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "project": r.project,
+        "benchmark": r.benchmark,
+        "branch": r.git.branch,
+        "commit": r.git.commit,
+        "fingerprint_key": r.fingerprint.key(),
+    }
+
+
+def _result_run_dict(result: IngestResult) -> dict[str, Any]:
+    """One run recorded from a result file: how it was measured, its measurements (with
+    their samples: a harness's rounds or values, one list per repeat), findings and
+    reference rows."""
+    from perfgate.reporters.reference import reference_to_dict
+
+    r = result.record
+    return {
+        "kind": r.spec.kind,
+        "timing_method": r.fingerprint.timing_method,
+        "params": dict(r.fingerprint.params),
+        "measurements": {
+            m.metric: {
+                "unit": m.unit,
+                "direction": m.direction.value,
+                **m.summary.to_dict(),
+                "repeats": [list(rep) for rep in m.repeats],
+            }
+            for m in r.measurements
+        },
+        "findings": [f.to_dict() for f in result.findings],
+        "reference": reference_to_dict(result.reference, result.reference_path)
+        if result.reference_path is not None
+        else None,
+    }
+
+
 def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
     """The versioned JSON of ``perfgate ingest``: the run, the slowest rank's step and top op
     types, every rank, the cluster view, the advisor's findings, and what was missing; for a
-    result file (ais_bench) the run, its measurements and what was missing. With
-    ``--reference``, the run beside the official figures."""
+    result file (ais_bench, pytest-benchmark, pyperf, asv, a metrics file) its first run at
+    the top and ``runs``, every run it recorded (one per benchmark in the file), each with
+    its measurements and samples, and what was missing. With ``--reference``, each run beside
+    the official figures."""
     from perfgate.reporters.reference import reference_to_dict
 
     r = result.record
     head: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "perfgate_version": __version__,
-        "run": {
-            "id": r.id,
-            "project": r.project,
-            "benchmark": r.benchmark,
-            "branch": r.git.branch,
-            "commit": r.git.commit,
-            "fingerprint_key": r.fingerprint.key(),
-        },
+        "run": _run_head(r),
     }
     reference = (
         reference_to_dict(result.reference, result.reference_path)
@@ -540,12 +602,10 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
             **head,
             "format": result.format,
             "path": None if result.path is None else str(result.path),
-            "kind": r.spec.kind,
-            "timing_method": r.fingerprint.timing_method,
-            "params": dict(r.fingerprint.params),
-            "measurements": measurements,
-            "findings": [f.to_dict() for f in result.findings],
-            "reference": reference,
+            **_result_run_dict(result),
+            "runs": [
+                {"run": _run_head(one.record), **_result_run_dict(one)} for one in result.runs
+            ],
             "notes": list(result.notes),
         }
     slowest = result.profiled.slowest
@@ -610,6 +670,58 @@ def _utilisation_lines(ranks: Sequence[ProfileSummary]) -> list[str]:
     return [*_table(rows), ""]
 
 
+def _figure(value: float) -> str:
+    """A centre as a person reads it: a harness's sub-millisecond times keep four
+    significant digits, larger figures their units and one decimal."""
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    if abs(value) >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4g}"
+
+
+def _render_results_text(result: IngestResult) -> str:
+    """What ``ingest`` recorded from another harness's result file: one row per run and
+    metric (its centre, the samples and repeats behind it), then findings, references and
+    the file's notes."""
+    from perfgate.reporters.reference import render_reference_lines
+
+    runs = result.runs
+    r = result.record
+    commit = f" at {r.git.commit[:12]}" if r.git.commit else ""
+    what = f"run {r.id} of {r.benchmark}" if len(runs) == 1 else f"{len(runs)} runs"
+    lines = [
+        f"perfgate: recorded {what} on {r.git.branch}{commit} from "
+        f"{result.format.replace('_', '-')} results {result.path}",
+        "",
+    ]
+    rows = [["benchmark", "metric", "value", "unit", "samples", "repeats", "run"]]
+    for one in runs:
+        for m in one.record.measurements:
+            rows.append(
+                [
+                    one.record.benchmark,
+                    m.metric,
+                    _figure(m.summary.centre),
+                    m.unit or "-",
+                    str(m.summary.n),
+                    str(len(m.repeats)),
+                    one.record.id[:12],
+                ]
+            )
+    lines += [*_table(rows), ""]
+    for one in runs:
+        if one.findings:
+            head = [f"{one.record.benchmark}:"] if len(runs) > 1 else []
+            lines += [*head, *render_findings_lines(one.findings), ""]
+    for one in runs:
+        if one.reference_path is not None:
+            head = [f"{one.record.benchmark}:"] if len(runs) > 1 else []
+            lines += [*head, *render_reference_lines(one.reference, one.reference_path), ""]
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def render_ingest_text(result: IngestResult) -> str:
     """What ``perfgate ingest`` recorded: the profile's step, top op types, cluster view and
     findings, or a result file's measurements; then the reference comparison, if asked."""
@@ -621,6 +733,8 @@ def render_ingest_text(result: IngestResult) -> str:
         if result.reference_path is not None
         else []
     )
+    if result.profiled is None and result.format != "ais_bench":
+        return _render_results_text(result)
     if result.profiled is None:
         n = r.spec.measured
         lines = [

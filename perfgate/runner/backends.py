@@ -46,16 +46,156 @@ class Backend(Protocol):
         ...
 
 
-def cpu_model_name() -> str:
-    """The CPU's marketing name from /proc/cpuinfo, else what platform knows."""
+_CPUINFO = "/proc/cpuinfo"
+_MIDR = "/sys/devices/system/cpu/cpu0/regs/identification/midr_el1"
+
+_ARM_IMPLEMENTERS: dict[int, str] = {
+    0x41: "ARM",
+    0x42: "Broadcom",
+    0x43: "Cavium",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x4E: "NVIDIA",
+    0x50: "APM",
+    0x51: "Qualcomm",
+    0x61: "Apple",
+    0x6D: "Microsoft",
+    0x70: "Phytium",
+    0xC0: "Ampere",
+}
+"""The MIDR implementer byte, from the Linux kernel's ``arch/arm64/include/asm/cputype.h``
+(``ARM_CPU_IMP_*``) and util-linux's ``sys-utils/lscpu-arm.c`` (``hw_implementer``; Phytium
+0x70 is only there)."""
+
+_ARM_PARTS: dict[tuple[int, int], str] = {
+    # ARM's own cores (kernel ARM_CPU_PART_*). Graviton 2/3/4, Ampere Altra and NVIDIA Grace
+    # are built from these and report ARM's implementer; Azure Cobalt reports Microsoft's.
+    (0x41, 0xD03): "Cortex-A53",
+    (0x41, 0xD04): "Cortex-A35",
+    (0x41, 0xD05): "Cortex-A55",
+    (0x41, 0xD07): "Cortex-A57",
+    (0x41, 0xD08): "Cortex-A72",
+    (0x41, 0xD09): "Cortex-A73",
+    (0x41, 0xD0A): "Cortex-A75",
+    (0x41, 0xD0B): "Cortex-A76",
+    (0x41, 0xD0C): "Neoverse N1",
+    (0x41, 0xD0D): "Cortex-A77",
+    (0x41, 0xD40): "Neoverse V1",
+    (0x41, 0xD41): "Cortex-A78",
+    (0x41, 0xD44): "Cortex-X1",
+    (0x41, 0xD46): "Cortex-A510",
+    (0x41, 0xD47): "Cortex-A710",
+    (0x41, 0xD48): "Cortex-X2",
+    (0x41, 0xD49): "Neoverse N2",
+    (0x41, 0xD4F): "Neoverse V2",
+    (0x41, 0xD80): "Cortex-A520",
+    (0x41, 0xD81): "Cortex-A720",
+    (0x41, 0xD82): "Cortex-X4",
+    (0x41, 0xD84): "Neoverse V3",
+    (0x41, 0xD8E): "Neoverse N3",
+    # HiSilicon: 0xd01 is the kernel's TSV110, which lscpu names Kunpeng-920 (TaiShan
+    # v110); 0xd02 is the kernel's HIP09, lscpu's TaiShan-v120; 0xd06 the kernel's HIP12.
+    (0x48, 0xD01): "Kunpeng 920 (TaiShan v110)",
+    (0x48, 0xD02): "TaiShan v120 (HIP09)",
+    (0x48, 0xD06): "HIP12",
+    (0x46, 0x001): "A64FX",
+    (0x43, 0x0AF): "ThunderX2",
+    (0x4E, 0x003): "Denver 2",
+    (0x4E, 0x004): "Carmel",
+    (0x6D, 0xD49): "Azure Cobalt 100",
+    (0x70, 0x660): "FTC660",
+    (0x70, 0x661): "FTC661",
+    (0x70, 0x662): "FTC662",
+    (0x70, 0x663): "FTC663",
+    (0xC0, 0xAC3): "AmpereOne",
+    (0xC0, 0xAC4): "AmpereOne A",
+}
+"""Named (implementer, part) pairs, from the same two sources. A pair not here is described
+by its numbers, so two different unknown CPUs still get different fingerprints."""
+
+
+def _hex(value: str) -> int | None:
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return int(value.strip(), 16)
+    except ValueError:
+        return None
+
+
+def _midr_fields(midr_text: str) -> tuple[int, int] | None:
+    """(implementer, part) from a ``midr_el1`` register value ("0x00000000481fd010"):
+    implementer is bits 31-24, part number bits 15-4."""
+    midr = _hex(midr_text)
+    if midr is None:
+        return None
+    return (midr >> 24) & 0xFF, (midr >> 4) & 0xFFF
+
+
+def arm_cpu_name(implementer: int, part: int, machine: str = "aarch64") -> str:
+    """The name of an Arm core from its MIDR implementer and part number
+    ("HiSilicon Kunpeng 920 (TaiShan v110)"), or its numbers where the pair is not known
+    ("aarch64 (implementer 0x48, part 0xd0f)")."""
+    name = _ARM_PARTS.get((implementer, part))
+    if name is None:
+        return f"{machine} (implementer 0x{implementer:02x}, part 0x{part:03x})"
+    return f"{_ARM_IMPLEMENTERS[implementer]} {name}"
+
+
+def cpu_model_from_cpuinfo(
+    cpuinfo_text: str, midr_text: str = "", machine: str = "aarch64"
+) -> str | None:
+    """The CPU model a fingerprint records, from the text of ``/proc/cpuinfo`` (and of
+    ``midr_el1`` from sysfs, where cpuinfo does not carry the ID).
+
+    x86 names itself in a ``model name`` line. arm64 has no such line: each processor block
+    carries its MIDR as ``CPU implementer`` and ``CPU part``, decoded here, so a Kunpeng 920
+    host is not just "aarch64". A big.LITTLE host lists each kind of core once, in the
+    order cpuinfo has them ("ARM Cortex-A55 + ARM Cortex-A76"). None where neither says.
+
+    Args:
+        cpuinfo_text: the whole of /proc/cpuinfo ("" where it could not be read).
+        midr_text: the contents of cpu0's ``midr_el1``, used only when cpuinfo has no ID.
+        machine: the architecture name an unknown core is described with.
+    """
+    model_name: str | None = None
+    pairs: list[tuple[int, int]] = []
+    implementer: int | None = None
+    for line in [*cpuinfo_text.splitlines(), ""]:
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if not sep or not key:
+            implementer = None  # a blank line ends a processor's block
+            continue
+        if key == "model name" and model_name is None and value.strip():
+            model_name = value.strip()
+        elif key == "cpu implementer":
+            implementer = _hex(value)
+        elif key == "cpu part" and implementer is not None:
+            part = _hex(value)
+            if part is not None and (implementer, part) not in pairs:
+                pairs.append((implementer, part))
+    if not pairs:
+        fields = _midr_fields(midr_text) if midr_text.strip() else None
+        if fields is not None:
+            pairs.append(fields)
+    if pairs:
+        # 32-bit Arm kernels do print "model name", but only as "ARMv7 Processor rev 4".
+        return " + ".join(arm_cpu_name(i, p, machine) for i, p in pairs)
+    return model_name
+
+
+def cpu_model_name(cpuinfo_path: str = _CPUINFO, midr_path: str = _MIDR) -> str:
+    """The CPU's name for the fingerprint: from /proc/cpuinfo (see
+    :func:`cpu_model_from_cpuinfo`), else what :mod:`platform` knows."""
+    texts = []
+    for path in (cpuinfo_path, midr_path):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                texts.append(fh.read())
+        except OSError:
+            texts.append("")
+    machine = platform.machine() or "aarch64"
+    found = cpu_model_from_cpuinfo(texts[0], texts[1], machine=machine)
+    return found or platform.processor() or platform.machine()
 
 
 def _rss_peak_bytes() -> int:

@@ -46,6 +46,7 @@ from perfgate.stats.decide import (
     deterministic_verdict,
     numerics_verdict,
     relative_change_pct,
+    size_text,
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
@@ -609,7 +610,7 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         verdict = Verdict.INCONCLUSIVE
         reason = (
             f"{size}, but not significant ({evidence}); with this noise a change of "
-            f"{mde:.1f}% is caught with {power}"
+            f"{size_text(mde)} is caught with {power}"
         )
     elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
@@ -617,14 +618,14 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
             f"{abs(change_pct):.1f}% {word}, but it cannot be called unchanged: it may be "
             f"up to {abs(bound):.1f}% worse, beyond the "
             f"{_effect_words(policy, min_effect)} (bound at alpha {alpha:g}; {evidence}); a "
-            f"change of {mde:.1f}% is caught with {power}"
+            f"change of {size_text(mde)} is caught with {power}"
         )
     else:
         verdict = Verdict.UNCHANGED
         reason = (
             f"{abs(change_pct):.1f}% {word}: at most {abs(bound):.1f}% worse (bound at alpha "
             f"{alpha:g}), within the {_effect_words(policy, min_effect)} ({evidence}); a change "
-            f"of {mde:.1f}% is caught with {power}"
+            f"of {size_text(mde)} is caught with {power}"
         )
     if ev.noisy_now and verdict is Verdict.INCONCLUSIVE:
         reason += f" ({ev.noisy_now})"

@@ -40,6 +40,16 @@ ALPHA = 0.01
 POWER = 0.8
 """The power at which a comparison's smallest detectable change (its MDE) is stated."""
 
+MDE_SHOWN_UP_TO = 1000.0
+"""A detectable change larger than this (in %) is shown as "over 1000%": with two A/B pairs
+or three runs the t quantile makes it astronomically large, and its digits mean nothing."""
+
+
+def size_text(pct: float) -> str:
+    """A detectable change for people: ``12.3%``, or ``over 1000%`` (nothing useful is)."""
+    return f"{pct:.1f}%" if pct <= MDE_SHOWN_UP_TO else f"over {MDE_SHOWN_UP_TO:.0f}%"
+
+
 BLIND_FACTOR = 4.0
 """Only where a comparison has no interval (a paired run without one): a small change is
 ``unchanged`` when the data could have seen one of BLIND_FACTOR times the minimum effect."""

@@ -69,6 +69,7 @@ from perfgate.stats.decide import (
     deterministic_verdict,
     numerics_verdict,
     relative_change_pct,
+    size_text,
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
@@ -411,7 +412,7 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {ev.alpha:g})"
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
     bound = ev.worse_bound_pct
-    caught = f"a change of {mde:.1f}% is caught with {int(POWER * 100)}% power"
+    caught = f"a change of {size_text(mde)} is caught with {int(POWER * 100)}% power"
     outcome = classify_change(
         change_pct=change,
         p_adjusted=p_adjusted,

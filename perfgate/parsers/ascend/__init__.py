@@ -19,7 +19,9 @@ The input is what ``torch_npu.profiler.tensorboard_trace_handler(dir)`` writes: 
   export only), set here as ``timeline``.
 
 Comparing the ranks of one job (slowest rank, spreads, slow links) is analysis and lives in
-:mod:`perfgate.advisor.cluster`. Everything here is pure: no torch, no pandas.
+:mod:`perfgate.advisor.cluster`. Everything here is pure (reads the profile's files, returns
+data) and imports no torch; the text export's big tables (kernel_details.csv, l2_cache.csv)
+are read with pandas, in bounded memory.
 """
 
 from __future__ import annotations

@@ -17,31 +17,41 @@ unless the header says otherwise:
 - ``communication.json``: per step, the ``Total Op Info`` of collective and p2p ops.
 - ``memory_record.csv`` (``npu_module_mem.csv`` as a fallback for reserved memory).
 
-CSV files are parsed by header name and streamed row by row: columns may be added, missing,
-reordered or renamed between torch_npu versions (``Device_id``, ``Preparing``,
-``Block Dim``/``Block Num``, the metric columns chosen by ``aic_metrics``). A missing
-optional input leaves its metric ``None`` and adds a note; a broken required input
-(no step time from any source) raises :class:`~perfgate.errors.ParseError`. A CSV that does
-not end with a line end was cut short (torch_npu writes with :mod:`csv`) and counts as broken.
-kernel_details.csv can be gigabytes: it is read in chunks, with numpy converting the numbers
-(see :class:`_KernelScan`), in constant memory.
+CSV columns are found by header name: columns may be added, missing, reordered or renamed
+between torch_npu versions (``Device_id``, ``Preparing``, ``Block Dim``/``Block Num``, the
+metric columns chosen by ``aic_metrics``). A missing optional input leaves its metric
+``None`` and adds a note; a broken required input (no step time from any source) raises
+:class:`~perfgate.errors.ParseError`. A CSV that does not end with a line end was cut short
+(torch_npu writes with :mod:`csv`) and counts as broken.
 
-The module is pure: it imports neither torch nor pandas.
+The per-task tables can be gigabytes, so pandas reads them (``read_csv``'s C parser, only
+the columns used, fixed dtypes) a part at a time, in bounded memory: kernel_details.csv in
+blocks of whole lines, with :mod:`csv` taking over any block pandas cannot read for sure
+(see :class:`_KernelScan`), l2_cache.csv in chunks of rows. The small files
+(step_trace_time.csv, op_statistic.csv, the memory files) are read row by row with
+:mod:`csv`, whose row-level checks (a short row is an error naming its line) pandas cannot
+make.
+
+The module is pure (it reads the files it is given and returns data) and does not import
+torch.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
+from itertools import chain, islice
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, BinaryIO, cast
 
 import numpy as np
+import pandas as pd
 
 from perfgate.errors import ParseError
 from perfgate.models import (
@@ -64,14 +74,16 @@ _MB = 1024 * 1024
 
 _US_PER_MS = 1000.0
 _NA = "N/A"
-_NA_END = ("N/A\n", "N/A\r\n", "N/A")
 _MAX_SHAPES = 3
 _HCCL = "HCCL"
 _TOTAL_OP = "Total Op Info"
+_TABLE_ROWS = 1 << 18
+"""Rows of a per-task table other than kernel_details.csv (l2_cache.csv) read by pandas
+at a time."""
 _HEAD_ROWS = 1024
 """kernel_details rows read ahead to tell numeric metric columns from text columns."""
-_CHUNK_BYTES = 1 << 20
-"""kernel_details text read and converted to numbers at a time."""
+_CHUNK_BYTES = 32 << 20
+"""kernel_details.csv bytes (whole lines) handed to one ``pandas.read_csv`` call."""
 
 # kernel_details columns that are not PMU metrics (all versions seen; compared lower-cased).
 _KERNEL_STANDARD = frozenset(
@@ -184,6 +196,11 @@ def _float_or_nan(cell: str) -> float:
         return float(cell)
     except ValueError:
         return math.nan
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (pandas' parser errors span several)."""
+    return " ".join(str(exc).split())
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -359,52 +376,83 @@ def _metric_columns(
     return out
 
 
-def _quoted_end(text: str) -> int:
-    """Length of the quoted CSV field ``text`` starts with, or -1 if it does not end on
-    this line (doubled quotes inside the field are skipped by counting quotes)."""
-    at = 0
-    while True:
-        at = text.find('",', at + 1)
-        if at < 0:
-            return len(text) if text.count('"') % 2 == 0 else -1
-        if text.count('"', 0, at + 1) % 2 == 0:
-            return at + 1
+class _Window(io.RawIOBase):
+    """The next ``size`` bytes of a binary file and on to the end of that line, as the
+    file one ``pandas.read_csv`` call reads (in pieces, so the block is never copied
+    whole); :meth:`block` reads it again from its start, for :mod:`csv`."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        super().__init__()
+        self.handle = handle
+        self.size = size
+        self.start = handle.tell()
+        self.left = size
+        self.ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:
+        n = -1 if n is None else n
+        if self.left > 0:
+            data = self.handle.read(self.left if n < 0 else min(n, self.left))
+            self.left = self.left - len(data) if data else 0
+            if data:
+                return data
+        if self.ended:
+            return b""
+        self.ended = True
+        return self.handle.readline()
+
+    def block(self) -> bytes:
+        self.handle.seek(self.start)
+        return self.handle.read(self.size) + self.handle.readline()
 
 
-class _Ids(dict[str, int]):
-    """Numbers strings 0, 1, 2, ... in the order they are first looked up; its
-    ``__getitem__`` is a ``numpy.loadtxt`` converter that turns a text cell into a number."""
-
-    def __missing__(self, key: str) -> int:
-        n = self[key] = len(self)
-        return n
+def _decoded(lines: Iterable[bytes]) -> Iterator[str]:
+    """``lines`` as text for :mod:`csv`, without the byte order mark torch_npu may write."""
+    first = True
+    for line in lines:
+        if first:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+            first = False
+        yield line.decode("utf-8")
 
 
 class _KernelScan:
-    """Per-(Name, Accelerator Core) totals of kernel_details.csv, read a chunk of lines at a
-    time.
+    """Per-(Name, Accelerator Core) totals of kernel_details.csv, read a block of whole
+    lines at a time.
 
-    The fast path hands a whole chunk to one ``numpy.loadtxt`` call, whose C tokenizer
-    splits every row (quoted fields included, with :mod:`csv`'s rules) and converts
-    Duration(us) and the metric columns; the text columns it needs (Name, Accelerator Core,
-    Input Shapes, Step Id) go through converters that number each distinct text of the
-    chunk (:class:`_Ids`) or take its length (Step Id, to count empty ones). Rows are then
-    grouped with ``numpy.unique`` on those numbers, so Python only touches each distinct
-    (Name, core) and (group, shape) of a chunk (and the line of a new group's first row, for
-    its Type), and per-group sums are ``bincount``s.
-    Communication tasks end with N/A metric cells, which loadtxt cannot read: in those lines
-    the N/A cells after the text columns are written ``nan`` first. A chunk the fast path
-    cannot read for sure (other N/A or non-numeric cells, a blank line, a field spanning
-    lines, a short row) is read again with :mod:`csv`; both paths give the same sums.
+    A block goes to one ``pandas.read_csv`` call (the C parser, with :mod:`csv`'s quoting
+    rules) that reads only the columns used, by position and with fixed dtypes: Name,
+    Accelerator Core, Type and Input Shapes as categories (the parser decodes each
+    distinct text of the block once and hands back small integer codes), Step Id,
+    Duration(us) and the metric columns as float64, ``N/A`` (communication tasks' metric
+    cells) and an empty Step Id read as missing. Rows are grouped with
+    ``pandas.factorize`` on the codes, so Python only touches each distinct (Name, core)
+    and (group, shape) of a block, and the per-group sums are bincounts
+    (:meth:`_add`).
+
+    A block pandas cannot read for sure goes to :mod:`csv` instead, which gives the same
+    sums by the same rules (a number cell that is not one counts as missing, a blank line
+    is skipped, a short row is an error naming its line): other text in a number column
+    (an empty cell included), a quoted field that goes on past the block, texts that
+    pandas turned into numbers or booleans (it does when every distinct text of a
+    category column of the block reads as one), a row that may be short. pandas fills a
+    short row's missing cells with empty text, so the header's last column is read too
+    and a block where it is empty goes to csv (when that column holds numbers, the empty
+    cell fails the float conversion already).
     """
 
     def __init__(
         self,
+        path: Path,
         label: str,
         header: Sequence[str],
         metric_cols: Sequence[int],
         busy_cols: Sequence[int] = (),
     ) -> None:
+        self.path = path
         self.label = label
         self.width = len(header)
         self.i_name = cast(int, _col(header, "Name", "Op Name"))
@@ -413,19 +461,36 @@ class _KernelScan:
         self.i_type = _col(header, "Type", "OP Type")
         self.i_shape = _col(header, "Input Shapes")
         self.i_step = _col(header, "Step Id")
+        self.metric_cols = list(metric_cols)
         self.numeric_cols = [self.i_dur, *metric_cols]
         self.nm = len(metric_cols)
-        text_cols = (self.i_name, self.i_core, self.i_shape, self.i_step, self.i_type)
-        self.k = max(i for i in text_cols if i is not None)
-        # Columns of the fast path's loadtxt table: the text columns present but Type (read
-        # from a group's first row only), then the numbers.
-        present = [i for i in text_cols[:-1] if i is not None]
-        self.usecols = [*present, *self.numeric_cols]
-        self.fast_ok = len(set(self.usecols)) == len(self.usecols)
-        self.c_core, self.c_shape, self.c_step = (
-            None if i is None else present.index(i) for i in text_cols[1:-1]
-        )
-        self.c_num = len(present)
+        self.i_last = self.width - 1
+        texts = {self.i_name, self.i_core, self.i_type, self.i_shape}
+        if self.i_last not in self.numeric_cols and self.i_last != self.i_step:
+            texts.add(self.i_last)
+        self.text_cols = sorted(i for i in texts if i is not None)
+        numbers = [*self.numeric_cols, *([] if self.i_step is None else [self.i_step])]
+        dtypes: dict[int, Any] = dict.fromkeys(self.text_cols, "category")
+        dtypes.update(dict.fromkeys(numbers, np.float64))
+        na: dict[int, list[str]] = dict.fromkeys(self.numeric_cols, [_NA])
+        if self.i_step is not None:
+            na[self.i_step] = [""]
+        self.read_args: dict[str, Any] = {
+            "header": None,
+            "usecols": sorted(dtypes),
+            "dtype": dtypes,
+            "keep_default_na": False,
+            "na_values": na,
+            "skip_blank_lines": False,
+            # low_memory (the default) tokenizes the block in pieces that stay in the CPU's
+            # cache: fewer instructions without it, but more than twice the wall time.
+            "engine": "c",
+            "encoding": "utf-8",
+        }
+        # One column read two ways (never in a real header) leaves the block to csv.
+        self.fast_ok = len(dtypes) == len(self.text_cols) + len(numbers) and len(
+            set(numbers)
+        ) == len(numbers)
         self.index: dict[tuple[str, str], int] = {}
         self.types: list[str] = []
         self.shapes: list[list[str]] = []
@@ -462,14 +527,16 @@ class _KernelScan:
 
     # -- rows
 
-    def slow(self, records: Iterable[tuple[int, Sequence[str]]]) -> None:
-        """Rows already split into cells by :mod:`csv`, each with its row number."""
+    def slow(self, records: Iterable[tuple[int, Sequence[str]]], at: int = 0) -> None:
+        """Rows already split into cells by :mod:`csv`, each with its line number counted
+        from byte ``at`` of the file (1 for the line that starts there)."""
         groups: list[int] = []
         numbers: list[list[float]] = []
         for row_no, cells in records:
             if len(cells) < self.width:
                 if any(cells):
-                    raise _short_row(self.label, row_no, len(cells), self.width)
+                    line = self._lines_before(at) + row_no
+                    raise _short_row(self.label, line, len(cells), self.width)
                 continue
             name = cells[self.i_name]
             core = cells[self.i_core] if self.i_core is not None else ""
@@ -484,128 +551,123 @@ class _KernelScan:
                 self._add_shape(g, cells[self.i_shape])
         if groups:
             gid, rows = np.unique(np.array(groups, dtype=np.intp), return_inverse=True)
-            numbers_array = np.array(numbers, dtype=np.float64).reshape(len(groups), -1)
-            self._add(numbers_array, rows.reshape(-1), gid)
+            table = np.array(numbers, dtype=np.float64).reshape(len(groups), -1)
+            values = np.ascontiguousarray(table[:, 1:].T) if self.nm else None
+            self._add(table[:, 0].copy(), values, rows.reshape(-1), gid)
 
-    def chunk(self, lines: list[str], row_no: int, more: Iterator[str]) -> int:
-        """Add a chunk of physical lines (``row_no`` is the first one's number); returns the
-        number of the next line. Reads on from ``more`` when a quoted field spans lines."""
-        if not (self.fast_ok and self._fast_chunk(lines)):
-            return self._slow_chunk(lines, row_no, more)
-        return row_no + len(lines)
+    def chunk(self, window: _Window, at: int, more: Iterator[bytes]) -> None:
+        """Add a block of whole lines, the one that starts at byte ``at``. Reads on from
+        ``more`` when a quoted field goes on past the block."""
+        if not (self.fast_ok and self._fast_chunk(window)):
+            self._slow_chunk(window, at, more)
 
-    def _na_to_nan(self, line: str) -> str | None:
-        """``line`` with its N/A cells after the text columns written ``nan`` (which loadtxt
-        reads as a missing number); None when the text columns cannot be told apart by
-        splitting at commas (a quote before them, too few fields)."""
-        pre = line.split(",", self.k)
-        if len(pre) <= self.k:
-            return None
-        rest = pre[self.k]
-        start = len(line) - len(rest)
-        if line.find('"', 0, start) >= 0:
-            return None
-        if rest.startswith('"'):
-            end = _quoted_end(rest)
-            if end < 0:
-                return None
-        else:
-            end = rest.find(",")
-            if end < 0:
-                return line
-        cut = start + end
-        return line[:cut] + line[cut:].replace(",N/A", ",nan")
-
-    def _fast_chunk(self, lines: list[str]) -> bool:
-        """Add ``lines`` with one loadtxt call; False (and nothing added) when the chunk is
-        not plainly one row per line with numbers where numbers belong."""
-        if lines[-1].count('"') % 2:
-            return False  # may open a quoted field that goes on in the next chunk
-        text = lines
-        na = list(compress(range(len(lines)), map(str.endswith, lines, repeat(_NA_END))))
-        if na:
-            text = list(lines)
-            for i in na:
-                fixed = self._na_to_nan(lines[i])
-                if fixed is None:
-                    return False
-                text[i] = fixed
-        names, cores, shapes = _Ids(), _Ids(), _Ids()
-        converters: dict[int | str, Callable[[str], Any]] = {self.i_name: names.__getitem__}
-        for col, ids in ((self.i_core, cores), (self.i_shape, shapes)):
-            if col is not None:
-                converters[col] = ids.__getitem__
-        if self.i_step is not None:
-            converters[self.i_step] = len
+    def _fast_chunk(self, window: _Window) -> bool:
+        """Add the block with one pandas call; False (and nothing added) when pandas cannot
+        read it for sure (see the class)."""
         try:
-            table = np.loadtxt(
-                text,
-                delimiter=",",
-                quotechar='"',
-                usecols=self.usecols,
-                converters=converters,
-                dtype=np.float64,
-                comments=None,
-                ndmin=2,
-            )
+            frame = pd.read_csv(window, **self.read_args)
         except ValueError:
+            # pandas' ParserError (among others a quoted field going on past the block:
+            # "EOF inside string"), a number cell that is not one, undecodable text
             return False
-        if table.shape[0] != len(lines):
-            return False  # a blank line, or a quoted field spanning lines
-        # Group rows by (name number, core number): Python sees each distinct pair once.
-        ncore = max(len(cores), 1)
-        key = table[:, 0].astype(np.int64) * ncore
-        if self.c_core is not None:
-            key += table[:, self.c_core].astype(np.int64)
-        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        name_list, core_list = list(names), list(cores)
-        gid = np.empty(len(uniq), dtype=np.intp)
-        for j in np.argsort(first).tolist():  # new groups in the order of their first row
-            name_no, core_no = divmod(int(uniq[j]), ncore)
-            name = name_list[name_no]
-            core = core_list[core_no] if self.c_core is not None else ""
+        n = len(frame)
+        if not n:
+            return True
+        codes: dict[int, np.ndarray[Any, Any]] = {}
+        texts: dict[int, list[str]] = {}
+        for i in self.text_cols:
+            column = frame[i].array
+            if column.categories.dtype.kind not in "OU":
+                return False  # read as numbers or booleans: not the cells' own text
+            codes[i], texts[i] = np.asarray(column.codes), column.categories.tolist()
+        if self.i_last in texts and "" in texts[self.i_last]:
+            return False  # may be a short row (or a blank line)
+        # Group rows by (name code, core code): Python sees each distinct pair once, in
+        # the order of its first row.
+        key = codes[self.i_name].astype(np.int64)
+        ncore = 1
+        if self.i_core is not None:
+            ncore = max(len(texts[self.i_core]), 1)
+            key = key * ncore + codes[self.i_core]
+        labels, pairs = pd.factorize(key)
+        names = texts[self.i_name]
+        cores = texts[self.i_core] if self.i_core is not None else [""]
+        gid = np.empty(len(pairs), dtype=np.intp)
+        first: np.ndarray[Any, Any] | None = None
+        for j, pair in enumerate(pairs.tolist()):
+            name_no, core_no = divmod(pair, ncore)
+            name, core = names[name_no], cores[core_no]
             g = self.index.get((name, core))
             if g is None:
                 op_type = ""
-                if self.i_type is not None:  # from the group's first row (one row a line)
-                    op_type = next(csv.reader([lines[first[j]]]))[self.i_type]
+                if self.i_type is not None:  # the Type of the group's first row
+                    if first is None:
+                        first = np.empty(len(pairs), dtype=np.intp)
+                        first[labels[::-1]] = np.arange(n - 1, -1, -1)
+                    op_type = texts[self.i_type][codes[self.i_type][first[j]]]
                 g = self._group(name, core, op_type)
             gid[j] = g
-        inverse = inverse.reshape(-1)
-        groups = gid[inverse]
-        if self.c_step is not None:
-            self.no_step += int(np.count_nonzero(table[:, self.c_step] == 0))
-        if self.c_shape is not None:
-            # First appearances of each (group, shape) among rows of groups with room left.
-            has_room = np.array([len(self.shapes[g]) < _MAX_SHAPES for g in gid.tolist()])
-            rows = has_room[inverse]
-            if rows.any():
-                nshape = max(len(shapes), 1)
-                pair = groups[rows].astype(np.int64) * nshape
-                pair += table[rows, self.c_shape].astype(np.int64)
-                pairs, at = np.unique(pair, return_index=True)
-                shape_list = list(shapes)
-                for j in np.argsort(at).tolist():
-                    g, shape_no = divmod(int(pairs[j]), nshape)
-                    self._add_shape(g, shape_list[shape_no])
-        self._add(table[:, self.c_num :], inverse, gid)
+        if self.i_step is not None:
+            self.no_step += int(np.count_nonzero(np.isnan(frame[self.i_step].to_numpy())))
+        if self.i_shape is not None:
+            self._fast_shapes(labels, gid, codes[self.i_shape], texts[self.i_shape])
+        dur = frame[self.i_dur].to_numpy(np.float64, copy=True)
+        values = None
+        if self.nm:
+            values = np.stack([frame[i].to_numpy(np.float64) for i in self.metric_cols])
+        self._add(dur, values, labels, gid)
         return True
 
-    def _slow_chunk(self, lines: list[str], row_no: int, more: Iterator[str]) -> int:
-        lines = list(lines)
-        quotes = sum(line.count('"') for line in lines)
+    def _fast_shapes(
+        self,
+        labels: np.ndarray[Any, Any],
+        gid: np.ndarray[Any, Any],
+        shape_codes: np.ndarray[Any, Any],
+        shapes: Sequence[str],
+    ) -> None:
+        """The first appearances of each (group, shape) among the rows of groups with
+        room for another shape."""
+        room = np.array([len(self.shapes[g]) < _MAX_SHAPES for g in gid.tolist()])
+        if not room.any():
+            return
+        rows = room[labels]
+        nshape = max(len(shapes), 1)
+        pair = labels[rows].astype(np.int64) * nshape + shape_codes[rows]
+        for value in pd.unique(pair).tolist():
+            j, shape_no = divmod(value, nshape)
+            self._add_shape(int(gid[j]), shapes[shape_no])
+
+    def _slow_chunk(self, window: _Window, at: int, more: Iterator[bytes]) -> None:
+        block = window.block()
+        quotes = block.count(b'"')
+        lines = [block]
         while quotes % 2:
             extra = next(more, None)
             if extra is None:
+                last = self._lines_before(at) + sum(part.count(b"\n") for part in lines)
                 raise ParseError(
-                    f"{self.label}: a quoted field that starts by row {row_no + len(lines) - 1} "
+                    f"{self.label}: a quoted field that starts by row {last} "
                     "never closes (truncated or malformed)"
                 )
             lines.append(extra)
-            quotes += extra.count('"')
-        reader = csv.reader(lines)
-        self.slow((row_no + reader.line_num - 1, cells) for cells in reader)
-        return row_no + len(lines)
+            quotes += extra.count(b'"')
+        reader = csv.reader(io.StringIO(b"".join(lines).decode("utf-8"), newline=""))
+        self.slow(((reader.line_num, cells) for cells in reader), at)
+
+    def _lines_before(self, at: int) -> int:
+        """The number of lines before byte ``at`` of the file: counted only for an error
+        message, so that blocks read by pandas need not count their line ends."""
+        if not at:
+            return 0
+        count = 0
+        with self.path.open("rb") as handle:
+            while at > 0:
+                piece = handle.read(min(at, _CHUNK_BYTES))
+                if not piece:
+                    break
+                count += piece.count(b"\n")
+                at -= len(piece)
+        return count
 
     # -- sums
 
@@ -620,43 +682,54 @@ class _KernelScan:
             self.mcount = np.concatenate([self.mcount, pad])
 
     def _add(
-        self, numbers: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], gid: np.ndarray[Any, Any]
+        self,
+        dur: np.ndarray[Any, Any],
+        values: np.ndarray[Any, Any] | None,
+        rows: np.ndarray[Any, Any],
+        gid: np.ndarray[Any, Any],
     ) -> None:
-        """Add rows of ``numbers`` (Duration(us), then the metrics); row ``i`` belongs to
-        group ``gid[rows[i]]``, ``gid`` holding distinct groups. Sums are taken over the
-        chunk's own groups, then added to the totals."""
+        """Add rows: their Duration(us) (``dur``) and metric cells (``values``, one row per
+        metric column, NaN where missing; None without metric columns), both copies this
+        changes; row ``i`` belongs to group ``gid[rows[i]]``, ``gid`` holding distinct
+        groups. Sums are taken over the block's own groups, then added to the totals.
+
+        Each metric column's duration-weighted per-group sum is one ``bincount`` over its
+        (contiguous) row of ``values``. In the files seen a row reports every metric or
+        none (communication tasks); then each group's weight and count are one bincount
+        for all columns, else one per column each.
+        """
         self._grow(len(self.types))
         nu = len(gid)
-        dur = numbers[:, 0].copy()
         bad = ~np.isfinite(dur)
         if bad.any():
             self.bad_dur += int(bad.sum())
             dur[bad] = 0.0
         self.calls[gid] += np.bincount(rows, minlength=nu)
         self.dur[gid] += np.bincount(rows, weights=dur, minlength=nu)
-        nm = self.nm
-        if nm:
-            values = numbers[:, 1:]
-            known = np.isfinite(values)
-            weights = known * dur[:, None]
-            cell = (rows[:, None] * nm + np.arange(nm)).ravel()
-            size = nu * nm
+        if values is None or not self.nm:
+            return
+        known = np.isfinite(values)
+        np.copyto(values, 0.0, where=~known)
 
-            def per_group(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-                return np.bincount(cell, weights=w.ravel(), minlength=size).reshape(nu, nm)
+        def per_group(weights: Iterable[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+            return np.stack([np.bincount(rows, weights=w, minlength=nu) for w in weights], axis=1)
 
-            plain = np.where(known, values, 0.0)
-            self.msum[gid] += per_group(plain * weights)
-            self.mweight[gid] += per_group(weights)
-            self.mcount[gid] += per_group(known.astype(np.float64))
-            self.mtotal += plain.sum(axis=0)
-            if self.busy_cols:
-                # A kernel keeps the AI Core busy for its Cube or its Vector time, whichever
-                # is longer (a MIX kernel runs both at once); rows with neither add 0.
-                busy = plain[:, self.busy_cols[0]]
-                for j in self.busy_cols[1:]:
-                    busy = np.maximum(busy, plain[:, j])
-                self.busy_us += float(busy.sum())
+        self.msum[gid] += per_group(values * dur)
+        every = known.all(axis=0)
+        if (every | ~known.any(axis=0)).all():
+            self.mweight[gid] += np.bincount(rows, weights=dur * every, minlength=nu)[:, None]
+            self.mcount[gid] += np.bincount(rows, weights=every, minlength=nu)[:, None]
+        else:
+            self.mweight[gid] += per_group(known * dur)
+            self.mcount[gid] += per_group(known)
+        self.mtotal += values.sum(axis=1)
+        if self.busy_cols:
+            # A kernel keeps the AI Core busy for its Cube or its Vector time, whichever
+            # is longer (a MIX kernel runs both at once); rows with neither add 0.
+            busy = values[self.busy_cols[0]]
+            for j in self.busy_cols[1:]:
+                busy = np.maximum(busy, values[j])
+            self.busy_us += float(busy.sum())
 
     def metrics(self, g: int, names: Sequence[str]) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -669,8 +742,8 @@ class _KernelScan:
 def _read_kernels(path: Path, label: str, steps: int) -> _Kernels:
     _check_complete(path, label)
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            return _scan_kernels(handle, label, steps)
+        with path.open("rb") as handle:
+            return _scan_kernels(path, handle, label, steps)
     except csv.Error as exc:
         raise ParseError(f"{label}: malformed CSV ({exc})") from None
     except UnicodeDecodeError:
@@ -679,15 +752,18 @@ def _read_kernels(path: Path, label: str, steps: int) -> _Kernels:
         raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
+def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kernels:
     result = _Kernels()
     notes = result.notes
-    reader = csv.reader(handle)
+    lines = iter(handle.readline, b"")
+    # The header and the first rows through csv (they decide which columns are metrics),
+    # the rest in blocks of whole lines through pandas.
+    reader = csv.reader(_decoded(lines))
     header = [h.strip() for h in next(reader, [])]
     if not any(header):
         raise ParseError(f"{label}: empty file, no CSV header")
     width = len(header)
-    head = list(islice(reader, _HEAD_ROWS))
+    head = [(reader.line_num, row) for row in islice(reader, _HEAD_ROWS)]
     i_name = _col(header, "Name", "Op Name")
     i_dur = _col(header, "Duration(us)", "Task Duration(us)")
     i_core = _col(header, "Accelerator Core", "Task Type")
@@ -695,7 +771,7 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
         missing = "Name" if i_name is None else "Duration(us)"
         notes.append(f"ops: kernel_details.csv has no {missing} column")
         rows = 0
-        for row_no, row in enumerate(chain(head, reader), start=2):
+        for row_no, row in chain(head, ((reader.line_num, row) for row in reader)):
             if len(row) < width and any(row):
                 raise _short_row(label, row_no, len(row), width)
             rows += any(row)
@@ -703,18 +779,15 @@ def _scan_kernels(handle: TextIO, label: str, steps: int) -> _Kernels:
         if i_core is None:
             notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core")
         return result
-    metric_cols = _metric_columns(header, head, width)
+    metric_cols = _metric_columns(header, [row for _, row in head], width)
     names = [n for _, n in metric_cols]
     lowered = [n.lower() for n in names]
     busy_cols = [lowered.index(c) for c in (_AIC_TIME, _AIV_TIME) if c in lowered]
-    scan = _KernelScan(label, header, [i for i, _ in metric_cols], busy_cols)
-    scan.slow(enumerate(head, start=2))
-    row_no = len(head) + 2
-    while True:
-        lines = handle.readlines(_CHUNK_BYTES)
-        if not lines:
-            break
-        row_no = scan.chunk(lines, row_no, handle)
+    scan = _KernelScan(path, label, header, [i for i, _ in metric_cols], busy_cols)
+    scan.slow(head)
+    end = os.fstat(handle.fileno()).st_size
+    while (at := handle.tell()) < end:
+        scan.chunk(_Window(handle, _CHUNK_BYTES), at, lines)
 
     if scan.bad_dur:
         notes.append(
@@ -921,28 +994,51 @@ def _read_l2_cache(
     task ids wrap and repeat over a long window. When some row's Op Name is not among the
     kernels, the plain mean of the rows is taken instead, and the note says so.
     """
-    with _csv_rows(path, label) as (header, reader):
+    with _csv_rows(path, label) as (header, _):
         i_hit = _col(header, "Hit Rate")
         i_name = _col(header, "Op Name")
-        if i_hit is None:
-            return None, "l2_cache.csv has no Hit Rate column"
-        plain = weighted = weight = 0.0
-        rows = unmatched = 0
-        for row in reader:
-            if len(row) <= i_hit:
-                continue
-            hit = _float(row[i_hit])
-            if hit is None:
-                continue
-            rows += 1
-            plain += hit
-            name = row[i_name].strip() if i_name is not None and len(row) > i_name else ""
-            w = mean_us.get(name, 0.0)
-            if w > 0:
-                weighted += hit * w
-                weight += w
-            else:
-                unmatched += 1
+    if i_hit is None:
+        return None, "l2_cache.csv has no Hit Rate column"
+    # The two columns as text, by position, a chunk of rows at a time; a short row's
+    # missing cells read as empty text, so it adds nothing, as before.
+    usecols = sorted({i_hit} | ({i_name} if i_name is not None else set()))
+    at_hit, at_name = usecols.index(i_hit), None if i_name is None else usecols.index(i_name)
+    plain = weighted = weight = 0.0
+    rows = unmatched = 0
+    try:
+        with pd.read_csv(
+            path,
+            header=0,
+            index_col=False,
+            usecols=usecols,
+            dtype=object,
+            na_filter=False,
+            encoding="utf-8-sig",
+            engine="c",
+            chunksize=_TABLE_ROWS,
+        ) as chunks:
+            for frame in chunks:
+                hits = pd.to_numeric(frame.iloc[:, at_hit], errors="coerce").to_numpy(np.float64)
+                known = np.isfinite(hits)
+                if not known.any():
+                    continue
+                hits = hits[known]
+                names = (
+                    frame.iloc[:, at_name][known].str.strip()
+                    if at_name is not None
+                    else pd.Series([""] * len(hits), dtype=object)
+                )
+                w = names.map(mean_us).to_numpy(np.float64, na_value=0.0)
+                matched = w > 0
+                rows += len(hits)
+                plain += float(hits.sum())
+                weighted += float((hits * w)[matched].sum())
+                weight += float(w[matched].sum())
+                unmatched += int(np.count_nonzero(~matched))
+    except UnicodeDecodeError:
+        raise ParseError(f"{label}: not UTF-8 text") from None
+    except (ValueError, OSError) as exc:  # pandas' ParserError is a ValueError
+        raise ParseError(f"{label}: malformed CSV ({_one_line(exc)})") from None
     if not rows:
         return None, f"l2_cache.csv Hit Rate is N/A in every row (l2_cache={l2_setting})"
     if unmatched:

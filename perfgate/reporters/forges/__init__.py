@@ -4,8 +4,9 @@ job's variables, which variables hold the token, the longest comment it accepts,
 change request is called, and the poster that talks to its API.
 
 Adding a forge is one module (its poster, ``detect``, ``read_number``, ``read_sha``,
-``connect``) and one entry in :data:`FORGES`. Nothing else names a forge: a name that is not
-here is a :class:`~perfgate.errors.UsageError`, never a fallback to some other forge.
+``connect``) and one entry in :data:`FORGES` (GitHub, GitLab, GitCode today). Nothing else
+names a forge: a name that is not here is a :class:`~perfgate.errors.UsageError`, never a
+fallback to some other forge.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfgate.errors import ReportError, UsageError
-from perfgate.reporters.forges import github, gitlab
+from perfgate.reporters.forges import gitcode, github, gitlab
 from perfgate.reporters.forges.http import RetryPolicy
 
 
 class Reporter(Protocol):
-    """What every forge's poster offers (:mod:`.github`, :mod:`.gitlab`)."""
+    """What every forge's poster offers (:mod:`.github`, :mod:`.gitlab`, :mod:`.gitcode`)."""
 
     def upsert_comment(
         self, number: int, marker: str, body: str, *, create: bool = True
@@ -67,6 +68,8 @@ class Forge:
     ``change`` and ``reference`` are its words for a change request and for pointing at
     one: ``PR`` and ``#`` give ``PR #7``. ``token_variables`` are tried in order; the
     first one set is used. ``token_hint`` says what to set when none is.
+    ``server_url_variable`` names the forge's web server (links in a fork's report may point
+    there); ``statuses`` says whether it has commit statuses at all.
     """
 
     name: str
@@ -83,6 +86,8 @@ class Forge:
     change: str
     reference: str
     connect: Connect
+    server_url_variable: str = ""
+    statuses: bool = True
 
     def api_url(self, env: Mapping[str, str]) -> str:
         """The API root the job's variables name, else the public one."""
@@ -128,6 +133,7 @@ FORGES: tuple[Forge, ...] = (
         change="PR",
         reference="#",
         connect=github.connect,
+        server_url_variable="GITHUB_SERVER_URL",
     ),
     Forge(
         name="gitlab",
@@ -144,6 +150,25 @@ FORGES: tuple[Forge, ...] = (
         change="MR",
         reference="!",
         connect=gitlab.connect,
+        server_url_variable="CI_SERVER_URL",
+    ),
+    Forge(
+        name="gitcode",
+        ci="a GitCode pipeline",
+        detect=gitcode.detect,
+        default_api_url=gitcode.DEFAULT_API_URL,
+        api_url_variable=gitcode.API_URL_VARIABLE,
+        repo_variable=gitcode.REPO_VARIABLE,
+        read_number=gitcode.read_number,
+        read_sha=gitcode.read_sha,
+        token_variables=gitcode.TOKEN_VARIABLES,
+        token_hint=" or ".join(gitcode.TOKEN_VARIABLES),
+        max_chars=gitcode.MAX_CHARS,
+        change="PR",
+        reference="!",
+        connect=gitcode.connect,
+        server_url_variable=gitcode.SERVER_URL_VARIABLE,
+        statuses=False,
     ),
 )
 """Every forge, in the order :func:`detect_forge` tries them."""

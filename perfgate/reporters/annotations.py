@@ -1,0 +1,74 @@
+"""GitHub Actions annotations of a gate: ``::error`` and ``::warning`` workflow commands.
+
+The runner turns each such line of a step's output into an annotation on the run's summary
+page and, for a pull request, in its checks tab, so a regression is visible without opening
+the log. The command format and its escaping follow GitHub's "Workflow commands" page and
+``@actions/core`` (``::error title=T::MESSAGE``; in the message ``%``, CR and LF are
+percent-encoded, in a property value ``:`` and ``,`` too). Pure: lines in, lines out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from perfgate.models import Comparison, GateResult, Verdict
+from perfgate.reporters.render import format_change, format_value, metric_tags
+from perfgate.stats import decide
+
+ANNOTATED = (Verdict.REGRESSION, Verdict.OVER_BUDGET, Verdict.INCONCLUSIVE)
+"""The verdicts a gate annotates; the others are not news in a CI log."""
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message: ``%``, CR and LF percent-encoded."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value: as a message, and ``:`` and ``,`` too."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, message: str, **properties: str) -> str:
+    """One workflow command line, ``::name k=v,k=v::message``, escaped."""
+    props = ",".join(f"{k}={escape_property(v)}" for k, v in properties.items() if v)
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def summary_line(c: Comparison) -> str:
+    """What a comparison found, in one line: the values, the change and the reason."""
+    if c.kind == "budget":
+        values = f"{format_value(c.current_centre, c.unit)}, budget {c.budget}"
+    elif c.baseline_centre is None:
+        values = format_value(c.current_centre, c.unit)
+    else:
+        values = (
+            f"{format_value(c.baseline_centre, c.unit)} -> "
+            f"{format_value(c.current_centre, c.unit)} ({format_change(c)})"
+        )
+    tags = metric_tags(c).strip()
+    return f"{tags + ' ' if tags else ''}{values}: {c.reason}".strip()
+
+
+def github_annotations(result: GateResult, fail_on: Collection[Verdict]) -> list[str]:
+    """One line per deciding comparison whose verdict is in :data:`ANNOTATED`: ``::error``
+    when its verdict fails the gate (``fail_on``: by default a regression and a breached
+    budget), else ``::warning`` (an inconclusive one, or a regression under a policy that
+    lets it pass)."""
+    lines = []
+    for c in decide.deciding(result.comparisons):
+        if c.verdict not in ANNOTATED:
+            continue
+        level = "error" if c.verdict in fail_on else "warning"
+        verdict = c.verdict.value.replace("_", " ")
+        title = f"perfgate: {c.benchmark} {c.metric} {verdict}"
+        lines.append(command(level, summary_line(c), title=title))
+    return lines
+
+
+def annotations_wanted(env: Mapping[str, str], flag: bool | None) -> bool:
+    """``--annotations/--no-annotations`` when given, else whether this is a GitHub Actions
+    job (``GITHUB_ACTIONS=true``)."""
+    if flag is not None:
+        return flag
+    return env.get("GITHUB_ACTIONS") == "true"

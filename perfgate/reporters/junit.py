@@ -1,0 +1,78 @@
+"""A gate as JUnit XML, for the test tabs CI systems already have (GitLab's ``reports:
+junit``, Jenkins' JUnit plugin, GitHub test-report actions).
+
+The shape is the one those readers share (Jenkins' xunit ``junit-10.xsd``; GitLab reads the
+same elements): ``<testsuites>`` holding one ``<testsuite>`` per benchmark, each with
+``name``, ``tests``, ``failures``, ``errors`` and ``skipped``, holding one ``<testcase>``
+(``name``, ``classname``) per comparison that decides the gate. A verdict the policy fails
+on is a ``<failure>``; ``no_baseline`` and ``incomparable`` are ``<skipped>`` (nothing was
+judged); every other verdict passes. Each case's ``<system-out>`` says what was measured.
+Pure: a GateResult in, bytes out.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Collection
+
+from perfgate.models import Comparison, GateResult, Verdict
+from perfgate.reporters.annotations import summary_line
+from perfgate.stats import decide
+
+SKIPPED = (Verdict.NO_BASELINE, Verdict.INCOMPARABLE)
+
+# XML 1.0 cannot hold most control characters, even escaped.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _text(text: str) -> str:
+    return _NOT_XML.sub("?", text)
+
+
+def case_name(c: Comparison) -> str:
+    """A test case's name: the metric, with ``(A/B)`` for a paired comparison and the
+    budget for a budget's (a metric can be judged both ways in one gate)."""
+    name = c.metric + (" (A/B)" if c.method == "paired" else "")
+    if c.kind == "budget":
+        name += f" (budget {c.budget})" if c.budget else " (budget)"
+    return name
+
+
+def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
+    """The JUnit XML document of ``result`` under the policy ``fail_on`` (UTF-8)."""
+    by_benchmark: dict[str, list[Comparison]] = {}
+    for c in decide.deciding(result.comparisons):
+        by_benchmark.setdefault(c.benchmark, []).append(c)
+    root = ET.Element("testsuites", name="perfgate")
+    totals = {"tests": 0, "failures": 0, "errors": 0}  # junit-10.xsd: no skipped here
+    for benchmark, cases in by_benchmark.items():
+        failures = sum(1 for c in cases if c.verdict in fail_on)
+        skipped = sum(1 for c in cases if c.verdict in SKIPPED and c.verdict not in fail_on)
+        counts = {"tests": len(cases), "failures": failures, "errors": 0, "skipped": skipped}
+        attrs = {"name": _text(benchmark), **{k: str(v) for k, v in counts.items()}}
+        suite = ET.SubElement(root, "testsuite", attrs)
+        for k in totals:
+            totals[k] += counts[k]
+        properties = ET.SubElement(suite, "properties")
+        for name, value in (("branch", result.branch), ("against", result.against)):
+            ET.SubElement(properties, "property", name=name, value=_text(value))
+        for c in cases:
+            case = ET.SubElement(
+                suite, "testcase", name=_text(case_name(c)), classname=_text(benchmark)
+            )
+            message = _text(summary_line(c))
+            if c.verdict in fail_on:
+                failure = ET.SubElement(
+                    case, "failure", type=c.verdict.value, message=_text(c.reason)
+                )
+                failure.text = message
+            elif c.verdict in SKIPPED:
+                ET.SubElement(case, "skipped", message=_text(f"{c.verdict.value}: {c.reason}"))
+            out = ET.SubElement(case, "system-out")
+            out.text = f"verdict: {c.verdict.value}\n{message}\n"
+    for k, v in totals.items():
+        root.set(k, str(v))
+    ET.indent(root)
+    body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return body + b"\n"
