@@ -38,7 +38,13 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, api_int, carries_marker
+from perfgate.reporters.forges.http import (
+    ForgeClient,
+    RetryPolicy,
+    api_int,
+    carries_marker,
+    upsert_marked,
+)
 
 DEFAULT_API_URL = "https://api.gitcode.com/api/v5"
 MAX_CHARS = 65_536
@@ -124,17 +130,15 @@ class GitCodeReporter:
 
         Returns ``updated``, ``created`` or ``skipped``.
         """
-        found = self.find_comment(number, marker)
-        if found is not None:
-            comment_id = api_int(found.get("id"), f"GitCode: the id of a comment on !{number}")
-            self.client.request(
-                "PATCH", f"{self._repo}/pulls/comments/{comment_id}", {"body": body}
-            )
-            return "updated"
-        if not create:
-            return "skipped"
-        self.client.request("POST", f"{self._repo}/pulls/{number}/comments", {"body": body})
-        return "created"
+        return upsert_marked(
+            self.client,
+            self.find_comment(number, marker),
+            body=body,
+            create=create,
+            what=f"GitCode: the id of a comment on !{number}",
+            edit=lambda i: ("PATCH", f"{self._repo}/pulls/comments/{i}"),
+            post=f"{self._repo}/pulls/{number}/comments",
+        )
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""

@@ -18,6 +18,7 @@ from perfgate.reporters.forges.http import (
     RetryPolicy,
     api_int,
     carries_marker,
+    upsert_marked,
 )
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -129,17 +130,15 @@ class GitHubReporter:
 
         Returns ``updated``, ``created`` or ``skipped``.
         """
-        found = self.find_comment(number, marker)
-        if found is not None:
-            comment_id = api_int(found.get("id"), f"GitHub: the id of a comment on #{number}")
-            self.client.request(
-                "PATCH", f"repos/{self.repo}/issues/comments/{comment_id}", {"body": body}
-            )
-            return "updated"
-        if not create:
-            return "skipped"
-        self.client.request("POST", f"repos/{self.repo}/issues/{number}/comments", {"body": body})
-        return "created"
+        return upsert_marked(
+            self.client,
+            self.find_comment(number, marker),
+            body=body,
+            create=create,
+            what=f"GitHub: the id of a comment on #{number}",
+            edit=lambda i: ("PATCH", f"repos/{self.repo}/issues/comments/{i}"),
+            post=f"repos/{self.repo}/issues/{number}/comments",
+        )
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""

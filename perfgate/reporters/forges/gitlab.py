@@ -9,7 +9,13 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, api_int, carries_marker
+from perfgate.reporters.forges.http import (
+    ForgeClient,
+    RetryPolicy,
+    api_int,
+    carries_marker,
+    upsert_marked,
+)
 
 DEFAULT_API_URL = "https://gitlab.com/api/v4"
 MAX_CHARS = 1_000_000
@@ -84,15 +90,15 @@ class GitLabReporter:
 
         Returns ``updated``, ``created`` or ``skipped``.
         """
-        found = self.find_comment(number, marker)
-        if found is not None:
-            note_id = api_int(found.get("id"), f"GitLab: the id of a note on !{number}")
-            self.client.request("PUT", f"{self._notes(number)}/{note_id}", {"body": body})
-            return "updated"
-        if not create:
-            return "skipped"
-        self.client.request("POST", self._notes(number), {"body": body})
-        return "created"
+        return upsert_marked(
+            self.client,
+            self.find_comment(number, marker),
+            body=body,
+            create=create,
+            what=f"GitLab: the id of a note on !{number}",
+            edit=lambda i: ("PUT", f"{self._notes(number)}/{i}"),
+            post=self._notes(number),
+        )
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""

@@ -115,6 +115,30 @@ class Response:
     data: Any
 
 
+def upsert_marked(
+    client: ForgeClient,
+    found: Mapping[str, Any] | None,
+    *,
+    body: str,
+    create: bool,
+    what: str,
+    edit: Callable[[int], tuple[str, str]],
+    post: str,
+) -> str:
+    """The one upsert of a forge's marked comment: edit ``found`` (the comment carrying the
+    marker; ``edit(id)`` gives the method and path), else (when ``create``) post a new one
+    at ``post``. ``what`` names the id in an error. Returns ``updated``, ``created`` or
+    ``skipped``."""
+    if found is not None:
+        method, path = edit(api_int(found.get("id"), what))
+        client.request(method, path, {"body": body})
+        return "updated"
+    if not create:
+        return "skipped"
+    client.request("POST", post, {"body": body})
+    return "created"
+
+
 def api_int(value: Any, what: str) -> int:
     """``value`` (from a forge's answer) as the integer the API documents, else ReportError
     naming ``what`` (``GitHub: comment id``)."""
