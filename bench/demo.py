@@ -16,6 +16,23 @@ feat-S --param slowdown=S --against main --json`` instead of the run and the gat
 slowdowns of one trial share its three main runs (cost); every trial has its own store.
 ``slowdown=S`` makes a step do S times more real work (S = 0 is an A/A: the same code).
 
+``--command check-ab``: the PR job of ``action.yml`` (``mode: ab``), no stored history. Per
+trial a fresh git repository with a suite (``perfgate.toml``: one benchmark ``mlp``, entry
+``bench_mlp:build``, the built-in MLP with ``SLOWDOWN = 0.0`` in the code, ``profiled = 0``)
+committed on ``main``; per slowdown S a branch ``feat-S`` off ``main`` whose one commit sets
+``SLOWDOWN = S`` in ``bench_mlp.py``, checked out, and
+
+    python -m perfgate check --mode ab --against main --budget 10m --json
+
+(the merge-base measured in the same job, 3 pairs, then up to 12 more pairs for an
+inconclusive benchmark as the budget buys). The change is in the code, as in a PR: in ab
+mode both sides run the head's suite entries with the head's ``params``, so a PR that only
+edits ``params = { slowdown = S }`` in the suite measures S on both sides (an A/A). No
+profiled window: the slowdown's extra operators would decide through the operator count
+(a deterministic metric, exactly and at the first look, so nothing would be re-measured),
+and the demo is about the time. Printed beside the targets: which deciding metrics each
+regression was called on.
+
 Machine states (``--states``): ``quiet`` (whatever else the machine runs) and ``hog``: one
 busy pure-Python process per core (``python -c "while True: pass"``, ``os.cpu_count()`` of
 them) for the whole state, stopped at the end, on an error and on SIGTERM/SIGINT/SIGHUP.
@@ -40,9 +57,12 @@ Run from the repository root with the project's virtual environment active::
     python bench/demo.py                                # 10 trials x quiet, hog
     python bench/demo.py --trials 3 --states quiet      # a quick look, ~6 minutes
     python bench/demo.py --hog-only --seconds 600       # the hog alone, for other things
+    python bench/demo.py --command check-ab             # check --mode ab, 10 trials x 2 states
 
 Cost: a trial is ~6 perfgate runs of ~20 s each on 2 quiet cores (about 2 minutes), about
-3x that under the hog; the default (10 trials x 2 states) takes about 1.5 hours. The
+3x that under the hog; the default (10 trials x 2 states) takes about 1.5 hours.
+``check-ab``: each check is 3 pairs and, when re-measured, 12 more (2 processes of ~8-15 s
+a pair), 3-7 minutes; a trial 10-20 minutes quiet, more under the hog. The
 results depend on the machine (cores, other load, CPU frequency scaling), so they are a
 demonstration for this machine, not a property of perfgate. ``--json PATH`` writes every
 trial's row. Exit status 0 when every command ran (whatever the verdicts), 1 when one
@@ -57,6 +77,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import signal
 import statistics
@@ -74,6 +95,29 @@ REPO = Path(__file__).resolve().parent.parent
 METRICS = ("step_time_ms", "step_cpu_ms")
 BASELINE_RUNS = 3
 REPEATS = 3
+AB_BUDGET = "10m"
+"""``check-ab``'s ``--budget``: action.yml's default."""
+AB_SUITE = """\
+[defaults]
+repeats = 3
+# no profiled window: the slowdown adds operators, so a profiled pair's operator count (a
+# deterministic metric) would decide at the first look, and the demo would measure that
+profiled = 0
+
+[[benchmarks]]
+name = "mlp"
+entry = "bench_mlp:build"
+"""
+AB_ENTRY = """\
+from perfgate.workloads.mlp import build as mlp
+
+SLOWDOWN = {slowdown}
+
+
+def build(device="cpu", slowdown=SLOWDOWN, **params):
+    return mlp(device, slowdown=slowdown, **params)
+"""
+COMMANDS = ("gate", "check", "check-ab")
 TERM_GRACE_S = 15.0
 """How long a perfgate command gets after SIGTERM (it stops its own workers) before SIGKILL."""
 TARGETS: dict[str, dict[str, float]] = {
@@ -283,6 +327,12 @@ class Row:
     """Per metric: the feature run's centre against the median of the main runs' (from
     ``perfgate run --json``; not with ``--command check``)."""
     notes: list[str] = field(default_factory=list)
+    pairs: int | None = None
+    """``check-ab``: the pairs the deciding paired comparison judged (3, or 3 + extra)."""
+    remeasured: str = ""
+    """``check`` and ``check-ab``: its ``check: ...`` line (what it re-measured)."""
+    regressed: list[str] = field(default_factory=list)
+    """The deciding metrics the gate called a regression (``paired:step_cpu_ms``, ...)."""
     seconds: float = 0.0
     """The feature side: run + gate (or check)."""
     trial_seconds: float = 0.0
@@ -307,13 +357,31 @@ def judged(row: Row, result: Result) -> None:
     row.verdict = str(data.get("verdict"))
     row.failed = bool(data.get("failed"))
     row.notes = [str(n) for n in data.get("notes") or []]
-    for c in data.get("comparisons") or []:
+    row.remeasured = next(
+        (line.split("perfgate: ", 1)[1] for line in result.stderr.splitlines()
+         if line.startswith("perfgate: check: ")),
+        "",
+    )  # fmt: skip
+    comparisons = data.get("comparisons") or []
+    row.regressed = sorted(
+        {
+            f"{c.get('method')}:{c.get('metric')}"
+            for c in comparisons
+            if c.get("decides") and c.get("verdict") == "regression"
+        }
+    )
+    # ab mode: the paired comparisons decide; the history ones (no baseline) stand beside
+    paired = [c for c in comparisons if c.get("method") == "paired"]
+    for c in paired or comparisons:
         metric = c.get("metric")
         if metric in METRICS and metric not in row.metrics:
             row.metrics[metric] = {
                 k: c.get(k)
                 for k in ("verdict", "change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "reason")
             }
+    found = re.search(r"\((\d+) pairs", str(row.metrics.get("step_cpu_ms", {}).get("reason")))
+    if paired and found:
+        row.pairs = int(found.group(1))
 
 
 def trial(
@@ -386,6 +454,87 @@ def trial(
             row.trial_seconds = time.perf_counter() - t0
 
 
+def git(cwd: Path, *args: str) -> None:
+    """A git command in a trial's repository (a fixed identity, no user config needed)."""
+    done = subprocess.run(
+        ["git", "-c", "user.email=demo@perfgate", "-c", "user.name=demo", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"git {shlex.join(args)}: {done.stderr.strip()}")
+
+
+def ab_repo(cwd: Path) -> None:
+    """The trial's repository: the suite and its entry (no slowdown) committed on main."""
+    git(cwd, "init", "-q", "-b", "main")
+    (cwd / ".gitignore").write_text(".perfgate/\n")
+    (cwd / "perfgate.toml").write_text(AB_SUITE)
+    (cwd / "bench_mlp.py").write_text(AB_ENTRY.format(slowdown=0.0))
+    git(cwd, "add", "-A")
+    git(cwd, "commit", "-q", "-m", "main: the mlp benchmark")
+
+
+def ab_branch(cwd: Path, branch: str, slowdown: float) -> None:
+    """``branch`` off main with one commit setting the entry's slowdown, checked out."""
+    git(cwd, "checkout", "-q", "-b", branch, "main")
+    (cwd / "bench_mlp.py").write_text(AB_ENTRY.format(slowdown=float(slowdown)))
+    git(cwd, "commit", "-q", "--allow-empty", "-am", f"slowdown {slowdown_key(slowdown)}")
+
+
+def check_ab_args(budget: str) -> list[str]:
+    return ["check", "--mode", "ab", "--against", "main", "--budget", budget, "--json"]
+
+
+def trial_ab(
+    state: str,
+    k: int,
+    n: int,
+    slowdowns: Sequence[float],
+    sink: list[Row],
+    *,
+    budget: str,
+    timeout: float,
+    strict: bool,
+) -> None:
+    """One ``check-ab`` trial: a fresh repository, then per slowdown its branch and one
+    ``check --mode ab`` (rows into ``sink`` as they are done, as :func:`trial`)."""
+    t0 = time.perf_counter()
+    done: list[Row] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="perfgate-demo-ab-") as tmp:
+            cwd = Path(tmp)
+            ab_repo(cwd)
+            for slowdown in slowdowns:
+                row = Row(state, k, slowdown, "check-ab")
+                s = slowdown_key(slowdown)
+                t1 = time.perf_counter()
+                try:
+                    ab_branch(cwd, f"feat-{s}", slowdown)
+                except RuntimeError as exc:
+                    row.error = str(exc)
+                else:
+                    judged(row, perfgate(check_ab_args(budget), cwd, timeout))
+                row.seconds = time.perf_counter() - t1
+                what = row.verdict if row.error is None else "error"
+                progress(
+                    f"{state} trial {k}/{n} slowdown {s}: {what} (exit {row.exit_code}, "
+                    f"{row.pairs or '?'} pairs, {row.seconds:.0f} s)"
+                )
+                done.append(row)
+                sink.append(row)
+                if row.error is not None:
+                    progress(f"  error: {row.error}")
+                    if strict:
+                        raise StrictError(row.error)
+    finally:
+        for row in done:
+            row.trial_seconds = time.perf_counter() - t0
+
+
 # --- the report --------------------------------------------------------------------------------
 
 
@@ -428,6 +577,7 @@ COLUMNS = (
     ("cpu", 6),
     ("MDE% time", 9),
     ("cpu", 5),
+    ("pairs", 5),
     ("feat s", 6),
     ("trial s", 7),
 )
@@ -454,7 +604,8 @@ def report(
 ) -> None:
     out("d% = median change of the centre (gate: as judged; run: feature run against the")
     out("median of the 3 main runs, from `perfgate run --json`); MDE = median of the gate's")
-    out("minimum detectable effect at 80% power; feat s = run + gate; - = not there")
+    out("minimum detectable effect at 80% power; pairs = median pairs judged (check-ab);")
+    out("feat s = run + gate (or the check); - = not there")
     head = _line([name for name, _ in COLUMNS])
     out(head)
     out("-" * len(head))
@@ -483,6 +634,7 @@ def report(
                         fmt(_run_median(ok, "step_cpu_ms")),
                         fmt(_gate_median(ok, "step_time_ms", "mde_pct"), ".1f"),
                         fmt(_gate_median(ok, "step_cpu_ms", "mde_pct"), ".1f"),
+                        fmt(median([r.pairs for r in ok if r.pairs is not None]), ".0f"),
                         fmt(median([r.seconds for r in ok]), ".0f"),
                         fmt(median([r.trial_seconds for r in mine]), ".0f"),
                     ]
@@ -494,6 +646,22 @@ def report(
     out("targets:")
     for line in targets:
         out(line)
+    decided = []
+    for state in states:
+        for s in slowdowns:
+            counts: dict[str, int] = {}
+            for r in rows:
+                if r.state == state and r.slowdown == s:
+                    for m in r.regressed:
+                        counts[m] = counts.get(m, 0) + 1
+            if counts:
+                what = ", ".join(f"{m} {n}" for m, n in sorted(counts.items()))
+                decided.append(f"  {state:<6} slowdown {slowdown_key(s):<4} {what}")
+    if decided:
+        out("")
+        out("regressions called on (method:metric trials):")
+        for line in decided:
+            out(line)
     notes = sorted({n for r in rows for n in r.notes})
     if notes:
         out("")
@@ -540,9 +708,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slowdowns", default="0,0.3,1.0", help="comma-separated [0,0.3,1.0]")
     parser.add_argument(
         "--command",
-        choices=("gate", "check"),
+        choices=COMMANDS,
         default="gate",
-        help="feature side: run + gate, or one perfgate check [gate]",
+        help="feature side: run + gate, one perfgate check, or check-ab: a git repository "
+        "per trial, a branch per slowdown, perfgate check --mode ab [gate]",
+    )
+    parser.add_argument(
+        "--budget",
+        default=AB_BUDGET,
+        help=f"check-ab: check's --budget [{AB_BUDGET}, action.yml's default]",
     )
     parser.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds one perfgate command may take [1800]"
@@ -568,11 +742,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--slowdowns must be >= 0 and --trials >= 1")
 
     cmd = shlex.join(["python", "bench/demo.py", *(sys.argv[1:] if argv is None else argv)])
-    out(
-        f"bench/demo.py: the README scenario ({BASELINE_RUNS} x `perfgate run --workload mlp "
-        f"--repeats {REPEATS} --branch main`, then per slowdown a feature run and "
-        f"`perfgate {args.command}`), {args.trials} trials per state, fresh store per trial"
-    )
+    if args.command == "check-ab":
+        out(
+            "bench/demo.py: the PR job in ab mode (a git repository per trial, main with the "
+            "mlp suite, per slowdown a branch changing bench_mlp.py and "
+            f"`perfgate {shlex.join(check_ab_args(args.budget))}`), {args.trials} trials per "
+            "state, fresh store per trial"
+        )
+    else:
+        out(
+            f"bench/demo.py: the README scenario ({BASELINE_RUNS} x `perfgate run --workload "
+            f"mlp --repeats {REPEATS} --branch main`, then per slowdown a feature run and "
+            f"`perfgate {args.command}`), {args.trials} trials per state, fresh store per trial"
+        )
     out(
         f"machine: {cpu_model()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, perfgate {perfgate_version()}"
@@ -586,6 +768,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             t_state = time.perf_counter()
             with hog(state == "hog"):
                 for k in range(1, args.trials + 1):
+                    if args.command == "check-ab":
+                        trial_ab(
+                            state,
+                            k,
+                            args.trials,
+                            slowdowns,
+                            rows,
+                            budget=args.budget,
+                            timeout=args.timeout,
+                            strict=args.strict,
+                        )
+                        continue
                     trial(
                         state,
                         k,
@@ -618,6 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "command": cmd,
                     "cpus": os.cpu_count(),
                     "trials": args.trials,
+                    "budget": args.budget if args.command == "check-ab" else None,
                     "rows": [asdict(r) for r in rows],
                 },
                 indent=2,

@@ -97,10 +97,23 @@ def spread(values: Sequence[float], fmt: str = "{:.4f}") -> str:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment without PERFGATE_* settings, so that only the flags given count."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFGATE_")}
+    """The environment without PERFGATE_* settings, so that only the flags given count, and
+    without PYTHONDONTWRITEBYTECODE: a user's install has its bytecode written, so every
+    command timed here (after a warm-up run that writes it) loads .pyc files instead of
+    compiling perfgate from source each time."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PERFGATE_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.setdefault("PYTHONHASHSEED", "0")
     return env
+
+
+BYTECODE_NOTE = (
+    "subprocesses run with bytecode written (PYTHONDONTWRITEBYTECODE removed) and after a"
+    " warm-up run, as an installed perfgate runs"
+)
 
 
 # --- 1a. in-process: perfgate's real measuring function vs a plain loop ---------------------
@@ -736,6 +749,7 @@ t0 = time.perf_counter()
 import perfgate.cli
 t1 = time.perf_counter()
 from perfgate import app
+import perfgate.app.gate, perfgate.app.deliver  # the facade imports them on first use
 from perfgate.config import load_config
 from perfgate.store import open_store
 from perfgate.reporters.render import render_text
@@ -749,14 +763,29 @@ text = render_text(result)
 t5 = time.perf_counter()
 store.close()
 print(json.dumps({"import perfgate.cli (click, models)": t1 - t0,
-                  "import app, store, stats (sqlalchemy, alembic, numpy, scipy)": t2 - t1,
+                  "import app.gate, store, stats (sqlalchemy, numpy, scipy)": t2 - t1,
                   "load_config + open_store (schema check)": t3 - t2,
                   "compare()": t4 - t3, "render_text()": t5 - t4}))
 """
 
 
-IMPORTS = "import perfgate.cli, perfgate.app, perfgate.reporters.render"
-HEAVY_IMPORTS = ("click", "numpy", "scipy.special", "sqlalchemy", "alembic")
+IMPORTS = (
+    "import perfgate.cli, perfgate.cli.gate, perfgate.app.gate, perfgate.app.deliver,"
+    " perfgate.reporters.render"
+)
+"""What ``perfgate gate`` imports (the app modules are imported on first use)."""
+HEAVY_IMPORTS = (
+    "click",
+    "numpy",
+    "scipy.special",
+    "sqlalchemy",
+    "alembic",
+    "pandas",
+    "requests",
+    "torch",
+)
+FLOOR_IMPORTS = "import sqlalchemy, numpy, click"
+"""The third-party packages every gate needs: what no change to perfgate can take off."""
 
 
 def import_costs(importtime_log: str) -> dict[str, float]:
@@ -793,7 +822,19 @@ def compare_in_process(url: str, repeats: int) -> tuple[list[tuple[float, int, f
 
         return wrapper
 
-    for name in ("benchmarks", "latest_run", "history", "fingerprints"):
+    for name in (
+        "benchmarks",
+        "latest_run",
+        "latest_runs",
+        "history",
+        "centres",
+        "fingerprints",
+        "baseline_reset",
+        "baseline_resets",
+        "alert_statuses",
+        "profiles",
+        "get_run",
+    ):
         setattr(store, name, timed(getattr(store, name)))
     calls = []
     try:
@@ -822,6 +863,8 @@ def gate_benchmarks(url: str, repeats: int) -> dict[str, Any]:
         gate_runs.append((wall, proc.returncode, proc.stdout))
 
     startup = [time_subprocess([sys.executable, "-c", "pass"])[0] for _ in range(3)]
+    time_subprocess([sys.executable, "-c", FLOOR_IMPORTS])  # warm the page cache
+    floor = [time_subprocess([sys.executable, "-c", FLOOR_IMPORTS])[0] for _ in range(3)]
     help_wall = [time_subprocess([perfgate_command(), "--help"])[0] for _ in range(3)]
     phases_runs = []
     for _ in range(3):
@@ -839,6 +882,7 @@ def gate_benchmarks(url: str, repeats: int) -> dict[str, Any]:
         "cmd": cmd,
         "gate_runs": gate_runs,
         "startup": median(startup),
+        "floor": median(floor),
         "help": median(help_wall),
         "phases": phases,
         "imports": import_costs(proc.stderr),
@@ -1031,11 +1075,15 @@ def report_gate(g: dict[str, Any]) -> tuple[float, float]:
     out(f"  median: {compare_median * 1e3:.1f} ms")
     out("where the command's time goes (fresh interpreters, median of 3):")
     out(f"  {'interpreter start (python -c pass)':62s} {g['startup']:.3f} s")
+    out(f"  {'floor: python -c ' + repr(FLOOR_IMPORTS):62s} {g['floor']:.3f} s")
     for name, secs in g["phases"].items():
         out(f"  {name:62s} {secs:.3f} s")
     out(f"  {'(perfgate --help, for scale)':62s} {g['help']:.3f} s")
     heavy = ", ".join(f"{k} {v:.2f} s" for k, v in g["imports"].items())
-    out(f"  heaviest imports (-X importtime, cumulative, nested): {heavy}")
+    absent = ", ".join(k for k in HEAVY_IMPORTS if k not in g["imports"])
+    out(f"  heaviest imports of the gate path (-X importtime, cumulative, nested): {heavy}")
+    if absent:
+        out(f"  not imported by the gate path: {absent}")
     out("")
     return gate_median, compare_median
 
@@ -1077,6 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
     out("perfgate overhead benchmarks (bench/overhead.py)")
     out(f"machine: {machine()}; load average at start: {loadavg()}")
     out(versions)
+    out(BYTECODE_NOTE)
     out("")
     if args.only in ("all", "cpu-clock"):
         c = cpu_clock_cost(args.rounds, args.steps * 4, warmup=20)
@@ -1099,6 +1148,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = ["sqlite"] + (["postgresql"] if args.postgres else [])
     out(f"== 2. Gate wall time over big stores ({', '.join(engines)}) ==")
     gates: list[tuple[str, int, float, float]] = []
+    floors: list[tuple[float, float]] = []
     for engine in engines:
         for runs_each in args.runs:
             with bench_store(engine, args.postgres) as (url, db_path):
@@ -1112,7 +1162,9 @@ def main(argv: list[str] | None = None) -> int:
                     save_budget_s=90.0,
                 )
                 report_store(pop, db_path, args.benchmarks, runs_each)
-                gate_median, compare_median = report_gate(gate_benchmarks(url, args.gate_repeats))
+                g = gate_benchmarks(url, args.gate_repeats)
+                gate_median, compare_median = report_gate(g)
+                floors.append((g["startup"], g["floor"]))
                 gates.append((engine, pop["total_runs"], gate_median, compare_median))
     out("== 3. detect start-up ==")
     detect = detect_startup()
@@ -1132,6 +1184,13 @@ def main(argv: list[str] | None = None) -> int:
     for label, secs in detect.items():
         ok = "ok" if secs < DETECT_TARGET_S else "MISSED"
         out(f"{label}: {secs:.3f} s (target < {DETECT_TARGET_S:g} s) {ok}")
+    if floors:
+        out(
+            f"host floor (median over the stores): python -c pass"
+            f" {median([f[0] for f in floors]):.3f} s; python -c {FLOOR_IMPORTS!r}"
+            f" {median([f[1] for f in floors]):.3f} s"
+        )
+    out(BYTECODE_NOTE)
     if args.only == "gate":
         out(f"machine: {machine()}; load average now: {loadavg()}")
         out(versions)

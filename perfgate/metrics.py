@@ -397,17 +397,27 @@ WALL_TIMES = ("step_time_ms", "throughput_samples_per_s")
 """The wall-clock metrics of a training run: they decide where the device's primary time
 metric is not usable, and are shown beside it (never deciding) where it is."""
 
+ECHOES: Mapping[str, str] = MappingProxyType({"peak_memory_pct_of_capacity": "peak_memory_bytes"})
+"""A metric that restates another one's effect, and the one it restates: the peak memory as a
+share of the device's capacity is the peak in bytes over a capacity the fingerprint holds
+fixed, so judged beside it, the same change would count twice in the gate's false-discovery
+family. Where both are usable it is shown, not deciding; it exists for budgets
+(``[budgets]``), which judge it on the run alone whatever decides here."""
+
 
 def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[str]:
-    """The time metrics of a training run on ``device_kind`` that are shown but do not
-    decide its gate: the wall-clock ones (:data:`WALL_TIMES`) when the device's
-    :data:`PRIMARY_TIME` metric is ``usable`` (measured in the run and in what it is judged
-    against), else the primary ones (a baseline recorded before they were measured: the
-    wall time decides, as it did then). The one place this is decided."""
+    """The metrics of a training run on ``device_kind`` that are shown but do not decide its
+    gate: the wall-clock ones (:data:`WALL_TIMES`) when the device's :data:`PRIMARY_TIME`
+    metric is ``usable`` (measured in the run and in what it is judged against), else the
+    primary ones (a baseline recorded before they were measured: the wall time decides, as it
+    did then); and each of :data:`ECHOES` whose original is ``usable``. The one place this is
+    decided (the gate, ``run --confirm`` and ``history analyze`` ask it)."""
     primary = PRIMARY_TIME.get(device_kind)
     if primary is not None and usable(primary):
-        return frozenset(WALL_TIMES)
-    return frozenset(PRIMARY_TIME.values())
+        times = frozenset(WALL_TIMES)
+    else:
+        times = frozenset(PRIMARY_TIME.values())
+    return times | {echo for echo, original in ECHOES.items() if usable(original)}
 
 
 def default_policy(metric: str) -> MetricPolicy:

@@ -15,17 +15,32 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from conftest import record
 
+import perfgate.app.check as check_app
 from perfgate.app.check import MAX_EXTRA, Budget, parse_budget
 from perfgate.app.measure import measurement
+from perfgate.config import Config
 from perfgate.errors import ConfigError
-from perfgate.models import RunRecord
-from perfgate.store import open_store
+from perfgate.models import (
+    BenchmarkSpec,
+    CIContext,
+    Comparison,
+    Confirmation,
+    Direction,
+    GateResult,
+    GitContext,
+    RunRecord,
+    Verdict,
+)
+from perfgate.store import SqlStore, open_store
 
 
 @pytest.mark.parametrize(
@@ -55,6 +70,190 @@ def test_a_time_budget_buys_whole_rounds_of_the_open_benchmarks() -> None:
     assert Budget(seconds=3600.0).extra([4.0, 6.0]) == MAX_EXTRA
     assert Budget(repeats=3).extra([100.0]) == 3
     assert Budget(repeats=50).extra([1.0]) == MAX_EXTRA
+
+
+# --- what re-measuring may spend: fakes for the measuring, seconds fixed by the test --------
+
+
+def _row(benchmark: str, verdict: Verdict, method: str, run_id: str) -> Comparison:
+    return Comparison(
+        benchmark=benchmark,
+        metric="step_cpu_ms",
+        unit="ms",
+        direction=Direction.LOWER_IS_BETTER,
+        verdict=verdict,
+        reason="",
+        current_run_id=run_id,
+        current_centre=10.0,
+        p_value=0.5,
+        method=method,
+    )
+
+
+def _lasting(run: RunRecord, benchmark: str, seconds: float) -> RunRecord:
+    """``run`` as one of ``benchmark`` (3 repeats, or pairs) that took ``seconds``."""
+    return replace(
+        run,
+        benchmark=benchmark,
+        spec=replace(run.spec, name=benchmark, repeats=3),
+        finished_at=run.started_at + timedelta(seconds=seconds),
+    )
+
+
+def _fake_gate(plain: dict[str, Verdict], method: str) -> Callable[..., GateResult]:
+    """The gate as ``check`` sees it: ``plain`` verdicts at the plain level, every benchmark
+    inconclusive at the looks' stricter level (a run judged there carries ``confirm_alpha``):
+    the case where look 0 opens more than the plain gate did."""
+
+    def judge(config: object, store: object, runs: Sequence[RunRecord], **_: object) -> GateResult:
+        rows = tuple(
+            _row(
+                r.benchmark,
+                plain[r.benchmark] if r.spec.confirm_alpha is None else Verdict.INCONCLUSIVE,
+                method,
+                r.id,
+            )
+            for r in runs
+        )
+        return GateResult("feat", "main", Verdict.INCONCLUSIVE, rows)
+
+    return judge
+
+
+def _check_args(budget: Budget) -> dict[str, Any]:
+    return dict(
+        budget=budget,
+        git=GitContext(commit="f" * 40, branch="feat"),
+        ci=CIContext(),
+        against="main",
+        trace_root=Path("traces"),
+        repo=Path("."),
+    )
+
+
+def test_history_mode_re_measures_only_what_the_budget_was_sized_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Benchmark a is inconclusive at the plain gate, b unchanged there but open at look 0's
+    stricter level; a repeat takes 10 s each. A 60 s budget buys a 6 extra repeats, and b
+    gets none (which would spend 120 s)."""
+    runs = [_lasting(record(1, 10.0, branch="feat"), name, 30.0) for name in ("a", "b")]
+    confirmed: list[tuple[list[str], int]] = []
+
+    def confirm(*args: object, **kw: Any) -> list[Confirmation]:
+        specs = cast(Sequence[BenchmarkSpec], args[1])
+        confirmed.append(([s.name for s in specs], kw["extra"]))
+        return []
+
+    monkeypatch.setattr(check_app, "run_and_record", lambda *a, **k: runs)
+    monkeypatch.setattr(
+        check_app,
+        "compare_records",
+        _fake_gate({"a": Verdict.INCONCLUSIVE, "b": Verdict.UNCHANGED}, "history"),
+    )
+    monkeypatch.setattr(check_app, "confirm_and_record", confirm)
+    specs = [BenchmarkSpec(name=n, workload="mlp") for n in ("a", "b")]
+    check_app.run_check(
+        Config(), specs, cast(SqlStore, None), mode="history", **_check_args(Budget(seconds=60.0))
+    )
+    assert confirmed == [(["a"], 6)]  # 6 x 10 s: within the 60 s
+
+
+def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three pairs of a and of b took 60 s each (20 s a pair, both sides; the head run's
+    span). a is inconclusive at the plain gate, b unchanged there but open at look 0. A
+    100 s budget buys a 5 more pairs (100 s), b none."""
+    pairs = []
+    for name in ("a", "b"):
+        base = _lasting(record(1, 10.0, branch="feat:base"), name, 60.0)
+        head = _lasting(record(2, 10.0, branch="feat"), name, 60.0)
+        pairs.append((base, head))
+    extended: list[tuple[str, int]] = []
+
+    def extend(store: object, pair: tuple[RunRecord, RunRecord], **kw: Any) -> object:
+        extended.append((kw["spec"].name, kw["extra"]))
+        base, head = pair
+        return base, replace(head, spec=replace(head.spec, confirm_alpha=kw["alpha"]))
+
+    monkeypatch.setattr(check_app, "run_ab_and_record", lambda *a, **k: pairs)
+    monkeypatch.setattr(
+        check_app,
+        "compare_records",
+        _fake_gate({"a": Verdict.INCONCLUSIVE, "b": Verdict.UNCHANGED}, "paired"),
+    )
+    monkeypatch.setattr(check_app, "extend_pairs_and_record", extend)
+    specs = [BenchmarkSpec(name=n, workload="mlp") for n in ("a", "b")]
+    outcome = check_app.run_check(
+        Config(),
+        specs,
+        cast(SqlStore, None),
+        mode="ab",
+        ab_ref="HEAD~1",
+        **_check_args(Budget(seconds=100.0)),
+    )
+    assert extended == [("a", 5)]  # 5 pairs x 20 s
+    assert outcome.remeasured == ("a",) and outcome.extra == 5
+
+
+@pytest.mark.parametrize(
+    ("extra", "says", "not_said"),
+    [
+        (MAX_EXTRA, "a larger repeats in the suite", "--budget"),
+        (4, "more pairs (a larger --budget)", "repeats in the suite"),
+    ],
+)
+def test_what_would_settle_pairs_left_open_names_what_stopped_them(
+    extra: int, says: str, not_said: str
+) -> None:
+    """After re-measuring, a paired benchmark still open: when the round's cap of
+    MAX_EXTRA pairs stopped it, a larger budget buys nothing, and the note says what does;
+    when the budget stopped it, raising it does."""
+    head = record(1, 10.0, branch="feat")
+    row = replace(
+        _row("mlp", Verdict.INCONCLUSIVE, "paired", head.id), mde_pct=14.4, min_effect_pct=3.0
+    )
+    result = GateResult("feat", "main", Verdict.INCONCLUSIVE, (row,))
+    (note,) = check_app.unsettled_notes(result, [head], (), extra, remeasured=["mlp"])
+    assert note.startswith("mlp: still inconclusive: ") and f"after {extra} extra pairs" in note
+    assert says in note and not_said not in note, note
+
+
+def test_the_report_names_the_commit_it_is_given_not_the_checkouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``check --commit SHA`` hands its commit to the report: where the judged runs do not
+    name one, the report says SHA, not the commit checked out where the job runs."""
+    from perfgate.cli.gate import delivery_options, report_result
+
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    git(checkout, "init", "-q", "-b", "feat")
+    git(checkout, "commit", "-q", "--allow-empty", "-m", "what is checked out")
+    monkeypatch.chdir(checkout)
+    for name in [n for n in os.environ if n.startswith(("GITHUB_", "CI_", "GITLAB"))]:
+        monkeypatch.delenv(name)
+    config = Config(database_url=f"sqlite:///{tmp_path / 'perfgate.db'}")
+    delivery = delivery_options(
+        None,
+        comment=False,
+        comment_mode="always",
+        forge=None,
+        forge_url=None,
+        repo=None,
+        pr_number=None,
+        sha=None,
+        report_dir=tmp_path / "report",
+        status=None,
+        summary=False,
+        testbed=None,
+        report_url=None,
+    )
+    result = GateResult("feat", "main", Verdict.NO_BASELINE, ())
+    report_result(config, result, False, delivery, None, "feat", commit="abcdef0123456789")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "@ abcdef0" in report, report
 
 
 torch = pytest.importorskip("torch")
@@ -167,6 +366,29 @@ def test_history_mode_fails_a_much_slower_step_on_its_cpu_time(tmp_path: Path) -
     assert rows["step_cpu_ms"]["verdict"] == "regression"
     assert "step_time_ms" not in rows  # shown beside it, not deciding
     assert out["verdict"] == "regression" and out["failed"] is True
+
+
+@pytest.mark.slow
+def test_a_regression_on_the_base_branch_is_recorded_as_an_alert(tmp_path: Path) -> None:
+    """``check`` of main itself (four times the work against main's history): its
+    regression becomes an untriaged alert, as a base-branch ``gate`` records it."""
+    root = project(tmp_path)
+    seed_main(root, jobs=(1.0, 1.05, 0.95, 1.02), repeats=(0.9, 1.0, 1.1))
+    done = perfgate(
+        root, "check", "--branch", "main", "--against", "main",
+        "--param", "slowdown=3.0", "--budget", "2", "--json",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    store = open_store(f"sqlite:///{store_path(root)}")
+    try:
+        alerts = store.alerts(project="default")
+        latest = store.latest_run(project="default", benchmark="kernel", branch="main")
+    finally:
+        store.close()
+    assert latest is not None
+    regressions = {(a.benchmark, a.metric, a.source, a.status) for a in alerts}
+    assert ("kernel", "step_cpu_ms", "gate", "untriaged") in regressions, alerts
+    assert {a.run_id for a in alerts} == {latest.id}
 
 
 def spread_copy(run: RunRecord, *, job: float, repeats: tuple[float, ...], i: int) -> RunRecord:

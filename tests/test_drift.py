@@ -191,9 +191,12 @@ def test_history_analyze_alert_opens_one_alert_for_a_creep(tmp_path: Path) -> No
         env = github_env(forge)
         first = analyze(url, "--alert", env=env)
         assert first.exit_code == 0, first.output
-        assert "opened with 1 change point(s)" in first.stderr
+        # a drift says what it is, not "change point(s)"
+        assert "opened with 1 drift (mlp step_time_ms: main is " in first.stderr
+        assert "% slower than 150 runs / 6 days ago)" in first.stderr
+        assert "change point" not in first.stderr
         (issue,) = forge.issues["o/r"]
-        assert str(issue["body"]).count("(drift)") == 1
+        assert str(issue["body"]).count("regression (drift: main is ") == 1
 
         fill(url, creeping_runs(160, 170))  # the next nights: the newest block moves on
         second = analyze(url, "--alert", env=env)
@@ -208,6 +211,28 @@ def test_history_analyze_alert_opens_one_alert_for_a_creep(tmp_path: Path) -> No
     again = json.loads(analyze(url, "--json").stdout)
     (drift,) = again["drifts"]
     assert drift["alert_run"] == "mlp-main-159"
+
+
+def test_a_drift_is_named_as_one_in_the_alert_comment_and_summary(tmp_path: Path) -> None:
+    from perfgate import app
+    from perfgate.config import Config
+    from perfgate.reporters.markdown import alert_summary, render_alert_comment
+    from perfgate.store import open_store
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, creeping_runs(0, 160))
+    store = open_store(url)
+    try:
+        found = app.analyze_history(Config(), store, branch="main", record=False)
+    finally:
+        store.close()
+    (drift,) = found
+    head = render_alert_comment("main", found).splitlines()[0]
+    assert head == "**perfgate**: 1 new drift on main"
+    summary = alert_summary(found, new=True)
+    assert summary.startswith("1 new drift (mlp step_time_ms: main is ")
+    assert summary.endswith("% slower than 150 runs / 6 days ago)")
+    assert f"{abs(drift.point.change_pct):.1f}% slower" in summary
 
 
 def test_a_metric_that_rises_from_zero_does_not_break_the_nightly_analysis(tmp_path: Path) -> None:

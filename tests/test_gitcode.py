@@ -211,7 +211,7 @@ def test_the_nightly_alert_opens_one_issue_then_updates_it(
 
     first = analyze()
     assert first.exit_code == 0, first.stderr
-    assert "tracking issue 1 opened with 1 change point(s)" in first.stderr
+    assert "tracking issue 1 opened with 1 drift (mlp step_time_ms: main is " in first.stderr
     (issue,) = forge.issues["ascend/op-plugin"]
     title = issue["title"]
     assert [x["name"] for x in issue["labels"]] == ["perfgate"]
@@ -224,7 +224,7 @@ def test_the_nightly_alert_opens_one_issue_then_updates_it(
     assert "tracking issue 1 updated with 1 new change point(s)" in third.stderr
     (issue,) = forge.issues["ascend/op-plugin"]
     assert issue["title"] == title  # the API requires it on an edit; it is kept
-    assert str(issue["body"]).count("(drift)") == 1 and " b " in str(issue["body"])
+    assert str(issue["body"]).count("(drift: main is ") == 1 and " b " in str(issue["body"])
     assert len(issue["comments"]) == 1
     assert leaks(forge, first, third) == []
 

@@ -299,3 +299,27 @@ def test_without_git_or_base_sha_the_window_is_the_latest_runs(
     assert code == 0
     assert only(data)["baseline_runs"][-1] == f"mlp-main-{FORK + 3:03d}"  # type: ignore[index]
     assert data["notes"] == []
+
+
+def test_one_place_weighs_the_option_the_event_and_gitlab(tmp_path: Path) -> None:
+    """``detect_pr_base``: ``--base-sha`` first (a ref resolved through git), then GitHub's
+    event file, then GitLab's variable; outside a repository no git history, and a ref that
+    cannot be resolved is one clear error. The commands pass their option through."""
+    from perfgate.app.context import detect_pr_base
+    from perfgate.errors import ConfigError
+
+    f = fork(tmp_path, 2)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"base": {"sha": f.main[-1]}}}))
+    both = {"GITHUB_EVENT_PATH": str(event), "CI_MERGE_REQUEST_DIFF_BASE_SHA": f.main[1]}
+    given = detect_pr_base(both, f.repo, base_sha="main~1")
+    assert given.sha == f.main[-2] and given.git is not None
+    assert detect_pr_base(both, f.repo).sha == f.main[-1]
+    gitlab = {"CI_MERGE_REQUEST_DIFF_BASE_SHA": f.main[1].upper()}
+    assert detect_pr_base(gitlab, f.repo).sha == f.main[1]
+    outside = tmp_path / "work"
+    outside.mkdir()
+    bare = detect_pr_base({}, outside)
+    assert (bare.sha, bare.git) == ("", None)
+    with pytest.raises(ConfigError, match="no git repository here"):
+        detect_pr_base({}, outside, base_sha="main~1")

@@ -87,10 +87,12 @@ def test_the_primary_time_decides_where_it_is_usable_else_the_wall_time() -> Non
     every = {"step_cpu_ms", "step_device_ms"}
     assert not_deciding("cpu", lambda m: m == "step_cpu_ms") == set(WALL_TIMES)
     assert not_deciding("cuda", lambda m: m == "step_device_ms") == set(WALL_TIMES)
-    assert not_deciding("npu", lambda m: True) == set(WALL_TIMES)
+    # a memory share beside its peak in bytes is shown too (the same effect, counted once)
+    share = {"peak_memory_pct_of_capacity"}
+    assert not_deciding("npu", lambda m: True) == set(WALL_TIMES) | share
     assert not_deciding("cpu", lambda m: m == "step_device_ms") == every
     assert not_deciding("cuda", lambda m: m == "step_cpu_ms") == every
-    assert not_deciding("tpu", lambda m: True) == every
+    assert not_deciding("tpu", lambda m: True) == every | share
     assert {PRIMARY_TIME[d] for d in ("cpu", "cuda", "npu")} == every
 
 

@@ -17,6 +17,7 @@ Nothing is written; nothing here prints.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from perfgate.advisor.cluster import cluster_view
 from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_ranks_and_links
 from perfgate.config import Config
 from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
-from perfgate.parsers import FORMAT_ASCEND, read_profile
 from perfgate.store import SqlStore
 
 __all__ = [
@@ -44,6 +44,8 @@ _RANK_OWN = "own_step_ms.rank"
 def read_job(path: Path, thresholds: Thresholds | None = None) -> Profiled:
     """The profile at ``path`` (:func:`perfgate.parsers.read_profile`) with the cluster view
     of its ranks when it has two or more (``thresholds``: the suite's ``[advisor]``)."""
+    from perfgate.parsers import read_profile  # the parsers (pandas among them) only here
+
     profiled = read_profile(path)
     if len(profiled.ranks) < 2:
         return profiled
@@ -60,6 +62,8 @@ def advise_path(
 ) -> Advice:
     """Advise on the profile at ``path`` (a torch trace, a ``*_ascend_pt`` directory, or a
     directory of several ranks)."""
+    from perfgate.parsers import FORMAT_ASCEND
+
     profiled = read_job(path, thresholds)
     profile = profiled.slowest
     own = advise(
@@ -129,22 +133,29 @@ def base_run(config: Config, store: SqlStore, record: RunRecord) -> RunRecord | 
 def findings_for(
     config: Config,
     record: RunRecord,
-    base: RunRecord | None = None,
+    base: RunRecord | Callable[[], RunRecord | None] | None = None,
     *,
     device_memory_bytes: int | None = None,
 ) -> tuple[Finding, ...]:
     """Every finding on a stored run, most severe first: perfgate's rules over it
     (:func:`run_findings`) and the msprof-analyze findings stored with it, one finding per
     key (:func:`~perfgate.advisor.rules.merge_findings`). Those ``base`` (the run it is
-    judged against, e.g. :func:`base_run`) also had are marked ``known``.
+    judged against, e.g. :func:`base_run`) also had are marked ``known``; ``base`` may be
+    a function that reads that run, called only when the run has a finding to mark (the
+    gate reads no base run for a benchmark without findings).
 
     The one findings path: ``perfgate ingest``, ``perfgate advise RUN``, the gate and the
     HTML run page show what this returns.
     """
+    own = run_findings(config, record, device_memory_bytes)
+    if not own and not record.findings:
+        return ()
+    if callable(base):
+        base = base()
     known: tuple[Finding, ...] = ()
     if base is not None and base.id != record.id:
         known = (*run_findings(config, base, device_memory_bytes), *base.findings)
-    return merge_findings(run_findings(config, record, device_memory_bytes), record.findings, known)
+    return merge_findings(own, record.findings, known)
 
 
 def run_findings(

@@ -17,6 +17,15 @@ of independent pair ratios (rho = sqrt(n0 / n)). One re-measurement round, sized
 budget: the two-look rule is what keeps the false-alarm rate; a third look would need its
 own share.
 
+The budget buys rounds of one repeat (pair) of every benchmark the plain gate left open,
+and only those are re-measured: look 0's stricter level can leave open a benchmark the plain
+gate called unchanged, but re-measuring it would spend past ``--budget``, and it needs no
+second look (unchanged at the plain level, it is not a regression there, so leaving it at
+that level adds no false alarm).
+
+On the base branch the final gate's regressions are recorded as untriaged alerts, as
+``gate`` records them (:func:`perfgate.app.triage.record_alerts`).
+
 What stays inconclusive is said, with why and what would settle it
 (:func:`unsettled_notes`): the baseline cannot split job from process noise (too few runs),
 job-level noise dominates (more repeats in this job cannot help: a fresh job or ``ab``
@@ -42,6 +51,7 @@ from perfgate.app.record import (
     run_ab_and_record,
     run_and_record,
 )
+from perfgate.app.triage import record_alerts
 from perfgate.config import Config
 from perfgate.errors import ConfigError, UsageError
 from perfgate.models import (
@@ -186,6 +196,8 @@ def _remeasurable(spec: BenchmarkSpec) -> bool:
 
 
 def _seconds_per_repeat(record: RunRecord) -> float:
+    """Seconds one repeat of ``record`` took; for the head run of an A/B pair, one pair (its
+    start and end span both sides' repeats)."""
     repeats = max(record.spec.repeats, 1)
     return max((record.finished_at - record.started_at).total_seconds(), 0.0) / repeats
 
@@ -223,7 +235,7 @@ def run_check(
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     if mode == "ab":
         ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
-        return _check_ab(
+        outcome = _check_ab(
             config,
             specs,
             store,
@@ -238,6 +250,48 @@ def run_check(
             history=history,
             progress=progress,
         )
+    else:
+        outcome = _check_history(
+            config,
+            specs,
+            store,
+            budget=budget,
+            git=git,
+            ci=ci,
+            against=against,
+            trace_root=trace_root,
+            sys_path=sys_path,
+            base_sha=base_sha,
+            history=history,
+            progress=progress,
+            warn=warn,
+            launch=launch,
+        )
+    # a base-branch check's regressions become alerts, as a base-branch gate's do
+    record_alerts(config, store, result=outcome.result)
+    return outcome
+
+
+def _check_history(
+    config: Config,
+    specs: Sequence[BenchmarkSpec],
+    store: SqlStore,
+    *,
+    budget: Budget,
+    git: GitContext,
+    ci: CIContext,
+    against: str,
+    trace_root: Path,
+    sys_path: Sequence[str],
+    base_sha: str,
+    history: GitHistory | None,
+    progress: ProgressFn | None,
+    warn: ProgressFn | None,
+    launch: LaunchOptions | None,
+) -> CheckOutcome:
+    """``history`` mode: the head's runs, the gate, then more repeats for the benchmarks the
+    plain gate left open, both looks at the level of the confirmation
+    (:func:`perfgate.app.record.confirm_and_record`)."""
     records = run_and_record(
         config,
         specs,
@@ -261,17 +315,17 @@ def run_check(
     open_ = {b for b in _with(plain, "history", _LOOKED_AGAIN) if _remeasurable(by_name[b])}
     if not open_:
         return CheckOutcome(
-            _with_notes(plain, unsettled_notes(plain, records, (), 0)), tuple(records), mode
+            _with_notes(plain, unsettled_notes(plain, records, (), 0)), tuple(records), "history"
         )
     extra = budget.extra([_seconds_per_repeat(r) for r in records if r.benchmark in open_])
     if extra < 1:
         notes = unsettled_notes(
             plain, records, (), 0, budget_note=_too_small(budget, records, open_)
         )
-        return CheckOutcome(_with_notes(plain, notes), tuple(records), mode)
-    # every re-measurable benchmark goes in, judged at the level of the whole gate's tests;
-    # only those inconclusive at that level get the repeats
-    confirmable = [s for s in specs if _remeasurable(s)]
+        return CheckOutcome(_with_notes(plain, notes), tuple(records), "history")
+    # the open benchmarks go in (the budget was sized on them), judged at the level of the
+    # whole gate's tests; only those inconclusive at that level get the repeats
+    confirmable = [s for s in specs if s.name in open_]
     recorded = {r.benchmark: r for r in records}
     confirmations = confirm_and_record(
         config,
@@ -292,7 +346,7 @@ def run_check(
     final = judge(final_records)
     notes = unsettled_notes(final, final_records, confirmations, extra)
     return CheckOutcome(
-        _with_notes(final, notes), tuple(final_records), mode, extra, tuple(sorted(folded))
+        _with_notes(final, notes), tuple(final_records), "history", extra, tuple(sorted(folded))
     )
 
 
@@ -339,11 +393,10 @@ def _check_ab(
         return CheckOutcome(
             _with_notes(plain, unsettled_notes(plain, heads, (), 0)), tuple(heads), "ab"
         )
-    extra = budget.extra([2 * _seconds_per_repeat(h) for h in heads if h.benchmark in open_])
+    # a head run's span is its pairs': the seconds of one pair, both sides
+    extra = budget.extra([_seconds_per_repeat(h) for h in heads if h.benchmark in open_])
     if extra < 1:
-        notes = unsettled_notes(
-            plain, heads, (), 0, budget_note=_too_small(budget, heads, open_, 2)
-        )
+        notes = unsettled_notes(plain, heads, (), 0, budget_note=_too_small(budget, heads, open_))
         return CheckOutcome(_with_notes(plain, notes), tuple(heads), "ab")
     tests = _tests(plain)
     levels = {
@@ -358,7 +411,8 @@ def _check_ab(
     remeasured = []
     for pair, head in zip(pairs, heads, strict=True):
         mine = [c for c in look0.comparisons if c.benchmark == head.benchmark]
-        if sequential.needs_confirming(mine, method="paired"):
+        # only what the budget was sized on: one the plain gate settled keeps its verdict
+        if head.benchmark not in open_ or sequential.needs_confirming(mine, method="paired"):
             final_heads.append(head)
             continue
         _, new_head = extend_pairs_and_record(
@@ -385,10 +439,8 @@ def _tests(result: GateResult) -> int:
     return sum(1 for c in deciding(result.comparisons) if c.p_value is not None) or 1
 
 
-def _too_small(
-    budget: Budget, records: Sequence[RunRecord], open_: set[str], sides: int = 1
-) -> str:
-    need = sum(sides * _seconds_per_repeat(r) for r in records if r.benchmark in open_)
+def _too_small(budget: Budget, records: Sequence[RunRecord], open_: set[str]) -> str:
+    need = sum(_seconds_per_repeat(r) for r in records if r.benchmark in open_)
     return (
         f"the budget ({budget.text()}) buys no extra repeat: one more of each inconclusive "
         f"benchmark takes about {need:.0f} s"
@@ -470,11 +522,15 @@ def _why(
         )
     if remeasured:
         done = f"after {extra} extra {'pairs' if paired else 'repeats'}"
-        more = (
-            "more pairs (a larger --budget)"
-            if paired
-            else "a quieter runner, more base-branch runs, or --mode ab"
-        )
+        if not paired:
+            more = "a quieter runner, more base-branch runs, or --mode ab"
+        elif extra >= MAX_EXTRA:  # the round's cap, not the budget, stopped it
+            more = (
+                f"more pairs than one round's {MAX_EXTRA} (a larger repeats in the suite: "
+                "the first round's pairs) or a quieter runner"
+            )
+        else:
+            more = "more pairs (a larger --budget)"
         return f"{sees} {done}; the noise left is too large for this effect: {more}"
     return f"{sees}; re-measuring was not possible here"
 

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.errors import ConfigError
@@ -163,3 +164,26 @@ def detect_base_sha(
         raise ConfigError(f"--base-sha {base_sha!r}: not a commit id ({where})")
     gitlab = env.get("CI_MERGE_REQUEST_DIFF_BASE_SHA", "").strip()
     return _event_base_sha(env) or (gitlab.lower() if _SHA.fullmatch(gitlab) else "")
+
+
+@dataclass(frozen=True)
+class PRBase:
+    """Where a branch left its base branch, as a gate asks it: the base commit (``sha``: the
+    ``--base-sha`` given or the CI's, "" when neither says) and the git history at hand
+    (``git``: ``None`` outside a repository) that finds the merge-base with it."""
+
+    sha: str
+    git: GitHistory | None
+
+
+def detect_pr_base(env: Mapping[str, str], cwd: Path, *, base_sha: str | None = None) -> PRBase:
+    """The base commit and git history a gate (``gate``, ``compare``, ``comment``, ``check``)
+    or ``run --confirm`` measures a branch against: the one place ``--base-sha``, the GitHub
+    event file and GitLab's ``CI_MERGE_REQUEST_DIFF_BASE_SHA`` are weighed
+    (:func:`detect_base_sha`); commands pass their ``--base-sha`` through.
+
+    Raises:
+        ConfigError: ``--base-sha`` is neither a commit id nor a revision git knows here.
+    """
+    git = open_git_history(cwd)
+    return PRBase(detect_base_sha(env, base_sha=base_sha, git=git), git)

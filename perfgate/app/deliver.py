@@ -31,13 +31,14 @@ from perfgate.reporters.forges import (
     forge_named,
     forge_names,
 )
-from perfgate.reporters.forges.http import RetryPolicy
+from perfgate.reporters.forges.api import RetryPolicy
 from perfgate.reporters.markdown import (
     ALERT_LABEL,
     ZWJ,
     CommentMode,
     ReportContext,
     alert_marker,
+    alert_summary,
     alert_title,
     change_key,
     marker,
@@ -687,7 +688,7 @@ def alert_changes(
     body = render_alert_issue(project, branch, new, old_body)
     if found is None:
         number = reporter.create_issue(alert_title(project, branch), body, ALERT_LABEL)
-        return f"tracking issue {number} opened with {len(new)} change point(s)"
+        return f"tracking issue {number} opened with {alert_summary(new)}"
     reporter.update_issue(found[0], body)
     reporter.comment_issue(found[0], render_alert_comment(branch, new))
-    return f"tracking issue {found[0]} updated with {len(new)} new change point(s)"
+    return f"tracking issue {found[0]} updated with {alert_summary(new, new=True)}"

@@ -15,6 +15,7 @@ from perfgate.errors import StoreError, UsageError
 from perfgate.metrics import not_deciding
 from perfgate.models import (
     Attribution,
+    BaselineReset,
     Comparison,
     Direction,
     Finding,
@@ -112,12 +113,8 @@ def latest_runs(
             f"no runs on branch {branch!r} in project {config.project!r}: record one with "
             "'perfgate run' first"
         )
-    records = []
-    for name in names:
-        record = store.latest_run(project=config.project, benchmark=name, branch=branch)
-        if record is not None:
-            records.append(record)
-    return records
+    latest = store.latest_runs(project=config.project, benchmarks=names, branch=branch)
+    return [latest[name] for name in names if name in latest]
 
 
 def compare(
@@ -144,6 +141,24 @@ def compare(
     )
 
 
+@dataclass(frozen=True)
+class GateReads:
+    """What a gate over many benchmarks reads once for all of them instead of once for each:
+    every benchmark's latest baseline reset, and the (run id, metric) of every alert
+    triaged invalid (run ids are unique, so one project-wide set serves every benchmark)."""
+
+    resets: Mapping[str, BaselineReset]
+    invalid: frozenset[tuple[str, str]]
+
+    @classmethod
+    def read(cls, config: Config, store: SqlStore) -> GateReads:
+        statuses = store.alert_statuses(project=config.project, benchmark=None)
+        return cls(
+            resets=store.baseline_resets(project=config.project),
+            invalid=frozenset(key for key, status in statuses.items() if status == "invalid"),
+        )
+
+
 def _selection(
     config: Config,
     store: SqlStore,
@@ -153,10 +168,14 @@ def _selection(
     against: str,
     before: datetime | None,
     exclude_run_ids: Sequence[str],
+    reads: GateReads | None = None,
 ) -> dict[str, Any]:
     """The store's selection of a benchmark's comparable runs on ``against``: the same
     fingerprint key, not excluded, since its latest baseline reset."""
-    reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+    if reads is not None:
+        reset = reads.resets.get(benchmark)
+    else:
+        reset = store.baseline_reset(project=config.project, benchmark=benchmark)
     return {
         "project": config.project,
         "benchmark": benchmark,
@@ -177,11 +196,13 @@ def baseline_window(
     against: str,
     before: datetime | None = None,
     exclude_run_ids: Sequence[str] = (),
+    reads: GateReads | None = None,
 ) -> Window:
     """The baseline window a gate judges a run of ``benchmark`` against: the last
     ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
     started at or after the benchmark's latest baseline reset and, per metric, after the
-    last change point of its series that was not triaged invalid."""
+    last change point of its series that was not triaged invalid (``reads``: the resets
+    and triage a gate over many benchmarks read once, else read here)."""
     selection = _selection(
         config,
         store,
@@ -190,13 +211,19 @@ def baseline_window(
         against=against,
         before=before,
         exclude_run_ids=exclude_run_ids,
+        reads=reads,
     )
     points = store.history(**selection, limit=config.baseline_window)
-    invalid = frozenset(
-        key
-        for key, status in store.alert_statuses(project=config.project, benchmark=benchmark).items()
-        if status == "invalid"
-    )
+    if reads is not None:
+        invalid = reads.invalid
+    else:
+        invalid = frozenset(
+            key
+            for key, status in store.alert_statuses(
+                project=config.project, benchmark=benchmark
+            ).items()
+            if status == "invalid"
+        )
     since = runs_since_last_change(
         store.centres(**selection, limit=HISTORY_SCAN_RUNS),
         deterministic=lambda metric: config.policy(metric).deterministic,
@@ -244,6 +271,7 @@ def _merge_base_anchor(
     against: str,
     base_sha: str,
     git: GitHistory | None,
+    reads: GateReads | None = None,
 ) -> tuple[_Anchor | None, str]:
     """The run a PR's window on ``against`` ends at, or ``None`` and why not in words ("" when
     nothing could be asked: no base commit given and no git history knowing the run's commit,
@@ -263,6 +291,7 @@ def _merge_base_anchor(
             against=against,
             before=None,
             exclude_run_ids=(record.id,),
+            reads=reads,
         ),
         limit=HISTORY_SCAN_RUNS,
     )
@@ -437,6 +466,7 @@ def gate_window(
     against: str,
     base_sha: str = "",
     git: GitHistory | None = None,
+    reads: GateReads | None = None,
 ) -> tuple[Window, _Anchor | None, str]:
     """The window a gate judges ``record`` against, the merge-base run it ends at (a PR with
     a base commit or a git history) and why it could not end there ("" when nothing to say):
@@ -445,7 +475,7 @@ def gate_window(
     why = ""
     if branch != against and (base_sha or git is not None):
         anchor, why = _merge_base_anchor(
-            config, store, record, against=against, base_sha=base_sha, git=git
+            config, store, record, against=against, base_sha=base_sha, git=git, reads=reads
         )
     before = record.started_at if branch == against else None
     if anchor is not None:
@@ -458,6 +488,7 @@ def gate_window(
         against=against,
         before=before,
         exclude_run_ids=(record.id, *(anchor.tied if anchor else ())),
+        reads=reads,
     )
     return window, anchor, why
 
@@ -497,12 +528,21 @@ def compare_records(
     judged: list[_Judged] = []
     paired: list[RunRecord] = []
     notes: list[tuple[str, str]] = []
+    # one read of the resets and triage for every benchmark, where there are several
+    reads = GateReads.read(config, store) if len(records) > 1 else None
     for record in records:
         if record.paired_with:
             paired.append(record)
         anchor: _Anchor | None = None
         window, anchor, why = gate_window(
-            config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
+            config,
+            store,
+            record,
+            branch=branch,
+            against=against,
+            base_sha=base_sha,
+            git=git,
+            reads=reads,
         )
         if why:
             notes.append((record.benchmark, why))
@@ -625,59 +665,77 @@ def _advice(
     from perfgate.advisor.attribution import attribute
     from perfgate.app.advise import findings_for, timed_cluster
 
-    loaded: dict[str, RunRecord | None] = {}
-
-    def load(run_id: str) -> RunRecord | None:
-        if run_id not in loaded:
+    def base_of(record: RunRecord, mine: Sequence[Comparison]) -> RunRecord | None:
+        """The run ``record``'s findings are judged against: its window's newest, else the
+        base branch's latest (read only for a run with findings)."""
+        newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
+        if newest:
             try:
-                loaded[run_id] = store.get_run(run_id)
+                return store.get_run(newest[0])
             except StoreError:
-                loaded[run_id] = None
-        return loaded[run_id]
+                return None
+        base = store.latest_run(project=config.project, benchmark=record.benchmark, branch=against)
+        return None if base is None or base.id == record.id else base
 
     paired = {c.benchmark for c in comparisons if c.method == "paired"}
-    attributions: list[Attribution] = []
-    found: list[Finding] = []
-    for record in records:
-        mine = [
+    mine = {
+        record.id: [
             c
             for c in comparisons
             if c.current_run_id == record.id and (c.method == "paired" or c.benchmark not in paired)
         ]
-        if record.profile is not None:
-            for c in mine:
-                if (
-                    c.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-                    or c.unit != "ms"
-                    or c.current_centre is None
-                    or c.baseline_centre is None
-                ):
-                    continue
-                window = [load(i) for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]]
-                profiles = [r.profile for r in window if r is not None and r.profile is not None]
-                delta = c.current_centre - c.baseline_centre
-                attributions.append(
-                    attribute(record.benchmark, c.metric, delta, record.profile, profiles)
+        for record in records
+    }
+    attributed = {
+        record.id: [c for c in mine[record.id] if _attributable(c)]
+        for record in records
+        if record.profile is not None
+    }
+    # the window runs' profiles, all in one read (an attribution needs nothing else of them)
+    profiles = store.profiles(
+        [
+            i
+            for cs in attributed.values()
+            for c in cs
+            for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]
+        ]
+    )
+    attributions: list[Attribution] = []
+    found: list[Finding] = []
+    for record in records:
+        for c in attributed.get(record.id, ()):
+            assert record.profile is not None
+            assert c.current_centre is not None and c.baseline_centre is not None
+            window = [profiles.get(i) for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]]
+            delta = c.current_centre - c.baseline_centre
+            attributions.append(
+                attribute(
+                    record.benchmark,
+                    c.metric,
+                    delta,
+                    record.profile,
+                    [p for p in window if p is not None],
                 )
+            )
         if record.profile is None and not record.findings and timed_cluster(record) is None:
             continue
-        base: RunRecord | None = None
-        newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
-        if newest:
-            base = load(newest[0])
-        else:
-            base = store.latest_run(
-                project=config.project, benchmark=record.benchmark, branch=against
-            )
-            if base is not None and base.id == record.id:
-                base = None
         found.extend(
             replace(
                 f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark
             )
-            for f in findings_for(config, record, base)
+            for f in findings_for(config, record, partial(base_of, record, mine[record.id]))
         )
     return tuple(attributions), tuple(found)
+
+
+def _attributable(c: Comparison) -> bool:
+    """Whether a comparison gets an attribution: a time metric that regressed or improved."""
+    return (
+        c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+        and c.unit == "ms"
+        and c.current_centre is not None
+        and c.baseline_centre is not None
+    )
 
 
 def _measured(record: RunRecord, metric: str) -> bool:

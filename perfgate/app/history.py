@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate.config import Config
+from perfgate.metrics import not_deciding
 from perfgate.models import (
     Alert,
     ChangePoint,
@@ -21,6 +23,7 @@ from perfgate.models import (
 )
 from perfgate.parsers.series import read_series_csv
 from perfgate.stats.changepoints import detect_change_points
+from perfgate.stats.compare import MIN_BASELINE_RUNS
 from perfgate.stats.drift import MIN_RUNS, compare_horizon, kept_in_family
 
 if TYPE_CHECKING:
@@ -153,6 +156,44 @@ def series_drifts(
     return found
 
 
+def _usable(series: dict[str, list[RunPoint]], newest: str, metric: str) -> bool:
+    """Whether ``metric`` would be usable in a gate of run ``newest`` against the runs before
+    it in ``series`` (one environment's, by metric), as the gate asks it."""
+    runs = series.get(metric, [])
+    walls = len(series.get("step_time_ms", ())) - 1
+    measured = any(p.run_id == newest for p in runs)
+    return measured and len(runs) - 1 >= min(MIN_BASELINE_RUNS, walls)
+
+
+def shown_series(
+    points: Sequence[RunPoint], device_kinds: Mapping[str, str]
+) -> frozenset[tuple[str, str]]:
+    """The (metric, fingerprint key) series of ``points`` that a gate shows but does not
+    decide on (:func:`perfgate.metrics.not_deciding`: a wall time where the CPU or device
+    time decides, a memory share beside its peak in bytes), asked as the gate asks it of the
+    newest run of each environment (``device_kinds``: by key) against the runs before it.
+    History analysis judges only the others: a contended runner's wall time opens no alert
+    where the CPU time decides."""
+    runs: dict[str, dict[str, list[RunPoint]]] = {}
+    for p in points:
+        runs.setdefault(p.fingerprint_key, {}).setdefault(p.metric, []).append(p)
+    out: set[tuple[str, str]] = set()
+    for key, series in runs.items():
+        newest = max((p for ps in series.values() for p in ps), key=lambda p: p.started_at)
+        usable = partial(_usable, series, newest.run_id)
+        kind = device_kinds.get(key, "")
+        out.update((m, key) for m in not_deciding(kind, usable) if m in series)
+    return frozenset(out)
+
+
+def _shown_note(benchmark: str, shown: frozenset[tuple[str, str]]) -> str:
+    names = ", ".join(sorted({metric for metric, _ in shown}))
+    return (
+        f"{benchmark}: {names} not analysed (shown, not deciding: its gate decides on the CPU "
+        "or device time, and on the peak memory in bytes)"
+    )
+
+
 def _drift_alert(alerts: Sequence[Alert], d: DetectedChange) -> Alert | None:
     """The alert a drift found again keeps: the newest drift alert of its series, the same
     way (a regression's alert does not swallow a later improvement), not triaged fixed (a
@@ -179,6 +220,7 @@ def analyze_history(
     limit: int = 1000,
     record: bool = True,
     now: datetime | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[DetectedChange]:
     """Change points and drifts of every noisy metric's series on ``branch`` (one series
     per benchmark, metric and environment), oldest first; drifts (``drift`` set) after the
@@ -191,11 +233,25 @@ def analyze_history(
     ``invalid`` (not real changes) are left out. A change point's alert is keyed on the
     first run after it; a drift has no such run (its newest block moves every night), so
     its alert is keyed on the newest run when it was first found, and a drift found again
-    in the same series keeps the series' open drift alert."""
+    in the same series keeps the series' open drift alert.
+
+    Only the series that decide a gate are analysed (:func:`shown_series`): a wall time
+    where the CPU or device time decides is left out, with one ``note`` per benchmark."""
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
+        kinds = {
+            key: fp.device_kind
+            for key, fp in store.fingerprints(
+                project=config.project, benchmark=name, branch=branch
+            ).items()
+        }
+        shown = shown_series(points, kinds)
+        if shown:
+            points = [p for p in points if (p.metric, p.fingerprint_key) not in shown]
+            if note is not None:
+                note(_shown_note(name, shown))
         policy = judged_as(config, points)
         changes = series_changes(name, points, branch=branch, direction=directions_of(policy))
         drifts = series_drifts(name, points, branch=branch, policy=policy, changes=changes)

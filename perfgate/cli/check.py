@@ -109,8 +109,9 @@ def check(
 
     Re-measuring keeps the plain gate's false-alarm rate: the first gate and the
     re-measured one are two looks at a common level, and a regression at the first (at that
-    level) stands.
-    What stays inconclusive is reported with why and what would settle it.
+    level) stands. Re-measuring never spends past --budget.
+    What stays inconclusive is reported with why and what would settle it. On the base
+    branch its regressions are recorded as alerts, as 'gate' records them.
 
     \b
     Example:
@@ -188,5 +189,8 @@ def check(
         report_url=report_url,
     )
     outputs = CiOutputs(junit, gitlab_metrics, annotations)
-    if report_result(config, outcome.result, as_json, delivery, fail_on, git.branch, outputs):
+    failed = report_result(
+        config, outcome.result, as_json, delivery, fail_on, git.branch, outputs, commit=git.commit
+    )
+    if failed:
         sys.exit(int(ExitCode.REGRESSION))

@@ -58,12 +58,11 @@ def _compare(
     as untriaged alerts. A branch other than the base is judged against the base branch's
     runs up to its merge-base (``base_sha``, the CI's base commit or the git history)."""
     from perfgate import app
-    from perfgate.app.context import detect_base_sha, open_git_history
+    from perfgate.app.context import detect_pr_base
 
     config = _config(suite, db_url, project)
     git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
-    history = open_git_history(Path.cwd())
-    base = detect_base_sha(os.environ, base_sha=base_sha, git=history)
+    base = detect_pr_base(os.environ, Path.cwd(), base_sha=base_sha)
     if not git.branch:
         raise ConfigError("cannot tell the branch: pass --branch or run inside a git checkout")
     with _open_store(config.database_url, create=False) as store:
@@ -79,8 +78,8 @@ def _compare(
                 branch=git.branch,
                 against=against or git.base_branch or config.base_branch,
                 benchmarks=benchmarks,
-                base_sha=base,
-                git=history,
+                base_sha=base.sha,
+                git=base.git,
             )
             if alerts and store.read_only:
                 regressed = any(
@@ -339,10 +338,12 @@ def report_result(
     fail_on: str | None,
     branch: str | None,
     outputs: CiOutputs | None = None,
+    commit: str | None = None,
 ) -> bool:
     """Print a gate's result, write its CI outputs (``outputs``), deliver it where asked,
     and say whether the policy (the config's ``fail_on`` or ``--fail-on``) fails it:
-    ``gate``'s and ``check``'s output."""
+    ``gate``'s and ``check``'s output. ``commit``: the one the report names when the judged
+    runs do not share one (``check`` passes its ``--commit``; None: detected)."""
     from perfgate import app
     from perfgate.reporters.render import gate_to_dict, render_json, render_text
 
@@ -358,7 +359,8 @@ def report_result(
     if delivery is not None and delivery.wanted:
         from perfgate.app import deliver as report
 
-        git = app.detect_git_context(os.environ, Path.cwd(), branch=branch)
+        if commit is None:
+            commit = app.detect_git_context(os.environ, Path.cwd(), branch=branch).commit
         with _open_store(config.database_url) as store:
             done = report.deliver_gate(
                 config,
@@ -367,7 +369,7 @@ def report_result(
                 failed=failed,
                 env=os.environ,
                 options=delivery,
-                commit=git.commit,
+                commit=commit,
                 job_url=app.detect_ci_context(os.environ).job_url,
             )
         for line in done.done:

@@ -104,7 +104,8 @@ def history_analyze(
     newest 10 runs against 10 runs 200 runs or 30 days before (whichever is nearer; the
     oldest, in a shorter history), beyond the change points between them, reported when it
     is at least the metric's minimum effect and significant (a rank test). A ramp is one
-    drift, not a staircase of change points.
+    drift, not a staircase of change points. Only the series that decide a gate are
+    analysed: a wall time where the CPU or device time decides is left out (one note).
 
     \b
     Example:
@@ -123,7 +124,12 @@ def history_analyze(
         overrides = report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
     with _open_store(config.database_url, create=False) as store:
         changes = app.analyze_history(
-            config, store, branch=analysed, benchmark=benchmark, limit=limit
+            config,
+            store,
+            branch=analysed,
+            benchmark=benchmark,
+            limit=limit,
+            note=lambda line: click.echo(f"perfgate: {line}", err=True),
         )
     if as_json:
         click.echo(render_json(changes_to_dict(changes)), nl=False)

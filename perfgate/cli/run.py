@@ -192,10 +192,9 @@ def run(
         if confirm is not None:
             if not git.branch:
                 raise ConfigError("cannot tell the branch: pass --branch")
-            from perfgate.app.context import detect_base_sha, open_git_history
+            from perfgate.app.context import detect_pr_base
 
-            history = open_git_history(Path.cwd())
-            base = detect_base_sha(os.environ, git=history)
+            base = detect_pr_base(os.environ, Path.cwd())
             confirmations = app.confirm_and_record(
                 config,
                 specs,
@@ -205,8 +204,8 @@ def run(
                 extra=confirm,
                 sys_path=[str(suite_dir), str(Path.cwd())],
                 progress=_progress_fn(),
-                base_sha=base,
-                git=history,
+                base_sha=base.sha,
+                git=base.git,
             )
             records = [c.folded for c in confirmations if c.folded is not None]
             for c in confirmations:

@@ -28,7 +28,13 @@ from urllib.parse import quote
 
 from perfgate import __version__
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
-from perfgate.reporters.render import format_change, format_value, metric_tags, op_delta_text
+from perfgate.reporters.render import (
+    drift_headline,
+    format_change,
+    format_value,
+    metric_tags,
+    op_delta_text,
+)
 from perfgate.stats.decide import deciding, deciding_verdicts, is_budget
 
 if TYPE_CHECKING:
@@ -628,12 +634,39 @@ def reported_keys(body: str) -> list[str]:
     return match.group(1).split() if match else []
 
 
+MAX_DRIFTS_NAMED = 3
+"""Drifts an alert's one-line summary names; the issue lists them all."""
+
+
+def _alert_kind(c: DetectedChange) -> str:
+    """`` (drift: main is 8.1% slower than 160 runs ago)`` for a drift, else ''."""
+    return f" (drift: {escape(drift_headline(c))})" if c.drift else ""
+
+
+def alert_summary(changes: Sequence[DetectedChange], *, new: bool = False) -> str:
+    """What an analysis found, by kind: '2 change point(s)', '1 drift (mlp step_time_ms:
+    main is 8.1% slower than 160 runs ago)', or both; each kind called ``new`` if asked."""
+    steps = sum(1 for c in changes if c.drift is None)
+    drifts = [c for c in changes if c.drift is not None]
+    fresh = "new " if new else ""
+    parts = [f"{steps} {fresh}change point(s)"] if steps or not drifts else []
+    if drifts:
+        named = "; ".join(
+            f"{c.benchmark} {c.metric}: {drift_headline(c)}" for c in drifts[:MAX_DRIFTS_NAMED]
+        )
+        more = len(drifts) - MAX_DRIFTS_NAMED
+        named += f"; {more} more" if more > 0 else ""
+        plural = "s" if len(drifts) != 1 else ""
+        parts.append(f"{len(drifts)} {fresh}drift{plural} ({named})")
+    return " and ".join(parts)
+
+
 def _alert_row(c: DetectedChange) -> str:
     commits = f"{escape(c.commit_before[:8] or '?')}..{escape(c.commit_after[:8] or '?')}"
     return (
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
-        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]}{' (drift)' if c.drift else ''} | "
+        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]}{_alert_kind(c)} | "
         f"{c.point.confidence:.3f} | "
         f"{c.runs_in_series} |"
     )
@@ -662,7 +695,9 @@ def render_alert_issue(
         f"Found by the nightly `perfgate history analyze --alert` in project "
         f"{escape(project)}, newest first. Each change lies in the commit range shown: after "
         "the first commit, up to and including the second — an estimate of *where*, not proof "
-        "of *which* commit. A change is reported once; this list is updated in place.",
+        "of *which* commit. A drift (a creeping change no single run shows) compares the "
+        "newest runs with those a long horizon ago; its commits are the runs it moved over. "
+        "A change is reported once; this list is updated in place.",
         "",
         _ROWS_START,
         *_ALERT_HEADER,
@@ -676,6 +711,12 @@ def render_alert_issue(
 
 def render_alert_comment(branch: str, new: Sequence[DetectedChange]) -> str:
     """A short comment on the tracking issue naming the change points found this time."""
-    n = len(new)
-    head = f"**perfgate**: {n} new change point{'s' if n != 1 else ''} on {escape(branch)}"
+    steps = sum(1 for c in new if c.drift is None)
+    drifts = len(new) - steps
+    found = [
+        f"{n} new {word}{'s' if n != 1 else ''}"
+        for n, word in ((steps, "change point"), (drifts, "drift"))
+        if n
+    ]
+    head = f"**perfgate**: {' and '.join(found) or '0 new change points'} on {escape(branch)}"
     return "\n".join([head, "", *_ALERT_HEADER, *(_alert_row(c) for c in new)]) + "\n"

@@ -418,8 +418,8 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
     }
 
 
-def _drift_line(c: DetectedChange) -> str:
-    """'main is 8.1% slower than 160 runs / 30 days ago' and where, for one drift."""
+def drift_headline(c: DetectedChange) -> str:
+    """What a drift is, in words: 'main is 8.1% slower than 160 runs / 30 days ago'."""
     d = c.drift
     assert d is not None
     worse = c.direction.worse(d.change_pct)
@@ -427,10 +427,17 @@ def _drift_line(c: DetectedChange) -> str:
     ago = f"{d.horizon_runs} runs"
     if d.horizon_days is not None and d.horizon_days >= 1.0:
         ago += f" / {d.horizon_days:.0f} days"
+    return f"{c.branch} is {abs(d.change_pct):.1f}% {word} than {ago} ago"
+
+
+def _drift_line(c: DetectedChange) -> str:
+    """'main is 8.1% slower than 160 runs / 30 days ago' and where, for one drift."""
+    d = c.drift
+    assert d is not None
     beyond = f", beyond {d.steps_removed} change point(s)" if d.steps_removed else ""
     return (
-        f"{c.benchmark} {c.metric}: {c.branch} is {abs(d.change_pct):.1f}% {word} than {ago} "
-        f"ago ({format_value(d.before, c.unit)} -> {format_value(d.after, c.unit)}{beyond}; "
+        f"{c.benchmark} {c.metric}: {drift_headline(c)} "
+        f"({format_value(d.before, c.unit)} -> {format_value(d.after, c.unit)}{beyond}; "
         f"moved over runs {d.start}-{d.end}, commits {c.commit_before[:8] or '?'}.."
         f"{c.commit_after[:8] or '?'}; {c.verdict.value}, confidence {d.confidence:.3f})"
     )

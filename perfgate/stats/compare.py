@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -109,6 +109,8 @@ class _Series:
     ref: float
     z: np.ndarray
     zc: float
+    z_median: float
+    """The median of ``z``: the baseline's centre on the analysis scale."""
     kept: np.ndarray
     outlier: np.ndarray
     disturbed: np.ndarray
@@ -187,12 +189,14 @@ def _within(points: Sequence[RunPoint], log: bool, ref: float) -> tuple[float, i
     does not inflate it. Counted at half the degrees of freedom of the plain pooled variance
     (a median of variances is about half as efficient).
     """
-    variances, dofs = [], []
-    for p in points:
-        r = _scaled(np.asarray(p.repeat_centres, dtype=float), log, ref)
-        if r.size >= 2:
-            variances.append(float(np.var(r, ddof=1)))
-            dofs.append(int(r.size - 1))
+    return _pooled_within([_repeat_var(r) for r in _scaled_repeats(points, log, ref)])
+
+
+def _pooled_within(each: Sequence[tuple[float, int] | None]) -> tuple[float, int]:
+    """:func:`_within` from each run's (variance of its scaled repeats, degrees of freedom),
+    None for a run of one repeat."""
+    variances = [v for v, _ in filter(None, each)]
+    dofs = [d for _, d in filter(None, each)]
     if not variances:
         return 0.0, 0
     d = int(np.median(dofs))
@@ -201,8 +205,51 @@ def _within(points: Sequence[RunPoint], log: bool, ref: float) -> tuple[float, i
     return var * dof, dof
 
 
+def _scaled_repeats(points: Sequence[RunPoint], log: bool, ref: float) -> list[list[float]]:
+    """Each point's repeat centres on the analysis scale, scaled in one vectorised call
+    (element by element the same numbers as one call per point)."""
+    flat = np.asarray([x for p in points for x in p.repeat_centres], dtype=float)
+    values: list[float] = _scaled(flat, log, ref).tolist()
+    out: list[list[float]] = []
+    at = 0
+    for p in points:
+        n = len(p.repeat_centres)
+        out.append(values[at : at + n])
+        at += n
+    return out
+
+
 def _scaled(x: np.ndarray, log: bool, ref: float) -> np.ndarray:
     return np.log(x) if log else x / ref
+
+
+_PLAIN_VAR_MAX = 7
+"""Up to this many values numpy's variance adds them one by one (its pairwise summation
+starts at 8), so :func:`_var` computes the same number in plain Python."""
+
+
+def _var(values: Sequence[float]) -> float:
+    """``np.var(values, ddof=1)``, bit for bit, without numpy's per-call cost on the few
+    repeats of one run (the same operations in the same order: the mean, the squared
+    deviations added one by one, divided by n - 1); numpy itself for longer inputs."""
+    n = len(values)
+    if n > _PLAIN_VAR_MAX:
+        return float(np.var(np.asarray(values, dtype=float), ddof=1))
+    total = values[0]
+    for x in values[1:]:
+        total += x
+    mean = total / n
+    d = values[0] - mean
+    ss = d * d
+    for x in values[1:]:
+        d = x - mean
+        ss += d * d
+    return ss / (n - 1)
+
+
+def _repeat_var(repeats: Sequence[float]) -> tuple[float, int] | None:
+    """The variance of one run's scaled repeats and its degrees of freedom; None for one."""
+    return (_var(repeats), len(repeats) - 1) if len(repeats) >= 2 else None
 
 
 def _series(candidate: Candidate) -> _Series:
@@ -223,21 +270,16 @@ def _series(candidate: Candidate) -> _Series:
             outlier = np.abs(z - centre) > OUTLIER_MADS * robust
     kept = z[~outlier]
     var_between = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
-    ss_w, dof_w = _within((*baseline, current), log, ref)
+    # each run's own repeat variance, once: pooled for the process part, and compared with
+    # the usual one for the runs (and the current run) disturbed
+    repeat_vars = [_repeat_var(r) for r in _scaled_repeats((*baseline, current), log, ref)]
+    ss_w, dof_w = _pooled_within(repeat_vars)
     base_n = [max(len(p.repeat_centres), 1) for p in baseline]
     base_factor = float(np.mean([median_variance(n) for n in base_n]))
-    each = [
-        float(np.var(_scaled(np.asarray(p.repeat_centres, dtype=float), log, ref), ddof=1))
-        if len(p.repeat_centres) >= 2
-        else None
-        for p in baseline
-    ]
+    each = [None if rv is None else rv[0] for rv in repeat_vars[:-1]]
     usual = [v for v in each if v is not None]
     cur_n = max(len(current.repeat_centres), 1)
-    cur_within = None
-    if cur_n >= 2:
-        c = _scaled(np.asarray(current.repeat_centres, dtype=float), log, ref)
-        cur_within = float(np.var(c, ddof=1))
+    cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
     typical = float(np.median(usual)) if usual else 0.0
     disturbed = np.asarray(
         [
@@ -254,6 +296,7 @@ def _series(candidate: Candidate) -> _Series:
         ref=median,
         z=z,
         zc=zc,
+        z_median=centre,
         kept=kept,
         outlier=outlier,
         disturbed=disturbed,
@@ -345,7 +388,7 @@ def fit_tail(residuals: np.ndarray) -> float:
 
 def _guard(s: _Series, change: float, sd_run: float) -> str:
     """Why a change this large should not be called one, or ''."""
-    centre = float(np.median(s.z))
+    centre = s.z_median
     if change == 0:
         return ""
     sign = 1.0 if change > 0 else -1.0
@@ -425,7 +468,7 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     dof = max(dof, 1.0)
     if math.isfinite(nu):
         dof = min(dof, nu)
-    change = s.zc - float(np.median(s.z))
+    change = s.zc - s.z_median
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
     return Evidence(
         centre=s.ref,
@@ -672,3 +715,37 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
         results[i] = _judge(candidates[i], ev, p_adj, len(tested))
     return tuple(r for r in results if r is not None)
+
+
+def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
+    """The SD of a current run's change against ``baseline`` under no change, on the ratio
+    scale, for a run of ``repeats`` repeats: the job part, the process part over the run's
+    own repeats and the window median's, from this module's noise components (the F test
+    and pooling included) as :func:`compare_candidates` scales a lone candidate: without the
+    gate's prior or tail fit, and without the current run's repeats (not measured yet).
+    ``run --confirm`` takes its look correlation from it (:mod:`perfgate.stats.sequential`).
+
+    Raises:
+        ValueError: ``baseline`` is empty or ``repeats`` is below 1.
+    """
+    if not baseline or repeats < 1:
+        raise ValueError("a baseline and at least one repeat are needed")
+    median = float(np.median([p.centre for p in baseline]))
+    stand_in = RunPoint(
+        run_id="",
+        benchmark=baseline[-1].benchmark,
+        metric=baseline[-1].metric,
+        unit=baseline[-1].unit,
+        direction=baseline[-1].direction,
+        branch="",
+        commit="",
+        fingerprint_key=baseline[-1].fingerprint_key,
+        started_at=baseline[-1].started_at,
+        centre=median,
+        repeat_centres=(),
+    )
+    policy = MetricPolicy(baseline[-1].direction, 0.0)
+    s = _series(Candidate(stand_in, tuple(baseline), policy))
+    s = replace(s, cur_factor=median_variance(repeats), cur_within=None)
+    none = _Prior(0.0, 0.0)
+    return _evidence(s, none, none, math.inf).sd

@@ -10,16 +10,17 @@ flagged by the plain gate 73% of the time were flagged 61-67% of the time after 
 The model. The original run (n0 repeats) is look 0; the confirmation is one more look, at
 the run with all n = n0 + N repeats. Under no change, on each look's own noise scale,
 
-    X_i = (median of the run's first n_i repeats - baseline median) / sd_i,
+    X_i = (log median of the run's first n_i repeats - log baseline median) / sd_i,
     sd_i^2 = job + process * v(n_i) + baseline,
 
 with ``job`` the run-to-run variance all repeats of one job share (counted once),
 ``process`` the variance of one repeat around its job, ``v(n)`` the variance of the median
-of n unit values and ``baseline`` that of the window's median. This is how
-``compare_candidates`` scales a run with its own repeat count (compare.py, noise
+of n unit values and ``baseline`` that of the window's median, all on the ratio (log) scale.
+This is how ``compare_candidates`` scales a run with its own repeat count (compare.py, noise
 components), so a look judged there is a test of X_i. X1 contains X0's job and baseline
-terms, and corr(X0, X1) = sd1 / sd0 = rho (:func:`look_correlation`, from the window's runs
-and repeats; 1 when job noise dominates, lower the more the process part counts).
+terms, and corr(X0, X1) = sd1 / sd0 = rho (:func:`look_correlation`: both SDs from compare's
+own estimates, :func:`perfgate.stats.compare.change_sd`, so a time and its throughput get
+one rho; 1 when job noise dominates, lower the more the process part counts).
 
 The rule, per noisy metric of a gate of m:
 
@@ -56,67 +57,41 @@ false alarms and power through ``compare_candidates`` with simulated job + proce
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy import integrate, optimize, special
 
 from perfgate.models import Comparison, RunPoint, Verdict
-from perfgate.stats.compare import MAD_TO_SD, median_variance
+from perfgate.stats.compare import change_sd
 from perfgate.stats.decide import ALPHA, deciding
 
 MIN_VARIANCE_CUT = 0.02
 """Confirm only when the extra repeats cut the run's prediction variance by this share."""
 MIN_RUNS = 3
 """Baseline runs with at least two repeats needed to split job from process noise."""
-OUTLIER_MADS = 5.0
-
-
-def _process_variance(runs: Sequence[tuple[float, ...]]) -> float:
-    """Variance of one repeat centre around its run's level: the median over runs of the
-    repeats' variance, each divided by the median of its chi-square / dof (robust against a
-    repeat a neighbour slowed down)."""
-    scaled = []
-    for r in runs:
-        dof = len(r) - 1
-        scaled.append(statistics.variance(r) / (float(special.chdtri(dof, 0.5)) / dof))
-    return statistics.median(scaled)
-
-
-def _run_variance(centres: Sequence[float]) -> float:
-    """Variance of the run centres within OUTLIER_MADS scaled MADs of their median: a
-    single-run spike left out, as the comparison leaves it out."""
-    middle = statistics.median(centres)
-    mad = MAD_TO_SD * statistics.median(abs(x - middle) for x in centres)
-    kept = [x for x in centres if abs(x - middle) <= OUTLIER_MADS * mad] if mad > 0 else []
-    return statistics.variance(kept) if len(kept) >= 2 else 0.0
 
 
 def look_correlation(
     baseline: Sequence[RunPoint], *, initial_repeats: int, extra_repeats: int
 ) -> float | None:
-    """corr(X0, X1) = sd1 / sd0 of the module docstring, from the baseline window.
+    """corr(X0, X1) = sd1 / sd0 of the module docstring, from the baseline window: each
+    look's SD as the comparison will judge it (:func:`perfgate.stats.compare.change_sd`:
+    compare's noise components on the ratio scale, its F test and pooling), so the looks'
+    correlation and their tests come from one noise model.
 
     ``None`` when the window cannot split job from process noise (fewer than MIN_RUNS runs
     with two repeats or more) or shows no noise at all.
     """
     if initial_repeats < 1 or extra_repeats < 1:
         raise ValueError("initial and extra repeats must be at least 1")
-    runs = [p.repeat_centres for p in baseline if len(p.repeat_centres) >= 2]
-    if len(runs) < MIN_RUNS:
+    if sum(1 for p in baseline if len(p.repeat_centres) >= 2) < MIN_RUNS:
         return None
-    process = _process_variance(runs)
-    centres = [p.centre for p in baseline]
-    run_var = _run_variance(centres)
-    typical = round(statistics.median(len(r) for r in runs))
-    job = max(run_var - process * median_variance(typical), 0.0)
-    base = math.pi / 2 / len(centres) * run_var
-    var0 = job + process * median_variance(initial_repeats) + base
-    var1 = job + process * median_variance(initial_repeats + extra_repeats) + base
-    if var0 <= 0:
+    sd0 = change_sd(baseline, repeats=initial_repeats)
+    sd1 = change_sd(baseline, repeats=initial_repeats + extra_repeats)
+    if not sd0 > 0:
         return None
-    return math.sqrt(var1 / var0)
+    return min(sd1 / sd0, 1.0)
 
 
 def _tail(z: float) -> float:

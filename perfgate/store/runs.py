@@ -53,6 +53,9 @@ MIN_ID_PREFIX = 6
 #: use it to stop a recorder mid-transaction); None in normal use.
 _SAVE_HOOK: Callable[[str], None] | None = None
 
+_IDS_PER_QUERY = 500
+"""Run ids one ``IN (...)`` query names at most (well under every backend's limit)."""
+
 _SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
 
 
@@ -145,6 +148,21 @@ class RunStore(StoreBase):
                 raise NotFoundError(f"no run {run_id!r} in {self._target.where}{hint}")
             return _load_run(conn, row)
 
+    def profiles(self, run_ids: Sequence[str]) -> dict[str, ProfileSummary]:
+        """The profile summaries of the runs ``run_ids`` (exact ids, excluded runs too) that
+        have one, by run id: what an attribution reads of a window's runs, in one query
+        (per 500 ids) instead of each whole run."""
+        ids = list(dict.fromkeys(run_ids))
+        docs: dict[str, str] = {}
+        with self._read("read profiles") as conn:
+            for at in range(0, len(ids), _IDS_PER_QUERY):
+                part = ids[at : at + _IDS_PER_QUERY]
+                query = select(profiles.c.run_id, profiles.c.summary).where(
+                    profiles.c.run_id.in_(part)
+                )
+                docs.update((str(run_id), doc) for run_id, doc in conn.execute(query).all())
+        return {run_id: ProfileSummary.from_dict(json.loads(doc)) for run_id, doc in docs.items()}
+
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
         """The most recently started run of ``benchmark`` on ``branch`` that is not excluded."""
         with self._read(f"read the latest run of {benchmark}") as conn:
@@ -164,6 +182,33 @@ class RunStore(StoreBase):
                 .first()
             )
             return None if row is None else _load_run(conn, row)
+
+    def latest_runs(
+        self, *, project: str, benchmarks: Sequence[str], branch: str
+    ) -> dict[str, RunRecord]:
+        """:meth:`latest_run` of each of ``benchmarks`` (those with one), by benchmark, in a
+        few queries for all of them instead of a few for each: what a gate reads first."""
+        names = list(dict.fromkeys(benchmarks))
+        found: dict[str, RunRecord] = {}
+        r = runs.c
+        with self._read(f"read the latest runs on {branch}") as conn:
+            for at in range(0, len(names), _IDS_PER_QUERY):
+                newest = [
+                    select(r.id)
+                    .where(
+                        r.project == project,
+                        r.benchmark == name,
+                        r.branch == branch,
+                        r.excluded.is_(False),
+                    )
+                    .order_by(r.started_at.desc(), r.id.desc())
+                    .limit(1)
+                    .scalar_subquery()
+                    for name in names[at : at + _IDS_PER_QUERY]
+                ]
+                rows = conn.execute(_run_select().where(r.id.in_(newest))).mappings().all()
+                found.update((run.benchmark, run) for run in _load_runs(conn, rows))
+        return found
 
     def benchmarks(self, *, project: str, branch: str | None = None) -> list[str]:
         """Sorted names of the benchmarks with stored runs (excluded runs count too)."""
@@ -563,6 +608,56 @@ def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
             .mappings()
             .all()
         )
+    return _record_of(row, profile_doc, measurement_rows, rank_docs, finding_rows)
+
+
+def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
+    """The full runs of :func:`_run_select` rows, as :func:`_load_run` reads each, with one
+    query per table for all of them (at most ``_IDS_PER_QUERY`` rows)."""
+    ids = [str(row["id"]) for row in rows]
+    if not ids:
+        return []
+    by_run: dict[str, list[RowMapping]] = {i: [] for i in ids}
+    for m in conn.execute(
+        select(measurements)
+        .where(measurements.c.run_id.in_(ids))
+        .order_by(measurements.c.run_id, measurements.c.seq)
+    ).mappings():
+        by_run[str(m["run_id"])].append(m)
+    ranks: dict[str, list[str]] = {i: [] for i in ids}
+    with_ranks = [str(row["id"]) for row in rows if row["_has_ranks"]]
+    if with_ranks:
+        for run_id, doc in conn.execute(
+            select(rank_profiles.c.run_id, rank_profiles.c.summary)
+            .where(rank_profiles.c.run_id.in_(with_ranks))
+            .order_by(rank_profiles.c.run_id, rank_profiles.c.seq)
+        ):
+            ranks[str(run_id)].append(doc)
+    found: dict[str, list[RowMapping]] = {i: [] for i in ids}
+    with_findings = [str(row["id"]) for row in rows if row["_has_findings"]]
+    if with_findings:
+        for f in conn.execute(
+            select(findings)
+            .where(findings.c.run_id.in_(with_findings))
+            .order_by(findings.c.run_id, findings.c.seq)
+        ).mappings():
+            found[str(f["run_id"])].append(f)
+    return [
+        _record_of(row, row["_profile"], by_run[i], ranks[i], found[i])
+        for row, i in zip(rows, ids, strict=True)
+    ]
+
+
+def _record_of(
+    row: RowMapping,
+    profile_doc: str | None,
+    measurement_rows: Sequence[RowMapping],
+    rank_docs: Sequence[str],
+    finding_rows: Sequence[RowMapping],
+) -> RunRecord:
+    """A run from its runs row and the rows of its measurements, profile, rank profiles and
+    findings (each in its ``seq`` order)."""
+    run_id = str(row["id"])
     ci: Mapping[str, Any] = json.loads(row["ci"])
     return RunRecord(
         id=run_id,

@@ -105,15 +105,15 @@ class TeamStore(StoreBase):
             )
             return [_alert_of(r) for r in rows.mappings()]
 
-    def alert_statuses(self, *, project: str, benchmark: str) -> dict[tuple[str, str], str]:
-        """(run id, metric) -> triage state of every alert of ``benchmark``."""
+    def alert_statuses(self, *, project: str, benchmark: str | None) -> dict[tuple[str, str], str]:
+        """(run id, metric) -> triage state of every alert of ``benchmark`` (of every
+        benchmark of ``project`` for ``None``: one read where a gate needs them all)."""
         a = alerts.c
-        with self._read(f"read the alerts of {benchmark}") as conn:
-            rows = conn.execute(
-                select(a.run_id, a.metric, a.status).where(
-                    a.project == project, a.benchmark == benchmark
-                )
-            )
+        conditions = [a.project == project]
+        if benchmark is not None:
+            conditions.append(a.benchmark == benchmark)
+        with self._read(f"read the alerts of {benchmark or project}") as conn:
+            rows = conn.execute(select(a.run_id, a.metric, a.status).where(*conditions))
             return {(str(r), str(m)): str(st) for r, m, st in rows}
 
     def triage_alert(
@@ -298,19 +298,19 @@ class TeamStore(StoreBase):
                 .mappings()
                 .first()
             )
-        if row is None:
-            return None
-        return BaselineReset(
-            id=int(row["id"]),
-            project=row["project"],
-            benchmark=row["benchmark"],
-            commit=row["commit"],
-            run_id=row["run_id"],
-            starts_at=row["starts_at"],
-            by=row["by"],
-            at=row["at"],
-            reason=row["reason"],
-        )
+        return None if row is None else _reset_of(row)
+
+    def baseline_resets(self, *, project: str) -> dict[str, BaselineReset]:
+        """:meth:`baseline_reset` of every benchmark of ``project`` that has one, by
+        benchmark, in one read (resets are few: one per accepted change)."""
+        b = baseline_resets.c
+        with self._read(f"read the baseline resets of {project}") as conn:
+            rows = (
+                conn.execute(select(baseline_resets).where(b.project == project).order_by(b.id))
+                .mappings()
+                .all()
+            )
+        return {str(row["benchmark"]): _reset_of(row) for row in rows}  # the latest wins
 
     # -- retention -----------------------------------------------------------------------
 
@@ -436,4 +436,18 @@ def _alert_of(row: RowMapping) -> Alert:
         status=row["status"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+    )
+
+
+def _reset_of(row: RowMapping) -> BaselineReset:
+    return BaselineReset(
+        id=int(row["id"]),
+        project=row["project"],
+        benchmark=row["benchmark"],
+        commit=row["commit"],
+        run_id=row["run_id"],
+        starts_at=row["starts_at"],
+        by=row["by"],
+        at=row["at"],
+        reason=row["reason"],
     )

@@ -30,7 +30,8 @@ blocks of whole lines, with :mod:`csv` taking over any block pandas cannot read 
 (see :class:`_KernelScan`), l2_cache.csv in chunks of rows. The small files
 (step_trace_time.csv, op_statistic.csv, the memory files) are read row by row with
 :mod:`csv`, whose row-level checks (a short row is an error naming its line) pandas cannot
-make.
+make. pandas is imported by the functions that read with it, so importing the parsers (as
+``perfgate gate`` does through the advisor) does not load it.
 
 The module is pure (it reads the files it is given and returns data) and does not import
 torch.
@@ -51,7 +52,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import numpy as np
-import pandas as pd
 
 from perfgate.errors import ParseError
 from perfgate.models import (
@@ -564,6 +564,8 @@ class _KernelScan:
     def _fast_chunk(self, window: _Window) -> bool:
         """Add the block with one pandas call; False (and nothing added) when pandas cannot
         read it for sure (see the class)."""
+        import pandas as pd
+
         try:
             frame = pd.read_csv(window, **self.read_args)
         except ValueError:
@@ -627,6 +629,8 @@ class _KernelScan:
     ) -> None:
         """The first appearances of each (group, shape) among the rows of groups with
         room for another shape."""
+        import pandas as pd
+
         room = np.array([len(self.shapes[g]) < _MAX_SHAPES for g in gid.tolist()])
         if not room.any():
             return
@@ -994,6 +998,8 @@ def _read_l2_cache(
     task ids wrap and repeat over a long window. When some row's Op Name is not among the
     kernels, the plain mean of the rows is taken instead, and the note says so.
     """
+    import pandas as pd
+
     with _csv_rows(path, label) as (header, _):
         i_hit = _col(header, "Hit Rate")
         i_name = _col(header, "Op Name")

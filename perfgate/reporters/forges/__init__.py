@@ -17,7 +17,7 @@ from typing import Protocol
 
 from perfgate.errors import ReportError, UsageError
 from perfgate.reporters.forges import gitcode, github, gitlab
-from perfgate.reporters.forges.http import RetryPolicy
+from perfgate.reporters.forges.api import RetryPolicy
 
 
 class Reporter(Protocol):

@@ -34,17 +34,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import (
-    ForgeClient,
+from perfgate.reporters.forges.api import (
     RetryPolicy,
     api_int,
     carries_marker,
     upsert_marked,
 )
+
+if TYPE_CHECKING:
+    from perfgate.reporters.forges.http import ForgeClient
 
 DEFAULT_API_URL = "https://api.gitcode.com/api/v5"
 MAX_CHARS = 65_536
@@ -81,6 +83,8 @@ def read_sha(env: Mapping[str, str]) -> str:
 
 def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
     """A client that sends ``token`` as ``Authorization: Bearer`` (never in the URL)."""
+    from perfgate.reporters.forges.http import ForgeClient
+
     return ForgeClient(
         "GitCode",
         api_url or DEFAULT_API_URL,

@@ -8,18 +8,20 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import (
-    ForgeClient,
+from perfgate.reporters.forges.api import (
     Response,
     RetryPolicy,
     api_int,
     carries_marker,
     upsert_marked,
 )
+
+if TYPE_CHECKING:
+    from perfgate.reporters.forges.http import ForgeClient
 
 DEFAULT_API_URL = "https://api.github.com"
 MAX_CHARS = 65_536
@@ -80,6 +82,8 @@ def read_sha(env: Mapping[str, str]) -> str:
 
 
 def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
+    from perfgate.reporters.forges.http import ForgeClient
+
     return ForgeClient(
         "GitHub",
         api_url or DEFAULT_API_URL,

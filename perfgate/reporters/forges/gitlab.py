@@ -5,17 +5,19 @@ job's variables say about where to post."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.http import (
-    ForgeClient,
+from perfgate.reporters.forges.api import (
     RetryPolicy,
     api_int,
     carries_marker,
     upsert_marked,
 )
+
+if TYPE_CHECKING:
+    from perfgate.reporters.forges.http import ForgeClient
 
 DEFAULT_API_URL = "https://gitlab.com/api/v4"
 MAX_CHARS = 1_000_000
@@ -47,6 +49,8 @@ def read_sha(env: Mapping[str, str]) -> str:
 def client_for(api_url: str, token: str, *, job_token: bool = False, **kwargs: Any) -> ForgeClient:
     """A client authenticated with a personal/project access token (``PRIVATE-TOKEN``) or,
     with ``job_token``, the CI job token (``JOB-TOKEN``)."""
+    from perfgate.reporters.forges.http import ForgeClient
+
     header = "JOB-TOKEN" if job_token else "PRIVATE-TOKEN"
     return ForgeClient(
         "GitLab", api_url or DEFAULT_API_URL, headers={header: token}, secret=token, **kwargs

@@ -41,7 +41,6 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -55,99 +54,17 @@ from urllib3.util.retry import Retry
 
 from perfgate import __version__
 from perfgate.errors import ConfigError, ReportError
+from perfgate.reporters.forges.api import MAX_BYTES as MAX_BYTES
+from perfgate.reporters.forges.api import Response as Response
+from perfgate.reporters.forges.api import RetryPolicy as RetryPolicy
+from perfgate.reporters.forges.api import api_int as api_int
+from perfgate.reporters.forges.api import carries_marker as carries_marker
+from perfgate.reporters.forges.api import upsert_marked as upsert_marked
 
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
-MAX_BYTES = 8 * 1024 * 1024
-"""The largest response body a client reads (no forge answer perfgate asks for is near it)."""
 CHUNK = 64 * 1024
 ERROR_BODY_BYTES = 64 * 1024
 """How much of an error response's body is read for its message."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard a client tries: each request ``attempts`` times at most, each try at most
-    ``timeout_s``, and all of the client's requests (every page and retry, and the waits
-    between) within ``budget_s`` together; waits double from ``backoff_s`` up to
-    ``max_backoff_s`` unless the server's ``Retry-After`` says otherwise. A response body
-    over ``max_bytes`` is an error."""
-
-    attempts: int = 5
-    timeout_s: float = 10.0
-    budget_s: float = 60.0
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    max_bytes: int = MAX_BYTES
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
-        """``PERFGATE_HTTP_{ATTEMPTS,TIMEOUT_S,BUDGET_S,BACKOFF_S}`` over the defaults."""
-        base = cls()
-
-        def number(name: str, default: float) -> float:
-            raw = env.get(name, "")
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r}: expected a number") from None
-            if not value >= 0:
-                raise ConfigError(f"{name}={raw!r}: expected a number >= 0")
-            return value
-
-        return cls(
-            attempts=max(1, int(number("PERFGATE_HTTP_ATTEMPTS", base.attempts))),
-            timeout_s=number("PERFGATE_HTTP_TIMEOUT_S", base.timeout_s) or base.timeout_s,
-            budget_s=number("PERFGATE_HTTP_BUDGET_S", base.budget_s) or base.budget_s,
-            backoff_s=number("PERFGATE_HTTP_BACKOFF_S", base.backoff_s),
-            max_backoff_s=base.max_backoff_s,
-            max_bytes=base.max_bytes,
-        )
-
-
-@dataclass(frozen=True)
-class Response:
-    """A decoded API response; header names are lower-case."""
-
-    status: int
-    headers: Mapping[str, str]
-    data: Any
-
-
-def upsert_marked(
-    client: ForgeClient,
-    found: Mapping[str, Any] | None,
-    *,
-    body: str,
-    create: bool,
-    what: str,
-    edit: Callable[[int], tuple[str, str]],
-    post: str,
-) -> str:
-    """The one upsert of a forge's marked comment: edit ``found`` (the comment carrying the
-    marker; ``edit(id)`` gives the method and path), else (when ``create``) post a new one
-    at ``post``. ``what`` names the id in an error. Returns ``updated``, ``created`` or
-    ``skipped``."""
-    if found is not None:
-        method, path = edit(api_int(found.get("id"), what))
-        client.request(method, path, {"body": body})
-        return "updated"
-    if not create:
-        return "skipped"
-    client.request("POST", post, {"body": body})
-    return "created"
-
-
-def api_int(value: Any, what: str) -> int:
-    """``value`` (from a forge's answer) as the integer the API documents, else ReportError
-    naming ``what`` (``GitHub: comment id``)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-    raise ReportError(f"{what} is not a number in the answer ({shown})")
 
 
 # --- the watchdog: one try's time limit, enforced on its sockets ---------------------------
@@ -668,10 +585,3 @@ def _refused(exc: requests.ConnectionError) -> bool:
 
 def _size(n: int) -> str:
     return f"{n / 1024 / 1024:g} MiB" if n >= 1024 * 1024 else f"{n} bytes"
-
-
-def carries_marker(body: str, marker: str) -> bool:
-    """Whether a comment, note or issue ``body`` is perfgate's own: it starts with the hidden
-    marker. A person quoting perfgate's comment carries the marker too, but after a quote
-    sign, and is left alone."""
-    return body.lstrip().startswith(marker)

@@ -1,0 +1,131 @@
+"""The gate's lighter reads give what the full reads they replace would have: every
+benchmark's latest run in a few queries, the window runs' profiles alone for an attribution,
+and no base run read for a benchmark without findings. On SQLite and, with
+PERFGATE_TEST_POSTGRES_URL, PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from conftest import RUN_T0, make_profile, make_run, record
+
+from perfgate import app
+from perfgate.app.advise import findings_for
+from perfgate.app.gate import GateReads, gate_window
+from perfgate.config import Config
+from perfgate.models import Finding, RunRecord, Severity
+from perfgate.store import SqlStore
+
+
+def _fill(store: SqlStore) -> list[RunRecord]:
+    saved = []
+    for i in range(14):
+        run = make_run(
+            f"run{i:02d}",
+            started_at=RUN_T0 + timedelta(minutes=i // 2),  # pairs share a start: ids break ties
+            branch="feat" if i == 5 else "main",
+            measurements=() if i == 7 else None,  # a run without measurements takes its place
+            profile=make_profile() if i % 3 == 0 else None,
+            excluded=i == 9,
+        )
+        store.save_run(run)
+        saved.append(run)
+    return saved
+
+
+def test_latest_runs_are_each_benchmarks_latest_run(store: SqlStore) -> None:
+    finding = Finding(
+        rule="x", severity=Severity.WARNING, location="op", message="m", suggestion="s"
+    )
+    for i in range(12):
+        run = make_run(
+            f"l{i:02d}",
+            benchmark=f"b{i % 4}",
+            branch="feat" if i == 10 else "main",
+            started_at=RUN_T0 + timedelta(minutes=i // 4),  # b0..b3 tie at each minute
+            profile=make_profile() if i % 2 else None,
+            excluded=i == 11,  # b3's newest is excluded: its latest is l07
+        )
+        if i == 9:
+            run = replace(run, rank_profiles=(make_profile(), make_profile()), findings=(finding,))
+        store.save_run(run)
+    names = ["b0", "b1", "b2", "b3", "missing"]
+    latest = store.latest_runs(project="demo", benchmarks=names, branch="main")
+    expected = {
+        n: r
+        for n in names
+        if (r := store.latest_run(project="demo", benchmark=n, branch="main")) is not None
+    }
+    assert latest == expected
+    assert {n: r.id for n, r in latest.items()} == {
+        "b0": "l08",
+        "b1": "l09",
+        "b2": "l06",  # l10 is on feat
+        "b3": "l07",
+    }
+    assert latest["b1"].findings == (finding,) and len(latest["b1"].rank_profiles) == 2
+    assert store.latest_runs(project="demo", benchmarks=[], branch="main") == {}
+
+
+def test_profiles_reads_the_profiles_of_the_runs_named(store: SqlStore) -> None:
+    saved = _fill(store)
+    ids = ["run00", "run01", "run03", "run09", "no-such-run", "run03"]
+    found = store.profiles(ids)
+    assert sorted(found) == ["run00", "run03", "run09"]  # excluded runs' profiles too
+    by_id = {r.id: r for r in saved}
+    assert all(found[i] == by_id[i].profile for i in found)
+    assert store.profiles([]) == {}
+
+
+def test_findings_read_no_base_run_without_findings_to_mark() -> None:
+    config = Config()
+    plain = make_run("plain")  # no profile, no stored findings: nothing to mark known
+    asked: list[str] = []
+
+    def base() -> RunRecord:
+        asked.append("base")
+        return make_run("base")
+
+    assert findings_for(config, plain, base) == ()
+    assert asked == []
+    finding = Finding(rule="x", severity=Severity.WARNING, location="", message="m", suggestion="s")
+    noted = replace(plain, findings=(finding,))
+    known = replace(make_run("base"), findings=(finding,))
+    assert findings_for(config, noted, lambda: known) == findings_for(config, noted, known)
+    assert [f.known for f in findings_for(config, noted, lambda: known)] == [True]
+
+
+def test_a_gates_shared_reads_draw_every_window_as_its_own_reads_would(store: SqlStore) -> None:
+    # mlp: a change point whose alert is triaged invalid; cnn: a baseline reset; plain: none
+    levels = {"mlp": [20.0] * 10 + [26.0] * 10, "cnn": [30.0] * 12, "plain": [10.0] * 8}
+    for name, series in levels.items():
+        store.save_runs(
+            [record(i, ms, benchmark=name, noise=0.005, seed=3) for i, ms in enumerate(series)]
+        )
+    config = Config()
+    now = RUN_T0 + timedelta(days=400)
+    (change,) = app.analyze_history(config, store, branch="main", now=now)
+    assert change.benchmark == "mlp"
+    (alert,) = store.alerts(project="default")
+    app.triage_alert(
+        config, store, alert.id, action="ignore", state="invalid", by="a", reason="r", now=now
+    )
+    for benchmark, commit in (("cnn", f"{8:040x}"), ("cnn", f"{5:040x}")):  # the latest counts
+        app.reset_baseline(
+            config, store, benchmark=benchmark, commit=commit, branch="main", by="a", reason="r"
+        )
+    shared = GateReads.read(config, store)
+    assert set(shared.resets) == {"cnn"} and shared.invalid
+    for name, series in levels.items():
+        head = record(len(series), series[-1], benchmark=name, noise=0.005, seed=4)
+        for branch in ("main", "feat"):
+            own = gate_window(config, store, head, branch=branch, against="main")
+            assert (
+                gate_window(config, store, head, branch=branch, against="main", reads=shared) == own
+            )
+    cnn = record(12, 30.0, benchmark="cnn", noise=0.005, seed=4)
+    window, _, _ = gate_window(config, store, cnn, branch="main", against="main", reads=shared)
+    assert {p.run_id for p in window.points["step_time_ms"]} == {
+        f"cnn-main-{i:03d}" for i in range(5, 12)
+    }

@@ -1,0 +1,93 @@
+"""What ``perfgate gate`` and ``perfgate detect`` load: a gate's start-up is most of its wall
+time, so the packages only some commands need (pandas for Ascend tables, requests for
+posting to a forge, torch for running) stay out of the gate and of ``detect``.
+
+Each case runs the real CLI in a fresh interpreter and reports which of the packages it
+imported (``sys.modules``); nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import fill, record
+
+# Runs the CLI with argv[2:] in this interpreter, then prints which of the comma-separated
+# modules in argv[1] it imported, as JSON.
+LOADED_AFTER = """
+import json, sys
+from click.testing import CliRunner
+from perfgate.cli import cli
+result = CliRunner().invoke(cli, sys.argv[2:])
+print(json.dumps({
+    "exit": result.exit_code,
+    "output": result.output,
+    "loaded": [m for m in sys.argv[1].split(",") if m in sys.modules],
+}))
+"""
+
+NOT_FOR_THE_GATE = ("pandas", "requests", "urllib3", "torch")
+
+
+def loaded_after(modules: tuple[str, ...], *args: str) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFGATE_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADED_AFTER, ",".join(modules), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('imports') / 's.db'}"
+    main = [record(i, 20.0, noise=0.02) for i in range(12)]
+    fill(url, [*main, record(20, 26.0, branch="feat", noise=0.02)])
+    return url
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_gate_imports_no_pandas_requests_or_torch(db: str, as_json: bool) -> None:
+    args = ["gate", "--branch", "feat", "--against", "main", "--db", db]
+    found = loaded_after(NOT_FOR_THE_GATE, *args, *(["--json"] if as_json else []))
+    assert found["exit"] == 1, found["output"]  # a real verdict was reached: +30% fails
+    assert found["loaded"] == []
+
+
+def test_detect_imports_no_store_pandas_or_requests(tmp_path: Path) -> None:
+    series = tmp_path / "series.csv"
+    rows = [f"{i},{10.0 if i < 20 else 12.0}" for i in range(40)]
+    series.write_text("index,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    found = loaded_after(("sqlalchemy", "perfgate.store", *NOT_FOR_THE_GATE), "detect", str(series))
+    assert found["exit"] == 0, found["output"]
+    assert "index 20" in str(found["output"])
+    assert found["loaded"] == []
+
+
+def test_a_forge_client_loads_requests_only_when_one_is_built() -> None:
+    code = (
+        "import sys\n"
+        "from perfgate.reporters.forges import forge_named\n"
+        "from perfgate.reporters.forges.api import RetryPolicy\n"
+        "assert 'requests' not in sys.modules\n"
+        "poster = forge_named('github').poster(\n"
+        "    'https://api.github.com', 'o/r', {'GITHUB_TOKEN': 't0ken'}, RetryPolicy()\n"
+        ")\n"
+        "print('requests' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
