@@ -123,3 +123,25 @@ def test_paired_run_with_the_default_trace_dir_profiles_both_sides(repo: Path) -
     traces = bench / ".perfgate" / "traces" / head["id"]
     written = sorted(p.relative_to(traces).parts[0] for p in traces.rglob("*.json"))
     assert written == ["base", "head"], list(traces.rglob("*"))
+
+
+def test_a_change_only_to_the_suites_params_is_measured_as_that_change(
+    tmp_path: Path,
+) -> None:
+    """Each side runs the benchmark as its own commit's suite file defines it: a PR that
+    changes only a suite entry's ``params`` is not measured as an A/A."""
+    root = tmp_path / "repo"
+    (root / "bench").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "bench" / "bench_ab.py").write_text(textwrap.dedent(BENCH.format(work=8)))
+    suite = textwrap.dedent(SUITE).replace("repeats = 3", "repeats = 1")
+    (root / "bench" / "perfgate.toml").write_text(suite + "params = { size = 32 }\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    (root / "bench" / "perfgate.toml").write_text(suite + "params = { size = 48 }\n")
+    git(root, "commit", "-q", "-am", "bigger")
+    run = perfgate(root / "bench", "run", "--ab", "HEAD~1", "--branch", "feat", "--json")
+    assert run.returncode == 0, run.stderr
+    base, head = json.loads(run.stdout)["runs"]
+    assert base["fingerprint"]["params"]["size"] == 32
+    assert head["fingerprint"]["params"]["size"] == 48

@@ -172,7 +172,9 @@ def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
         pairs.append((base, head))
     extended: list[tuple[str, int]] = []
 
-    def extend(store: object, pair: tuple[RunRecord, RunRecord], **kw: Any) -> object:
+    def extend(
+        config: Config, store: object, pair: tuple[RunRecord, RunRecord], **kw: Any
+    ) -> object:
         extended.append((kw["spec"].name, kw["extra"]))
         base, head = pair
         return base, replace(head, spec=replace(head.spec, confirm_alpha=kw["alpha"]))

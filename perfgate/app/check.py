@@ -249,6 +249,7 @@ def run_check(
             base_sha=base_sha,
             history=history,
             progress=progress,
+            warn=warn,
         )
     else:
         outcome = _check_history(
@@ -365,6 +366,7 @@ def _check_ab(
     base_sha: str,
     history: GitHistory | None,
     progress: ProgressFn | None,
+    warn: ProgressFn | None,
 ) -> CheckOutcome:
     """``ab`` mode: pairs, the gate, then more pairs for the benchmarks left inconclusive,
     both looks at the level of :func:`perfgate.stats.sequential.look_level`."""
@@ -378,6 +380,7 @@ def _check_ab(
         ci=ci,
         trace_root=trace_root,
         progress=progress,
+        warn=warn,
     )
     heads = [head for _, head in pairs]
     by_name = {s.name: s for s in specs}
@@ -416,6 +419,7 @@ def _check_ab(
             final_heads.append(head)
             continue
         _, new_head = extend_pairs_and_record(
+            config,
             store,
             pair,
             spec=by_name[head.benchmark],

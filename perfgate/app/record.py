@@ -16,6 +16,7 @@ from perfgate.app.measure import (
     profile_measurements,
     training_measurements,
 )
+from perfgate.app.specs import base_side_spec
 from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import (
@@ -176,6 +177,7 @@ def run_ab_and_record(
     ci: CIContext,
     trace_root: Path,
     progress: ProgressFn | None = None,
+    warn: ProgressFn | None = None,
 ) -> list[tuple[RunRecord, RunRecord]]:
     """``run --ab REF``: each benchmark measured in alternating base/head pairs, recorded as
     a base run (branch ``<branch>:base``, commit REF) and a head run naming it, both in one
@@ -184,7 +186,8 @@ def run_ab_and_record(
     Args:
         ref: the base commit (e.g. the merge-base with main).
         repo: the suite's directory, inside the git checkout holding the head (the base
-            runs the suite from the same place in its worktree).
+            runs the suite from the same place in its worktree, each benchmark as the base
+            commit's suite file defines it: :func:`perfgate.app.specs.base_side_spec`).
         trace_root: where profiled windows go; a relative path is taken from the current
             directory (the base repeats run inside the worktree).
     """
@@ -213,6 +216,9 @@ def run_ab_and_record(
                 trace_dir=trace_root / head_id,
                 seed=int(head_id[:8], 16),
                 progress=progress,
+                base_spec=base_side_spec(
+                    spec, config, head_dir=head_dir, base_dir=base_dir, warn=warn
+                ),
             )
             base = build_record(
                 base_out,
@@ -237,6 +243,7 @@ def run_ab_and_record(
 
 
 def extend_pairs_and_record(
+    config: Config,
     store: SqlStore,
     pair: tuple[RunRecord, RunRecord],
     *,
@@ -253,8 +260,8 @@ def extend_pairs_and_record(
 
     Args:
         pair: (base run, head run) as :func:`run_ab_and_record` recorded them.
-        spec: the suite's benchmark they measured (each side runs it with its own tree's
-            defaults, as the first pairs did; not the head's recorded parameters).
+        spec: the suite's benchmark they measured (each side runs it as its own tree
+            defines it, as the first pairs did; not the head's recorded parameters).
         repo: the suite's directory inside the head's checkout, as for that call.
     """
     from perfgate.runner.ab import base_worktree, repo_root, run_pairs
@@ -274,6 +281,7 @@ def extend_pairs_and_record(
             trace_dir=None,
             seed=int(head.id[:8], 16) + 1,
             progress=progress,
+            base_spec=base_side_spec(spec, config, head_dir=head_dir, base_dir=base_dir),
         )
     new_base = _folded(base, base_out.repeats, alpha)
     new_head = replace(_folded(head, head_out.repeats, alpha), paired_with=new_base.id)

@@ -3,11 +3,12 @@ validated specs — one path, so a value the suite path refuses is refused here 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from perfgate.config import Config, parse_benchmark
+from perfgate.config import Config, parse_benchmark, read_config_file
 from perfgate.errors import ConfigError
 from perfgate.models import BenchmarkSpec, ParamValue
 from perfgate.workloads import BUILTIN, BUILTIN_KINDS
@@ -82,3 +83,51 @@ def benchmark_specs(
     return [
         _resolved(replace(s, params={**s.params, **extra}, **dict(overrides or {}))) for s in specs
     ]
+
+
+def base_side_spec(
+    spec: BenchmarkSpec,
+    config: Config,
+    *,
+    head_dir: Path,
+    base_dir: Path,
+    warn: Callable[[str], None] | None = None,
+) -> BenchmarkSpec:
+    """What the base side of an A/B pair runs for ``spec``: the benchmark as the base
+    commit's own suite file defines it (``workload``, ``entry``, ``params``), measured the way
+    the head is (steps, repeats, device, timeout), so a PR that changes only a suite entry's
+    ``params`` is measured as the change it is, not as an A/A.
+
+    ``spec`` itself where that cannot be told or was not asked: the suite file (``config``'s
+    ``source``) lies outside the head's checkout or is missing at the base (a new suite),
+    the base's suite has no benchmark of that name (a new benchmark), or flags changed what
+    the head's suite says (``--workload``, ``--param``: both sides run what was asked). A base
+    suite that does not parse is ``warn``-ed about and the head's entry is used.
+    """
+    ours = next((b for b in config.benchmarks if b.name == spec.name), None)
+    if not config.source or ours is None:
+        return spec
+    if (spec.workload, spec.entry, dict(spec.params)) != (
+        ours.workload,
+        ours.entry,
+        dict(ours.params),
+    ):
+        return spec
+    try:
+        relative = Path(config.source).resolve().relative_to(head_dir.resolve())
+    except ValueError:
+        return spec
+    path = base_dir / relative
+    if not path.is_file():
+        return spec
+    try:
+        theirs = next((b for b in read_config_file(path).benchmarks if b.name == spec.name), None)
+        if theirs is None:
+            return spec
+        return _resolved(
+            replace(spec, workload=theirs.workload, entry=theirs.entry, params=theirs.params)
+        )
+    except ConfigError as err:
+        if warn is not None:
+            warn(f"the base commit's suite cannot be used ({err}); its side runs the head's entry")
+        return spec

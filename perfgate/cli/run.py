@@ -221,6 +221,7 @@ def run(
                 ci=app.detect_ci_context(os.environ),
                 trace_root=trace_dir,
                 progress=_progress_fn(),
+                warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
             )
             records = [r for pair in pairs for r in pair]
         else:

@@ -80,17 +80,20 @@ def run_pairs(
     seed: int,
     progress: ProgressFn | None = None,
     timeout_s: float | None = None,
+    base_spec: BenchmarkSpec | None = None,
 ) -> tuple[BenchmarkOutcome, BenchmarkOutcome, tuple[str, ...]]:
     """Alternate ``spec.repeats`` pairs of base and head repeats.
 
     ``suite_dir`` is the suite's directory relative to the repository root; each side
     imports user entries from that directory of its own tree. ``timeout_s`` bounds each
-    repeat (None: the spec's ``timeout_s``).
+    repeat (None: the spec's ``timeout_s``). ``base_spec`` is what the base side runs (the
+    base commit's own entry, measured as ``spec`` is: :func:`perfgate.app.specs.
+    base_side_spec`); None: ``spec`` on both sides.
 
     Returns:
         (base outcome, head outcome, the order of each pair, "BA" or "AB" with A = base).
     """
-    threads, params = split_threads(spec)
+    base_spec = spec if base_spec is None else base_spec
     if timeout_s is None:
         timeout_s = spec.timeout_s
     rng = random.Random(seed)
@@ -98,13 +101,17 @@ def run_pairs(
     base_results: list[RepeatResult] = []
     head_results: list[RepeatResult] = []
     orders: list[str] = []
-    sides = {"A": (base_dir, base_results, "base"), "B": (head_dir, head_results, "head")}
+    sides = {
+        "A": (base_dir, base_results, "base", base_spec),
+        "B": (head_dir, head_results, "head", spec),
+    }
     with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
         for i in range(spec.repeats):
             order = "AB" if rng.random() < 0.5 else "BA"
             orders.append(order)
             for side in order:
-                tree, results, label = sides[side]
+                tree, results, label, side_spec = sides[side]
+                threads, params = split_threads(side_spec)
                 if progress is not None:
                     progress(f"{spec.name}: pair {i + 1}/{spec.repeats}, {label}")
                 trace_path = None
@@ -114,7 +121,7 @@ def run_pairs(
                 code_dir = tree / suite_dir
                 results.append(
                     run_repeat(
-                        spec,
+                        side_spec,
                         i,
                         threads=threads,
                         params=params,
@@ -128,7 +135,8 @@ def run_pairs(
                 )
     finished = datetime.now(timezone.utc)
 
-    def outcome(results: list[RepeatResult]) -> BenchmarkOutcome:
-        return BenchmarkOutcome(spec, threads, tuple(results), started, finished)
+    def outcome(side_spec: BenchmarkSpec, results: list[RepeatResult]) -> BenchmarkOutcome:
+        threads, _ = split_threads(side_spec)
+        return BenchmarkOutcome(side_spec, threads, tuple(results), started, finished)
 
-    return outcome(base_results), outcome(head_results), tuple(orders)
+    return outcome(base_spec, base_results), outcome(spec, head_results), tuple(orders)
