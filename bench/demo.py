@@ -384,6 +384,17 @@ def judged(row: Row, result: Result) -> None:
         row.pairs = int(found.group(1))
 
 
+def finished(row: Row, done: list[Row], sink: list[Row], *, strict: bool) -> None:
+    """A slowdown's row is done: kept for the trial's time and handed to ``sink``; an error
+    is printed, and stops the run under ``--strict``."""
+    done.append(row)
+    sink.append(row)
+    if row.error is not None:
+        progress(f"  error: {row.error}")
+        if strict:
+            raise StrictError(row.error)
+
+
 def trial(
     state: str,
     k: int,
@@ -401,12 +412,7 @@ def trial(
     done: list[Row] = []
 
     def finish(row: Row) -> None:
-        done.append(row)
-        sink.append(row)
-        if row.error is not None:
-            progress(f"  error: {row.error}")
-            if strict:
-                raise StrictError(row.error)
+        finished(row, done, sink, strict=strict)
 
     try:
         with tempfile.TemporaryDirectory(prefix="perfgate-demo-") as tmp:
@@ -524,12 +530,7 @@ def trial_ab(
                     f"{state} trial {k}/{n} slowdown {s}: {what} (exit {row.exit_code}, "
                     f"{row.pairs or '?'} pairs, {row.seconds:.0f} s)"
                 )
-                done.append(row)
-                sink.append(row)
-                if row.error is not None:
-                    progress(f"  error: {row.error}")
-                    if strict:
-                        raise StrictError(row.error)
+                finished(row, done, sink, strict=strict)
     finally:
         for row in done:
             row.trial_seconds = time.perf_counter() - t0

@@ -29,7 +29,8 @@ from conftest import fill, record
 from perfgate.cli import cli
 from perfgate.errors import ReportError
 from perfgate.reporters.forges import github, gitlab
-from perfgate.reporters.forges.http import ForgeClient, RetryPolicy, api_int
+from perfgate.reporters.forges.api import RetryPolicy, api_int
+from perfgate.reporters.forges.http import ForgeClient
 
 TOKEN = "good-token-123"
 HEAD = "c0ffee" + "0" * 34

@@ -21,7 +21,7 @@ from test_drift import creeping_runs
 from perfgate.cli import cli
 from perfgate.errors import ReportError, UsageError
 from perfgate.reporters.forges import detect_forge, forge_named, forge_names, gitcode
-from perfgate.reporters.forges.http import RetryPolicy
+from perfgate.reporters.forges.api import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "good-token-123"

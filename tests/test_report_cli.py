@@ -20,7 +20,7 @@ from fake_forge import FakeForge
 
 from perfgate.cli import cli
 from perfgate.models import RunRecord
-from perfgate.reporters.forges.http import RetryPolicy
+from perfgate.reporters.forges.api import RetryPolicy
 
 TOKEN = "good-token-123"
 HEAD = "c0ffee" + "0" * 34

@@ -18,7 +18,7 @@ would pass the budget ends the request at once. 401/403/404 (and every other 4xx
 retried, but for GitHub's rate-limit 403. Redirects are never followed (a token must never go
 to another host): a 3xx is an error naming its status. Pagination links are followed only
 under the API base URL. An answer that is not what the API documents (not JSON, the wrong
-types, an id that is not a number: :func:`api_int`) is a
+types, an id that is not a number: :func:`perfgate.reporters.forges.api.api_int`) is a
 :class:`~perfgate.errors.ReportError` too. Every failure raises ReportError with a one-line
 message that never contains the token.
 
@@ -54,12 +54,7 @@ from urllib3.util.retry import Retry
 
 from perfgate import __version__
 from perfgate.errors import ConfigError, ReportError
-from perfgate.reporters.forges.api import MAX_BYTES as MAX_BYTES
-from perfgate.reporters.forges.api import Response as Response
-from perfgate.reporters.forges.api import RetryPolicy as RetryPolicy
-from perfgate.reporters.forges.api import api_int as api_int
-from perfgate.reporters.forges.api import carries_marker as carries_marker
-from perfgate.reporters.forges.api import upsert_marked as upsert_marked
+from perfgate.reporters.forges.api import Response, RetryPolicy
 
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 CHUNK = 64 * 1024
