@@ -196,10 +196,10 @@ def test_confirm_folds_extra_repeats_into_the_latest_run(tmp_path: Path) -> None
         "run", *quick, "--branch", "feat", "--against", "main", "--confirm", "2", "--json"
     )
     assert confirm.returncode == 0, confirm.stderr
-    if step["verdict"] != "inconclusive" or "mlp: confirmed with 2 extra repeats" not in (
-        confirm.stderr
-    ):
+    if "mlp: confirmed with 2 extra repeats" not in confirm.stderr:
         # a regression stands, nothing is open, or the rule says why it does not confirm
+        # (the plain gate's verdict does not tell: look 0 is judged at the confirmation's
+        # stricter level, where a plain regression can be open and so confirmed)
         assert any(
             f"mlp: {why}" in confirm.stderr
             for why in ("regression at look 0 stands", "nothing to confirm", "job-level", "the ")

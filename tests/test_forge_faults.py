@@ -116,6 +116,7 @@ def raw(status: int, body: bytes, headers: dict[str, str] | None = None) -> Beha
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
+        h.send_header("Connection", "close")  # as the handler closes it after each answer
         for k, v in (headers or {}).items():
             h.send_header(k, v)
         h.end_headers()
@@ -279,6 +280,23 @@ def test_all_pages_share_one_deadline(server: Server) -> None:
     # a budget per request would have read all MAX_PAGES pages (and found nothing)
     assert 1 < server.count("GET") < github.MAX_PAGES // 2
     assert fake.now <= c.deadline + 3 * fake.step + sum(fake.sleeps)
+
+
+def test_a_forge_that_drops_every_connection_gives_up_at_the_deadline_naming_both(
+    server: Server,
+) -> None:
+    """Every try fails on the wire (the server hangs up without an answer) until the budget
+    is spent: the one line says what failed and that the budget ended it."""
+    server.on("GET", r"/comments$", lambda h: None)  # no answer: the connection is closed
+    fake = TickClock(step=0.5)
+    c = client(server, fake, budget_s=4.0, attempts=100)
+    with pytest.raises(ReportError) as info:
+        github.GitHubReporter(c, "o/r").find_comment(1, MARK)
+    message = str(info.value)
+    # the budget is named whether it ran out before the next try or would have during it
+    assert re.search(r"gave up: connection failed \(.+\); .*the 4 s budget", message), message
+    assert "\n" not in message and TOKEN not in message
+    assert server.count("GET") > 1  # retried until the deadline, not given up at once
 
 
 def test_the_deadline_is_shared_by_the_client_s_requests(server: Server) -> None:

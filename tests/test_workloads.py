@@ -42,3 +42,66 @@ def test_slowdown_adds_proportional_rows_of_work() -> None:
     assert slowed / base == pytest.approx(1.3, rel=0.01)
     with pytest.raises(ValueError):
         mlp.build(slowdown=-1.0)
+
+
+def _small_mlp() -> object:
+    return mlp.make_model(features=16, hidden=32, classes=4), (8, 16)
+
+
+def _small_cnn() -> object:
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 4),
+    )  # fmt: skip
+    return model, (8, 3, 8, 8)
+
+
+@pytest.mark.parametrize("make", [_small_mlp, _small_cnn])
+def test_the_built_in_optimizer_updates_as_torch_optim_sgd_does(make: object) -> None:
+    """The workloads' own SGD (which spares every worker the import of torch._dynamo that
+    torch.optim triggers) trains exactly as torch.optim.SGD with momentum would: the same
+    losses and weights, bit for bit, over steps where the momentum buffers matter."""
+    import torch.nn.functional as F
+
+    from perfgate.workloads.base import Sgd
+
+    def train(optimizer_of: object) -> tuple[list[float], list[torch.Tensor]]:
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        model, shape = make()  # type: ignore[operator]
+        x, y = torch.randn(*shape), torch.randint(0, 4, (shape[0],))
+        optimizer = optimizer_of(list(model.parameters()))  # type: ignore[operator]
+        losses = []
+        for _ in range(6):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    ours = train(lambda ps: Sgd(ps, lr=0.01, momentum=0.9))
+    theirs = train(lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9))
+    assert ours[0] == theirs[0]
+    assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
+    assert ours[0][-1] < ours[0][0]
+
+
+def test_a_worker_of_a_built_in_workload_does_not_import_torch_dynamo() -> None:
+    """torch.optim's first call imports torch._dynamo, about as costly as torch itself; the
+    built-in CPU workloads' steps (unprofiled) need none of it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from perfgate.workloads import mlp, cnn\n"
+        "for m in (mlp, cnn):\n"
+        "    w = m.build(batch_size=2)\n"
+        "    w.step(); w.step()\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert out.stdout.strip() == "False"

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from scipy import special
 
 from perfgate.models import Band, MetricPolicy, RunPoint
+from perfgate.stats import special
 from perfgate.stats.compare import Candidate, gate_evidence
 
 BAND_LEVEL = 0.95

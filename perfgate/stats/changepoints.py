@@ -75,10 +75,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from perfgate.errors import UsageError
 from perfgate.models import ChangePoint
+from perfgate.stats import special
 
 MIN_EFFECT_PCT = 1.5
 """Smallest move between the medians of neighbouring segments reported, in percent."""

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import special
 
 from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
+from perfgate.stats import special
 from perfgate.stats.decide import (
     ALPHA,
     POWER,
@@ -356,8 +356,8 @@ def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
 
 def _t_logpdf(x: np.ndarray, nu: float) -> np.ndarray:
     return np.asarray(
-        special.gammaln((nu + 1) / 2)
-        - special.gammaln(nu / 2)
+        math.lgamma((nu + 1) / 2)
+        - math.lgamma(nu / 2)
         - 0.5 * math.log(nu * math.pi)
         - (nu + 1) / 2 * np.log1p(x * x / nu)
     )

@@ -38,10 +38,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import special
 
 from perfgate.errors import UsageError
 from perfgate.models import Drift
+from perfgate.stats import special
 from perfgate.stats.changepoints import ABRUPT_WIDTH, average_ranks, best_ramp
 from perfgate.stats.fdr import benjamini_hochberg
 

@@ -56,9 +56,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import special
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.stats import special
 from perfgate.stats.compare import SCALE_FLOOR
 from perfgate.stats.decide import (
     ALPHA,

@@ -60,9 +60,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import integrate, optimize, special
-
 from perfgate.models import Comparison, RunPoint, Verdict
+from perfgate.stats import special
 from perfgate.stats.compare import change_sd
 from perfgate.stats.decide import ALPHA, deciding
 
@@ -100,6 +99,8 @@ def _tail(z: float) -> float:
 
 def _both_above(c0: float, c1: float, rho: float) -> float:
     """P(X0 > c0 and X1 > c1) for standard normals with correlation ``rho`` (0 <= rho < 1)."""
+    from scipy import integrate  # here: only a confirmation needs it (0.4 s of imports)
+
     s = math.sqrt(1.0 - rho * rho)
 
     def density(x: float) -> float:
@@ -135,6 +136,8 @@ def look_level(rho: float | None, *, tests: int, alpha: float = ALPHA) -> float:
         return alpha / 2.0
     if rho >= 1.0:
         return alpha  # the two looks are one test
+    from scipy import optimize  # here: only a confirmation needs it
+
     q = _lone_level(alpha, tests)
     low = float(special.ndtri(1.0 - q))
     c = float(optimize.brentq(lambda z: _union(z, z, rho) - q, low, low + 2.0, xtol=1e-12))

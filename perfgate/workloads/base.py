@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,7 +53,7 @@ def extra_work(
 
     It stands in for a code change that only costs time, so it must not touch the numbers the
     numerics guard checks (the loss, DESIGN.md §5): the step runs it *before* its own
-    ``zero_grad(set_to_none=True)``, which throws its gradients away, and it draws no random
+    ``zero_grad()`` (gradients set to None), which throws its gradients away, and it draws no random
     numbers, so the step's own pass, the optimizer's update and so the loss are the same,
     bit for bit, as without it. (A batch norm's running statistics do move; a training
     forward does not read them.)
@@ -66,6 +66,44 @@ def extra_work(
         loss_fn(model(xs), ts).backward()
 
     return work
+
+
+class Sgd:
+    """Stochastic gradient descent with momentum: the update ``torch.optim.SGD(params, lr,
+    momentum)`` makes (dampening 0, no weight decay, not Nesterov), op for op, so the loss is
+    the same bit for bit.
+
+    The built-in workloads use it instead of ``torch.optim``, whose methods import
+    ``torch._dynamo`` on first use: about 1.5-2 s of start-up in every worker process on a
+    2-core runner (a profiled repeat pays it anyway, for the profiler), time that is not part
+    of any timed step but that every repeat, and so every CI job, waits for.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, momentum: float) -> None:
+        self.params = list(params)
+        self.lr = lr
+        self.momentum = momentum
+        self.buffers: list[torch.Tensor | None] = [None] * len(self.params)
+
+    def zero_grad(self) -> None:
+        """Drop the gradients (``zero_grad(set_to_none=True)``)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for i, p in enumerate(self.params):
+                grad = p.grad
+                if grad is None:
+                    continue
+                buf = self.buffers[i]
+                if buf is None:
+                    buf = self.buffers[i] = torch.clone(grad).detach()
+                else:
+                    buf.mul_(self.momentum).add_(grad)
+                p.add_(buf, alpha=-self.lr)
 
 
 _collective_wait_ns = [0]

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Workload, extra_rows, extra_work
+from perfgate.workloads.base import Sgd, Workload, extra_rows, extra_work
 
 
 def make_model(channels: int = 16, classes: int = 10) -> nn.Module:
@@ -35,7 +35,7 @@ def build(
 ) -> Workload:
     torch.manual_seed(0)
     model = make_model(channels, classes).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    optimizer = Sgd(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch_size, 3, image_size, image_size, device=device)
     y = torch.randint(0, classes, (batch_size,), device=device)
 
@@ -44,7 +44,7 @@ def build(
     def step() -> torch.Tensor:
         if extra is not None:
             extra()  # time only: its gradients are thrown away on the next line
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()

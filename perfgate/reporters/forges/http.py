@@ -397,10 +397,13 @@ class ForgeClient:
         policy = self.policy
         deadline = self.deadline
         retry = self._retry()
-        last = f"no time left of the {policy.budget_s:g} s budget"
+        out_of_time = f"no time left of the {policy.budget_s:g} s budget"
+        last = out_of_time
         while True:
             remaining = deadline - self._clock()
             if remaining <= 0:
+                if last != out_of_time:  # the deadline ended it, after that failed try
+                    last += f"; {out_of_time}"
                 break
             per_try = min(policy.timeout_s, remaining)
             try_end = self._clock() + per_try
