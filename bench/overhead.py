@@ -763,7 +763,7 @@ text = render_text(result)
 t5 = time.perf_counter()
 store.close()
 print(json.dumps({"import perfgate.cli (click, models)": t1 - t0,
-                  "import app.gate, store, stats (sqlalchemy, numpy, scipy)": t2 - t1,
+                  "import app.gate, store, stats (sqlalchemy, numpy)": t2 - t1,
                   "load_config + open_store (schema check)": t3 - t2,
                   "compare()": t4 - t3, "render_text()": t5 - t4}))
 """

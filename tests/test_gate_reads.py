@@ -129,3 +129,27 @@ def test_a_gates_shared_reads_draw_every_window_as_its_own_reads_would(store: Sq
     assert {p.run_id for p in window.points["step_time_ms"]} == {
         f"cnn-main-{i:03d}" for i in range(5, 12)
     }
+
+
+def test_one_read_gives_the_window_points_and_the_scanned_centres(store: SqlStore) -> None:
+    """history_and_centres (the gate's one query per benchmark) gives history()'s points of
+    the newest ``limit`` runs and every metric's centres of the newest ``scan`` runs, oldest
+    first, whichever of the two limits is larger; excluded runs are in neither."""
+    saved = _fill(store)
+    # a run without measurements (run07) still counts in the limits, as in history()
+    eligible = [r for r in saved if r.git.branch == "main" and not r.excluded]
+    eligible.sort(key=lambda r: (r.started_at, r.id))
+    assert not eligible[-6].measurements
+    for limit, scan in ((6, 9), (9, 6), (6, 0), (0, 6), (2, 7), (50, 50)):
+        points, centres = store.history_and_centres(
+            project="demo", benchmark="mlp", branch="main", limit=limit, scan=scan
+        )
+        assert points == store.history(project="demo", benchmark="mlp", branch="main", limit=limit)
+        assert [p.run_id for p in points] == [
+            r.id for r in eligible[len(eligible) - limit :] if limit for _ in r.measurements
+        ]
+        scanned = eligible[len(eligible) - scan :] if scan else []
+        assert set(centres) == ({m.metric for r in scanned for m in r.measurements})
+        for metric, series in centres.items():
+            of_runs = [(r.id, r.measurement(metric)) for r in scanned]
+            assert series == [(i, m.summary.centre) for i, m in of_runs if m is not None]

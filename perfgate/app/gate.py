@@ -213,7 +213,9 @@ def baseline_window(
         exclude_run_ids=exclude_run_ids,
         reads=reads,
     )
-    points = store.history(**selection, limit=config.baseline_window)
+    points, centres = store.history_and_centres(
+        **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
+    )
     if reads is not None:
         invalid = reads.invalid
     else:
@@ -225,7 +227,7 @@ def baseline_window(
             if status == "invalid"
         )
     since = runs_since_last_change(
-        store.centres(**selection, limit=HISTORY_SCAN_RUNS),
+        centres,
         deterministic=lambda metric: config.policy(metric).deterministic,
         invalid=invalid,
     )

@@ -242,8 +242,39 @@ class RunStore(StoreBase):
         excluded, not in ``exclude_run_ids``, started strictly before ``before``, at or after
         ``since`` (a baseline reset) and with ``fingerprint_key`` when these are given.
         """
-        if limit <= 0:
-            return []
+        points, _ = self.history_and_centres(
+            project=project,
+            benchmark=benchmark,
+            branch=branch,
+            before=before,
+            exclude_run_ids=exclude_run_ids,
+            fingerprint_key=fingerprint_key,
+            limit=limit,
+            scan=0,
+            since=since,
+        )
+        return points
+
+    def history_and_centres(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 30,
+        scan: int = 100,
+        since: datetime | None = None,
+    ) -> tuple[list[RunPoint], dict[str, list[tuple[str, float]]]]:
+        """In one read: :meth:`history`'s points of the last ``limit`` eligible runs, and per
+        metric the (run id, centre) of the last ``scan`` eligible runs, oldest first (what a
+        change-point scan needs; their repeat centres are not decoded). A gate reads both for
+        every benchmark: one query instead of two."""
+        n = max(limit, scan)
+        if n <= 0:
+            return [], {}
         r = runs.c
         conditions = _history_conditions(
             project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
@@ -252,7 +283,7 @@ class RunStore(StoreBase):
             select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
             .where(*conditions)
             .order_by(r.started_at.desc(), r.id.desc())
-            .limit(limit)
+            .limit(n)
             .subquery("recent")
         )
         m = measurements.c
@@ -271,25 +302,36 @@ class RunStore(StoreBase):
                 m.repeat_centres,
                 m.centre_se,
             )
-            .join_from(window, measurements, m.run_id == window.c.id)
+            # outer: a run without measurements still takes its place in either limit
+            .join_from(window, measurements, m.run_id == window.c.id, isouter=True)
             .order_by(window.c.started_at, window.c.id, m.seq)
         )
-        points: list[RunPoint] = []
         with self._read(f"read the history of {benchmark}") as conn:
-            for (
-                run_id,
-                run_branch,
-                commit,
-                key,
-                started_at,
-                metric,
-                unit,
-                direction,
-                deterministic,
-                centre,
-                repeat_centres,
-                centre_se,
-            ) in conn.execute(query).all():
+            rows = conn.execute(query).all()
+        run_ids = list(dict.fromkeys(row[0] for row in rows))  # oldest first
+        newest = set(run_ids[len(run_ids) - limit :]) if limit > 0 else set()
+        scanned = set(run_ids[len(run_ids) - scan :]) if scan > 0 else set()
+        points: list[RunPoint] = []
+        centres: dict[str, list[tuple[str, float]]] = {}
+        for (
+            run_id,
+            run_branch,
+            commit,
+            key,
+            started_at,
+            metric,
+            unit,
+            direction,
+            deterministic,
+            centre,
+            repeat_centres,
+            centre_se,
+        ) in rows:
+            if metric is None:
+                continue
+            if run_id in scanned:
+                centres.setdefault(metric, []).append((run_id, float(centre)))
+            if run_id in newest:
                 points.append(
                     RunPoint(
                         run_id=run_id,
@@ -307,46 +349,7 @@ class RunStore(StoreBase):
                         centre_se=None if centre_se is None else float(centre_se),
                     )
                 )
-        return points
-
-    def centres(
-        self,
-        *,
-        project: str,
-        benchmark: str,
-        branch: str | None,
-        before: datetime | None = None,
-        exclude_run_ids: Sequence[str] = (),
-        fingerprint_key: str | None = None,
-        limit: int = 100,
-        since: datetime | None = None,
-    ) -> dict[str, list[tuple[str, float]]]:
-        """Per metric, (run id, centre) of the same runs :meth:`history` selects, oldest
-        first: the light read change-point scans need (no JSON, no timestamps decoded)."""
-        if limit <= 0:
-            return {}
-        r = runs.c
-        conditions = _history_conditions(
-            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
-        )
-        window = (
-            select(r.id, r.started_at)
-            .where(*conditions)
-            .order_by(r.started_at.desc(), r.id.desc())
-            .limit(limit)
-            .subquery("recent")
-        )
-        m = measurements.c
-        query = (
-            select(window.c.id, m.metric, m.centre)
-            .join_from(window, measurements, m.run_id == window.c.id)
-            .order_by(window.c.started_at, window.c.id)
-        )
-        out: dict[str, list[tuple[str, float]]] = {}
-        with self._read(f"read the history of {benchmark}") as conn:
-            for run_id, metric, centre in conn.execute(query).all():
-                out.setdefault(metric, []).append((run_id, float(centre)))
-        return out
+        return points, centres
 
     def fingerprints(
         self, *, project: str, benchmark: str, branch: str | None
