@@ -140,15 +140,16 @@ def test_one_read_gives_the_window_points_and_the_scanned_centres(store: SqlStor
     eligible = [r for r in saved if r.git.branch == "main" and not r.excluded]
     eligible.sort(key=lambda r: (r.started_at, r.id))
     assert not eligible[-6].measurements
-    for limit, scan in ((6, 9), (9, 6), (6, 0), (0, 6), (2, 7), (50, 50)):
+    # (limits past the 12 eligible runs: all of them, not a wrapped-around slice)
+    for limit, scan in ((6, 9), (9, 6), (6, 0), (0, 6), (2, 7), (20, 100), (100, 20), (50, 50)):
         points, centres = store.history_and_centres(
             project="demo", benchmark="mlp", branch="main", limit=limit, scan=scan
         )
         assert points == store.history(project="demo", benchmark="mlp", branch="main", limit=limit)
         assert [p.run_id for p in points] == [
-            r.id for r in eligible[len(eligible) - limit :] if limit for _ in r.measurements
+            r.id for r in eligible[max(len(eligible) - limit, 0) :] if limit for _ in r.measurements
         ]
-        scanned = eligible[len(eligible) - scan :] if scan else []
+        scanned = eligible[max(len(eligible) - scan, 0) :] if scan else []
         assert set(centres) == ({m.metric for r in scanned for m in r.measurements})
         for metric, series in centres.items():
             of_runs = [(r.id, r.measurement(metric)) for r in scanned]
