@@ -309,8 +309,8 @@ class RunStore(StoreBase):
         with self._read(f"read the history of {benchmark}") as conn:
             rows = conn.execute(query).all()
         run_ids = list(dict.fromkeys(row[0] for row in rows))  # oldest first
-        newest = set(run_ids[max(len(run_ids) - limit, 0) :]) if limit > 0 else set()
-        scanned = set(run_ids[max(len(run_ids) - scan, 0) :]) if scan > 0 else set()
+        newest = set(run_ids[-limit:]) if limit > 0 else set()
+        scanned = set(run_ids[-scan:]) if scan > 0 else set()
         points: list[RunPoint] = []
         centres: dict[str, list[tuple[str, float]]] = {}
         for (
