@@ -10,6 +10,12 @@ can grow 3.5x and so is never asserted on. When a run's own noise still hides th
 gate rightly says ``inconclusive`` (and names the smallest change it could see) instead of
 guessing, so the tests demand a decision only when the data allowed one, and never accept a
 slowdown called unchanged or an A/A run called a regression.
+
+The first gate, the first run and the deciding gate go through ``python -m perfgate`` (the
+installed command, its exit codes as the CI job sees them); the other invocations call the
+same command group in this process (click's ``CliRunner``, the same entry point and exit
+codes), which spares each a fresh interpreter. Every ``run`` still measures in real worker
+processes, as in CI.
 """
 
 from __future__ import annotations
@@ -22,27 +28,50 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import cli
 
 pytest.importorskip("torch")
 
 pytestmark = pytest.mark.slow
 
 
-def perfgate(cwd: Path, *args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_", "GITLAB"))}
-    env.pop("CI", None)
+def _scrubbed(key: str) -> bool:
+    """Whether ``key`` is left out of the command's environment (no CI context leaks in)."""
+    return key.startswith(("GITHUB_", "CI_", "GITLAB")) or key in ("CI", "PERFGATE_DATABASE_URL")
+
+
+def perfgate(
+    cwd: Path, *args: str, db: str | None = None, spawn: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``perfgate ARGS`` in ``cwd``: with ``spawn``, the installed command in its own process;
+    otherwise the same command group in this process. Either way with the CI variables and
+    the store URL removed from the environment (``db``: the store URL to set instead)."""
+    if spawn:
+        env = {k: v for k, v in os.environ.items() if not _scrubbed(k)}
+        if db is not None:
+            env["PERFGATE_DATABASE_URL"] = db
+        return subprocess.run(
+            [sys.executable, "-m", "perfgate", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    overrides: dict[str, str | None] = {k: None for k in os.environ if _scrubbed(k)}
     if db is not None:
-        env["PERFGATE_DATABASE_URL"] = db
-    else:
-        env.pop("PERFGATE_DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "perfgate", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        overrides["PERFGATE_DATABASE_URL"] = db
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        # catch_exceptions=False: a crash is the test's error, not an exit code
+        result = CliRunner().invoke(
+            cli, list(args), env=overrides, prog_name="perfgate", catch_exceptions=False
+        )
+    return subprocess.CompletedProcess(
+        ["perfgate", *args], result.exit_code, result.stdout, result.stderr
     )
 
 
@@ -55,9 +84,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def contract(workdir: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     """The issue's contract invocations, in order, on the default store in ``workdir``."""
     out: dict[str, subprocess.CompletedProcess[str]] = {}
-    out["gate_empty"] = perfgate(workdir, "gate", "--branch", "main", "--against", "main")
+    out["gate_empty"] = perfgate(
+        workdir, "gate", "--branch", "main", "--against", "main", spawn=True
+    )
     out["main1"] = perfgate(
-        workdir, "run", "--workload", "mlp", "--repeats", "3", "--branch", "main"
+        workdir, "run", "--workload", "mlp", "--repeats", "3", "--branch", "main", spawn=True
     )
     out["gate_first"] = perfgate(workdir, "gate", "--branch", "main", "--against", "main", "--json")
     for i in (2, 3):
@@ -69,7 +100,9 @@ def contract(workdir: Path) -> dict[str, subprocess.CompletedProcess[str]]:
         "run",
         "--workload", "mlp", "--repeats", "3", "--branch", "feat", "--param", "slowdown=1.0",
     )  # fmt: skip
-    out["gate_feat"] = perfgate(workdir, "gate", "--branch", "feat", "--against", "main", "--json")
+    out["gate_feat"] = perfgate(
+        workdir, "gate", "--branch", "feat", "--against", "main", "--json", spawn=True
+    )
     out["main4"] = perfgate(
         workdir, "run", "--workload", "mlp", "--repeats", "3", "--branch", "main"
     )

@@ -209,10 +209,13 @@ def pairs_for_power(
         df = n - 1 if dof is None else np.full_like(n, float(dof))
         critical = special.stdtrit(df, 1.0 - alpha / 2.0)
         shift = effect * np.sqrt(n) / scale
-        power = 1.0 - special.nctdtr(df, shift, critical) + special.nctdtr(df, shift, -critical)
-        ok = np.nonzero(power >= POWER)[0]
-        if ok.size:
-            return int(n[ok[0]])
+        # In order, stopping at the first n with the power: the answer of evaluating the
+        # whole block, for a fraction of its noncentral t evaluations (the answer is mostly
+        # a few past the start, and each evaluation is a series in plain Python).
+        rows = zip(df.tolist(), shift.tolist(), critical.tolist(), strict=True)
+        for k, (f, s, c) in enumerate(rows):
+            if 1.0 - special.nctdtr(f, s, c) + special.nctdtr(f, s, -c) >= POWER:
+                return int(n[k])
         low, width = low + width, width * 4
     return None
 

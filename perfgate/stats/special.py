@@ -622,29 +622,41 @@ def _nct_upper_sum(df: float, nc: float, t: float) -> float:
     ib0, _, fb0 = _ibeta(j0 + 1.0, b, x, y)
     total = p0 * ia0 + sign * w0 * ib0
     # upwards: I_x(a + 1, b) = I_x(a, b) - front(a) / a, front(a + 1) = front(a) x (a + b) / a
+    # (The clamps are spelt as conditionals, not max() and min(): the same values, and the
+    # power search of perfgate.stats.paired runs these loops tens of thousands of times.)
     pj, wj, ia, ib, fa, fb = p0, w0, ia0, ib0, fa0, fb0
     for j in range(j0, j0 + _MAX_TERMS):
-        ia = max(ia - fa / (j + 0.5), 0.0)
-        fa *= x * (j + 0.5 + b) / (j + 0.5)
-        ib = max(ib - fb / (j + 1.0), 0.0)
-        fb *= x * (j + 1.0 + b) / (j + 1.0)
-        pj *= mu / (j + 1.0)
+        a, c = j + 0.5, j + 1.0
+        ia -= fa / a
+        if ia < 0.0:
+            ia = 0.0
+        fa *= x * (a + b) / a
+        ib -= fb / c
+        if ib < 0.0:
+            ib = 0.0
+        fb *= x * (c + b) / c
+        pj *= mu / c
         wj *= mu / (j + 1.5)
         total += pj * ia + sign * wj * ib
         ratio = mu / (j + 2.0)
-        if ratio < 1.0 and (pj + wj) * max(ia, ib) * ratio / (1.0 - ratio) <= 1e-17:
+        if ratio < 1.0 and (pj + wj) * (ib if ib > ia else ia) * ratio / (1.0 - ratio) <= 1e-17:
             break
     # downwards: I_x(a - 1, b) = I_x(a, b) + front(a - 1) / (a - 1)
     pj, wj, ia, ib, fa, fb = p0, w0, ia0, ib0, fa0, fb0
     for j in range(j0 - 1, -1, -1):
-        fa *= (j + 0.5) / (x * (j + 0.5 + b))
-        ia = min(ia + fa / (j + 0.5), 1.0)
-        fb *= (j + 1.0) / (x * (j + 1.0 + b))
-        ib = min(ib + fb / (j + 1.0), 1.0)
-        pj *= (j + 1.0) / mu
+        a, c = j + 0.5, j + 1.0
+        fa *= a / (x * (a + b))
+        ia += fa / a
+        if ia > 1.0:
+            ia = 1.0
+        fb *= c / (x * (c + b))
+        ib += fb / c
+        if ib > 1.0:
+            ib = 1.0
+        pj *= c / mu
         wj *= (j + 1.5) / mu
         total += pj * ia + sign * wj * ib
-        ratio = (j + 0.5) / mu
+        ratio = a / mu
         if (pj + wj) * ratio / (1.0 - ratio) <= 1e-17:
             break
     return min(max(_ndtr(-nc) + 0.5 * total, 0.0), 1.0)
