@@ -267,6 +267,8 @@ class Row:
     window: int = WINDOW
     repeats: int = 3
     extra: tuple[tuple[str, int], ...] = ()
+    key: int = 0
+    """Its setting key (the seed): fixed per row, so that adding a row changes no other."""
 
 
 def _gate_of(rows: list[list[list[float]]], g: int, window: int) -> list[Candidate]:
@@ -330,7 +332,7 @@ def _power_row_task(row: PowerRow, gates: int, key: int) -> dict[str, Any]:
         rng, row.model, gates, row.window + 1, row.repeats, effect=row.effect
     )
     rows, slow_rows = null.centres.tolist(), slow.centres.tolist()
-    out = {"regression": 0, "unchanged": 0, "covered": 0, "at_mde": 0, "mde": []}
+    out: dict[str, Any] = {"regression": 0, "unchanged": 0, "covered": 0, "at_mde": 0, "mde": []}
     for g in range(gates):
         gate = _gate_of(rows, g, row.window)
         gate[0] = _candidate(slow_rows[g], "b0")
@@ -354,10 +356,11 @@ def _power_row_task(row: PowerRow, gates: int, key: int) -> dict[str, Any]:
 def _wave2_rows() -> tuple[list[Row], list[PowerRow]]:
     cov1, cov3, cov5 = (gate_sim.mixed_model(c) for c in (0.01, 0.03, 0.05))
     rep = dataclasses.replace
+    gauss1, gauss3, gauss5 = (gate_sim.gaussian_model(c) for c in (0.01, 0.03, 0.05))
     rows = [
-        Row("Gaussian CoV 1%", cov1),
-        Row("Gaussian CoV 3%", cov3),
-        Row("Gaussian CoV 5%", cov5),
+        Row("mixed CoV 1% (spikes, t3 steps)", cov1),
+        Row("mixed CoV 3% (spikes, t3 steps)", cov3),
+        Row("mixed CoV 5% (spikes, t3 steps)", cov5),
         Row("t3 job tails", rep(cov3, label="t3", job_df=3.0)),
         Row("t4 job tails", rep(cov3, label="t4", job_df=4.0)),
         *(Row(f"pool x1.25 mixed {p:.0%}", rep(cov3, pool_rate=p)) for p in (0.1, 0.2, 0.3, 0.5)),
@@ -369,6 +372,13 @@ def _wave2_rows() -> tuple[list[Row], list[PowerRow]]:
         Row("3-run history", cov3, window=3),
         Row("5-run history", cov3, window=5),
     ]
+    rows = [dataclasses.replace(row, key=40 + i) for i, row in enumerate(rows)]
+    # the issue's literal Gaussian rows (no spikes, no stalls, normal steps), after the
+    # mixed ones in the table but with keys of their own, so no other row's seed moves
+    gaussian = [
+        Row(m.label, m, key=40 + len(rows) + i) for i, m in enumerate((gauss1, gauss3, gauss5))
+    ]
+    rows = rows[:3] + gaussian + rows[3:]
     process10 = gate_sim.NoiseModel(
         "process CoV 10%",
         job_sd=0.0,
@@ -397,7 +407,7 @@ def _section_wave2(
     out("   x1.1-1.4 at once, which no single gate can tell from a regression of everything).")
     out("-" * 100)
     out(
-        f"  {'condition':<26}{'gates':>6}  {'perfgate':<19}{'no job spike':>13}  "
+        f"  {'condition':<33}{'gates':>6}  {'perfgate':<19}{'no job spike':>13}  "
         + "".join(f"{m.name:<17}" for m in OTHERS)
     )
     for row in rows:
@@ -410,7 +420,7 @@ def _section_wave2(
         for m in OTHERS:
             mk, mn = _gate_rate(res["stats"][m.name] >= m.default)
             cells += f"{_pct(mk / mn):<17}"
-        out(f"  {row.label:<26}{n:>6}  {cells}")
+        out(f"  {row.label:<33}{n:>6}  {cells}")
     out("")
     out("  Power and honesty: one regressed metric per gate with 19 A/A metrics, judged whole.")
     out("  'unchanged': share of true changes (all >= the 3% minimum effect) called unchanged")
@@ -421,13 +431,13 @@ def _section_wave2(
         f"  {'condition':<30}{'gates':>6}{'power':>9}{'unchanged':>11}{'coverage':>10}"
         f"{'at MDE':>9}{'MDE':>9}{'oracle':>9}{'ratio':>7}"
     )
-    for row in power:
-        res = pw[row]
+    for prow in power:
+        res = pw[prow]
         n = len(res["mde"])
         mde = float(np.median(res["mde"]))
-        oracle = _oracle_mde(row)
+        oracle = _oracle_mde(prow)
         out(
-            f"  {row.label:<30}{n:>6}{_pct(res['regression'] / n):>9}"
+            f"  {prow.label:<30}{n:>6}{_pct(res['regression'] / n):>9}"
             f"{_pct(res['unchanged'] / n):>11}{_pct(res['covered'] / n):>10}"
             f"{_pct(res['at_mde'] / n):>9}{mde:>8.1f}%{oracle:>8.1f}%{mde / oracle:>7.2f}"
         )
@@ -670,7 +680,7 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
         "per mille)]);"
     )
     out(
-        "       setting keys 1-9 history-based, 20-25 paired, 40-58 wave-2 A/A rows, 80-84 "
+        "       setting keys 1-9 history-based, 20-25 paired, 40-61 wave-2 A/A rows, 80-84 "
         "wave-2 power rows, 999 noise table, 0 step-median law"
     )
     out(
@@ -679,7 +689,8 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
     )
     out("")
     out("Noise models (multiplicative; bench/gate_sim.py has the details):")
-    for model in (cov1, cov3, cov5, job, heavy):
+    gaussian = [gate_sim.gaussian_model(c) for c in (0.01, 0.03, 0.05)]
+    for model in (cov1, cov3, cov5, *gaussian, job, heavy):
         out(f"  {model.describe()}")
     out("")
     out("Noise they produce (CoV = SD/mean / robust = 1.4826*MAD/median), 20,000 draws each:")
@@ -696,9 +707,7 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
 
     wave2_rows, wave2_power = _wave2_rows()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        w2_aa = {
-            row: pool.submit(_row_task, row, size(500), 40 + i) for i, row in enumerate(wave2_rows)
-        }
+        w2_aa = {row: pool.submit(_row_task, row, size(500), row.key) for row in wave2_rows}
         w2_pw = {
             row: pool.submit(_power_row_task, row, size(400), 80 + i)
             for i, row in enumerate(wave2_power)

@@ -13,8 +13,12 @@ reproduces exactly. The model, on the log scale (every factor multiplies the tru
 * **process factor**, one per worker process (repeat): normal, SD ``process_sd``; plus, with
   probability ``process_spike_rate``, a spike x U(1.05, 1.30) (a neighbour during that one
   process).
-* **step noise**, one per step: Student-t(3) tails, SD ``step_sd``; with probability
-  ``step_outlier_rate`` a stall x U(1.5, 3.0) (garbage collection, allocator, page faults).
+* **step noise**, one per step: Student-t(3) tails (normal when ``step_df`` is None), SD
+  ``step_sd``; with probability ``step_outlier_rate`` a stall x U(1.5, 3.0) (garbage
+  collection, allocator, page faults).
+
+:func:`mixed_model` has all of it; :func:`gaussian_model` the same split of the noise with
+none of the extras (log-normal job and process parts, normal steps, no spikes, no stalls).
 
 A repeat centre is the median of its ``steps`` steps, a run centre the median of its repeat
 centres: what perfgate stores. Apart from the job spikes, metrics are independent, which is
@@ -55,7 +59,8 @@ class NoiseModel:
     step_sd: float
     steps: int = 30
     job_df: float | None = None
-    step_df: float = 3.0
+    step_df: float | None = 3.0
+    """Student-t degrees of freedom of the step noise; None: normal."""
     step_outlier_rate: float = 0.01
     process_spike_rate: float = 0.02
     job_spike_rate: float = 0.005
@@ -68,14 +73,25 @@ class NoiseModel:
     """Runs in a row that stay on one pool (1: each run drawn on its own; 6: sticky)."""
 
     def describe(self) -> str:
+        job_spikes = (
+            f", spikes {self.job_spike_rate:.1%}/run x1.1-1.4, all metrics"
+            if self.job_spike_rate
+            else ", no spikes"
+        )
+        process_spikes = (
+            f" (spikes {self.process_spike_rate:.0%}/process x1.05-1.3)"
+            if self.process_spike_rate
+            else " (no spikes)"
+        )
+        steps = "normal" if self.step_df is None else f"t{self.step_df:g}"
+        stalls = ", no stalls"
+        if self.step_outlier_rate:
+            stalls = f", stalls {self.step_outlier_rate:.0%} x1.5-3"
         return (
             f"{self.label}: job SD {self.job_sd:.2%} ("
             + ("log-normal" if self.job_df is None else f"t{self.job_df:g} tails")
-            + f", spikes "
-            f"{self.job_spike_rate:.1%}/run x1.1-1.4, all metrics), process SD "
-            f"{self.process_sd:.2%} (spikes {self.process_spike_rate:.0%}/process x1.05-1.3), "
-            f"step SD {self.step_sd:.2%} (t{self.step_df:g}, stalls "
-            f"{self.step_outlier_rate:.0%} x1.5-3), {self.steps} steps/process"
+            + f"{job_spikes}), process SD {self.process_sd:.2%}{process_spikes}, "
+            f"step SD {self.step_sd:.2%} ({steps}{stalls}), {self.steps} steps/process"
             + (f", pair drift SD {self.pair_drift_sd:.1%}" if self.pair_drift_sd else "")
             + (
                 f", slow pool x{self.pool_factor:g} in {self.pool_rate:.0%} of runs"
@@ -95,6 +111,24 @@ def mixed_model(cov: float, steps: int = 30) -> NoiseModel:
         process_sd=math.sqrt(0.4) * cov,
         step_sd=step_median_sd * math.sqrt(steps) / _T3_MEDIAN_FACTOR,
         steps=steps,
+    )
+
+
+def gaussian_model(cov: float, steps: int = 30) -> NoiseModel:
+    """:func:`mixed_model`'s split of the CoV (50% job, 40% process, 10% steps) with nothing
+    else: log-normal job and process parts, normal step noise, no spikes, no stalls."""
+    # the median of n normal steps has SD sqrt(pi / 2n) of one step's (large n)
+    step_median_sd = math.sqrt(0.1) * cov
+    return NoiseModel(
+        label=f"Gaussian CoV {cov:.0%}",
+        job_sd=math.sqrt(0.5) * cov,
+        process_sd=math.sqrt(0.4) * cov,
+        step_sd=step_median_sd / math.sqrt(math.pi / (2.0 * steps)),
+        steps=steps,
+        step_df=None,
+        step_outlier_rate=0.0,
+        process_spike_rate=0.0,
+        job_spike_rate=0.0,
     )
 
 
@@ -146,7 +180,10 @@ def _process_log(rng: np.random.Generator, model: NoiseModel, shape: tuple[int, 
 
 
 def _step_log(rng: np.random.Generator, model: NoiseModel, shape: tuple[int, ...]) -> np.ndarray:
-    steps = model.step_sd * _t(rng, model.step_df, shape)
+    if model.step_df is None:
+        steps = model.step_sd * rng.standard_normal(shape)
+    else:
+        steps = model.step_sd * _t(rng, model.step_df, shape)
     hit = rng.random(shape) < model.step_outlier_rate
     steps[hit] += np.log(rng.uniform(1.5, 3.0, int(hit.sum())))
     return steps
