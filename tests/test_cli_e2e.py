@@ -21,58 +21,16 @@ processes, as in CI.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from perfgate.cli import cli
+from conftest import perfgate
 
 pytest.importorskip("torch")
 
 pytestmark = pytest.mark.slow
-
-
-def _scrubbed(key: str) -> bool:
-    """Whether ``key`` is left out of the command's environment (no CI context leaks in)."""
-    return key.startswith(("GITHUB_", "CI_", "GITLAB")) or key in ("CI", "PERFGATE_DATABASE_URL")
-
-
-def perfgate(
-    cwd: Path, *args: str, db: str | None = None, spawn: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """``perfgate ARGS`` in ``cwd``: with ``spawn``, the installed command in its own process;
-    otherwise the same command group in this process. Either way with the CI variables and
-    the store URL removed from the environment (``db``: the store URL to set instead)."""
-    if spawn:
-        env = {k: v for k, v in os.environ.items() if not _scrubbed(k)}
-        if db is not None:
-            env["PERFGATE_DATABASE_URL"] = db
-        return subprocess.run(
-            [sys.executable, "-m", "perfgate", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    overrides: dict[str, str | None] = {k: None for k in os.environ if _scrubbed(k)}
-    if db is not None:
-        overrides["PERFGATE_DATABASE_URL"] = db
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(cwd)
-        # catch_exceptions=False: a crash is the test's error, not an exit code
-        result = CliRunner().invoke(
-            cli, list(args), env=overrides, prog_name="perfgate", catch_exceptions=False
-        )
-    return subprocess.CompletedProcess(
-        ["perfgate", *args], result.exit_code, result.stdout, result.stderr
-    )
 
 
 @pytest.fixture(scope="module")

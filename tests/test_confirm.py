@@ -5,15 +5,14 @@ repeats into the latest run."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import perfgate as run_perfgate
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import ALPHA, Candidate, compare_candidates, sequential
@@ -168,19 +167,10 @@ def test_the_comparison_counts_the_job_part_once() -> None:
 @pytest.mark.slow
 def test_confirm_folds_extra_repeats_into_the_latest_run(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_", "GITLAB"))}
-    env.pop("CI", None)
-    env["PERFGATE_DATABASE_URL"] = f"sqlite:///{tmp_path / 's.db'}"
+    db = f"sqlite:///{tmp_path / 's.db'}"
 
-    def perfgate(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "perfgate", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    def perfgate(*args: str, spawn: bool = False) -> subprocess.CompletedProcess[str]:
+        return run_perfgate(tmp_path, *args, db=db, spawn=spawn)
 
     quick = ("--workload", "mlp", "--measured", "15", "--profiled", "0")
     for _ in range(3):
@@ -193,8 +183,9 @@ def test_confirm_folds_extra_repeats_into_the_latest_run(tmp_path: Path) -> None
     step = next(c for c in json.loads(before.stdout)["comparisons"] if c["metric"] == "step_cpu_ms")
     assert step["decides"] is True
     confirm = perfgate(
-        "run", *quick, "--branch", "feat", "--against", "main", "--confirm", "2", "--json"
-    )
+        "run", *quick, "--branch", "feat", "--against", "main", "--confirm", "2", "--json",
+        spawn=True,
+    )  # fmt: skip
     assert confirm.returncode == 0, confirm.stderr
     if "mlp: confirmed with 2 extra repeats" not in confirm.stderr:
         # a regression stands, nothing is open, or the rule says why it does not confirm

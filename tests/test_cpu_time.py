@@ -8,7 +8,6 @@ step is the scheduler's business, and only the CPU time is asked to hold still.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fill, fingerprint, record
+from conftest import fill, fingerprint, perfgate, record
 
 from perfgate.app import compare_records
 from perfgate.app.measure import CONTENTION_RATIO, measurement
@@ -33,27 +32,13 @@ torch = pytest.importorskip("torch")
 HOG = "while True: pass"
 
 
-def perfgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_", "GITLAB"))}
-    env.pop("CI", None)
-    env.pop("PERFGATE_DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "perfgate", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 def run_mlp(cwd: Path, *, repeats: int, measured: int) -> dict[str, object]:
     """One ``perfgate run --workload mlp`` (one thread, no profile); its run as JSON."""
     done = perfgate(
         cwd,
         "run", "--workload", "mlp", "--branch", "main", "--repeats", str(repeats),
         "--warmup", "5", "--measured", str(measured), "--profiled", "0", "--json",
+        spawn=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     run: dict[str, object] = json.loads(done.stdout)["runs"][0]

@@ -7,8 +7,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from wcwidth import wcswidth, wcwidth
-
 from perfgate import __version__
 from perfgate.metrics import CATALOGUE
 from perfgate.models import (
@@ -113,6 +111,10 @@ def display_width(text: str) -> int:
     """The columns ``text`` takes in a terminal: two for each CJK ideograph or fullwidth
     character, none for a combining mark. ``len`` counts code points, so a benchmark named
     训练_基准 (5 code points, 9 columns) pushed every column after it out of line."""
+    if text.isascii() and text.isprintable():
+        return len(text)  # the usual case, without wcwidth's tables (8 ms to import)
+    from wcwidth import wcswidth, wcwidth
+
     width = wcswidth(text)
     if width >= 0:
         return int(width)

@@ -79,6 +79,7 @@ import numpy as np
 from perfgate.errors import UsageError
 from perfgate.models import ChangePoint
 from perfgate.stats import special
+from perfgate.stats.summary import median
 
 MIN_EFFECT_PCT = 1.5
 """Smallest move between the medians of neighbouring segments reported, in percent."""
@@ -213,7 +214,7 @@ def _refine(y: np.ndarray, k: int, min_segment: int) -> int:
     for _ in range(3):
         lo = max(min_segment, k - REFINE_RADIUS)
         hi = min(n - min_segment, k + REFINE_RADIUS)
-        left, right = float(np.median(y[:lo])), float(np.median(y[hi:]))
+        left, right = median(y[:lo]), median(y[hi:])
         window = y[lo:hi]
         # cost(j) for j = lo..hi: runs of the window before j fitted by the left level, the
         # rest by the right one (runs outside the window cost the same for every j).
@@ -360,9 +361,9 @@ def _drift_gain(x: np.ndarray, steps: Sequence[int]) -> float:
     n = y.size
     bounds = [0, *steps, n]
     piece = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    medians = np.array([np.median(y[bounds[i] : bounds[i + 1]]) for i in range(len(steps) + 1)])
+    medians = np.array([median(y[bounds[i] : bounds[i + 1]]) for i in range(len(steps) + 1)])
     resid = y - medians[piece]
-    spread = MAD_TO_SD * float(np.median(np.abs(resid - np.median(resid))))
+    spread = MAD_TO_SD * median(np.abs(resid - median(resid)))
     keep = np.abs(resid) <= OUTLIER_MADS * spread if spread > 0.0 else np.ones(n, dtype=bool)
     t = np.arange(n, dtype=float)[keep]
     y = y[keep] - float(np.mean(y[keep]))
@@ -393,11 +394,11 @@ def _drift_gain(x: np.ndarray, steps: Sequence[int]) -> float:
 def _judge(x: np.ndarray, a: int, k: int, b: int, min_segment: int) -> _Judged:
     """Statistics of the change point k between its neighbours a and b."""
     split = _split_at(x[a:b], k - a, min_segment)
-    before = float(np.median(x[a:k]))
-    after = float(np.median(x[k:b]))
+    before = median(x[a:k])
+    after = median(x[k:b])
     w = min(k - a, b - k, LOCAL_WINDOW)
-    local_before = float(np.median(x[k - w : k]))
-    local_after = float(np.median(x[k : k + w]))
+    local_before = median(x[k - w : k])
+    local_after = median(x[k : k + w])
     return _Judged(
         index=k,
         p_value=split.p_value,

@@ -50,7 +50,7 @@ from perfgate.stats.decide import (
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
-from perfgate.stats.summary import mad
+from perfgate.stats.summary import mad, median
 
 MIN_BASELINE_RUNS = 3
 MAD_TO_SD = 1.4826
@@ -199,8 +199,8 @@ def _pooled_within(each: Sequence[tuple[float, int] | None]) -> tuple[float, int
     dofs = [d for _, d in filter(None, each)]
     if not variances:
         return 0.0, 0
-    d = int(np.median(dofs))
-    var = float(np.median(variances)) * d / float(special.chdtri(d, 0.5))
+    d = int(median(dofs))
+    var = median(variances) * d / float(special.chdtri(d, 0.5))
     dof = max(sum(dofs) // 2, 1)
     return var * dof, dof
 
@@ -257,12 +257,12 @@ def _series(candidate: Candidate) -> _Series:
     raw = np.asarray([p.centre for p in baseline], dtype=float)
     reps = [x for p in (*baseline, current) for x in p.repeat_centres]
     log = bool(np.all(raw > 0) and current.centre > 0 and all(x > 0 for x in reps))
-    median = float(np.median(raw))
-    ref = abs(median) if median != 0 else max(float(np.max(np.abs(raw))), 1.0)
+    mid = median(raw)
+    ref = abs(mid) if mid != 0 else max(float(np.max(np.abs(raw))), 1.0)
     z = _scaled(raw, log, ref)
     zc = float(_scaled(np.asarray([current.centre]), log, ref)[0])
     k = z.size
-    centre = float(np.median(z))
+    centre = median(z)
     outlier = np.zeros(k, dtype=bool)
     if k >= TRIM_MIN_RUNS:
         robust = MAD_TO_SD * mad(z)
@@ -280,7 +280,7 @@ def _series(candidate: Candidate) -> _Series:
     usual = [v for v in each if v is not None]
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
-    typical = float(np.median(usual)) if usual else 0.0
+    typical = median(usual) if usual else 0.0
     disturbed = np.asarray(
         [
             v is not None and v > max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2)
@@ -293,7 +293,7 @@ def _series(candidate: Candidate) -> _Series:
     se_var = float(np.mean(np.square(ses))) * scale**2 if ses else 0.0
     return _Series(
         log=log,
-        ref=median,
+        ref=mid,
         z=z,
         zc=zc,
         z_median=centre,
@@ -406,7 +406,7 @@ def _guard(s: _Series, change: float, sd_run: float) -> str:
         if beyond > RECENT_MARGIN_SDS * sd_run * math.sqrt(1.0 + 1.0 / recent):
             recent = 0  # past where main moved to, as well: still this change's
     if recent:
-        moved = float(np.mean(s.z[k - recent :])) - float(np.median(s.z[: k - recent]))
+        moved = float(np.mean(s.z[k - recent :])) - median(s.z[: k - recent])
         pct = 100.0 * math.expm1(moved) if s.log else 100.0 * moved
         return (
             f"the last {recent} baseline run{'s' if recent > 1 else ''} already moved "
@@ -567,7 +567,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
     newest baseline run, either way is a regression
     (:func:`perfgate.stats.decide.numerics_verdict`)."""
     cur, policy = candidate.current, candidate.policy
-    centre = float(np.median([p.centre for p in candidate.baseline]))
+    centre = median([p.centre for p in candidate.baseline])
     change_pct = relative_change_pct(centre, cur.centre)
     kind = ""
     if policy.numerics:
@@ -730,7 +730,7 @@ def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
     """
     if not baseline or repeats < 1:
         raise ValueError("a baseline and at least one repeat are needed")
-    median = float(np.median([p.centre for p in baseline]))
+    mid = median([p.centre for p in baseline])
     stand_in = RunPoint(
         run_id="",
         benchmark=baseline[-1].benchmark,
@@ -741,7 +741,7 @@ def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
         commit="",
         fingerprint_key=baseline[-1].fingerprint_key,
         started_at=baseline[-1].started_at,
-        centre=median,
+        centre=mid,
         repeat_centres=(),
     )
     policy = MetricPolicy(baseline[-1].direction, 0.0)

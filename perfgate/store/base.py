@@ -94,8 +94,14 @@ class StoreBase:
     @contextmanager
     def _read(self, action: str) -> Iterator[Connection]:
         try:
-            with self._engine.connect() as conn, conn.begin():
-                yield conn
+            with self._engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    # One snapshot per read, as SQLite's read transaction is: a read of
+                    # several statements (runs, then their metrics) agrees with itself
+                    # while other jobs commit runs.
+                    conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
         except SQLAlchemyError as exc:
             raise self._failure(action, exc) from exc
         except (ValueError, KeyError) as exc:
