@@ -833,7 +833,7 @@ def compare_in_process(url: str, repeats: int) -> tuple[list[tuple[float, int, f
         "latest_run",
         "latest_runs",
         "history",
-        "centres",
+        "history_and_centres",
         "fingerprints",
         "baseline_reset",
         "baseline_resets",

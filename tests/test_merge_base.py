@@ -323,3 +323,39 @@ def test_one_place_weighs_the_option_the_event_and_gitlab(tmp_path: Path) -> Non
     assert (bare.sha, bare.git) == ("", None)
     with pytest.raises(ConfigError, match="no git repository here"):
         detect_pr_base({}, outside, base_sha="main~1")
+
+
+def test_resolving_every_run_in_one_git_call_gives_what_one_at_a_time_gives(
+    tmp_path: Path,
+) -> None:
+    """A gate resolves the commit of every benchmark's run at once (one ``git cat-file``);
+    each answer must be the one ``git rev-parse`` gives for it alone: full ids, prefixes,
+    branch names and ``HEAD`` resolved; unknown ids, tags of nothing and blanks unknown."""
+    from perfgate.app.context import GitHistory, open_git_history
+
+    f = fork(tmp_path, after=2)
+    git(f.repo, "tag", "-a", "-m", "t", "v1", f.main[3])  # an annotated tag peels to a commit
+    revs = [
+        f.head, f.main[0], f.main[-1][:10], "main", "HEAD", "v1", "0" * 40, "nosuch",
+        f"{f.main[1]} {f.main[2]}", "",
+    ]  # fmt: skip
+    one_at_a_time = GitHistory(f.repo)
+    expected = {r: one_at_a_time.resolve(r) for r in revs}
+    assert expected[f.head] == f.head and expected["main"] == f.main[-1]
+    assert expected["v1"] == f.main[3] and expected["0" * 40] == "" and expected["nosuch"] == ""
+    batched = open_git_history(f.repo)
+    assert batched is not None
+    batched.resolve_all(revs)
+    calls: list[str] = []
+    real_run = subprocess.run
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(str(args[0]))
+        return real_run(*args, **kwargs)  # type: ignore[call-overload]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess, "run", counting)
+        got = {r: batched.resolve(r) for r in revs if r and " " not in r}
+    assert calls == []  # every one answered from the one batch
+    assert got == {r: v for r, v in expected.items() if r and " " not in r}
+    assert batched.resolve(f"{f.main[1]} {f.main[2]}") == expected[f"{f.main[1]} {f.main[2]}"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +90,7 @@ class GitHistory:
         self.cwd = cwd
         self._ancestor: dict[tuple[str, str], bool | None] = {}
         self._resolved: dict[str, str] = {}
+        self._merge_bases: dict[tuple[str, str], str] = {}
 
     def _status(self, *args: str) -> int | None:
         try:
@@ -106,12 +107,40 @@ class GitHistory:
             self._resolved[rev] = _git(self.cwd, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}")
         return self._resolved[rev]
 
+    def resolve_all(self, revs: Iterable[str]) -> None:
+        """Resolve ``revs`` ahead, in one ``git cat-file --batch-check`` (a gate asks about the
+        run of every benchmark: one git process instead of one per run); :meth:`resolve` then
+        answers from the cache. A rev with white space in it is left to :meth:`resolve`."""
+        todo = list(dict.fromkeys(r for r in revs if r and r not in self._resolved))
+        todo = [r for r in todo if not any(c.isspace() for c in r)]
+        if not todo:
+            return
+        try:
+            out = subprocess.run(
+                ["git", "cat-file", "--batch-check"],
+                cwd=self.cwd,
+                input="".join(f"{r}^{{commit}}\n" for r in todo),
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        answers = out.stdout.splitlines()
+        if out.returncode != 0 or len(answers) != len(todo):
+            return  # left to resolve(), one at a time
+        for rev, line in zip(todo, answers, strict=True):
+            # "<sha> commit <size>", or "<rev>^{commit} missing" / "... ambiguous"
+            sha, kind, *_ = (*line.split(), "", "")
+            self._resolved[rev] = sha if kind == "commit" else ""
+
     def is_ancestor(self, commit: str, of: str) -> bool | None:
         """Whether ``commit`` is ``of`` or one of its ancestors; ``None`` when either is unknown."""
         key = (commit, of)
         if key not in self._ancestor:
             answer: bool | None = None
-            if commit and of:
+            if commit and of and self.resolve(commit) and self.resolve(of):  # shallow: unknown
                 code = self._status("merge-base", "--is-ancestor", commit, of)
                 answer = {0: True, 1: False}.get(code) if code is not None else None
             self._ancestor[key] = answer
@@ -119,7 +148,9 @@ class GitHistory:
 
     def merge_base(self, a: str, b: str) -> str:
         """The best common ancestor of ``a`` and ``b``, or "" when git cannot tell."""
-        return _git(self.cwd, "merge-base", a, b) if a and b else ""
+        if (a, b) not in self._merge_bases:
+            self._merge_bases[a, b] = _git(self.cwd, "merge-base", a, b) if a and b else ""
+        return self._merge_bases[a, b]
 
 
 def open_git_history(cwd: Path) -> GitHistory | None:

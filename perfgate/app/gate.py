@@ -284,6 +284,10 @@ def _merge_base_anchor(
     the commits, B itself. The anchor is the newest comparable run at that commit, else the
     newest whose commit git says is an ancestor of it (of the head, when the merge-base is
     unknown to git)."""
+    head = record.git.commit
+    head_known = git is not None and bool(head) and bool(git.resolve(head))
+    if not base_sha and not head_known:
+        return None, ""  # nothing tells where the PR left: no history to read for it
     scan = store.history(
         **_selection(
             config,
@@ -299,10 +303,6 @@ def _merge_base_anchor(
     )
     runs = list(reversed(list({p.run_id: p for p in scan}.values())))  # newest first
     if not runs:
-        return None, ""
-    head = record.git.commit
-    head_known = git is not None and bool(head) and bool(git.resolve(head))
-    if not base_sha and not head_known:
         return None, ""
     target = ""
     if git is not None and head_known:
@@ -331,6 +331,7 @@ def _merge_base_anchor(
             "nearest earlier one: compared with the latest runs"
         )
     known = False
+    git.resolve_all(run.commit for run in runs)  # one git process tells which it has
     for i, run in enumerate(runs):
         answer = git.is_ancestor(run.commit, of)
         if answer:
@@ -532,6 +533,8 @@ def compare_records(
     notes: list[tuple[str, str]] = []
     # one read of the resets and triage for every benchmark, where there are several
     reads = GateReads.read(config, store) if len(records) > 1 else None
+    if git is not None and branch != against:
+        git.resolve_all([base_sha, *(r.git.commit for r in records)])
     for record in records:
         if record.paired_with:
             paired.append(record)
