@@ -288,39 +288,37 @@ def _merge_base_anchor(
     head_known = git is not None and bool(head) and bool(git.resolve(head))
     if not base_sha and not head_known:
         return None, ""  # nothing tells where the PR left: no history to read for it
-    scan = store.history(
-        **_selection(
-            config,
-            store,
-            benchmark=record.benchmark,
-            fingerprint_key=record.fingerprint.key(),
-            against=against,
-            before=None,
-            exclude_run_ids=(record.id,),
-            reads=reads,
-        ),
-        limit=HISTORY_SCAN_RUNS,
+    selection = _selection(
+        config,
+        store,
+        benchmark=record.benchmark,
+        fingerprint_key=record.fingerprint.key(),
+        against=against,
+        before=None,
+        exclude_run_ids=(record.id,),
+        reads=reads,
     )
-    runs = list(reversed(list({p.run_id: p for p in scan}.values())))  # newest first
+    runs = store.recent_runs(**selection, limit=HISTORY_SCAN_RUNS)  # newest first
     if not runs:
         return None, ""
     target = ""
     if git is not None and head_known:
-        target = git.merge_base(head, base_sha or runs[0].commit)
+        target = git.merge_base(head, base_sha or runs[0][1])
     if not target and base_sha:
         target = (git.resolve(base_sha) if git is not None else "") or base_sha
 
     def anchor(i: int, exact: bool) -> tuple[_Anchor, str]:
-        at = runs[i]
-        after = {p.run_id for p in runs[:i]}
+        run_id, commit, started_at = runs[i]
+        after = {newer_id for newer_id, _, _ in runs[:i]}
         tied = tuple(
-            p.run_id for p in runs[:i] if p.started_at <= at.started_at + timedelta(microseconds=1)
+            newer_id for newer_id, _, at in runs[:i] if at <= started_at + timedelta(microseconds=1)
         )
-        newer = tuple(p for p in scan if p.run_id in after)
-        return _Anchor(at.run_id, at.commit, at.started_at, target, exact, newer, tied), ""
+        # the measurements of the runs after the anchor (what moved since), when there are any
+        newer = tuple(p for p in store.history(**selection, limit=i) if p.run_id in after)
+        return _Anchor(run_id, commit, started_at, target, exact, newer, tied), ""
 
-    for i, run in enumerate(runs):
-        if target and run.commit.startswith(target):
+    for i, (_, commit, _) in enumerate(runs):
+        if target and commit.startswith(target):
             return anchor(i, exact=True)
     of = target if git is not None and target and git.resolve(target) else ""
     of = of or (head if head_known else "")
@@ -331,9 +329,9 @@ def _merge_base_anchor(
             "nearest earlier one: compared with the latest runs"
         )
     known = False
-    git.resolve_all(run.commit for run in runs)  # one git process tells which it has
-    for i, run in enumerate(runs):
-        answer = git.is_ancestor(run.commit, of)
+    git.resolve_all(commit for _, commit, _ in runs)  # one git process tells which it has
+    for i, (_, commit, _) in enumerate(runs):
+        answer = git.is_ancestor(commit, of)
         if answer:
             return anchor(i, exact=False)
         known = known or answer is not None

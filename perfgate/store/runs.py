@@ -255,6 +255,36 @@ class RunStore(StoreBase):
         )
         return points
 
+    def recent_runs(
+        self,
+        *,
+        project: str,
+        benchmark: str,
+        branch: str | None,
+        before: datetime | None = None,
+        exclude_run_ids: Sequence[str] = (),
+        fingerprint_key: str | None = None,
+        limit: int = 30,
+        since: datetime | None = None,
+    ) -> list[tuple[str, str, datetime]]:
+        """(run id, commit, start) of the last ``limit`` runs :meth:`history` would take,
+        newest first, without their measurements: where a PR's window may end is a question
+        about commits, asked of a hundred runs of every benchmark."""
+        if limit <= 0:
+            return []
+        r = runs.c
+        conditions = _history_conditions(
+            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
+        )
+        query = (
+            select(r.id, r.commit, r.started_at)
+            .where(*conditions)
+            .order_by(r.started_at.desc(), r.id.desc())
+            .limit(limit)
+        )
+        with self._read(f"read the runs of {benchmark}") as conn:
+            return [(run_id, commit, at) for run_id, commit, at in conn.execute(query).all()]
+
     def history_and_centres(
         self,
         *,
