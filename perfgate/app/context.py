@@ -111,8 +111,11 @@ class GitHistory:
         """Resolve ``revs`` ahead, in one ``git cat-file --batch-check`` (a gate asks about the
         run of every benchmark: one git process instead of one per run); :meth:`resolve` then
         answers from the cache. A rev with white space in it is left to :meth:`resolve`."""
-        todo = list(dict.fromkeys(r for r in revs if r and r not in self._resolved))
-        todo = [r for r in todo if not any(c.isspace() for c in r)]
+        todo = list(
+            dict.fromkeys(
+                r for r in revs if r and r not in self._resolved and not any(c.isspace() for c in r)
+            )
+        )
         if not todo:
             return
         try:

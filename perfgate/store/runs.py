@@ -276,12 +276,7 @@ class RunStore(StoreBase):
         conditions = _history_conditions(
             project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
         )
-        query = (
-            select(r.id, r.commit, r.started_at)
-            .where(*conditions)
-            .order_by(r.started_at.desc(), r.id.desc())
-            .limit(limit)
-        )
+        query = _newest(conditions, limit, r.id, r.commit, r.started_at)
         with self._read(f"read the runs of {benchmark}") as conn:
             return [(run_id, commit, at) for run_id, commit, at in conn.execute(query).all()]
 
@@ -310,12 +305,7 @@ class RunStore(StoreBase):
         conditions = _history_conditions(
             project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
         )
-        window = (
-            select(r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
-            .where(*conditions)
-            .order_by(r.started_at.desc(), r.id.desc())
-            .limit(n)
-        )
+        window = _newest(conditions, n, r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
         m = measurements.c
         metric_columns = select(
             m.run_id,
@@ -736,6 +726,17 @@ def _measurement_of(row: RowMapping) -> Measurement:
             centre_se=None if row["centre_se"] is None else float(row["centre_se"]),
         ),
         deterministic=bool(row["deterministic"]),
+    )
+
+
+def _newest(
+    conditions: Sequence[ColumnElement[bool]], limit: int, *columns: ColumnElement[Any]
+) -> Select[Any]:
+    """``columns`` of the newest ``limit`` runs meeting ``conditions``, newest first (ties
+    in start time broken by id): the window every history read takes."""
+    r = runs.c
+    return (
+        select(*columns).where(*conditions).order_by(r.started_at.desc(), r.id.desc()).limit(limit)
     )
 
 
