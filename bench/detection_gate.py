@@ -65,7 +65,8 @@ WINDOW = Config().baseline_window
 """Baseline runs (perfgate's default window)."""
 POLICY = CATALOGUE["step_time_ms"].policy
 EFFECTS = (0.05, 0.10)
-REPEATS = (1, 3, 5)
+REPEATS = (1, 3, 5, 15)
+"""Pairs per A/B run in section 3: 15 is what ``check --mode ab`` measures (3, then 12)."""
 VERIFY_GATES = 15
 """The smallest simulation size (gates or metrics) of a setting, whatever ``--scale``."""
 
@@ -613,18 +614,21 @@ def _section_paired(
     out(f"  {'':<21}{'':>4} | {sub} | {sub} | {sub}")
     hist_by = {(c.model.label, c.repeats): c for c in history}
     for cfg in paired:
-        h = hist_by[(cfg.model.label, cfg.repeats)]
-        hk, hg = _gate_rate(aa[h]["flagged"])
-        cells = [
-            f"{_pct(hk / hg):>8}"
-            + "".join(
-                _power_cell(
-                    float(power[(h, e)]["regression"].mean()),
-                    float(power[(h, e)]["inconclusive"].mean()),
+        h = hist_by.get((cfg.model.label, cfg.repeats))
+        if h is None:  # (no history-based setting with this many repeats)
+            cells = [f"{'-':>8}" + "".join(f"{'-':>14}" for _ in EFFECTS)]
+        else:
+            hk, hg = _gate_rate(aa[h]["flagged"])
+            cells = [
+                f"{_pct(hk / hg):>8}"
+                + "".join(
+                    _power_cell(
+                        float(power[(h, e)]["regression"].mean()),
+                        float(power[(h, e)]["inconclusive"].mean()),
+                    )
+                    for e in EFFECTS
                 )
-                for e in EFFECTS
-            )
-        ]
+            ]
         res = ab[cfg]
         for variant in ("alone", "history"):
             k, g = _gate_rate(res[f"{variant}.flagged"])
@@ -686,7 +690,7 @@ def _run(out: Callable[[str], None], *, jobs: int | None, scale: float) -> None:
         "per mille)]);"
     )
     out(
-        "       setting keys 1-9 history-based, 20-25 paired, 40-61 wave-2 A/A rows, 80-84 "
+        "       setting keys 1-9 history-based, 20-27 paired, 40-61 wave-2 A/A rows, 80-84 "
         "wave-2 power rows, 999 noise table, 0 step-median law"
     )
     out(

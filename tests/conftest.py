@@ -82,11 +82,13 @@ def record(
     noise: float = 0.01,
     fp: Fingerprint | None = None,
     seed: int = 0,
+    repeats: int = 3,
 ) -> RunRecord:
-    """Run ``i`` of ``benchmark`` on ``branch``: three repeats of 30 steps around ``step_ms``
-    (log-normal noise ``noise``, fixed by ``seed`` and ``i``), started ``i`` minutes after T0."""
+    """Run ``i`` of ``benchmark`` on ``branch``: ``repeats`` repeats of 30 steps around
+    ``step_ms`` (log-normal noise ``noise``, fixed by ``seed`` and ``i``), started ``i``
+    minutes after T0."""
     rng = np.random.default_rng(seed * 1000 + i)
-    reps = [tuple(step_ms * rng.lognormal(0, noise, 30)) for _ in range(3)]
+    reps = [tuple(step_ms * rng.lognormal(0, noise, 30)) for _ in range(repeats)]
     step = Measurement(
         "step_time_ms", "ms", Direction.LOWER_IS_BETTER, tuple(reps), summarize(reps, steady=True)
     )

@@ -98,13 +98,16 @@ def test_paired_run_records_both_sides_and_the_gate_decides_on_pairs(repo: Path)
     assert step["change_pct"] > 0  # 60% more work: far above this machine's CPU-time noise
     # no history on main yet: history says so, and the pairs decide
     assert {c["verdict"] for c in history} == {"no_baseline"}
-    # (the detectable change is stated before the gate's adjustment across its metrics)
-    if 2.5 * step["mde_pct"] < step["change_pct"]:
-        assert step["verdict"] == "regression", step["reason"]
-    assert step["verdict"] in ("regression", "inconclusive"), step["reason"]
-    if step["verdict"] == "regression":
-        assert data["verdict"] == "regression"
-    assert gate.returncode == (1 if data["verdict"] == "regression" else 0), gate.stdout
+    # three pairs are three coin flips of which member ran as the head: whatever they show,
+    # no verdict can rest on them, and the gate says how many pairs could (check --mode ab
+    # measures them; test_check decides a regression that way)
+    assert step["verdict"] == "inconclusive", step["reason"]
+    assert step["mde_pct"] is None
+    assert "no change of any size can be shown with fewer than 8 pairs" in step["reason"]
+    # (the loss, a result that must not move, moved with the work: that is compared exactly)
+    loss = next(c for c in paired if c["metric"].startswith("loss"))
+    assert loss["verdict"] == "regression" and data["verdict"] == "regression"
+    assert gate.returncode == 1, gate.stdout
 
 
 def test_bad_ref_is_a_usage_error(repo: Path) -> None:

@@ -151,8 +151,9 @@ def test_the_suite_direction_decides_the_verdict_not_the_recorded_one(tmp_path: 
 
 def test_the_suite_direction_decides_a_paired_verdict_too(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    base = record(1, 20.0, noise=0.002)
-    head = replace(record(2, 26.0, branch="feat", noise=0.002), paired_with=base.id)
+    # (ten pairs: fewer cannot decide, whatever they show)
+    base = record(1, 20.0, noise=0.002, repeats=10)
+    head = replace(record(2, 26.0, branch="feat", noise=0.002, repeats=10), paired_with=base.id)
     fill(url, [base])
     assert _judged(url, {}, head)[("step_time_ms", "paired")] is Verdict.REGRESSION
     higher = {"metrics": {"step_time_ms": {"direction": "higher"}}}

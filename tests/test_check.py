@@ -222,6 +222,18 @@ def test_what_would_settle_pairs_left_open_names_what_stopped_them(
     assert says in note and not_said not in note, note
 
 
+def test_pairs_too_few_to_decide_are_said_to_be_too_few() -> None:
+    """A paired benchmark left open with fewer pairs than the pair-order test needs (a budget
+    that bought 2 more than the first 3): no detectable change to quote, and the note says
+    why instead of an 'unknown' one."""
+    head = record(1, 10.0, branch="feat")
+    row = replace(_row("mlp", Verdict.INCONCLUSIVE, "paired", head.id), min_effect_pct=3.0)
+    result = GateResult("feat", "main", Verdict.INCONCLUSIVE, (row,))
+    (note,) = check_app.unsettled_notes(result, [head], (), 2, remeasured=["mlp"])
+    assert "can see no change of any size yet: fewer than 8 pairs" in note, note
+    assert "unknown" not in note
+
+
 def test_the_report_names_the_commit_it_is_given_not_the_checkouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,11 +277,14 @@ import torch
 
 def build(device="cpu", size=96, slowdown=0.0):
     a = torch.randn(size, size)
-    work = int(round(40 * (1.0 + slowdown)))
+    extra = int(round(40 * slowdown))
     def step():
         x = a
-        for _ in range(work):
+        for _ in range(40):
             x = torch.tanh(x @ a)
+        y = a
+        for _ in range(extra):  # the slowdown: more work, the same result
+            y = torch.tanh(y @ a)
         return x.sum()
     return {"step": step, "batch_size": 1}
 """
@@ -516,8 +531,8 @@ def test_ab_mode_measures_the_merge_base_in_the_same_job(tmp_path: Path) -> None
     )
     git(root, "commit", "-q", "-am", "four times the work")
     done = perfgate(
-        root, "check", "--against", "main", "--mode", "ab", "--repeats", "4",
-        "--budget", "2", "--json",
+        root, "check", "--against", "main", "--mode", "ab", "--repeats", "3",
+        "--budget", "7", "--json",
     )  # fmt: skip
     out = gate_json(done)
     assert done.returncode == (1 if out["verdict"] == "regression" else 0), done.stderr
@@ -532,6 +547,9 @@ def test_ab_mode_measures_the_merge_base_in_the_same_job(tmp_path: Path) -> None
     # another test process can still leave it open: a decision is demanded only when the
     # change is well past what the pairs could tell apart
     assert cpu["change_pct"] > 0
+    # (3 pairs cannot decide: look 0 leaves every benchmark open, and 10 pairs can)
+    assert "check: re-measured kernel with 7 extra pairs" in done.stderr, done.stderr[-2000:]
+    assert cpu["mde_pct"] is not None, cpu["reason"]
     if float(cpu["change_pct"]) > 2.5 * float(cpu["mde_pct"]):
         assert cpu["verdict"] == "regression", cpu["reason"]
     assert cpu["verdict"] in ("regression", "inconclusive"), cpu["reason"]

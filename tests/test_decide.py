@@ -22,8 +22,12 @@ def _ab_store(tmp_path: Path) -> str:
     measured in A/B pairs beside a base run that was just as slow (pairs say unchanged)."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     history = [record(i, 20.0, noise=0.01) for i in range(10)]
-    base = replace(record(40, 26.0, branch="feat:base", noise=0.01, seed=1), id="base-run")
-    head = replace(record(41, 26.0, branch="feat", noise=0.01, seed=2), paired_with="base-run")
+    base = replace(
+        record(40, 26.0, branch="feat:base", noise=0.01, seed=1, repeats=10), id="base-run"
+    )
+    head = replace(
+        record(41, 26.0, branch="feat", noise=0.01, seed=2, repeats=10), paired_with="base-run"
+    )
     fill(url, [*history, base, head])
     return url
 

@@ -206,7 +206,7 @@ def _paired(metric: str, pairs: list[Pair], policy: MetricPolicy) -> PairedEvide
 
 
 def test_paired_a_faster_head_whose_loss_moved_is_a_numerics_regression() -> None:
-    time = _paired("step_cpu_ms", [Pair(10.0, 7.0), Pair(10.2, 7.1), Pair(9.9, 6.9)], TIME)
+    time = _paired("step_cpu_ms", [Pair(10.0 + i / 10, 7.0 + i / 20) for i in range(8)], TIME)
     lower = _paired("loss", [Pair(2.2981, 2.2801)] * 3, LOSS)
     same = _paired("loss", [Pair(2.2981, 2.2981)] * 3, LOSS)
     t, moved, held = decide_paired([time, lower, same])

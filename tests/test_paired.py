@@ -23,7 +23,9 @@ from perfgate.stats.paired import (
     hodges_lehmann,
     pair_noise_from_history,
     pair_noise_from_repeats,
+    pair_order_p,
     pairs_for_power,
+    pairs_to_decide,
 )
 
 TIME = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
@@ -71,24 +73,96 @@ def simulate_pairs(
     return [Pair(float(b), float(h)) for b, h in zip(base, head, strict=True)]
 
 
-def test_known_answer_matches_scipy_t_test() -> None:
-    ratios = [0.031, 0.052, 0.044, 0.060, 0.038]
+def test_known_answer_matches_scipy_t_test_and_sign_flip_test() -> None:
+    ratios = [0.031, 0.052, 0.044, 0.060, 0.038, 0.047, -0.004, 0.055]
     ev = evidence(from_log_ratios(ratios))
     ref = stats.ttest_1samp(ratios, 0.0)
-    assert ev.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    assert ev.p_t == pytest.approx(ref.pvalue, rel=1e-9)
+    flip = stats.permutation_test(
+        (np.array(ratios),), np.mean, permutation_type="samples", n_resamples=np.inf
+    )
+    assert ev.p_order == pytest.approx(flip.pvalue, rel=1e-9)
+    # one pattern of 256 is as extreme each way: the observed one and its mirror
+    assert ev.p_order == pytest.approx(4 / 256)
+    assert ev.p_value == max(ev.p_t, ev.p_order)
     low, high = ref.confidence_interval(0.95)
     assert ev.ci_low_pct == pytest.approx(math.expm1(low) * 100, rel=1e-9)
     assert ev.ci_high_pct == pytest.approx(math.expm1(high) * 100, rel=1e-9)
-    # Hodges-Lehmann by hand: the median of the 15 Walsh averages.
+    # Hodges-Lehmann by hand: the median of the 36 Walsh averages.
     walsh = sorted((a + b) / 2 for i, a in enumerate(ratios) for b in ratios[i:])
-    assert ev.change_pct == pytest.approx(math.expm1(walsh[7]) * 100, rel=1e-9)
+    hl = (walsh[17] + walsh[18]) / 2
+    assert ev.change_pct == pytest.approx(math.expm1(hl) * 100, rel=1e-9)
     sd = float(np.std(ratios, ddof=1))
     # the MDE at 80% power: significant and measured at least the 3% minimum effect
-    se = sd / math.sqrt(5)
-    crit = max(stats.t.ppf(1 - ALPHA / 2, 4) * se, math.log1p(0.03))
-    mde = crit + stats.t.ppf(0.8, 4) * se
+    se = sd / math.sqrt(8)
+    crit = max(stats.t.ppf(1 - ALPHA / 2, 7) * se, math.log1p(0.03))
+    mde = crit + stats.t.ppf(0.8, 7) * se
     assert ev.mde_pct == pytest.approx(math.expm1(mde) * 100, rel=1e-9)
-    assert ev.n_pairs == 5 and ev.base_centre == 10.0
+    assert ev.n_pairs == 8 and ev.base_centre == 10.0
+
+
+def test_pair_order_p_is_the_exact_sign_flip_test() -> None:
+    rng = np.random.default_rng(8)
+    for n in (2, 6, 12, 16):
+        x = rng.normal(0.02, 0.05, n)
+        for side, alternative in ((0, "two-sided"), (1, "greater"), (-1, "less")):
+            ref = stats.permutation_test(
+                (x,),
+                np.mean,
+                permutation_type="samples",
+                n_resamples=np.inf,
+                alternative=alternative,
+            )
+            assert pair_order_p(x.tolist(), side=side) == pytest.approx(ref.pvalue, rel=1e-9)
+    # beyond 16 pairs: a fixed sample of sign patterns, close to the exact answer
+    x = rng.normal(0.01, 0.05, 17)
+    exact = stats.permutation_test(
+        (x,), np.mean, permutation_type="samples", n_resamples=np.inf
+    ).pvalue
+    sampled = pair_order_p(x.tolist())
+    assert sampled == pytest.approx(exact, abs=0.01)
+    assert pair_order_p(x.tolist()) == sampled  # the sample is fixed: the same answer
+    assert pair_order_p([]) == 1.0
+    assert [pairs_to_decide(a) for a in (0.05, 0.01, 0.001)] == [6, 8, 11]
+    assert pairs_to_decide(0.01, one_sided=True) == 7
+
+
+def test_pairs_that_share_a_speed_level_by_chance_are_not_a_regression() -> None:
+    """Worker processes that land in one of two speed levels 7% apart (as a runner's can):
+    an A/A pair's log-ratio is 0 or +-7%, and three pairs agree on +7% one time in 64. The
+    t test alone takes that for a change (the demo's A/A failure); the pair-order test
+    cannot be fooled by how the noise is shaped."""
+    rng = np.random.default_rng(64)
+
+    def level(size: int) -> np.ndarray:
+        return 20.0 * (1.0 + 0.07 * rng.integers(0, 2, size)) * rng.lognormal(0.0, 0.002, size)
+
+    t_alarms, alarms = 0, 0
+    for _ in range(2000):
+        ev = evidence([Pair(float(b), float(h)) for b, h in zip(level(3), level(3), strict=True)])
+        t_alarms += (ev.p_t or 1.0) < ALPHA and (ev.change_pct or 0.0) > 3.0
+        alarms += decide_paired([ev])[0].verdict is Verdict.REGRESSION
+    assert t_alarms / 2000 > 1.5 * ALPHA  # what the t test alone would have failed
+    assert alarms == 0
+    # With more pairs the same noise is judged at the test's own level
+    alarms = 0
+    for _ in range(2000):
+        ev = evidence([Pair(float(b), float(h)) for b, h in zip(level(10), level(10), strict=True)])
+        alarms += decide_paired([ev])[0].verdict is Verdict.REGRESSION
+    assert alarms / 2000 <= ALPHA
+
+
+def test_seven_pairs_cannot_decide_and_eight_can() -> None:
+    # (each alone in its gate: the smallest p of 8 pairs, 2/256, leaves no room for FDR)
+    (seven,) = decide_paired([evidence(from_log_ratios([0.20, 0.21, 0.19, 0.20, 0.22, 0.18, 0.2]))])
+    (eight,) = decide_paired(
+        [evidence(from_log_ratios([0.20, 0.21, 0.19, 0.20, 0.22, 0.18, 0.20, 0.21]))]
+    )
+    assert seven.verdict is Verdict.INCONCLUSIVE
+    assert "no change of any size can be shown with fewer than 8 pairs" in seven.reason
+    assert "about 1 more pair (8 in all)" in seven.reason
+    assert seven.mde_pct is None
+    assert eight.verdict is Verdict.REGRESSION
 
 
 def test_hodges_lehmann_resists_one_wild_pair() -> None:
@@ -113,9 +187,9 @@ def test_pairs_for_power_is_the_exact_smallest_n() -> None:
     assert pairs_for_power(0.01, 0.0) is None
 
 
-def test_clear_ten_percent_slowdown_with_five_quiet_pairs_is_a_regression() -> None:
+def test_clear_ten_percent_slowdown_with_eight_quiet_pairs_is_a_regression() -> None:
     rng = np.random.default_rng(11)
-    (c,) = decide_paired([evidence(simulate_pairs(rng, 5, 0.10, 0.01))])
+    (c,) = decide_paired([evidence(simulate_pairs(rng, 8, 0.10, 0.01))])
     assert c.verdict is Verdict.REGRESSION
     assert c.change_pct == pytest.approx(10.0, abs=2.0)
     assert c.ci_low_pct is not None and c.ci_high_pct is not None
@@ -124,7 +198,7 @@ def test_clear_ten_percent_slowdown_with_five_quiet_pairs_is_a_regression() -> N
     assert c.baseline_run_ids == ("base-run",)
     assert c.baseline_commits == ("abc1234",)
     assert c.current_run_id == "head-run"
-    assert "slower than the base measured alongside it (5 pairs)" in c.reason
+    assert "slower than the base measured alongside it (8 pairs)" in c.reason
 
 
 def test_ten_percent_with_three_noisy_pairs_is_inconclusive_with_pairs_needed() -> None:
@@ -134,7 +208,7 @@ def test_ten_percent_with_three_noisy_pairs_is_inconclusive_with_pairs_needed() 
     assert c.verdict is Verdict.INCONCLUSIVE
     assert ev.pairs_needed == 11
     assert "about 8 more pairs (11 in all) would settle a change this size" in c.reason
-    assert "is caught with 80% power" in c.reason
+    assert "no change of any size can be shown with fewer than 8 pairs" in c.reason
     # The same, simulated: the verdict is inconclusive and asks for more pairs.
     rng = np.random.default_rng(5)
     asked = 0
@@ -151,7 +225,7 @@ def test_ten_percent_with_three_noisy_pairs_is_inconclusive_with_pairs_needed() 
 def test_a_a_pairs_are_unchanged() -> None:
     rng = np.random.default_rng(3)
     results = decide_paired(
-        [evidence(simulate_pairs(rng, 5, 0.0, 0.01), benchmark=f"b{i}") for i in range(10)]
+        [evidence(simulate_pairs(rng, 10, 0.0, 0.01), benchmark=f"b{i}") for i in range(10)]
     )
     # never a regression; unchanged wherever the bound at alpha is inside the minimum effect
     assert not any(c.verdict is Verdict.REGRESSION for c in results)
@@ -165,7 +239,7 @@ def test_job_level_noise_cancels_in_pairs() -> None:
     rng = np.random.default_rng(17)
     found = 0
     for _ in range(50):
-        pairs = simulate_pairs(rng, 5, 0.05, 0.005, job=0.20)
+        pairs = simulate_pairs(rng, 10, 0.05, 0.005, job=0.20)
         (c,) = decide_paired([evidence(pairs)])
         found += c.verdict is Verdict.REGRESSION
         assert c.verdict is not Verdict.IMPROVEMENT
@@ -177,34 +251,40 @@ def test_job_level_noise_cancels_in_pairs() -> None:
 
 
 def test_simulated_false_alarm_rate_of_a_b_gates() -> None:
-    """500 A/A gates of 20 metrics, 5 pairs, 2% noise per member: gates with any alarm."""
+    """500 A/A gates of 20 metrics, 10 pairs, 2% noise per member: gates with any alarm."""
     rng = np.random.default_rng(2026)
     gates_with_alarm = 0
     raw_below_alpha = 0
     for _ in range(500):
-        evs = [evidence(simulate_pairs(rng, 5, 0.0, 0.02), benchmark=f"b{m}") for m in range(20)]
-        raw_below_alpha += sum(ev.p_value is not None and ev.p_value < ALPHA for ev in evs)
+        evs = [evidence(simulate_pairs(rng, 10, 0.0, 0.02), benchmark=f"b{m}") for m in range(20)]
+        raw_below_alpha += sum(ev.p_t is not None and ev.p_t < ALPHA for ev in evs)
         if any(c.verdict is Verdict.REGRESSION for c in decide_paired(evs)):
             gates_with_alarm += 1
     assert gates_with_alarm / 500 <= 0.01
-    # The raw test holds its level: p < 0.01 in about 1% of the 10,000 metrics.
+    # The raw t test holds its level: p < 0.01 in about 1% of the 10,000 metrics.
     assert raw_below_alpha / 10_000 == pytest.approx(ALPHA, abs=0.004)
 
 
 def test_heavy_tailed_pairs_do_not_raise_the_raw_false_alarm_rate() -> None:
     rng = np.random.default_rng(9)
     ratios = rng.standard_t(3, size=(4000, 5)) * 0.02
-    below = sum(
-        (evidence(from_log_ratios(list(r))).p_value or 1.0) < ALPHA for r in ratios.tolist()
-    )
+    below = sum((evidence(from_log_ratios(list(r))).p_t or 1.0) < ALPHA for r in ratios.tolist())
     assert below / 4000 <= ALPHA * 1.3
 
 
 def test_fdr_adjusts_across_the_gate() -> None:
     evs = [
-        evidence(from_log_ratios([0.05, 0.06, 0.04, 0.055, 0.045]), benchmark="slow"),
-        evidence(from_log_ratios([0.10, -0.02, 0.08, 0.01, 0.12]), benchmark="meh"),
-        evidence(from_log_ratios([0.001, -0.002, 0.0, 0.002, -0.001]), benchmark="same"),
+        evidence(
+            from_log_ratios([0.05, 0.06, 0.04, 0.055, 0.045, 0.052, 0.048, 0.058, 0.05, 0.051]),
+            benchmark="slow",
+        ),
+        evidence(
+            from_log_ratios([0.10, -0.02, 0.08, 0.01, 0.12, -0.05, 0.09, 0.03]), benchmark="meh"
+        ),
+        evidence(
+            from_log_ratios([0.001, -0.002, 0.0, 0.002, -0.001, 0.0015, -0.0005, 0.0]),
+            benchmark="same",
+        ),
     ]
     results = decide_paired(evs)
     raw = [ev.p_value for ev in evs]
@@ -218,13 +298,14 @@ def test_fdr_adjusts_across_the_gate() -> None:
 
 def test_higher_is_better_and_improvements() -> None:
     tput = MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0)
+    ratios = [-0.10, -0.11, -0.09, -0.10, -0.105, -0.095, -0.1, -0.102]
     lower = evidence(
-        from_log_ratios([-0.10, -0.11, -0.09, -0.10, -0.105], base=500.0),
+        from_log_ratios(ratios, base=500.0),
         metric="throughput_samples_per_s",
         unit="samples/s",
         policy=tput,
     )
-    faster = evidence(from_log_ratios([-0.10, -0.11, -0.09, -0.10, -0.105]))
+    faster = evidence(from_log_ratios(ratios))
     worse, better = decide_paired([lower, faster])
     assert worse.verdict is Verdict.REGRESSION
     assert "lower than the base" in worse.reason
@@ -233,16 +314,17 @@ def test_higher_is_better_and_improvements() -> None:
 
 
 def test_small_precise_change_is_unchanged() -> None:
-    ev = evidence(from_log_ratios([0.010, 0.011, 0.009, 0.010, 0.0105]))
+    ev = evidence(from_log_ratios([0.010, 0.011, 0.009, 0.010, 0.0105, 0.0095, 0.0102, 0.0098]))
     (c,) = decide_paired([ev])
     assert ev.p_value is not None and ev.p_value < ALPHA
+    assert ev.p_equivalence == pytest.approx(1 / 256)
     assert c.verdict is Verdict.UNCHANGED
     assert "at most" in c.reason and "is caught with 80% power" in c.reason
 
 
 def test_small_change_too_noisy_to_see_is_inconclusive() -> None:
-    """Like compare.py: 'unchanged' only when the pairs could have seen 4x the minimum effect."""
-    ev = evidence(from_log_ratios([0.15, -0.14, 0.02]))
+    """Like compare.py: 'unchanged' only when the bound at alpha is inside the minimum effect."""
+    ev = evidence(from_log_ratios([0.15, -0.14, 0.02, 0.10, -0.12, 0.05, -0.06, 0.01]))
     (c,) = decide_paired([ev])
     assert c.change_pct is not None and abs(c.change_pct) < 3.0
     assert c.mde_pct is not None and c.mde_pct > 12.0
@@ -252,8 +334,21 @@ def test_small_change_too_noisy_to_see_is_inconclusive() -> None:
     assert f"({ev.pairs_needed} in all) would show a change of the 3% minimum effect" in c.reason
 
 
+def test_a_tight_bound_from_six_pairs_is_not_enough_for_unchanged() -> None:
+    """Six pairs agreeing on no change: the t bound is inside the 3% minimum effect, but one
+    sign pattern in 64 could have produced them, so the pair-order test cannot say it."""
+    ev = evidence(from_log_ratios([0.001, -0.001, 0.0005, 0.0, -0.0005, 0.001]))
+    (c,) = decide_paired([ev])
+    assert ev.worse_bound_pct is not None and ev.worse_bound_pct < 3.0
+    assert ev.p_equivalence == pytest.approx(1 / 64)
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "the pair-order test cannot rule out the 3% minimum effect" in c.reason
+    assert "7 pairs at least" in c.reason
+
+
 def test_alpha_of_a_confirmation_look_is_honoured() -> None:
-    ratios = [0.05, 0.06, 0.04, 0.055, 0.045]
+    ratios = [0.011, 0.04, 0.15, 0.09, -0.048, 0.05, 0.013, 0.059]
+    ratios += [-0.046, 0.065, 0.064, 0.145, 0.069, 0.081, -0.04, 0.185]
     (loose,) = decide_paired([evidence(from_log_ratios(ratios))])
     strict_ev = compare_pairs(
         from_log_ratios(ratios),
@@ -264,7 +359,7 @@ def test_alpha_of_a_confirmation_look_is_honoured() -> None:
         policy=TIME,
         run_id="h",
         base_run_id="b",
-        alpha=1e-6,
+        alpha=1e-3,
     )
     (strict,) = decide_paired([strict_ev])
     assert loose.verdict is Verdict.REGRESSION
@@ -276,7 +371,8 @@ def test_alpha_of_a_confirmation_look_is_honoured() -> None:
 def test_identical_pairs_use_the_noise_floor() -> None:
     ev = evidence(from_log_ratios([0.02] * 4))
     assert ev.log_ratio_sd == pytest.approx(0.002 * math.sqrt(2))
-    assert ev.p_value is not None and 0.0 < ev.p_value < ALPHA
+    assert ev.p_t is not None and 0.0 < ev.p_t < ALPHA
+    assert ev.p_order == pytest.approx(2 / 16)
 
 
 def test_no_pairs_and_one_pair() -> None:
@@ -352,29 +448,34 @@ def test_pair_noise_from_repeats_known_answer() -> None:
 
 
 def test_history_noise_is_used_when_larger_with_its_degrees_of_freedom() -> None:
-    ratios = [0.051, 0.049, 0.050]
+    ratios = [0.051, 0.049, 0.050, 0.052, 0.048, 0.0505, 0.0495, 0.050]
     prior = PairNoise(log_sd=0.02, dof=60, source="30 base-branch runs")
     ev = evidence(from_log_ratios(ratios), noise=prior)
-    t = statistics.fmean(ratios) / (0.02 / math.sqrt(3))
-    assert ev.p_value == pytest.approx(2 * stats.t.sf(t, 60), rel=1e-9)
+    t = statistics.fmean(ratios) / (0.02 / math.sqrt(8))
+    assert ev.p_t == pytest.approx(2 * stats.t.sf(t, 60), rel=1e-9)
     assert ev.dof == 60 and ev.noise_from == "30 base-branch runs"
     (c,) = decide_paired([ev])
     assert c.verdict is Verdict.REGRESSION
     assert "pair noise from 30 base-branch runs" in c.reason
-    # Without the history three pairs have 2 degrees of freedom: the same data is weaker.
+    # Without the history the pairs have their own 7 degrees of freedom.
     alone = evidence(from_log_ratios(ratios))
-    assert alone.dof == 2 and alone.noise_from == "pairs"
+    assert alone.dof == 7 and alone.noise_from == "pairs"
     # Pairs noisier than the history says are judged by their own spread.
     noisy = evidence(from_log_ratios([0.02, 0.10, 0.18]), noise=prior)
     assert noisy.noise_from == "pairs" and noisy.dof == 2
-    assert noisy.p_value == pytest.approx(stats.ttest_1samp([0.02, 0.10, 0.18], 0.0).pvalue)
+    assert noisy.p_t == pytest.approx(stats.ttest_1samp([0.02, 0.10, 0.18], 0.0).pvalue)
 
 
-def test_single_pair_with_history_noise_is_tested() -> None:
+def test_single_pair_with_history_noise_is_tested_but_cannot_decide() -> None:
+    """One pair 10% slower, against a history that says pairs spread 1.5%: the t test would
+    call it (p ~ 1e-9), but one pair is one coin flip of which member was the head."""
     prior = PairNoise(log_sd=0.015, dof=40)
-    (c,) = decide_paired([evidence([Pair(10.0, 11.0)], noise=prior)])
-    assert c.verdict is Verdict.REGRESSION
-    assert c.p_value == pytest.approx(2 * stats.t.sf(math.log(1.1) / 0.015, 40), rel=1e-9)
+    ev = evidence([Pair(10.0, 11.0)], noise=prior)
+    (c,) = decide_paired([ev])
+    assert ev.p_t == pytest.approx(2 * stats.t.sf(math.log(1.1) / 0.015, 40), rel=1e-9)
+    assert ev.p_order == 1.0
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "fewer than 8 pairs" in c.reason
 
 
 def test_pairs_for_power_with_known_noise_needs_fewer_pairs() -> None:
@@ -397,18 +498,18 @@ def test_history_noise_keeps_false_alarms_down_and_finds_slowdowns() -> None:
     alarms = 0
     for _ in range(150):
         evs = [
-            evidence(simulate_pairs(rng, 3, 0.0, 0.01, job=0.2), noise=history_noise())
+            evidence(simulate_pairs(rng, 8, 0.0, 0.01, job=0.2), noise=history_noise())
             for _ in range(20)
         ]
         alarms += any(c.verdict is Verdict.REGRESSION for c in decide_paired(evs))
     assert alarms / 150 <= 0.02
-    # A 5% slowdown with 3 pairs: their own 2 degrees of freedom rarely suffice; when the
-    # history's estimate is the larger one it is used, with its 60.
+    # A 4% slowdown with 8 pairs: their own 7 degrees of freedom leave the t test weaker;
+    # when the history's estimate is the larger one it is used, with its 60.
     found, found_alone = 0, 0
     for _ in range(100):
-        pairs = simulate_pairs(rng, 3, 0.05, 0.01, job=0.2)
+        pairs = simulate_pairs(rng, 8, 0.04, 0.01, job=0.2)
         ev = evidence(pairs, noise=history_noise())
         found += decide_paired([ev])[0].verdict is Verdict.REGRESSION
         found_alone += decide_paired([evidence(pairs)])[0].verdict is Verdict.REGRESSION
     assert found >= 50
-    assert found >= found_alone + 20
+    assert found >= found_alone

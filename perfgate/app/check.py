@@ -13,7 +13,10 @@ level) stands. The two looks are entered whenever a re-measurable benchmark is i
 *or a regression* at the plain gate (a regression is judged again at the common level: it
 stands there, or the second look settles it); reporting a plain regression while
 re-measuring the rest would spend the false-alarm budget twice. ``ab`` mode's looks are means
-of independent pair ratios (rho = sqrt(n0 / n)). One re-measurement round, sized by the
+of independent pair ratios (rho = sqrt(n0 / n)); when the first pairs are too few for the
+pair-order test of :mod:`perfgate.stats.paired` to call anything (fewer than 8 at 0.01),
+look 0 spends nothing and the second look is judged at the plain level. One re-measurement
+round, sized by the
 budget: the two-look rule is what keeps the false-alarm rate; a third look would need its
 own share.
 
@@ -67,6 +70,7 @@ from perfgate.models import (
 )
 from perfgate.stats import sequential
 from perfgate.stats.decide import ALPHA, deciding, size_text
+from perfgate.stats.paired import pairs_to_decide
 from perfgate.store import SqlStore
 
 MODES = ("history", "ab")
@@ -402,12 +406,7 @@ def _check_ab(
         notes = unsettled_notes(plain, heads, (), 0, budget_note=_too_small(budget, heads, open_))
         return CheckOutcome(_with_notes(plain, notes), tuple(heads), "ab")
     tests = _tests(plain)
-    levels = {
-        h.benchmark: sequential.look_level(
-            sequential.pairs_correlation(max(h.spec.repeats, 1), extra), tests=tests
-        )
-        for h in heads
-    }
+    levels = {h.benchmark: _ab_level(max(h.spec.repeats, 1), extra, tests) for h in heads}
     at_level = [replace(h, spec=replace(h.spec, confirm_alpha=levels[h.benchmark])) for h in heads]
     look0 = judge(at_level)
     final_heads = []
@@ -435,6 +434,16 @@ def _check_ab(
     return CheckOutcome(
         _with_notes(final, notes), tuple(final_heads), "ab", extra, tuple(sorted(remeasured))
     )
+
+
+def _ab_level(initial: int, extra: int, tests: int) -> float:
+    """The level both looks of an A/B benchmark are judged at. When its first pairs are too
+    few for the pair-order test to reach ``ALPHA`` (:func:`perfgate.stats.paired.
+    pairs_to_decide`), look 0 can call nothing and leaves everything to the second look:
+    that look alone spends the false-alarm budget, at the plain gate's level."""
+    if initial < pairs_to_decide(ALPHA):
+        return ALPHA
+    return sequential.look_level(sequential.pairs_correlation(initial, extra), tests=tests)
 
 
 def _tests(result: GateResult) -> int:
@@ -508,6 +517,11 @@ def _why(
     mde = size_text(worst.mde_pct) if worst.mde_pct is not None else "unknown"
     floor = f"{worst.min_effect_pct:g}%" if worst.min_effect_pct is not None else "its"
     sees = f"{worst.metric} can see a change of {mde} against a minimum effect of {floor}"
+    if paired and worst.mde_pct is None:
+        sees = (
+            f"{worst.metric} can see no change of any size yet: fewer than "
+            f"{pairs_to_decide(ALPHA)} pairs (the pair-order test)"
+        )
     if contended and not paired:
         return (
             f"{sees}; the machine was contended now, so re-measuring here buys little: "

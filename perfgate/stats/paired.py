@@ -19,33 +19,48 @@ Assumptions, in plain words:
   pair noise. As in :mod:`perfgate.stats.compare`, the larger of the two estimates is used,
   with the degrees of freedom of the one used: pairs noisier than usual are judged by their
   own spread, and pairs cannot look more precise than the machine usually is.
-* Work on log-ratios ``log(head/base)``. When the head does not change speed they are
-  symmetric around zero (the order inside a pair is random). The test is the one-sample
-  Student t on the log-ratios, two-sided: exact when they are normal, conservative when they
-  are heavy-tailed (one wild pair widens the interval instead of making a finding). Rank tests
-  are not used to decide: with n pairs the smallest two-sided Wilcoxon (or sign-flip) p is
-  2/2^n, so fewer than 8 pairs could never reach 0.01, and one-in-a-thousand false alarms
-  need more pairs than a CI job runs. Trimming outlying pairs before the t test was tried and
+* Work on log-ratios ``log(head/base)``. The one thing known about them without a model is
+  the order inside each pair: a fair coin put the base first or second. When the head does
+  not change speed, which member of a pair is the head is that coin alone, so the sign of
+  each log-ratio is a fair coin too, whatever the noise: heavy tails, a neighbour that comes
+  and goes, processes that land in two speed levels. Two tests are made and a change must
+  pass both:
+
+  - the one-sample Student t on the log-ratios, two-sided: it gives the interval, the
+    minimum detectable effect and the pairs a change needs;
+  - the pair-order (sign-flip randomization) test of their mean, :func:`pair_order_p`:
+    exact under that coin alone (all 2^n sign patterns up to ``EXACT_UP_TO`` pairs, a fixed
+    seeded sample of them beyond).
+
+  The t test alone was tried and failed: on this project's 2-core runner, a check of three
+  A/A pairs beside a CPU hog agreed by chance to +6.9% [+5.8, +7.9] (p = 0.0025) and failed,
+  1 of 12 A/A checks; A/A pairs of one job there spread 5-27% in their log-ratio from one
+  job to the next, with single pairs at +48%, so a spread measured from 3 pairs (2 degrees of
+  freedom) says little. The price: with n pairs the smallest two-sided pair-order p is
+  2/2^n, so fewer than :func:`pairs_to_decide` pairs (8 at alpha 0.01) cannot call a change
+  of any size, and fewer than 7 cannot call one ``unchanged``; ``check --mode ab`` measures
+  more pairs for what is left open. Trimming outlying pairs before the t test was tried and
   rejected: with 5 pairs it made false alarms 3-5 times more frequent than the nominal rate.
 * The change reported (and held against the minimum effect) is the Hodges-Lehmann estimate of
   the log-ratios, the median of all pairwise means: one bad pair among five barely moves it.
   The 95% interval, the p-value and the minimum detectable effect come from the t model.
 * No timer is better than 0.2%: the spread of one log-ratio is taken as at least
   ``SCALE_FLOOR * sqrt(2)``, so identical pairs cannot make any tiny change significant.
-* Verdicts mean what they mean in :mod:`perfgate.stats.compare`: p-values are adjusted with
-  Benjamini-Hochberg across every metric of the gate; a regression is significant after
-  adjustment *and* at least the metric's minimum effect; a change past the minimum effect
-  without enough evidence is ``inconclusive``, with an estimate of how many pairs would settle
-  it (taking the observed change and spread as true, for 80% power at the significance
-  level); a smaller change is ``unchanged`` only when the pairs could have seen a change of
-  ``BLIND_FACTOR`` times the minimum effect, else ``inconclusive`` too. A single pair cannot
-  show its own noise: without a history estimate it is never significant and never called
-  unchanged. Deterministic metrics are compared exactly, without a test; a result that must
-  not move (the loss, ``numerics``) is a regression when it moved beyond its tolerance either
-  way, whatever the time did (:func:`perfgate.stats.decide.numerics_verdict`).
-* compare.py's rank guard (a run must lie beyond every baseline run) has no counterpart
-  here: it protects a prediction interval from heavy-tailed histories, whereas the t test
-  on symmetric log-ratios only becomes more cautious when they are heavy-tailed.
+* Verdicts mean what they mean in :mod:`perfgate.stats.compare`: p-values (the larger of
+  the two tests') are adjusted with Benjamini-Hochberg across every metric of the gate; a
+  regression is significant after adjustment *and* at least the metric's minimum effect; a
+  change past the minimum effect without enough evidence is ``inconclusive``, with an
+  estimate of how many pairs would settle it (taking the observed change and spread as true,
+  for 80% power at the significance level, and at least :func:`pairs_to_decide`); a smaller
+  change is ``unchanged`` only when its worse bound at alpha lies inside the minimum effect
+  *and* the pair-order test rejects a change of the minimum effect on the worse side (the
+  log-ratios less that effect, one-sided), else ``inconclusive`` too. A single pair cannot
+  show its own noise: it is never significant and never called unchanged. Deterministic
+  metrics are compared exactly, without a test; a result that must not move (the loss,
+  ``numerics``) is a regression when it moved beyond its tolerance either way, whatever the
+  time did (:func:`perfgate.stats.decide.numerics_verdict`).
+* compare.py's rank guard (a run must lie beyond every baseline run) is, here, the pair-order
+  test: both protect a verdict from noise no model describes.
 """
 
 from __future__ import annotations
@@ -54,6 +69,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -80,6 +96,70 @@ MIN_PAIRS_ADVISED = 3
 """Pairs suggested when a single pair leaves the noise unknown."""
 LOG_RATIO_FLOOR = SCALE_FLOOR * math.sqrt(2.0)
 """Smallest spread of one log-ratio: two members, each at least ``SCALE_FLOOR`` noisy."""
+EXACT_UP_TO = 16
+"""Pairs up to which :func:`pair_order_p` counts every sign pattern (2^16 of them)."""
+SAMPLED_PATTERNS = 1 << 16
+"""Sign patterns :func:`pair_order_p` draws (seeded) beyond ``EXACT_UP_TO`` pairs."""
+
+
+def pairs_to_decide(alpha: float = ALPHA, *, one_sided: bool = False) -> int:
+    """Fewest pairs whose pair-order test can reach ``alpha``: the smallest p of n pairs is
+    2/2^n two-sided (a change), 1/2^n one-sided (``unchanged``: the equivalence side)."""
+    smallest = 1.0 if one_sided else 2.0
+    n = 1
+    while smallest / 2.0**n >= alpha:
+        n += 1
+    return n
+
+
+@lru_cache(maxsize=EXACT_UP_TO)
+def _patterns(n: int) -> np.ndarray:
+    """Every sign pattern of n pairs (n up to ``EXACT_UP_TO``), one row each."""
+    bits = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+    return np.asarray(1 - 2 * bits, dtype=float)
+
+
+def _sign_flip_sums(x: np.ndarray) -> np.ndarray:
+    """The sum of ``x`` under every sign pattern, or (beyond ``EXACT_UP_TO`` values) under
+    ``SAMPLED_PATTERNS`` patterns drawn with a seed fixed by the count, in blocks."""
+    if x.size <= EXACT_UP_TO:
+        return np.asarray(_patterns(x.size) @ x, dtype=float)
+    rng = np.random.default_rng(x.size)
+    block = 4096
+    return np.concatenate(
+        [
+            (1.0 - 2.0 * rng.integers(0, 2, size=(block, x.size))) @ x
+            for _ in range(SAMPLED_PATTERNS // block)
+        ]
+    )
+
+
+def pair_order_p(values: Sequence[float], *, side: int = 0) -> float:
+    """The pair-order (sign-flip randomization) p-value of the mean of ``values``.
+
+    Under no change each value's sign is a fair coin (which member of its pair was the head),
+    so the observed sum is one of the sums with every pattern of signs, equally likely.
+    ``side`` 0: two-sided, the share of patterns whose sum is at least as far from zero;
+    +1: the share at least as high; -1: at least as low. Exact up to ``EXACT_UP_TO`` values
+    (the observed pattern is one of those counted); beyond, from a fixed seeded sample, as
+    ``(1 + hits) / (1 + draws)``.
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return 1.0
+    sums = _sign_flip_sums(x)
+    observed = float(x.sum())
+    # sums that equal the observed one in exact arithmetic may differ in the last bits
+    tie = 1e-9 * float(np.abs(x).sum())
+    if side > 0:
+        hits = int(np.count_nonzero(sums >= observed - tie))
+    elif side < 0:
+        hits = int(np.count_nonzero(sums <= observed + tie))
+    else:
+        hits = int(np.count_nonzero(np.abs(sums) >= abs(observed) - tie))
+    if x.size <= EXACT_UP_TO:
+        return hits / sums.size
+    return (1 + hits) / (1 + sums.size)
 
 
 @dataclass(frozen=True)
@@ -134,7 +214,10 @@ class PairedEvidence:
     """What the pairs of one (benchmark, metric) show, before the gate-wide adjustment.
 
     ``p_value`` is ``None`` where no test was made (a single pair and no history noise, or
-    a deterministic metric); ``change_pct`` is ``None`` only when there are no pairs.
+    a deterministic metric): else the larger of the t test's (``p_t``) and the pair-order
+    test's (``p_order``); ``change_pct`` is ``None`` only when there are no pairs.
+    ``p_equivalence``: the pair-order test, one-sided, of a change of the minimum effect on
+    the worse side (``unchanged`` needs it below alpha).
     ``noise_from`` says whose spread the test used (``"pairs"`` or the history's source),
     ``dof`` its degrees of freedom. ``pairs_needed``: pairs in all for 80% power against the
     observed change (at least the minimum effect) at the spread used; ``None`` when untested
@@ -161,6 +244,9 @@ class PairedEvidence:
     worse_bound_pct: float | None = None
     """The one-sided (1 - alpha) bound of the change on its worse side: ``unchanged`` only
     when it lies inside the minimum effect."""
+    p_t: float | None = None
+    p_order: float | None = None
+    p_equivalence: float | None = None
     log_ratio_sd: float | None = None
     dof: int | None = None
     noise_from: str = ""
@@ -298,19 +384,26 @@ def compare_pairs(
             empty, base_centre=base_centre, head_centre=head_centre, change_pct=_to_pct(centre)
         )
     # Pairs that would settle it: enough to detect the change seen or, when that is below
-    # the minimum effect, a change of the minimum effect.
-    target = max(abs(centre), math.log1p(policy.min_effect_pct / 100.0))
+    # the minimum effect, a change of the minimum effect; never fewer than can decide.
+    limit = math.log1p(policy.min_effect_pct / 100.0)
+    target = max(abs(centre), limit)
     se = sd / math.sqrt(n)
-    p_value = float(2.0 * special.stdtr(dof, -abs(mean / se)))
+    p_t = float(2.0 * special.stdtr(dof, -abs(mean / se)))
+    p_order = pair_order_p(d)
+    sign = worse_sign(direction)
+    p_equivalence = pair_order_p([sign * x - limit for x in d], side=-1)
     half_ci = float(special.stdtrit(dof, 0.975)) * se
     # the change caught with POWER: significant, and measured at least the minimum effect
+    # (none while the pairs are too few for the pair-order test to reach alpha)
     crit = float(special.stdtrit(dof, 1.0 - alpha / 2.0)) * se
     mde = (
-        max(crit, math.log1p(policy.min_effect_pct / 100.0))
-        + float(special.stdtrit(dof, POWER)) * se
+        max(crit, limit) + float(special.stdtrit(dof, POWER)) * se
+        if n >= pairs_to_decide(alpha)
+        else None
     )
     reach = float(special.stdtrit(dof, 1.0 - alpha)) * se
-    worse = mean + reach if worse_sign(direction) > 0 else mean - reach
+    worse = mean + reach if sign > 0 else mean - reach
+    needed = pairs_for_power(sd, target, start=n + 1, dof=fixed_dof, alpha=alpha)
     return replace(
         empty,
         base_centre=base_centre,
@@ -318,13 +411,16 @@ def compare_pairs(
         change_pct=_to_pct(centre),
         ci_low_pct=_to_pct(mean - half_ci),
         ci_high_pct=_to_pct(mean + half_ci),
-        p_value=p_value,
-        mde_pct=_to_pct(mde),
+        p_value=max(p_t, p_order),
+        mde_pct=None if mde is None else _to_pct(mde),
         worse_bound_pct=_to_pct(worse),
+        p_t=p_t,
+        p_order=p_order,
+        p_equivalence=p_equivalence,
         log_ratio_sd=sd,
         dof=dof,
         noise_from=noise_from,
-        pairs_needed=pairs_for_power(sd, target, start=n + 1, dof=fixed_dof, alpha=alpha),
+        pairs_needed=None if needed is None else max(needed, pairs_to_decide(alpha)),
     )
 
 
@@ -412,10 +508,21 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
     size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {ev.alpha:g})"
+    evidence = (
+        f"p={p_adjusted:.2g} after FDR adjustment (raw: t test {ev.p_t:.2g}, pair-order "
+        f"test {ev.p_order:.2g}; alpha {ev.alpha:g})"
+    )
     mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
     bound = ev.worse_bound_pct
-    caught = f"a change of {size_text(mde)} is caught with {int(POWER * 100)}% power"
+    if ev.mde_pct is None:
+        caught = (
+            f"no change of any size can be shown with fewer than {pairs_to_decide(ev.alpha)} "
+            "pairs (the pair-order test)"
+        )
+    else:
+        caught = (
+            f"with this noise a change of {size_text(mde)} is caught with {int(POWER * 100)}% power"
+        )
     outcome = classify_change(
         change_pct=change,
         p_adjusted=p_adjusted,
@@ -425,14 +532,26 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
         worse_bound_pct=bound,
         direction=ev.direction,
     )
+    order_blind = outcome is Outcome.UNCHANGED and not (ev.p_equivalence or 1.0) < ev.alpha
+    if order_blind:
+        outcome = Outcome.BLIND  # the pair-order test cannot rule out the minimum effect
     if outcome is Outcome.CHANGE:
         verdict = change_verdict(ev.direction, change)
         reason = f"{size}, {evidence}, beyond the {min_effect:g}% minimum effect"
     elif outcome is Outcome.UNSURE:
         verdict = Verdict.INCONCLUSIVE
+        reason = f"{size}, but not significant ({evidence}); {caught}; " + _more_pairs(
+            ev, "would settle a change this size"
+        )
+    elif order_blind:
+        verdict = Verdict.INCONCLUSIVE
         reason = (
-            f"{size}, but not significant ({evidence}); with this noise {caught}; "
-            + _more_pairs(ev, "would settle a change this size")
+            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but it cannot be called "
+            f"unchanged: the t bound puts it at most {abs(bound or 0.0):.1f}% worse, yet the "
+            f"pair-order test cannot rule out the {min_effect:g}% minimum effect (p="
+            f"{ev.p_equivalence or 1.0:.2g}, alpha {ev.alpha:g}; "
+            f"{pairs_to_decide(ev.alpha, one_sided=True)} pairs at least); {caught}; "
+            + _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
         )
     elif outcome is Outcome.BLIND:
         verdict = Verdict.INCONCLUSIVE
