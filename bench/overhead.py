@@ -13,7 +13,9 @@
    SQLite and, with ``--postgres URL`` (or $PERFGATE_BENCH_POSTGRES_URL), on PostgreSQL in a
    database ``perfgate_bench`` created and dropped here: the ``perfgate gate`` command as a
    user runs it (median of 3 after a warm-up run), the in-process ``perfgate.app.compare``,
-   and where the command's time goes.
+   and where the command's time goes; on PostgreSQL also through a proxy that holds every
+   packet for half of ``--pg-rtt-ms`` each way, as a team's server one network hop away is
+   (the gate's time there is its round trips).
 3. ``perfgate detect`` start-up (``--help`` and a small series file).
 4. A summary block.
 
@@ -28,6 +30,7 @@ Exit status 0 when every measurement completed (whatever the numbers), 1 otherwi
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import gc
 import itertools
@@ -41,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -854,6 +858,97 @@ def compare_in_process(url: str, repeats: int) -> tuple[list[tuple[float, int, f
     return calls, result
 
 
+class LatencyProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``host:port`` that holds every chunk it forwards
+    for ``rtt_s / 2`` in each direction, in order: a database server one network hop away,
+    for timing what a gate's round trips cost there (this host has no netem)."""
+
+    def __init__(self, host: str, port: int, rtt_s: float) -> None:
+        self._upstream = (host, port)
+        self._half = rtt_s / 2.0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.port = 0
+
+    def __enter__(self) -> LatencyProxy:
+        self._thread.start()
+        server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._client, "127.0.0.1", 0), self._loop
+        ).result(10)
+        self._server = server
+        self.port = int(server.sockets[0].getsockname()[1])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            self._server.close()
+            await self._server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    break
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                dst.write(data)
+                await dst.drain()
+            dst.close()
+
+        sender = asyncio.create_task(deliver())
+        try:
+            while data := await src.read(65536):
+                queue.put_nowait((loop.time() + self._half, data))
+        except ConnectionError:
+            pass
+        queue.put_nowait((0.0, b""))
+        with contextlib.suppress(ConnectionError):
+            await sender
+
+
+def gate_behind(url: str, rtt_ms: float, repeats: int) -> tuple[list[float], int, float]:
+    """``perfgate gate`` on PostgreSQL through a :class:`LatencyProxy` of ``rtt_ms``: the
+    wall time of each run (after one unrecorded), its exit code, and the round trip the
+    proxy really gives (median of 50 ``SELECT 1`` through it: the proxy's own forwarding
+    adds to the delay asked for)."""
+    import sqlalchemy as sa
+
+    target = sa.make_url(url)
+    with LatencyProxy(target.host or "127.0.0.1", target.port or 5432, rtt_ms / 1e3) as proxy:
+        far_url = target.set(host="127.0.0.1", port=proxy.port)
+        far = far_url.render_as_string(hide_password=False)
+        probe = sa.create_engine(far_url.set(drivername="postgresql+psycopg"))
+        trips = []
+        with probe.connect() as conn:
+            for _ in range(50):
+                t = time.perf_counter()
+                conn.exec_driver_sql("SELECT 1").all()
+                trips.append(time.perf_counter() - t)
+        probe.dispose()
+        cmd = [perfgate_command(), "gate", "--branch", "feat", "--against", "main", "--db", far]
+        time_subprocess(cmd)
+        walls = []
+        rc = 0
+        for _ in range(repeats):
+            wall, proc = time_subprocess(cmd)
+            if proc.returncode not in (0, 1):
+                raise RuntimeError(f"gate failed with exit {proc.returncode}: {proc.stderr}")
+            walls.append(wall)
+            rc = proc.returncode
+    return walls, rc, median(trips)
+
+
 def gate_benchmarks(url: str, repeats: int) -> dict[str, Any]:
     # In process first: this process checked the schema when it created the store, and a
     # fresh interpreter running newer code would migrate the store under it.
@@ -1122,6 +1217,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the gate on PostgreSQL: a server URL whose database perfgate_bench"
         " is created and dropped (default: $PERFGATE_BENCH_POSTGRES_URL; empty = SQLite only)",
     )
+    parser.add_argument(
+        "--pg-rtt-ms",
+        type=float,
+        default=1.0,
+        help="with --postgres: also time the gate through a proxy adding this round-trip"
+        " time, as to a server one network hop away (1.0; 0 skips it)",
+    )
     args = parser.parse_args(argv)
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
     started = time.perf_counter()
@@ -1154,6 +1256,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = ["sqlite"] + (["postgresql"] if args.postgres else [])
     out(f"== 2. Gate wall time over big stores ({', '.join(engines)}) ==")
     gates: list[tuple[str, int, float, float]] = []
+    distant: list[tuple[int, float]] = []
     floors: list[tuple[float, float]] = []
     for engine in engines:
         for runs_each in args.runs:
@@ -1172,6 +1275,17 @@ def main(argv: list[str] | None = None) -> int:
                 gate_median, compare_median = report_gate(g)
                 floors.append((g["startup"], g["floor"]))
                 gates.append((engine, pop["total_runs"], gate_median, compare_median))
+                if engine == "postgresql" and args.pg_rtt_ms > 0:
+                    walls, rc, trip = gate_behind(url, args.pg_rtt_ms, args.gate_repeats)
+                    far = median(walls)
+                    out(
+                        f"the same gate through a proxy adding {args.pg_rtt_ms:g} ms per round"
+                        f" trip (measured: {trip * 1e3:.2f} ms per SELECT 1 through it):"
+                        f" {', '.join(f'{w:.3f}' for w in walls)} s (median {far:.3f} s,"
+                        f" exit {rc})"
+                    )
+                    out("")
+                    distant.append((pop["total_runs"], far))
     out("== 3. detect start-up ==")
     detect = detect_startup()
     for label, secs in detect.items():
@@ -1186,6 +1300,11 @@ def main(argv: list[str] | None = None) -> int:
             f" {'ok' if gate_median < GATE_TARGET_S else 'MISSED'};"
             f" compare() alone {compare_median * 1e3:.0f} ms"
             f" (median of {args.gate_repeats} 'perfgate gate' runs)"
+        )
+    for total, far in distant:
+        out(
+            f"gate wall time, postgresql, {total} runs, through the {args.pg_rtt_ms:g} ms proxy:"
+            f" {far:.3f} s (median of {args.gate_repeats})"
         )
     for label, secs in detect.items():
         ok = "ok" if secs < DETECT_TARGET_S else "MISSED"

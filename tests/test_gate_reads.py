@@ -7,15 +7,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from conftest import RUN_T0, make_profile, make_run, record
+from sqlalchemy import event
 
 from perfgate import app
 from perfgate.app.advise import findings_for
 from perfgate.app.gate import GateReads, gate_window
 from perfgate.config import Config
+from perfgate.errors import NotFoundError
 from perfgate.models import Finding, RunRecord, Severity
-from perfgate.store import SqlStore
+from perfgate.store import SqlStore, open_store
 
 
 def _fill(store: SqlStore) -> list[RunRecord]:
@@ -154,3 +158,65 @@ def test_one_read_gives_the_window_points_and_the_scanned_centres(store: SqlStor
         for metric, series in centres.items():
             of_runs = [(r.id, r.measurement(metric)) for r in scanned]
             assert series == [(i, m.summary.centre) for i, m in of_runs if m is not None]
+
+
+def test_a_gate_reads_in_one_transaction_whatever_its_benchmarks(store: SqlStore) -> None:
+    """A gate's time on a team's server (a network hop away) is its round trips: a gate over
+    two benchmarks or six, with or without a PR's merge-base to anchor each window at (main
+    moved twice since), takes one connection from the pool for all its reads, one
+    transaction: not a checkout, BEGIN and COMMIT (and on PostgreSQL a ping) per read."""
+    names = [f"b{i}" for i in range(6)]
+    for name in names:
+        store.save_runs([record(i, 20.0, benchmark=name) for i in range(12)])
+        store.save_run(record(12, 20.0, benchmark=name, branch="feat"))
+    checkouts: list[object] = []
+
+    def count(*args: object) -> None:
+        checkouts.append(args)
+
+    config = Config()
+    event.listen(store.engine, "checkout", count)
+    try:
+        for base_sha in ("", f"{9:040x}"):
+            for chosen in (names[:2], names):
+                checkouts.clear()
+                result = app.compare(
+                    config,
+                    store,
+                    branch="feat",
+                    against="main",
+                    benchmarks=chosen,
+                    base_sha=base_sha,
+                )
+                assert {c.benchmark for c in result.comparisons} == set(chosen)
+                # anchored at the merge-base run 9: runs 10 and 11 are not in any window
+                newest = max(c.baseline_commits[-1] for c in result.comparisons)
+                assert newest == (base_sha or f"{11:040x}")
+                assert len(checkouts) == 1, (base_sha, chosen, len(checkouts))
+    finally:
+        event.remove(store.engine, "checkout", count)
+
+
+def test_reads_in_a_snapshot_agree_and_a_write_there_is_refused(store_url: str) -> None:
+    """Every read of a gate sees one state of the store, while another job commits a run
+    between them; a write inside the snapshot (which it would not see) is a programming
+    error, refused before it touches the store."""
+    reader, writer = open_store(store_url), open_store(store_url)
+    try:
+        writer.save_runs([make_run(f"r{i}", started_at=RUN_T0 + timedelta(i)) for i in range(3)])
+        args: dict[str, Any] = {"project": "demo", "benchmark": "mlp", "branch": "main"}
+        with reader.snapshot():
+            before = reader.history(**args)
+            writer.save_run(make_run("late", started_at=RUN_T0 + timedelta(9)))
+            assert reader.history(**args) == before
+            latest = reader.latest_run(project="demo", benchmark="mlp", branch="main")
+            assert latest is not None and latest.id == "r2"
+            with pytest.raises(RuntimeError, match="inside a read snapshot"):
+                reader.save_run(make_run("refused", started_at=RUN_T0 + timedelta(10)))
+        assert [p.run_id for p in reader.history(**args)][-1] == "late"
+        assert writer.get_run("late").id == "late"
+        with pytest.raises(NotFoundError):
+            writer.get_run("refused")
+    finally:
+        reader.close()
+        writer.close()

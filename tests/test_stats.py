@@ -243,6 +243,21 @@ def test_the_detectable_effect_is_the_gates_a_lone_change_past_it_is_significant
             assert ours.p_adjusted < alpha, (trial, ours.reason)
 
 
+def _awkward_sample(rng: np.random.Generator, i: int, *, most: int) -> np.ndarray:
+    """Sample ``i`` of a bit-for-bit check against numpy: 1 to ``most`` values, every third
+    all small integers (many ties), else t3 at a random scale; now and then an infinity."""
+    n = int(rng.integers(1, most))
+    if i % 3 == 0:
+        x = rng.integers(-3, 4, n).astype(float)
+    else:
+        x = rng.standard_t(3, n) * 10.0 ** rng.uniform(-8, 8)
+    if i % 41 == 0:
+        x[rng.integers(0, n)] = np.inf
+    if i % 43 == 0:
+        x[rng.integers(0, n)] = -np.inf
+    return x
+
+
 def test_median_is_numpys_median_bit_for_bit() -> None:
     """The gate's medians (``stats.summary.median``) must give the very value ``np.median``
     gives: verdicts and reports are compared across versions byte for byte. Random sizes,
@@ -251,18 +266,33 @@ def test_median_is_numpys_median_bit_for_bit() -> None:
 
     rng = np.random.default_rng(20261202)
     for i in range(5000):
-        n = int(rng.integers(1, 50))
-        if i % 3 == 0:
-            x = rng.integers(-3, 4, n).astype(float)  # many ties
-        else:
-            x = rng.standard_t(3, n) * 10.0 ** rng.uniform(-8, 8)
-        if i % 41 == 0:
-            x[rng.integers(0, n)] = np.inf
-        if i % 43 == 0:
-            x[rng.integers(0, n)] = -np.inf
+        x = _awkward_sample(rng, i, most=50)
         expected = float(np.median(x))
         got = median(x if i % 2 else list(x))
         assert got == expected or (np.isnan(got) and np.isnan(expected)), (x, got, expected)
     with_nan = np.array([1.0, np.nan, 3.0])
     assert np.isnan(median(with_nan)) and np.isnan(np.median(with_nan))
     assert np.isnan(median([]))
+
+
+def test_quantile_is_numpys_quantile_bit_for_bit() -> None:
+    """The gate's quantiles (``stats.summary.quantile``) must give the very value
+    ``np.quantile`` gives with its default method, for the same reason as the medians: random
+    sizes, scales and heavy tails, ties, every quantile level from 0 to 1 (those that land on
+    a value, between two and past the last index), infinities and NaN."""
+    from perfgate.stats.summary import quantile
+
+    rng = np.random.default_rng(20261204)
+    levels = [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0]
+    for i in range(5000):
+        x = _awkward_sample(rng, i, most=40)
+        q = levels[i % len(levels)] if i % 2 else float(rng.uniform())
+        with np.errstate(invalid="ignore"):  # inf - inf between two infinities
+            expected = float(np.quantile(x, q))
+        got = quantile(x if i % 4 < 2 else list(x), q)
+        assert got == expected or (np.isnan(got) and np.isnan(expected)), (x, q, got, expected)
+    assert np.isnan(quantile([1.0, np.nan, 3.0], 0.9))
+    with pytest.raises(ValueError, match="no values"):
+        quantile([], 0.5)
+    with pytest.raises(ValueError, match="outside"):
+        quantile([1.0], 1.5)

@@ -135,10 +135,11 @@ def compare(
     before it. Otherwise the window ends at the PR's merge-base run (see
     :func:`compare_records`; ``base_sha`` and ``git`` say where the PR left ``against``).
     """
-    records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
-    return compare_records(
-        config, store, records, branch=branch, against=against, base_sha=base_sha, git=git
-    )
+    with store.snapshot():
+        records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
+        return compare_records(
+            config, store, records, branch=branch, against=against, base_sha=base_sha, git=git
+        )
 
 
 @dataclass(frozen=True)
@@ -524,52 +525,55 @@ def compare_records(
             run was measured beside its own base (``run --ab``: the pairs decide).
         UsageError, ParseError: the budgets' reference file is missing or malformed.
     """
-    if records and branch != against and not any(r.paired_with for r in records):
-        _check_base_branch(config, store, against)
-    judged: list[_Judged] = []
-    paired: list[RunRecord] = []
-    notes: list[tuple[str, str]] = []
-    # one read of the resets and triage for every benchmark, where there are several
-    reads = GateReads.read(config, store) if len(records) > 1 else None
-    if git is not None and branch != against:
-        git.resolve_all([base_sha, *(r.git.commit for r in records)])
-    for record in records:
-        if record.paired_with:
-            paired.append(record)
-        anchor: _Anchor | None = None
-        window, anchor, why = gate_window(
-            config,
-            store,
-            record,
+    # every read of the gate in one snapshot: its benchmarks agree with each other, and
+    # the whole gate costs one connection checkout, one BEGIN and one COMMIT
+    with store.snapshot():
+        if records and branch != against and not any(r.paired_with for r in records):
+            _check_base_branch(config, store, against)
+        judged: list[_Judged] = []
+        paired: list[RunRecord] = []
+        notes: list[tuple[str, str]] = []
+        # one read of the resets and triage for every benchmark, where there are several
+        reads = GateReads.read(config, store) if len(records) > 1 else None
+        if git is not None and branch != against:
+            git.resolve_all([base_sha, *(r.git.commit for r in records)])
+        for record in records:
+            if record.paired_with:
+                paired.append(record)
+            anchor: _Anchor | None = None
+            window, anchor, why = gate_window(
+                config,
+                store,
+                record,
+                branch=branch,
+                against=against,
+                base_sha=base_sha,
+                git=git,
+                reads=reads,
+            )
+            if why:
+                notes.append((record.benchmark, why))
+            if anchor is not None:
+                notes.extend(
+                    (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
+                )
+            judged.append(_judge(config, record, window, against))
+            wall_decides = "step_time_ms" not in judged[-1].shown_metrics
+            if contended := contention_note(record, deciding_wall=wall_decides):
+                notes.append((record.benchmark, contended))
+        comparisons = (*_compared(judged), *_paired(config, store, paired, against))
+        ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+        attributions, found = _advice(config, store, records, ordered, against)
+        budgets, budget_notes = budget_comparisons(config, records)
+        return GateResult(
             branch=branch,
             against=against,
-            base_sha=base_sha,
-            git=git,
-            reads=reads,
+            verdict=decide.overall_verdict((*budgets, *ordered)),
+            comparisons=(*budgets, *ordered),
+            findings=found,
+            attributions=attributions,
+            notes=_grouped([*budget_notes, *notes]),
         )
-        if why:
-            notes.append((record.benchmark, why))
-        if anchor is not None:
-            notes.extend(
-                (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
-            )
-        judged.append(_judge(config, record, window, against))
-        wall_decides = "step_time_ms" not in judged[-1].shown_metrics
-        if contended := contention_note(record, deciding_wall=wall_decides):
-            notes.append((record.benchmark, contended))
-    comparisons = (*_compared(judged), *_paired(config, store, paired, against))
-    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
-    attributions, found = _advice(config, store, records, ordered, against)
-    budgets, budget_notes = budget_comparisons(config, records)
-    return GateResult(
-        branch=branch,
-        against=against,
-        verdict=decide.overall_verdict((*budgets, *ordered)),
-        comparisons=(*budgets, *ordered),
-        findings=found,
-        attributions=attributions,
-        notes=_grouped([*budget_notes, *notes]),
-    )
 
 
 def budget_comparisons(

@@ -50,7 +50,7 @@ from perfgate.stats.decide import (
     worse_sign,
 )
 from perfgate.stats.fdr import benjamini_hochberg
-from perfgate.stats.summary import mad, median
+from perfgate.stats.summary import mad, median, quantile
 
 MIN_BASELINE_RUNS = 3
 MAD_TO_SD = 1.4826
@@ -307,7 +307,7 @@ def _series(candidate: Candidate) -> _Series:
         base_factor=base_factor,
         cur_factor=median_variance(cur_n),
         cur_within=cur_within,
-        usual_within=float(np.quantile(usual, 0.9)) if usual else 0.0,
+        usual_within=quantile(usual, 0.9) if usual else 0.0,
         se_var=se_var,
     )
 
