@@ -11,7 +11,9 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    pooled from the repeats of every run, the current one included; the between-run variance
    from the baseline runs. An F test asks whether the job part is distinguishable from zero;
    when it is not (p above ``POOL_P``), the two estimates are pooled and the repeats' degrees
-   of freedom count. A run of one repeat shows no process part: its between-run variance is
+   of freedom count, but the job part the gate's other benchmarks show (their prior, 3.)
+   stays in: one series whose few runs happen to agree has not left the runner's jobs
+   behind. A run of one repeat shows no process part: its between-run variance is
    all there is.
 3. Empirical prior: across the noisy metrics of one gate (same runner), each variance is
    shrunk toward what the others show, weighted by its own degrees of freedom against the
@@ -442,7 +444,9 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
             # never below what the runs themselves spread: the F test of a short history
             # is weak, and a job part it missed must not be pooled away
             var_w, dof = max(pooled, var_b / s.base_factor), dof_b + dof_w
-            job = 0.0
+            # the job part the gate's other benchmarks show on this runner stays in: one
+            # series' weak F test does not take it off the runner
+            job = between.var - s.base_factor * within.var if between.dof and within.dof else 0.0
             words = f"job noise not distinguishable (F p={p_job:.2g}): repeats pooled"
         else:
             dof = dof_b
