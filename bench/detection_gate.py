@@ -360,24 +360,32 @@ def _power_row_task(row: PowerRow, gates: int, key: int) -> dict[str, Any]:
     return out
 
 
+def _conditions(base: NoiseModel) -> list[Row]:
+    """The issue's A/A conditions (tails, runner pools, a noisier machine, main that moved,
+    1-repeat runs, short histories), each on the noise model ``base``."""
+    rep = dataclasses.replace
+    return [
+        Row("t3 job tails", rep(base, label="t3", job_df=3.0)),
+        Row("t4 job tails", rep(base, label="t4", job_df=4.0)),
+        *(Row(f"pool x1.25 mixed {p:.0%}", rep(base, pool_rate=p)) for p in (0.1, 0.2, 0.3, 0.5)),
+        Row("pool 30% sticky 6", rep(base, pool_rate=0.3, pool_block=6)),
+        Row("noise x3 last 3", base, extra=(("noisy_last", 3),)),
+        Row("noise x3 last 5", base, extra=(("noisy_last", 5),)),
+        *(Row(f"main +10% {j} run(s) ago", base, extra=(("main_shift", j),)) for j in (1, 2, 3, 4)),
+        Row("1-repeat runs", base, repeats=1),
+        Row("3-run history", base, window=3),
+        Row("5-run history", base, window=5),
+    ]
+
+
 def _wave2_rows() -> tuple[list[Row], list[PowerRow]]:
     cov1, cov3, cov5 = (gate_sim.mixed_model(c) for c in (0.01, 0.03, 0.05))
-    rep = dataclasses.replace
     gauss1, gauss3, gauss5 = (gate_sim.gaussian_model(c) for c in (0.01, 0.03, 0.05))
     rows = [
         Row("mixed CoV 1% (spikes, t3 steps)", cov1),
         Row("mixed CoV 3% (spikes, t3 steps)", cov3),
         Row("mixed CoV 5% (spikes, t3 steps)", cov5),
-        Row("t3 job tails", rep(cov3, label="t3", job_df=3.0)),
-        Row("t4 job tails", rep(cov3, label="t4", job_df=4.0)),
-        *(Row(f"pool x1.25 mixed {p:.0%}", rep(cov3, pool_rate=p)) for p in (0.1, 0.2, 0.3, 0.5)),
-        Row("pool 30% sticky 6", rep(cov3, pool_rate=0.3, pool_block=6)),
-        Row("noise x3 last 3", cov3, extra=(("noisy_last", 3),)),
-        Row("noise x3 last 5", cov3, extra=(("noisy_last", 5),)),
-        *(Row(f"main +10% {j} run(s) ago", cov3, extra=(("main_shift", j),)) for j in (1, 2, 3, 4)),
-        Row("1-repeat runs", cov3, repeats=1),
-        Row("3-run history", cov3, window=3),
-        Row("5-run history", cov3, window=5),
+        *_conditions(cov3),
     ]
     rows = [dataclasses.replace(row, key=40 + i) for i, row in enumerate(rows)]
     # the issue's literal Gaussian rows (no spikes, no stalls, normal steps), after the
@@ -386,23 +394,13 @@ def _wave2_rows() -> tuple[list[Row], list[PowerRow]]:
         Row(m.label, m, key=40 + len(rows) + i) for i, m in enumerate((gauss1, gauss3, gauss5))
     ]
     rows = rows[:3] + gaussian + rows[3:]
-    # the issue's conditions one at a time on the Gaussian CoV 3% model (the rows above put
+    # the same conditions one at a time on the Gaussian CoV 3% model (the rows above put
     # each on the mixed model, so they carry its spikes and stalls too); keys after the
     # Gaussian rows', so no earlier row's seed moves
-    g = "Gaussian CoV 3%"
-    alone = [
-        Row(f"t3 job tails, {g}", rep(gauss3, label="t3", job_df=3.0)),
-        Row(f"t4 job tails, {g}", rep(gauss3, label="t4", job_df=4.0)),
-        *(Row(f"pool x1.25 {p:.0%}, {g}", rep(gauss3, pool_rate=p)) for p in (0.1, 0.2, 0.3, 0.5)),
-        Row(f"pool 30% sticky 6, {g}", rep(gauss3, pool_rate=0.3, pool_block=6)),
-        Row(f"noise x3 last 3, {g}", gauss3, extra=(("noisy_last", 3),)),
-        Row(f"noise x3 last 5, {g}", gauss3, extra=(("noisy_last", 5),)),
-        *(Row(f"main +10% {j} ago, {g}", gauss3, extra=(("main_shift", j),)) for j in (1, 2, 3, 4)),
-        Row(f"1-repeat runs, {g}", gauss3, repeats=1),
-        Row(f"3-run history, {g}", gauss3, window=3),
-        Row(f"5-run history, {g}", gauss3, window=5),
+    rows += [
+        dataclasses.replace(row, label=f"{row.label}, {gauss3.label}", key=40 + len(rows) + i)
+        for i, row in enumerate(_conditions(gauss3))
     ]
-    rows += [dataclasses.replace(row, key=40 + len(rows) + i) for i, row in enumerate(alone)]
     process10 = gate_sim.NoiseModel(
         "process CoV 10%",
         job_sd=0.0,
@@ -433,7 +431,7 @@ def _section_wave2(
     out("   x1.1-1.4 at once, which no single gate can tell from a regression of everything).")
     out("-" * 100)
     out(
-        f"  {'condition':<38}{'gates':>6}  {'perfgate':<19}{'no job spike':>13}  "
+        f"  {'condition':<40}{'gates':>6}  {'perfgate':<19}{'no job spike':>13}  "
         + "".join(f"{m.name:<17}" for m in OTHERS)
     )
     for row in rows:
@@ -446,7 +444,7 @@ def _section_wave2(
         for m in OTHERS:
             mk, mn = _gate_rate(res["stats"][m.name] >= m.default)
             cells += f"{_pct(mk / mn):<17}"
-        out(f"  {row.label:<38}{n:>6}  {cells}")
+        out(f"  {row.label:<40}{n:>6}  {cells}")
     out("")
     out("  Power and honesty: one regressed metric per gate with 19 A/A metrics, judged whole.")
     out("  'unchanged': share of true changes (all >= the 3% minimum effect) called unchanged")
