@@ -20,8 +20,11 @@ Assumptions, in plain words:
   are fitted with a Student t, and heavy tails widen that gate's tests and intervals.
 * Spikes and runner pools are not trimmed out of the decision: from 10 runs on, runs beyond
   5 robust SDs leave the noise estimate, but a current run that looks like them (a slower
-  pool, the same kind of spike) is ``inconclusive``, naming them. When the last baseline
-  runs already moved the way the current run did, main moved, not the change under test.
+  pool, the same kind of spike) is ``inconclusive``, naming them. A run that is such an
+  outlier in most of a gate's benchmarks (the whole job ran slow) is taken as one in all of
+  them. When the last baseline runs already moved the way the current run did, main moved,
+  not the change under test. A change held back so is no discovery: it does not lower the
+  Benjamini-Hochberg bar for the gate's other metrics.
 * The test is a prediction-interval t test of the current centre against the window's
   median; across every (benchmark, metric) of one gate, p-values are adjusted with
   Benjamini–Hochberg at alpha 0.01, and alpha is stated in every reason and in the JSON.

@@ -26,7 +26,11 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    SDs leave the scale estimate, but not the decision: a current run whose change is no
    larger than what such baseline runs already showed (a spike, a slower runner pool) is not
    called a change. The same holds when the last runs of the window already moved the way the
-   current one did: main moved, not the change under test.
+   current one did: main moved, not the change under test. A run that is an outlier in at
+   least half of a metric's series in the gate is a job-wide event (the job ran on a slower
+   pool): it is an outlier in every one of them, also where one metric's own noise kept it
+   inside the bound. A change a guard holds back is no discovery: in the FDR adjustment of
+   the others it counts as a test with p = 1.
 """
 
 from __future__ import annotations
@@ -487,6 +491,41 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     )
 
 
+def _job_outliers(series: Sequence[_Series]) -> np.ndarray:
+    """The last runs' positions (aligned from the newest, over the shortest window of at
+    least ``TRIM_MIN_RUNS`` runs) that are outliers in at least half of ``series``: a
+    job-wide event, a spike or a slower runner, that moved every metric of its run
+    together."""
+    series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
+    if not series:
+        return np.zeros(0, dtype=bool)
+    k = min(s.z.size for s in series)
+    return np.asarray(np.mean([s.outlier[-k:] for s in series], axis=0) >= 0.5, dtype=bool)
+
+
+def _with_job_outliers(s: _Series, common: np.ndarray) -> _Series:
+    """``s`` with the gate's job-wide outlier runs counted as its outliers too: a run where
+    most of the gate's metrics ran slow (a slower pool) is one here as well, even where this
+    metric's own noise kept it inside its outlier bound. It leaves the scale estimate and
+    the guard compares the current run with it."""
+    k = common.size
+    if not k or s.z.size < k or not common.any():
+        return s
+    outlier = s.outlier.copy()
+    outlier[-k:] |= common
+    if np.array_equal(outlier, s.outlier):
+        return s
+    kept = s.z[~outlier]
+    var_between = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
+    return replace(
+        s,
+        outlier=outlier,
+        kept=kept,
+        var_between=var_between,
+        dof_between=max(int(kept.size) - 1, 0),
+    )
+
+
 def _tail_residuals(series: Sequence[_Series], between: _Prior) -> np.ndarray:
     """Standardised baseline residuals of the gate's series, for the tail fit.
 
@@ -494,11 +533,11 @@ def _tail_residuals(series: Sequence[_Series], between: _Prior) -> np.ndarray:
     once are left out: a job-wide event (a spike, a slower runner) moves every metric of its
     run together; the outlier guard answers for those, the tails for the rest.
     """
+    common = _job_outliers(series)
     series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
     if not series:
         return np.zeros(0)
-    k = min(s.z.size for s in series)
-    common = np.mean([s.outlier[-k:] for s in series], axis=0) >= 0.5
+    k = common.size
     out = []
     for s in series:
         var, _ = _moderate(s.var_between, s.dof_between, between)
@@ -523,6 +562,9 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
     priors: list[tuple[_Prior, _Prior]] = [(_Prior(0.0, 0.0), _Prior(0.0, 0.0))] * len(series)
     residuals = []
     for members in groups.values():
+        common = _job_outliers([series[i] for i in members])
+        for i in members:
+            series[i] = _with_job_outliers(series[i], common)
         group = [series[i] for i in members]
         between = fit_prior([s.var_between for s in group], [s.dof_between for s in group])
         within = fit_prior(
@@ -715,7 +757,16 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
         else:
             tested.append(i)
     evidences = gate_evidence([candidates[i] for i in tested])
-    adjusted = benjamini_hochberg([ev.p_value for ev in evidences])
+    raw = [ev.p_value for ev in evidences]
+    # A change a guard holds back (a baseline run already as far out, main moved) is no
+    # discovery: it counts among the gate's tests, but its small p-value must not lower the
+    # bar for the others. When a whole job ran slow (a slower runner pool), most metrics
+    # are held back and their p-values would otherwise let a lone unguarded one through.
+    free = benjamini_hochberg(
+        [1.0 if ev.guard else p for ev, p in zip(evidences, raw, strict=True)]
+    )
+    shown = benjamini_hochberg(raw)
+    adjusted = [a if ev.guard else f for ev, a, f in zip(evidences, shown, free, strict=True)]
     for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
         results[i] = _judge(candidates[i], ev, p_adj, len(tested))
     return tuple(r for r in results if r is not None)
