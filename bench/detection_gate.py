@@ -68,11 +68,11 @@ EFFECTS = (0.05, 0.10)
 REPEATS = (1, 3, 5, 15)
 """Pairs per A/B run in section 3: 15 is what ``check --mode ab`` measures (3, then 12)."""
 VERIFY_GATES = 15
+"""The smallest simulation size (gates or metrics) of a setting, whatever ``--scale``."""
 WAVE2_GATES = 2000
 """A/A gates per row of the wave-2 table: at a 1% rate its 95% interval is about
 0.6-1.5%, narrow enough to tell a row at the target from one above it (500 gates gave
 0.3-2.3%)."""
-"""The smallest simulation size (gates or metrics) of a setting, whatever ``--scale``."""
 
 _T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _IDS = [f"run{i:03d}" for i in range(WINDOW + 1)]

@@ -258,6 +258,14 @@ def _repeat_var(repeats: Sequence[float]) -> tuple[float, int] | None:
     return (_var(repeats), len(repeats) - 1) if len(repeats) >= 2 else None
 
 
+def _between(z: np.ndarray, outlier: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """The runs left for the between-run variance (outliers out), that variance and its
+    degrees of freedom."""
+    kept = z[~outlier]
+    var = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
+    return kept, var, max(int(kept.size) - 1, 0)
+
+
 def _series(candidate: Candidate) -> _Series:
     current, baseline = candidate.current, candidate.baseline
     raw = np.asarray([p.centre for p in baseline], dtype=float)
@@ -274,8 +282,7 @@ def _series(candidate: Candidate) -> _Series:
         robust = MAD_TO_SD * mad(z)
         if robust > 0:
             outlier = np.abs(z - centre) > OUTLIER_MADS * robust
-    kept = z[~outlier]
-    var_between = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
+    kept, var_between, dof_between = _between(z, outlier)
     # each run's own repeat variance, once: pooled for the process part, and compared with
     # the usual one for the runs (and the current run) disturbed
     repeat_vars = [_repeat_var(r) for r in _scaled_repeats((*baseline, current), log, ref)]
@@ -307,7 +314,7 @@ def _series(candidate: Candidate) -> _Series:
         outlier=outlier,
         disturbed=disturbed,
         var_between=var_between,
-        dof_between=max(int(kept.size) - 1, 0),
+        dof_between=dof_between,
         ss_within=ss_w,
         dof_within=dof_w,
         base_factor=base_factor,
@@ -515,25 +522,18 @@ def _with_job_outliers(s: _Series, common: np.ndarray) -> _Series:
     outlier[-k:] |= common
     if np.array_equal(outlier, s.outlier):
         return s
-    kept = s.z[~outlier]
-    var_between = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
-    return replace(
-        s,
-        outlier=outlier,
-        kept=kept,
-        var_between=var_between,
-        dof_between=max(int(kept.size) - 1, 0),
-    )
+    kept, var_between, dof_between = _between(s.z, outlier)
+    return replace(s, outlier=outlier, kept=kept, var_between=var_between, dof_between=dof_between)
 
 
-def _tail_residuals(series: Sequence[_Series], between: _Prior) -> np.ndarray:
+def _tail_residuals(series: Sequence[_Series], between: _Prior, common: np.ndarray) -> np.ndarray:
     """Standardised baseline residuals of the gate's series, for the tail fit.
 
     Outliers stay in (they are what the tail is). Runs that are outliers in most series at
     once are left out: a job-wide event (a spike, a slower runner) moves every metric of its
-    run together; the outlier guard answers for those, the tails for the rest.
+    run together (``common``, from :func:`_job_outliers`); the outlier guard answers for
+    those, the tails for the rest.
     """
-    common = _job_outliers(series)
     series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
     if not series:
         return np.zeros(0)
@@ -573,7 +573,7 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
         )
         for i in members:
             priors[i] = (between, within)
-        residuals.append(_tail_residuals(group, between))
+        residuals.append(_tail_residuals(group, between, common))
     nu = fit_tail(np.concatenate(residuals)) if residuals else math.inf
     return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
 
