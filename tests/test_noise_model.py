@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
+from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import Candidate, compare_candidates
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -270,3 +270,78 @@ def test_a_gate_whose_current_job_ran_on_the_slower_pool_fails_no_benchmark(seed
     judged = compare_candidates([noisy, *quiet])
     assert not [c.reason for c in judged if c.verdict is Verdict.REGRESSION]
     assert "already as far out" in judged[0].reason, judged[0].reason
+
+
+@pytest.mark.parametrize("seed", [20, 21, 25])
+def test_a_job_part_the_gate_guessed_is_not_counted_as_measured(seed: int) -> None:
+    """The series of the test above, now 12% slower, beside 19 benchmarks whose three runs
+    each show 3% job noise and 2% process noise on this runner. Its own F test pools the
+    repeats, and the job part comes from the gate's prior: twenty 2-degree-of-freedom
+    spreads. The old test counted the pooled repeats' ~58 degrees of freedom for the whole
+    variance and called +12% a regression (raw p 1e-6 to 6e-6), though a test that knew
+    the runner's noise would need about +15% at alpha / 20 (issue 2.2: 3-run histories
+    failed 1.7% of A/A gates on the mixed model in bench/detection_gate.py). The guessed
+    job part now carries its own degrees of freedom (Welch-Satterthwaite), never fewer than
+    the window's own: +12% is inconclusive, and +50% is still a regression."""
+    base = [[49.0, 50.0, 51.0], [49.1, 50.05, 51.1], [48.9, 49.95, 50.9]]
+
+    def judged(factor: float) -> Comparison:
+        runs = [*base, [x * factor for x in base[0]]]
+        lucky = candidate([point(i, r, benchmark="lucky") for i, r in enumerate(runs)])
+        rng = np.random.default_rng(seed)
+        others = [
+            candidate(series(rng, 4, job=0.03, process=0.02, benchmark=f"k{m}")) for m in range(19)
+        ]
+        return compare_candidates([lucky, *others])[0]
+
+    small, large = judged(1.12), judged(1.5)
+    assert small.change_pct is not None and small.change_pct > 11.0, small.reason
+    assert small.verdict is Verdict.INCONCLUSIVE, small.reason
+    assert large.verdict is Verdict.REGRESSION, large.reason
+
+
+def _gate_with_current(seed: int, repeats: list[float], direction: Direction) -> Comparison:
+    """A quiet 20-metric gate (CoV ~1%, 30 runs of 3 repeats) whose first metric's current
+    run has ``repeats`` (factors of the usual 50 ms), as a time or as its throughput."""
+    rng = np.random.default_rng(seed)
+    gate = [series(rng, 31, job=0.007, process=0.006, benchmark=f"b{m}") for m in range(GATE)]
+    first = [*gate[0][:-1], point(30, [50.0 * f for f in repeats])]
+    if direction is Direction.HIGHER_IS_BETTER:
+        first = [
+            point(
+                i,
+                [1000.0 / x for x in p.repeat_centres],
+                metric="throughput",
+                direction=Direction.HIGHER_IS_BETTER,
+            )
+            for i, p in enumerate(first)
+        ]
+    policy = TIME if direction is Direction.LOWER_IS_BETTER else RATE
+    return compare_candidates([candidate(first, policy), *(candidate(s) for s in gate[1:])])[0]
+
+
+@pytest.mark.parametrize("direction", list(Direction))
+@pytest.mark.parametrize("seed", [30, 31])
+def test_one_disturbed_repeat_does_not_hide_a_regression(seed: int, direction: Direction) -> None:
+    """A run 8% slower whose third process had a neighbour (25% slower still): the median of
+    its three repeats stands on the other two, so the run is judged, and +8% at CoV 1% is a
+    regression. The old rule saw the repeats disagree (a 12.9% spread against a usual 1%)
+    and widened the test until only changes of 47-51% showed ('the machine looks noisy now'):
+    issue 2.2's 5% at CoV 1% was caught in 88.5% of gates in bench/detection_gate.py, 21 of
+    its 46 misses so."""
+    judged = _gate_with_current(seed, [1.082, 1.078, 1.08 * 1.25], direction)
+    assert judged.verdict is Verdict.REGRESSION, judged.reason
+    assert "noisy now" not in judged.reason
+
+
+@pytest.mark.parametrize("direction", list(Direction))
+@pytest.mark.parametrize("seed", [30, 31])
+def test_two_disturbed_repeats_still_say_the_machine_is_noisy(
+    seed: int, direction: Direction
+) -> None:
+    """No change, but two of the three processes had a neighbour (+15%, +20%): the median
+    is one of them, so leaving out the worst repeat does not leave a run that agrees with
+    itself. The test stays widened and says why, rather than calling +15% a regression."""
+    judged = _gate_with_current(seed, [1.0, 1.15, 1.20], direction)
+    assert judged.verdict is not Verdict.REGRESSION, judged.reason
+    assert "noisy now" in judged.reason, judged.reason

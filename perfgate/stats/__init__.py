@@ -12,7 +12,11 @@ Assumptions, in plain words:
   that CI job) and a process part (between the repeats of one run). Both are estimated
   together: when the job part cannot be told from zero (an F test, p > 0.25), the repeats'
   degrees of freedom count too, so three runs of three repeats are not two degrees of
-  freedom. A run of one repeat shows no process part; its spread between runs is all there is.
+  freedom. The job part the gate's other benchmarks show stays in, counted with the degrees
+  of freedom the gate knows it with, not the repeats'. A run of one repeat shows no process
+  part; its spread between runs is all there is. A current run whose repeats disagree far
+  beyond usual is tested wider, unless one slow repeat is all of it (a neighbour slowed
+  that process; the median of the repeats stands on the others).
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree), so a new
   benchmark with three runs of history is not blind when its neighbours have thirty.

@@ -13,8 +13,13 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    when it is not (p above ``POOL_P``), the two estimates are pooled and the repeats' degrees
    of freedom count, but the job part the gate's other benchmarks show (their prior, 3.)
    stays in: one series whose few runs happen to agree has not left the runner's jobs
-   behind. A run of one repeat shows no process part: its between-run variance is
-   all there is.
+   behind. That part is counted with the degrees of freedom the gate knows it with
+   (Welch-Satterthwaite), not the repeats', and never with fewer than the series would have
+   had unpooled. A run of one repeat shows no process part: its between-run variance is
+   all there is. A current run whose repeats disagree far beyond usual is tested wider (the
+   machine is noisy now), unless leaving out its worst repeat leaves repeats that agree as
+   usual: a neighbour slows a process, never speeds it up, and the median of the repeats
+   stands on the others.
 3. Empirical prior: across the noisy metrics of one gate (same runner), each variance is
    shrunk toward what the others show, weighted by its own degrees of freedom against the
    prior's (empirical Bayes, as for moderated t statistics). The prior's weight is estimated
@@ -129,6 +134,12 @@ class _Series:
     base_factor: float
     cur_factor: float
     cur_within: float | None
+    one_disturbed: bool
+    """The current run (3 repeats or more) agrees with itself once its worst repeat is left
+    out: the rest spread no more than a run's repeats do 99 times in 100. A neighbour makes
+    a process slower, never faster, and the median of the repeats shrugs off one such."""
+    rest_factor: float
+    """Variance factor of the current median when one of its repeats was disturbed."""
     usual_within: float
     se_var: float
 
@@ -285,7 +296,8 @@ def _series(candidate: Candidate) -> _Series:
     kept, var_between, dof_between = _between(z, outlier)
     # each run's own repeat variance, once: pooled for the process part, and compared with
     # the usual one for the runs (and the current run) disturbed
-    repeat_vars = [_repeat_var(r) for r in _scaled_repeats((*baseline, current), log, ref)]
+    scaled = _scaled_repeats((*baseline, current), log, ref)
+    repeat_vars = [_repeat_var(r) for r in scaled]
     ss_w, dof_w = _pooled_within(repeat_vars)
     base_n = [max(len(p.repeat_centres), 1) for p in baseline]
     base_factor = float(np.mean([median_variance(n) for n in base_n]))
@@ -293,6 +305,12 @@ def _series(candidate: Candidate) -> _Series:
     usual = [v for v in each if v is not None]
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
+    one_disturbed = False
+    if cur_n >= 3 and dof_w > 0:
+        sign = worse_sign(candidate.policy.direction)  # the scale keeps the order (ref > 0)
+        rest = sorted(scaled[-1], key=lambda x: sign * x)[:-1]
+        d = len(rest) - 1
+        one_disturbed = _var(rest) <= float(special.chdtri(d, 0.01)) / d * ss_w / dof_w
     typical = median(usual) if usual else 0.0
     disturbed = np.asarray(
         [
@@ -320,6 +338,8 @@ def _series(candidate: Candidate) -> _Series:
         base_factor=base_factor,
         cur_factor=median_variance(cur_n),
         cur_within=cur_within,
+        one_disturbed=one_disturbed,
+        rest_factor=median_variance(cur_n - 2),
         usual_within=quantile(usual, 0.9) if usual else 0.0,
         se_var=se_var,
     )
@@ -439,6 +459,25 @@ def _guard(s: _Series, change: float, sd_run: float) -> str:
     return ""
 
 
+def _with_prior_job(s: _Series, between: _Prior, within: _Prior, var_w: float, dof: float) -> float:
+    """Degrees of freedom of the change's variance when its job part is the gate's (the
+    prior between-run variance less the prior process part) and the rest comes from the
+    pooled repeats ``var_w`` with ``dof`` degrees of freedom (Welch-Satterthwaite).
+
+    The job part is a difference of two estimates, each known with its prior's degrees of
+    freedom: counting the repeats' degrees of freedom for the whole variance treats a part
+    the gate guessed from a few runs per benchmark as if it had been measured many times.
+    """
+    a, b = between.var, s.base_factor * within.var
+    job = a - b
+    job_dof = job * job / (a * a / between.dof + b * b / within.dof)
+    mv = median_variance(s.z.size)
+    part = (1.0 + mv) * job
+    rest = (s.cur_factor + s.base_factor * mv) * var_w
+    total = part + rest
+    return total * total / (part * part / job_dof + rest * rest / dof)
+
+
 def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidence:
     k = s.z.size
     var_b, dof_b = _moderate(s.var_between, s.dof_between, between)
@@ -458,6 +497,10 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
             # the job part the gate's other benchmarks show on this runner stays in: one
             # series' weak F test does not take it off the runner
             job = between.var - s.base_factor * within.var if between.dof and within.dof else 0.0
+            if job > 0:
+                # a job part the gate guessed is not known as well as the pooled repeats;
+                # never fewer degrees of freedom than not pooling would have had, though
+                dof = min(dof, max(_with_prior_job(s, between, within, var_w, dof), dof_b))
             words = f"job noise not distinguishable (F p={p_job:.2g}): repeats pooled"
         else:
             dof = dof_b
@@ -469,9 +512,12 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     var_cur = job + s.cur_factor * var_w if dof_w > 0 else var_b
     var_cur = max(var_cur, s.se_var)
     noisy_now = ""
-    if s.cur_within is not None and s.cur_within > max(
-        NOISY_NOW_FACTOR**2 * s.usual_within, NOISY_NOW_MIN_COV**2
-    ):
+    usual = max(NOISY_NOW_FACTOR**2 * s.usual_within, NOISY_NOW_MIN_COV**2)
+    if s.cur_within is not None and s.cur_within > usual and s.one_disturbed and dof_w > 0:
+        # one process of the run was disturbed (slower: a neighbour): its median stands on
+        # the others, as the median of fewer repeats with one of them on the slow side
+        var_cur += (s.rest_factor - s.cur_factor) * var_w
+    elif s.cur_within is not None and s.cur_within > usual:
         extra = (s.cur_within - s.usual_within) * s.cur_factor
         var_cur += extra
         noisy_now = (
