@@ -17,7 +17,7 @@ re-implementations of their decision rules, described next to each table.
 
 Run from the repository root with the project's virtual environment active::
 
-    python bench/detection_gate.py            # about 5 minutes on a 2-core machine
+    python bench/detection_gate.py            # 5-10 minutes on a 2-core machine
     python bench/detection_gate.py --scale 0.1   # every simulation 10x smaller, ~30 s
 """
 
