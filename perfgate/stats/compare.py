@@ -513,17 +513,17 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     var_cur = max(var_cur, s.se_var)
     noisy_now = ""
     usual = max(NOISY_NOW_FACTOR**2 * s.usual_within, NOISY_NOW_MIN_COV**2)
-    if s.cur_within is not None and s.cur_within > usual and s.one_disturbed and dof_w > 0:
-        # one process of the run was disturbed (slower: a neighbour): its median stands on
-        # the others, as the median of fewer repeats with one of them on the slow side
-        var_cur += (s.rest_factor - s.cur_factor) * var_w
-    elif s.cur_within is not None and s.cur_within > usual:
-        extra = (s.cur_within - s.usual_within) * s.cur_factor
-        var_cur += extra
-        noisy_now = (
-            f"this run's repeats disagree ({math.sqrt(s.cur_within):.1%} spread against a "
-            f"usual {math.sqrt(s.usual_within):.1%}): the machine looks noisy now"
-        )
+    if s.cur_within is not None and s.cur_within > usual:
+        if s.one_disturbed:
+            # one process of the run was disturbed (slower: a neighbour): its median stands
+            # on the others, as the median of fewer repeats with one of them on the slow side
+            var_cur += (s.rest_factor - s.cur_factor) * var_w
+        else:
+            var_cur += (s.cur_within - s.usual_within) * s.cur_factor
+            noisy_now = (
+                f"this run's repeats disagree ({math.sqrt(s.cur_within):.1%} spread against "
+                f"a usual {math.sqrt(s.usual_within):.1%}): the machine looks noisy now"
+            )
     var = var_cur + var_run * k * median_variance(k) / k
     sd = max(math.sqrt(max(var, 0.0)), SCALE_FLOOR)
     dof = max(dof, 1.0)
@@ -811,7 +811,7 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     free = benjamini_hochberg(
         [1.0 if ev.guard else p for ev, p in zip(evidences, raw, strict=True)]
     )
-    shown = benjamini_hochberg(raw)
+    shown = benjamini_hochberg(raw) if any(ev.guard for ev in evidences) else free
     adjusted = [a if ev.guard else f for ev, a, f in zip(evidences, shown, free, strict=True)]
     for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
         results[i] = _judge(candidates[i], ev, p_adj, len(tested))
