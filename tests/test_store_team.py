@@ -216,7 +216,11 @@ def test_eight_parallel_recorders_store_every_run_exactly_once(store_url: str, r
 
 def _block_mid_save(url: str, ready: str) -> None:
     def hold(run_id: str) -> None:
-        Path(ready).write_text(run_id)
+        # written whole, then renamed into place: the parent polls for the file and must
+        # never see it created but not yet written (it read '' once on a busy machine)
+        partial = Path(ready + ".partial")
+        partial.write_text(run_id)
+        os.replace(partial, ready)
         time.sleep(600)
 
     runs_module._SAVE_HOOK = hold

@@ -15,8 +15,9 @@ Assumptions, in plain words:
   freedom. The job part the gate's other benchmarks show stays in, counted with the degrees
   of freedom the gate knows it with, not the repeats'. A run of one repeat shows no process
   part; its spread between runs is all there is. A current run whose repeats disagree far
-  beyond usual is tested wider, unless one slow repeat is all of it (a neighbour slowed
-  that process; the median of the repeats stands on the others).
+  beyond usual (more than usual process noise does once in a thousand runs) is tested
+  wider, unless one slow repeat is all of it (a neighbour slowed that process; the median
+  of the repeats stands on the others).
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree), so a new
   benchmark with three runs of history is not blind when its neighbours have thirty.
@@ -26,8 +27,11 @@ Assumptions, in plain words:
   5 robust SDs leave the noise estimate, but a current run that looks like them (a slower
   pool, the same kind of spike) is ``inconclusive``, naming them. A run that is such an
   outlier in most of a gate's benchmarks (the whole job ran slow) is taken as one in all of
-  them. When the last baseline runs already moved the way the current run did, main moved,
-  not the change under test. A change held back so is no discovery: it does not lower the
+  them, and explains only a current run that moved the whole job too; an outlier whose
+  repeats disagreed (a neighbour in some of its processes) explains only a current run
+  whose repeats disagree. When the last baseline runs already moved the way the current run
+  did, main moved, not the change under test; not when they went far beyond it while the
+  rest of the job stayed put (a spike). A change held back so is no discovery: it does not lower the
   Benjamini-Hochberg bar for the gate's other metrics.
 * The test is a prediction-interval t test of the current centre against the window's
   median; across every (benchmark, metric) of one gate, p-values are adjusted with

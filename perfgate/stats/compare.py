@@ -16,10 +16,12 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    behind. That part is counted with the degrees of freedom the gate knows it with
    (Welch-Satterthwaite), not the repeats', and never with fewer than the series would have
    had unpooled. A run of one repeat shows no process part: its between-run variance is
-   all there is. A current run whose repeats disagree far beyond usual is tested wider (the
-   machine is noisy now), unless leaving out its worst repeat leaves repeats that agree as
-   usual: a neighbour slows a process, never speeds it up, and the median of the repeats
-   stands on the others.
+   all there is. A current run whose repeats disagree far beyond usual (beyond what the
+   pooled process part gives once in ``1 / NOISY_NOW_P`` runs, or three times the baseline
+   runs' 90th-percentile spread, whichever is smaller) is tested wider (the machine is
+   noisy now), unless leaving out its worst repeat leaves repeats that agree as usual: a
+   neighbour slows a process, never speeds it up, and the median of the repeats stands on
+   the others.
 3. Empirical prior: across the noisy metrics of one gate (same runner), each variance is
    shrunk toward what the others show, weighted by its own degrees of freedom against the
    prior's (empirical Bayes, as for moderated t statistics). The prior's weight is estimated
@@ -34,7 +36,12 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    current one did: main moved, not the change under test. A run that is an outlier in at
    least half of a metric's series in the gate is a job-wide event (the job ran on a slower
    pool): it is an outlier in every one of them, also where one metric's own noise kept it
-   inside the bound. A change a guard holds back is no discovery: in the FDR adjustment of
+   inside the bound. An outlier explains only a current run of its kind: a job-wide one a
+   current run that moved the whole job (the median change of the gate's series of its
+   metric is ``JOB_WIDE_SDS`` or more), one whose repeats disagreed (a neighbour) a current
+   run whose repeats disagree. Last runs that went far beyond the current change do not
+   say main moved to it either, unless the whole current job moved (main moved, with a
+   spike on top). A change a guard holds back is no discovery: in the FDR adjustment of
    the others it counts as a test with p = 1.
 """
 
@@ -75,6 +82,10 @@ it has p above this: the usual level for a preliminary test before pooling."""
 OUTLIER_MARGIN_SDS = 5.0
 """A current run whose change is within this many SDs of a baseline outlier's deviation is
 not called a change: it looks like that outlier (the same spike, the same slower pool)."""
+JOB_WIDE_SDS = 2.0
+"""The current run moved job-wide when the median change of the gate's series of its metric
+is at least this many SDs of a run (one changed benchmark moves that median by a fraction
+of an SD)."""
 RECENT_RUNS = 4
 """How many of the last baseline runs are checked for having moved already (main moved)."""
 RECENT_MARGIN_SDS = 2.5
@@ -84,6 +95,9 @@ difference) beyond the moved runs is still a change of its own."""
 PRIOR_MAX_DOF = 50.0
 NOISY_NOW_FACTOR = 3.0
 NOISY_NOW_MIN_COV = 0.02
+NOISY_NOW_P = 0.001
+"""A current run's repeats that spread more than the pooled process noise does once in
+this many runs (chi-square) say the machine is noisy now."""
 MAX_HEAVY_DOF = 20.0
 """Tails are called heavy (and widen the gate's tests) only when a t with at most this many
 degrees of freedom fits clearly better than the normal: lighter excess tails (a rare
@@ -141,7 +155,16 @@ class _Series:
     rest_factor: float
     """Variance factor of the current median when one of its repeats was disturbed."""
     usual_within: float
+    cur_bound: float
+    """The current run's repeat variance that usual process noise exceeds once in
+    ``1 / NOISY_NOW_P`` runs (chi-square, from the pooled process part); inf when unknown."""
     se_var: float
+    job_wide: np.ndarray
+    """Baseline runs that were outliers in most of the gate's series of this metric at once
+    (a job-wide event: a spike, a slower runner pool)."""
+    job_shift: float = 0.0
+    """How far the current run moved in the gate's series of this metric together: the
+    median of their changes, in SDs of a run. A job-wide event moves them all."""
 
 
 @dataclass(frozen=True)
@@ -341,7 +364,13 @@ def _series(candidate: Candidate) -> _Series:
         one_disturbed=one_disturbed,
         rest_factor=median_variance(cur_n - 2),
         usual_within=quantile(usual, 0.9) if usual else 0.0,
+        cur_bound=(
+            float(special.chdtri(cur_n - 1, NOISY_NOW_P)) / (cur_n - 1) * ss_w / dof_w
+            if cur_n >= 2 and dof_w > 0
+            else math.inf
+        ),
         se_var=se_var,
+        job_wide=np.zeros(k, dtype=bool),
     )
 
 
@@ -419,14 +448,16 @@ def fit_tail(residuals: np.ndarray) -> float:
     return best_nu if best_nu <= MAX_HEAVY_DOF else math.inf
 
 
-def _guard(s: _Series, change: float, sd_run: float) -> str:
-    """Why a change this large should not be called one, or ''."""
+def _guard(s: _Series, change: float, sd_run: float, now_disturbed: bool) -> str:
+    """Why a change this large should not be called one, or ''. ``now_disturbed``: the
+    current run's repeats disagree far beyond usual."""
     centre = s.z_median
     if change == 0:
         return ""
     sign = 1.0 if change > 0 else -1.0
     dev = (s.z - centre) * sign
     k = s.z.size
+    now_job_wide = sign * s.job_shift >= JOB_WIDE_SDS
     recent = 0
     for i in range(k - 1, max(k - 1 - RECENT_RUNS, 0) - 1, -1):
         near = dev[i] > sd_run and abs(change) - dev[i] <= RECENT_MARGIN_SDS * sd_run
@@ -436,8 +467,13 @@ def _guard(s: _Series, change: float, sd_run: float) -> str:
             break
     if recent:
         beyond = abs(change) - float(np.mean(dev[k - recent :]))
+        if not now_job_wide:
+            beyond = abs(beyond)
         if beyond > RECENT_MARGIN_SDS * sd_run * math.sqrt(1.0 + 1.0 / recent):
-            recent = 0  # past where main moved to, as well: still this change's
+            # past where main moved to: still this change's. So is a change well short of
+            # it when the rest of the job stayed put: those runs went further, all of the
+            # job (a spike), and not to a level this one benchmark is on now
+            recent = 0
     if recent:
         moved = float(np.mean(s.z[k - recent :])) - median(s.z[: k - recent])
         pct = 100.0 * math.expm1(moved) if s.log else 100.0 * moved
@@ -445,10 +481,18 @@ def _guard(s: _Series, change: float, sd_run: float) -> str:
             f"the last {recent} baseline run{'s' if recent > 1 else ''} already moved "
             f"{pct:+.1f}% (main moved before this change)"
         )
+    # an outlier explains a current run of its own kind only: a job-wide one (every metric
+    # of its run moved: a spike, a slower pool) a run that moved job-wide, a disturbed one
+    # (its repeats disagreed: a neighbour in some processes) a run whose repeats disagree;
+    # one benchmark's change in a run whose others stayed put and whose repeats agree is
+    # neither of those events
     like = [
         i
         for i in range(s.z.size)
-        if s.outlier[i] and dev[i] > 0 and abs(dev[i] - abs(change)) <= OUTLIER_MARGIN_SDS * sd_run
+        if s.outlier[i]
+        and dev[i] > 0
+        and abs(dev[i] - abs(change)) <= OUTLIER_MARGIN_SDS * sd_run
+        and (now_job_wide if s.job_wide[i] else now_disturbed or not s.disturbed[i])
     ]
     if like:
         n = len(like)
@@ -512,16 +556,18 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     var_cur = job + s.cur_factor * var_w if dof_w > 0 else var_b
     var_cur = max(var_cur, s.se_var)
     noisy_now = ""
-    usual = max(NOISY_NOW_FACTOR**2 * s.usual_within, NOISY_NOW_MIN_COV**2)
-    if s.cur_within is not None and s.cur_within > usual:
+    usual = max(min(NOISY_NOW_FACTOR**2 * s.usual_within, s.cur_bound), NOISY_NOW_MIN_COV**2)
+    cur_within = -1.0 if s.cur_within is None else s.cur_within  # None: one repeat
+    now_disturbed = cur_within > usual
+    if now_disturbed:
         if s.one_disturbed:
             # one process of the run was disturbed (slower: a neighbour): its median stands
             # on the others, as the median of fewer repeats with one of them on the slow side
             var_cur += (s.rest_factor - s.cur_factor) * var_w
         else:
-            var_cur += (s.cur_within - s.usual_within) * s.cur_factor
+            var_cur += (cur_within - s.usual_within) * s.cur_factor
             noisy_now = (
-                f"this run's repeats disagree ({math.sqrt(s.cur_within):.1%} spread against "
+                f"this run's repeats disagree ({math.sqrt(cur_within):.1%} spread against "
                 f"a usual {math.sqrt(s.usual_within):.1%}): the machine looks noisy now"
             )
     var = var_cur + var_run * k * median_variance(k) / k
@@ -538,7 +584,7 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
         sd=sd,
         dof=dof,
         p_value=p_value,
-        guard=_guard(s, change, math.sqrt(max(var_run, 0.0)) or sd),
+        guard=_guard(s, change, math.sqrt(max(var_run, 0.0)) or sd, now_disturbed),
         noisy_now=noisy_now,
         components=words + (f"; heavy tails (t{nu:g})" if math.isfinite(nu) else ""),
     )
@@ -566,10 +612,31 @@ def _with_job_outliers(s: _Series, common: np.ndarray) -> _Series:
         return s
     outlier = s.outlier.copy()
     outlier[-k:] |= common
+    job_wide = s.job_wide.copy()
+    job_wide[-k:] = common
     if np.array_equal(outlier, s.outlier):
-        return s
+        return replace(s, job_wide=job_wide)
     kept, var_between, dof_between = _between(s.z, outlier)
-    return replace(s, outlier=outlier, kept=kept, var_between=var_between, dof_between=dof_between)
+    return replace(
+        s,
+        outlier=outlier,
+        job_wide=job_wide,
+        kept=kept,
+        var_between=var_between,
+        dof_between=dof_between,
+    )
+
+
+def _job_shift(series: Sequence[_Series], between: _Prior) -> float:
+    """The median of the current runs' changes over ``series`` (one metric of the gate), each
+    in SDs of its between-run spread: near 0 when one benchmark changed, large when the
+    whole job moved (a spike, a slower pool)."""
+    shifts = []
+    for s in series:
+        var, _ = _moderate(s.var_between, s.dof_between, between)
+        if var > 0:
+            shifts.append((s.zc - s.z_median) / math.sqrt(var))
+    return median(shifts) if shifts else 0.0
 
 
 def _tail_residuals(series: Sequence[_Series], between: _Prior, common: np.ndarray) -> np.ndarray:
@@ -619,6 +686,9 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
         )
         for i in members:
             priors[i] = (between, within)
+        shift = _job_shift(group, between)
+        for i in members:
+            series[i] = replace(series[i], job_shift=shift)
         residuals.append(_tail_residuals(group, between, common))
     nu = fit_tail(np.concatenate(residuals)) if residuals else math.inf
     return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
