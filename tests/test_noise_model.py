@@ -460,3 +460,22 @@ def test_a_spike_in_the_last_run_is_not_main_having_moved(seed: int) -> None:
     whole = gate([1.10] * GATE)
     assert not [c.reason for c in whole if c.verdict is Verdict.REGRESSION]
     assert "already moved" in whole[0].reason, whole[0].reason
+
+
+@pytest.mark.parametrize("seed", [70, 71])
+def test_a_regression_of_the_whole_job_says_so(seed: int) -> None:
+    """Every benchmark of the current run is 25% slower and no baseline run ever was: a
+    change that slows everything, or a slower runner the window never saw. No gate can
+    tell the two apart (issue 2.2's sticky runner pools fail there), so it stays a
+    regression, and its reason says the whole job moved and that a rerun tells them
+    apart. One benchmark 25% slower is a regression without those words."""
+    whole = _spiked_gate(seed, [1.25] * GATE, spike=1.0, noise=0.0065)
+    assert all(c.verdict is Verdict.REGRESSION for c in whole), whole[0].reason
+    assert all("the whole job moved: 20 benchmarks by +2" in c.reason for c in whole)
+    assert "a rerun tells them apart" in whole[0].reason
+    one = _spiked_gate(seed, [1.25] + [1.0] * (GATE - 1), spike=1.0, noise=0.0065)
+    assert one[0].verdict is Verdict.REGRESSION, one[0].reason
+    assert "whole job" not in one[0].reason
+    pair = _spiked_gate(seed, [1.25, 1.25], benchmarks=2, spike=1.0, noise=0.0065)
+    assert all(c.verdict is Verdict.REGRESSION for c in pair)
+    assert not [c.reason for c in pair if "whole job" in c.reason]

@@ -31,8 +31,11 @@ Assumptions, in plain words:
   repeats disagreed (a neighbour in some of its processes) explains only a current run
   whose repeats disagree. When the last baseline runs already moved the way the current run
   did, main moved, not the change under test; not when they went far beyond it while the
-  rest of the job stayed put (a spike). A change held back so is no discovery: it does not lower the
-  Benjamini-Hochberg bar for the gate's other metrics.
+  rest of the job stayed put (a spike). A change held back so is no discovery: it does not
+  lower the Benjamini-Hochberg bar for the gate's other metrics. A change the whole job made
+  at once (three or more benchmarks of the metric, their median change beyond two SDs) is
+  still called, and its reason says so: a change that slows everything and a slower runner
+  the window never saw look the same, and only a rerun tells them apart.
 * The test is a prediction-interval t test of the current centre against the window's
   median; across every (benchmark, metric) of one gate, p-values are adjusted with
   Benjamini–Hochberg at alpha 0.01, and alpha is stated in every reason and in the JSON.

@@ -42,7 +42,9 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    run whose repeats disagree. Last runs that went far beyond the current change do not
    say main moved to it either, unless the whole current job moved (main moved, with a
    spike on top). A change a guard holds back is no discovery: in the FDR adjustment of
-   the others it counts as a test with p = 1.
+   the others it counts as a test with p = 1. A change the whole job made with no such
+   outlier to explain it is still called (a change that slows everything looks the same),
+   and its reason says the whole job moved (``JOB_MOVE_MIN`` benchmarks or more).
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ JOB_WIDE_SDS = 2.0
 """The current run moved job-wide when the median change of the gate's series of its metric
 is at least this many SDs of a run (one changed benchmark moves that median by a fraction
 of an SD)."""
+JOB_MOVE_MIN = 3
+"""A change is said to have moved the whole job only when at least this many benchmarks of
+the gate measure its metric (one or two cannot tell a job from a change)."""
 RECENT_RUNS = 4
 """How many of the last baseline runs are checked for having moved already (main moved)."""
 RECENT_MARGIN_SDS = 2.5
@@ -165,6 +170,8 @@ class _Series:
     job_shift: float = 0.0
     """How far the current run moved in the gate's series of this metric together: the
     median of their changes, in SDs of a run. A job-wide event moves them all."""
+    job_move: str = ""
+    """Words for :attr:`Evidence.job_move`."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,9 @@ class Evidence:
     """Why a change this large is not called one (a baseline run already as far, main moved
     already), or ''."""
     noisy_now: str
+    job_move: str
+    """Words for a current run that moved the whole job (every benchmark of the gate's
+    metric together), or ''."""
     components: str
 
     def pct(self, x: float) -> float:
@@ -586,6 +596,7 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
         p_value=p_value,
         guard=_guard(s, change, math.sqrt(max(var_run, 0.0)) or sd, now_disturbed),
         noisy_now=noisy_now,
+        job_move=s.job_move if s.job_shift * math.copysign(1.0, change) >= JOB_WIDE_SDS else "",
         components=words + (f"; heavy tails (t{nu:g})" if math.isfinite(nu) else ""),
     )
 
@@ -627,16 +638,29 @@ def _with_job_outliers(s: _Series, common: np.ndarray) -> _Series:
     )
 
 
-def _job_shift(series: Sequence[_Series], between: _Prior) -> float:
+def _job_shift(series: Sequence[_Series], between: _Prior) -> tuple[float, str]:
     """The median of the current runs' changes over ``series`` (one metric of the gate), each
     in SDs of its between-run spread: near 0 when one benchmark changed, large when the
-    whole job moved (a spike, a slower pool)."""
-    shifts = []
+    whole job moved (a spike, a slower pool). With it, words for a move that many series
+    made together (at least ``JOB_MOVE_MIN`` of them), or ''."""
+    shifts, moves = [], []
     for s in series:
         var, _ = _moderate(s.var_between, s.dof_between, between)
         if var > 0:
             shifts.append((s.zc - s.z_median) / math.sqrt(var))
-    return median(shifts) if shifts else 0.0
+            moves.append(s.zc - s.z_median)
+    if not shifts:
+        return 0.0, ""
+    move = median(moves)
+    pct = 100.0 * math.expm1(move) if all(s.log for s in series) else 100.0 * move
+    words = ""
+    if len(shifts) >= JOB_MOVE_MIN:
+        words = (
+            f"the whole job moved: {len(shifts)} benchmarks by {pct:+.1f}% in the median; a "
+            "slower runner or a spike does that as well as a change that slows everything, "
+            "and a rerun tells them apart"
+        )
+    return median(shifts), words
 
 
 def _tail_residuals(series: Sequence[_Series], between: _Prior, common: np.ndarray) -> np.ndarray:
@@ -686,9 +710,9 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
         )
         for i in members:
             priors[i] = (between, within)
-        shift = _job_shift(group, between)
+        shift, words = _job_shift(group, between)
         for i in members:
-            series[i] = replace(series[i], job_shift=shift)
+            series[i] = replace(series[i], job_shift=shift, job_move=words)
         residuals.append(_tail_residuals(group, between, common))
     nu = fit_tail(np.concatenate(residuals)) if residuals else math.inf
     return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
@@ -834,6 +858,8 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         )
     if ev.noisy_now and verdict is Verdict.INCONCLUSIVE:
         reason += f" ({ev.noisy_now})"
+    if ev.job_move and outcome is Outcome.CHANGE:
+        reason += f" ({ev.job_move})"
     return Comparison(
         benchmark=cur.benchmark,
         metric=cur.metric,
