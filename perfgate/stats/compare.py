@@ -657,8 +657,8 @@ def _job_shift(series: Sequence[_Series], between: _Prior) -> tuple[float, str]:
     if len(shifts) >= JOB_MOVE_MIN:
         words = (
             f"the whole job moved: {len(shifts)} benchmarks by {pct:+.1f}% in the median; a "
-            "slower runner or a spike does that as well as a change that slows everything, "
-            "and a rerun tells them apart"
+            "change to every benchmark and a runner or a spike that moved the whole job look "
+            "the same, and a rerun tells them apart"
         )
     return median(shifts), words
 
