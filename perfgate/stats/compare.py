@@ -458,16 +458,18 @@ def fit_tail(residuals: np.ndarray) -> float:
     return best_nu if best_nu <= MAX_HEAVY_DOF else math.inf
 
 
-def _guard(s: _Series, change: float, sd_run: float, now_disturbed: bool) -> str:
+def _guard(
+    s: _Series, change: float, sd_run: float, *, now_disturbed: bool, now_job_wide: bool
+) -> str:
     """Why a change this large should not be called one, or ''. ``now_disturbed``: the
-    current run's repeats disagree far beyond usual."""
+    current run's repeats disagree far beyond usual; ``now_job_wide``: the gate's series of
+    this metric moved with it (``JOB_WIDE_SDS``)."""
     centre = s.z_median
     if change == 0:
         return ""
     sign = 1.0 if change > 0 else -1.0
     dev = (s.z - centre) * sign
     k = s.z.size
-    now_job_wide = sign * s.job_shift >= JOB_WIDE_SDS
     recent = 0
     for i in range(k - 1, max(k - 1 - RECENT_RUNS, 0) - 1, -1):
         near = dev[i] > sd_run and abs(change) - dev[i] <= RECENT_MARGIN_SDS * sd_run
@@ -587,6 +589,10 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
         dof = min(dof, nu)
     change = s.zc - s.z_median
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
+    # the current run moved job-wide, the way of this change (one decision: the guard's
+    # and the reason's)
+    now_job_wide = math.copysign(1.0, change) * s.job_shift >= JOB_WIDE_SDS
+    sd_run = math.sqrt(max(var_run, 0.0)) or sd
     return Evidence(
         centre=s.ref,
         change=change,
@@ -594,9 +600,9 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
         sd=sd,
         dof=dof,
         p_value=p_value,
-        guard=_guard(s, change, math.sqrt(max(var_run, 0.0)) or sd, now_disturbed),
+        guard=_guard(s, change, sd_run, now_disturbed=now_disturbed, now_job_wide=now_job_wide),
         noisy_now=noisy_now,
-        job_move=s.job_move if s.job_shift * math.copysign(1.0, change) >= JOB_WIDE_SDS else "",
+        job_move=s.job_move if now_job_wide else "",
         components=words + (f"; heavy tails (t{nu:g})" if math.isfinite(nu) else ""),
     )
 
