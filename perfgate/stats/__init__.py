@@ -22,7 +22,10 @@ Assumptions, in plain words:
   others show (an empirical prior, weighted by how much the metrics agree), so a new
   benchmark with three runs of history is not blind when its neighbours have thirty.
 * Heavy tails are recognised, not assumed away: the gate's standardised baseline residuals
-  are fitted with a Student t, and heavy tails widen that gate's tests and intervals.
+  are fitted with a Student t, and heavy tails widen that gate's tests and intervals. A few
+  hundred residuals cannot tell a t4 from a t6 that far out where the gate decides, so of
+  the t's they do not rule out at the gate's own level (alpha over its tests), the
+  heaviest is taken.
 * Spikes and runner pools are not trimmed out of the decision: from 10 runs on, runs beyond
   5 robust SDs leave the noise estimate, but a current run that looks like them (a slower
   pool, the same kind of spike) is ``inconclusive``, naming them. A run that is such an

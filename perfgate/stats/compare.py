@@ -29,6 +29,9 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    each other many degrees of freedom, dissimilar ones almost none.
 4. Tails: the gate's standardised baseline residuals are fitted with a Student t; heavy tails
    (a small fitted number of degrees of freedom) widen every test and interval of that gate.
+   Of the t's a likelihood-ratio test does not reject at the level the gate decides at
+   (alpha over its tests), the heaviest: the body of a few hundred residuals does not show
+   the tail that far out.
 5. Outliers and modes: from ``TRIM_MIN_RUNS`` runs on, runs beyond ``OUTLIER_MADS`` robust
    SDs leave the scale estimate, but not the decision: a current run whose change is no
    larger than what such baseline runs already showed (a spike, a slower runner pool) is not
@@ -435,27 +438,37 @@ def _t_logpdf(x: np.ndarray, nu: float) -> np.ndarray:
     )
 
 
-def fit_tail(residuals: np.ndarray) -> float:
-    """Degrees of freedom of the Student t that fits standardised residuals best (a scale
-    fitted for each); ``inf`` when the normal fits at least as well."""
+def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
+    """Degrees of freedom of the heaviest Student t that standardised residuals do not rule
+    out at ``level`` (a scale fitted for each); ``inf`` when no t fits clearly better than
+    the normal.
+
+    A few hundred residuals tell a t4 from a t6 in the body of the distribution, not far out
+    where a gate decides: a change is called at a p-value near ``level`` (alpha over the
+    gate's tests). So of the t's that a likelihood-ratio test against the best fit does not
+    reject at that level (chi-square, one degree of freedom), the heaviest is taken: the
+    tail the gate cannot tell from what it saw.
+    """
     r = residuals[np.isfinite(residuals)]
     if r.size < 30:
         return math.inf
-    best_nu, best_ll = (
-        math.inf,
-        float(np.sum(-0.5 * r * r / np.mean(r * r)))
-        - 0.5 * r.size * (math.log(2 * math.pi * float(np.mean(r * r)))),
-    )
+    var = float(np.mean(r * r))
+    normal_ll = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
+    lls = []
     for nu in _T_GRID:
-        scale2 = float(np.mean(r * r))
+        scale2 = var
         for _ in range(30):  # EM for the scale of a t with known nu
             w = (nu + 1) / (nu + r * r / scale2)
             scale2 = float(np.mean(w * r * r))
         ll = float(np.sum(_t_logpdf(r / math.sqrt(scale2), nu))) - 0.5 * r.size * math.log(scale2)
-        # the normal is preferred unless the t wins by a clear margin (one parameter more)
-        if ll > best_ll + 3.0:
-            best_nu, best_ll = nu, ll
-    return best_nu if best_nu <= MAX_HEAVY_DOF else math.inf
+        lls.append((nu, ll))
+    best = max(ll for _, ll in lls)
+    # the normal is kept unless a t wins by a clear margin (one parameter more)
+    if best <= normal_ll + 3.0:
+        return math.inf
+    slack = 0.5 * special.chdtri(1.0, level)
+    nu = min(nu for nu, ll in lls if ll >= best - slack)
+    return nu if nu <= MAX_HEAVY_DOF else math.inf
 
 
 def _guard(
@@ -720,7 +733,8 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
         for i in members:
             series[i] = replace(series[i], job_shift=shift, job_move=words)
         residuals.append(_tail_residuals(group, between, common))
-    nu = fit_tail(np.concatenate(residuals)) if residuals else math.inf
+    level = min((c.alpha for c in candidates), default=ALPHA) / max(len(candidates), 1)
+    nu = fit_tail(np.concatenate(residuals), level) if residuals else math.inf
     return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
 
 
