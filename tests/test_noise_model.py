@@ -272,6 +272,20 @@ def test_a_gate_whose_current_job_ran_on_the_slower_pool_fails_no_benchmark(seed
     assert "already as far out" in judged[0].reason, judged[0].reason
 
 
+def _lucky_judged(seed: int, factor: float) -> Comparison:
+    """Three runs whose centres agree within 0.2% while their repeats spread 2%, and a
+    current run ``factor`` times the first, beside 19 benchmarks with three runs of 3% job
+    and 2% process noise (seeded): the lucky series' comparison."""
+    base = [[49.0, 50.0, 51.0], [49.1, 50.05, 51.1], [48.9, 49.95, 50.9]]
+    runs = [*base, [x * factor for x in base[0]]]
+    lucky = candidate([point(i, r, benchmark="lucky") for i, r in enumerate(runs)])
+    rng = np.random.default_rng(seed)
+    others = [
+        candidate(series(rng, 4, job=0.03, process=0.02, benchmark=f"k{m}")) for m in range(19)
+    ]
+    return compare_candidates([lucky, *others])[0]
+
+
 @pytest.mark.parametrize("seed", [20, 21, 25])
 def test_a_job_part_the_gate_guessed_is_not_counted_as_measured(seed: int) -> None:
     """The series of the test above, now 12% slower, beside 19 benchmarks whose three runs
@@ -283,21 +297,50 @@ def test_a_job_part_the_gate_guessed_is_not_counted_as_measured(seed: int) -> No
     failed 1.7% of A/A gates on the mixed model in bench/detection_gate.py). The guessed
     job part now carries its own degrees of freedom (Welch-Satterthwaite), never fewer than
     the window's own: +12% is inconclusive, and +50% is still a regression."""
-    base = [[49.0, 50.0, 51.0], [49.1, 50.05, 51.1], [48.9, 49.95, 50.9]]
-
-    def judged(factor: float) -> Comparison:
-        runs = [*base, [x * factor for x in base[0]]]
-        lucky = candidate([point(i, r, benchmark="lucky") for i, r in enumerate(runs)])
-        rng = np.random.default_rng(seed)
-        others = [
-            candidate(series(rng, 4, job=0.03, process=0.02, benchmark=f"k{m}")) for m in range(19)
-        ]
-        return compare_candidates([lucky, *others])[0]
-
-    small, large = judged(1.12), judged(1.5)
+    small, large = _lucky_judged(seed, 1.12), _lucky_judged(seed, 1.5)
     assert small.change_pct is not None and small.change_pct > 11.0, small.reason
     assert small.verdict is Verdict.INCONCLUSIVE, small.reason
     assert large.verdict is Verdict.REGRESSION, large.reason
+
+
+@pytest.mark.parametrize("seed", [24, 27, 46])
+def test_a_runner_whose_benchmarks_spread_unevenly_lends_its_typical_job_noise(seed: int) -> None:
+    """The lucky series of the tests above (three runs that agree, repeats 2% apart), now
+    beside 19 benchmarks whose three runs on this runner (3% job noise) happen to spread
+    very unevenly: their 2-degree-of-freedom variances span two orders of magnitude, so
+    the prior fitted to them has under 2 degrees of freedom and a scale 2-4x below their
+    typical (median) variance. The old pooling took the prior's scale for the runner's job
+    part; less the process part it left nothing, and +8% was a regression on process noise
+    alone (raw p 7e-5 to 3e-4; such series were 4-7x too often below p = 5e-4 in the
+    bench's 3-run rows, which failed 1.1% of A/A gates). The typical variance is what this
+    runner's jobs do: +8% is inconclusive (raw p above 0.001), +50% still a regression."""
+    small, large = _lucky_judged(seed, 1.08), _lucky_judged(seed, 1.5)
+    assert small.change_pct is not None and small.change_pct > 7.5, small.reason
+    assert small.verdict is Verdict.INCONCLUSIVE, small.reason
+    assert small.p_value is not None and small.p_value > 0.001, small.reason
+    assert large.verdict is Verdict.REGRESSION, large.reason
+
+
+@pytest.mark.parametrize("runs", [4, 31])
+def test_a_few_noisy_benchmarks_do_not_blind_the_quiet_ones(runs: int) -> None:
+    """17 quiet benchmarks (job noise 0.2%, process 1%) beside 3 whose jobs vary 10%: the
+    quiet ones' own F tests pool their repeats, and the job part the gate lends them is its
+    typical one, not its mean (which the three noisy benchmarks would make ~25x the quiet
+    ones' variance: detectable changes of 19-27% instead of 4-6%)."""
+    mdes = []
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        quiet = [
+            candidate(series(rng, runs, job=0.002, process=0.01, benchmark=f"q{m}"))
+            for m in range(17)
+        ]
+        noisy = [
+            candidate(series(rng, runs, job=0.10, process=0.01, benchmark=f"n{m}"))
+            for m in range(3)
+        ]
+        mdes += [c.mde_pct for c in compare_candidates([*quiet, *noisy])[:17]]
+    assert all(m is not None for m in mdes)
+    assert statistics.median(m for m in mdes if m is not None) < 8.0, mdes
 
 
 def _gate_with_current(

@@ -11,9 +11,10 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    pooled from the repeats of every run, the current one included; the between-run variance
    from the baseline runs. An F test asks whether the job part is distinguishable from zero;
    when it is not (p above ``POOL_P``), the two estimates are pooled and the repeats' degrees
-   of freedom count, but the job part the gate's other benchmarks show (their prior, 3.)
-   stays in: one series whose few runs happen to agree has not left the runner's jobs
-   behind. That part is counted with the degrees of freedom the gate knows it with
+   of freedom count, but the job part the gate's other benchmarks typically show (the
+   median of their variances, not the prior's scale of 3., which sits below it when they
+   disagree) stays in: one series whose few runs happen to agree has not left the runner's
+   jobs behind. That part is counted with the degrees of freedom the gate knows it with
    (Welch-Satterthwaite), not the repeats', and never with fewer than the series would have
    had unpooled. A run of one repeat shows no process part: its between-run variance is
    all there is. A current run whose repeats disagree far beyond usual (beyond what the
@@ -181,6 +182,13 @@ class _Series:
 class _Prior:
     dof: float
     var: float
+    typical: float = 0.0
+    """The variances' typical value: their median, each scaled by the median of its
+    chi-square. What the runner shows, unmoved by a few noisy metrics; ``var``, the
+    prior's scale, sits below it when the variances disagree."""
+    typical_dof: float = 0.0
+    """The degrees of freedom ``typical`` is known with: half the variances' together (a
+    median is about half as efficient as a mean)."""
 
 
 @dataclass(frozen=True)
@@ -405,7 +413,8 @@ def _trigamma_inverse(x: float) -> float:
 
 def fit_prior(variances: Sequence[float], dofs: Sequence[int]) -> _Prior:
     """A scaled inverse chi-square prior for variances seen with ``dofs`` degrees of freedom:
-    its degrees of freedom say how far the variances agree beyond their sampling noise."""
+    its degrees of freedom say how far the variances agree beyond their sampling noise.
+    With it, the variances' typical value (:attr:`_Prior.typical`)."""
     pairs = [(v, d) for v, d in zip(variances, dofs, strict=True) if v > 0 and d > 0]
     if len(pairs) < 3:
         return _Prior(0.0, 0.0)
@@ -419,7 +428,8 @@ def fit_prior(variances: Sequence[float], dofs: Sequence[int]) -> _Prior:
     else:
         dof = min(2.0 * _trigamma_inverse(excess), PRIOR_MAX_DOF)
     var = math.exp(mean + float(special.digamma(dof / 2.0)) - math.log(dof / 2.0))
-    return _Prior(dof, var)
+    typical = median((v * d / special.chdtri(d, 0.5)).tolist())
+    return _Prior(dof, var, typical, float(np.sum(d)) / 2.0)
 
 
 def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
@@ -530,16 +540,18 @@ def _guard(
 
 def _with_prior_job(s: _Series, between: _Prior, within: _Prior, var_w: float, dof: float) -> float:
     """Degrees of freedom of the change's variance when its job part is the gate's (the
-    prior between-run variance less the prior process part) and the rest comes from the
-    pooled repeats ``var_w`` with ``dof`` degrees of freedom (Welch-Satterthwaite).
+    typical between-run variance of its series less their typical process part, each known
+    with half their degrees of freedom: a median) and the rest comes from the pooled
+    repeats ``var_w`` with ``dof`` degrees of freedom (Welch-Satterthwaite).
 
-    The job part is a difference of two estimates, each known with its prior's degrees of
-    freedom: counting the repeats' degrees of freedom for the whole variance treats a part
-    the gate guessed from a few runs per benchmark as if it had been measured many times.
+    The job part is a difference of two estimates, each known with the degrees of freedom
+    of the runs it comes from: counting the repeats' degrees of freedom for the whole
+    variance treats a part the gate guessed from a few runs per benchmark as if it had been
+    measured many times.
     """
-    a, b = between.var, s.base_factor * within.var
+    a, b = between.typical, s.base_factor * within.typical
     job = a - b
-    job_dof = job * job / (a * a / between.dof + b * b / within.dof)
+    job_dof = job * job / (a * a / between.typical_dof + b * b / within.typical_dof)
     mv = median_variance(s.z.size)
     part = (1.0 + mv) * job
     rest = (s.cur_factor + s.base_factor * mv) * var_w
@@ -565,7 +577,11 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
             var_w, dof = max(pooled, var_b / s.base_factor), dof_b + dof_w
             # the job part the gate's other benchmarks show on this runner stays in: one
             # series' weak F test does not take it off the runner
-            job = between.var - s.base_factor * within.var if between.dof and within.dof else 0.0
+            job = (
+                between.typical - s.base_factor * within.typical
+                if between.dof and within.dof
+                else 0.0
+            )
             if job > 0:
                 # a job part the gate guessed is not known as well as the pooled repeats;
                 # never fewer degrees of freedom than not pooling would have had, though
