@@ -12,8 +12,9 @@ Assumptions, in plain words:
   that CI job) and a process part (between the repeats of one run). Both are estimated
   together: when the job part cannot be told from zero (an F test, p > 0.25), the repeats'
   degrees of freedom count too, so three runs of three repeats are not two degrees of
-  freedom. The job part the gate's other benchmarks show stays in, counted with the degrees
-  of freedom the gate knows it with, not the repeats'. A run of one repeat shows no process
+  freedom. The job part the gate's other benchmarks typically show (the median of their
+  variances: a few noisy benchmarks do not blind the rest) stays in, counted with the
+  degrees of freedom the gate knows it with, not the repeats'. A run of one repeat shows no process
   part; its spread between runs is all there is. A current run whose repeats disagree far
   beyond usual (more than usual process noise does once in a thousand runs) is tested
   wider, unless one slow repeat is all of it (a neighbour slowed that process; the median
