@@ -14,11 +14,11 @@ Assumptions, in plain words:
   degrees of freedom count too, so three runs of three repeats are not two degrees of
   freedom. The job part the gate's other benchmarks typically show (the median of their
   variances: a few noisy benchmarks do not blind the rest) stays in, counted with the
-  degrees of freedom the gate knows it with, not the repeats'. A run of one repeat shows no process
-  part; its spread between runs is all there is. A current run whose repeats disagree far
-  beyond usual (more than usual process noise does once in a thousand runs) is tested
-  wider, unless one slow repeat is all of it (a neighbour slowed that process; the median
-  of the repeats stands on the others).
+  degrees of freedom the gate knows it with, not the repeats'. A run of one repeat shows
+  no process part; its spread between runs is all there is. A current run whose repeats
+  disagree far beyond usual (more than usual process noise does once in a thousand runs)
+  is tested wider, unless one slow repeat is all of it (a neighbour slowed that process;
+  the median of the repeats stands on the others).
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree), so a new
   benchmark with three runs of history is not blind when its neighbours have thirty.
