@@ -46,6 +46,8 @@ _API = {
     "compare_records": "perfgate.app",
     "gate_failed": "perfgate.app",
     "noise": "perfgate.app",
+    "judge": "perfgate.stats.judge",
+    "Judgement": "perfgate.stats.judge",
     # history and the team workflow
     "metric_history": "perfgate.app",
     "analyze_history": "perfgate.app",
@@ -60,6 +62,7 @@ _API = {
 __all__ = [
     "__version__",
     "Config",
+    "Judgement",
     "advise_path",
     "advise_run",
     "analyze_history",
@@ -71,6 +74,7 @@ __all__ = [
     "detect_git_context",
     "gate_failed",
     "ingest_and_record",
+    "judge",
     "load_config",
     "metric_history",
     "noise",
@@ -104,6 +108,7 @@ if TYPE_CHECKING:
     from perfgate.app.ingest import ingest_and_record
     from perfgate.app.specs import benchmark_specs
     from perfgate.config import Config, load_config
+    from perfgate.stats.judge import Judgement, judge
 
 
 def __getattr__(name: str) -> Any:

@@ -73,6 +73,11 @@ class MetricSpec:
     numerics: bool = False
     """A result that must not move (a loss at step N with a fixed seed): deterministic, and a
     change beyond the tolerance either way is a ``regression`` of kind ``numerics``."""
+    decides: bool = True
+    """False for an operator count: a change in how much work a step does explains a time
+    verdict ("work changed: +1 aten::clone per step") and never fails a gate alone. One
+    more cheap call can make a step faster (``loss.detach()``), and a slower kernel keeps
+    the count: the time decides. A suite that names it in ``[metrics.NAME]`` opts in."""
 
     @property
     def policy(self) -> MetricPolicy:
@@ -83,6 +88,7 @@ class MetricSpec:
             self.deterministic,
             self.min_effect_abs,
             numerics=self.numerics,
+            decides=self.decides,
         )
 
 
@@ -160,9 +166,12 @@ _ENTRIES = (
         "count",
         LOWER,
         0.5,
-        "operator calls per profiled step",
+        "operator calls per profiled step; shown, not deciding, unless the suite names it "
+        "in [metrics.op_calls_per_step]: the operators that changed are named beside the "
+        "time verdict",
         samples=Samples.PER_RUN,
         deterministic=True,
+        decides=False,
     ),
     MetricSpec(
         "computing_ms",
@@ -397,12 +406,18 @@ WALL_TIMES = ("step_time_ms", "throughput_samples_per_s")
 """The wall-clock metrics of a training run: they decide where the device's primary time
 metric is not usable, and are shown beside it (never deciding) where it is."""
 
-ECHOES: Mapping[str, str] = MappingProxyType({"peak_memory_pct_of_capacity": "peak_memory_bytes"})
+ECHOES: Mapping[str, str] = MappingProxyType(
+    {
+        "peak_memory_pct_of_capacity": "peak_memory_bytes",
+        "throughput_samples_per_s": "step_time_ms",
+    }
+)
 """A metric that restates another one's effect, and the one it restates: the peak memory as a
 share of the device's capacity is the peak in bytes over a capacity the fingerprint holds
 fixed, so judged beside it, the same change would count twice in the gate's false-discovery
 family. Where both are usable it is shown, not deciding; it exists for budgets
-(``[budgets]``), which judge it on the run alone whatever decides here."""
+(``[budgets]``), which judge it on the run alone whatever decides here. Likewise a training
+run's throughput, the reciprocal of its step time on the ratio scale the gate tests on."""
 
 
 def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[str]:

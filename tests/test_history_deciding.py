@@ -78,7 +78,10 @@ def test_the_same_wall_time_decides_and_is_found_without_a_cpu_time(tmp_path: Pa
 
 
 def test_a_memory_share_is_shown_beside_its_peak_in_bytes() -> None:
-    assert ECHOES == {"peak_memory_pct_of_capacity": "peak_memory_bytes"}
+    assert ECHOES == {
+        "peak_memory_pct_of_capacity": "peak_memory_bytes",
+        "throughput_samples_per_s": "step_time_ms",
+    }
     both = not_deciding("cpu", lambda m: m in ("step_cpu_ms", "peak_memory_bytes"))
     assert both == {*WALL_TIMES, "peak_memory_pct_of_capacity"}
     # without its peak in bytes (an ingested profile), the share decides

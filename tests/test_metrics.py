@@ -35,12 +35,13 @@ from perfgate.runner import BenchmarkOutcome, RankResult, RepeatResult
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
 
 # The policies perfgate judged by before the catalogue (config.DEFAULT_METRICS), pinned so
-# moving them changed no verdict.
+# moving them changed no verdict (changed on purpose since: marked where).
 BEFORE = {
     "step_time_ms": MetricPolicy(LOWER, 3.0),
     "throughput_samples_per_s": MetricPolicy(HIGHER, 3.0),
     "peak_memory_bytes": MetricPolicy(LOWER, 5.0),
-    "op_calls_per_step": MetricPolicy(LOWER, 0.5, deterministic=True),
+    # 3.1: an operator count explains and decides only where a suite names it.
+    "op_calls_per_step": MetricPolicy(LOWER, 0.5, deterministic=True, decides=False),
     "computing_ms": MetricPolicy(LOWER, 3.0),
     "communication_not_overlapped_ms": MetricPolicy(LOWER, 5.0),
     "free_ms": MetricPolicy(LOWER, 10.0),
@@ -92,7 +93,8 @@ def test_the_primary_time_decides_where_it_is_usable_else_the_wall_time() -> Non
     assert not_deciding("npu", lambda m: True) == set(WALL_TIMES) | share
     assert not_deciding("cpu", lambda m: m == "step_device_ms") == every
     assert not_deciding("cuda", lambda m: m == "step_cpu_ms") == every
-    assert not_deciding("tpu", lambda m: True) == every | share
+    # and a throughput beside the step time it is the reciprocal of, where the wall decides
+    assert not_deciding("tpu", lambda m: True) == every | share | {"throughput_samples_per_s"}
     assert {PRIMARY_TIME[d] for d in ("cpu", "cuda", "npu")} == every
 
 

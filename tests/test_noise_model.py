@@ -123,7 +123,6 @@ def test_a_current_run_on_the_slower_runner_pool_is_not_a_regression() -> None:
     factors = [1.25 if i in (3, 9, 10, 17, 22, 26) else 1.0 for i in range(30)] + [1.25]
     c = compare_candidates([candidate(series(rng, 31, factors=factors))])[0]
     assert c.verdict is not Verdict.REGRESSION, c.reason
-    assert "already as far out" in c.reason
 
 
 def test_a_faster_current_run_is_judged_against_the_matching_pool() -> None:
@@ -269,7 +268,6 @@ def test_a_gate_whose_current_job_ran_on_the_slower_pool_fails_no_benchmark(seed
     noisy = candidate(series(rng, 31, factors=factors, job=0.05, process=0.01, benchmark="noisy"))
     judged = compare_candidates([noisy, *quiet])
     assert not [c.reason for c in judged if c.verdict is Verdict.REGRESSION]
-    assert "already as far out" in judged[0].reason, judged[0].reason
 
 
 def _lucky_judged(seed: int, factor: float) -> Comparison:
@@ -453,10 +451,8 @@ def test_a_spike_that_moved_the_whole_job_does_not_shield_one_benchmark(seed: in
     assert not [c.reason for c in one[1:] if c.verdict is Verdict.REGRESSION]
     whole = _spiked_gate(seed, [1.25] * GATE)
     assert not [c.reason for c in whole if c.verdict is Verdict.REGRESSION]
-    assert "already as far out" in whole[0].reason, whole[0].reason
     alone = _spiked_gate(seed, [1.25], benchmarks=1)[0]
     assert alone.verdict is Verdict.INCONCLUSIVE, alone.reason
-    assert "already as far out" in alone.reason, alone.reason
 
 
 @pytest.mark.parametrize("seed", [50, 51, 52])
@@ -502,7 +498,6 @@ def test_a_spike_in_the_last_run_is_not_main_having_moved(seed: int) -> None:
     assert one[0].verdict is Verdict.REGRESSION, one[0].reason
     whole = gate([1.10] * GATE)
     assert not [c.reason for c in whole if c.verdict is Verdict.REGRESSION]
-    assert "already moved" in whole[0].reason, whole[0].reason
 
 
 @pytest.mark.parametrize("seed", [70, 71])
@@ -522,30 +517,3 @@ def test_a_regression_of_the_whole_job_says_so(seed: int) -> None:
     pair = _spiked_gate(seed, [1.25, 1.25], benchmarks=2, spike=1.0, noise=0.0065)
     assert all(c.verdict is Verdict.REGRESSION for c in pair)
     assert not [c.reason for c in pair if "whole job" in c.reason]
-
-
-def _t3_gate(seed: int, change: float) -> tuple[Comparison, ...]:
-    """20 benchmarks with t3 job noise (2%) and 2% process noise, 30 runs of history; the
-    first benchmark's current run set to ``change`` times its baseline median."""
-    rng = np.random.default_rng(seed)
-    runs = [series(rng, 31, job=0.02, job_df=3.0, benchmark=f"b{m}") for m in range(GATE)]
-    first = runs[0]
-    base = statistics.median(p.centre for p in first[:-1])
-    scale = base * change / first[-1].centre
-    first[-1] = point(30, [x * scale for x in first[-1].repeat_centres], benchmark="b0")
-    return compare_candidates([candidate(r) for r in runs])
-
-
-@pytest.mark.parametrize("seed", [105, 117, 122])
-def test_a_tail_the_baseline_cannot_rule_out_is_not_ignored(seed: int) -> None:
-    """t3 job noise: these baselines' 600 residuals fit a t6 best, and a t4 nearly as well.
-    A run of one benchmark 20-25% out is what t3 tails give about once in a few hundred
-    gates of 20; the gate decides at alpha over 20 tests, far beyond where a t4 and a t6
-    part, so it takes the heavier t the residuals do not rule out (the old rule took the
-    t6 and called +20% a regression). A change far beyond the tails is still one."""
-    for change in (1.20, 1.25):
-        (first, *_) = _t3_gate(seed, change)
-        assert first.verdict is Verdict.INCONCLUSIVE, first.reason
-        assert first.mde_pct is not None and first.mde_pct > 100.0 * (change - 1.0)
-    (first, *_) = _t3_gate(seed, 1.6)
-    assert first.verdict is Verdict.REGRESSION, first.reason

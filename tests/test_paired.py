@@ -187,6 +187,15 @@ def test_pairs_for_power_is_the_exact_smallest_n() -> None:
     assert pairs_for_power(0.01, 0.0) is None
 
 
+def test_pairs_for_power_past_scipys_nan_tails() -> None:
+    # A change five times the noise: 8 pairs already detect it with power 1 - 1e-13. There
+    # scipy's nctdtr(7, 14.1, -3.5) (the far tail) is nan, not a number below 1e-15 (scipy
+    # issue 25470): it adds nothing to the power, and must not make the search pass n = 8.
+    assert pairs_for_power(0.02, 0.10, start=8) == 8
+    assert pairs_for_power(0.02, 0.10, start=8, dof=30) == 8
+    assert pairs_for_power(0.01, 0.5, start=5) == 5
+
+
 def test_clear_ten_percent_slowdown_with_eight_quiet_pairs_is_a_regression() -> None:
     rng = np.random.default_rng(11)
     (c,) = decide_paired([evidence(simulate_pairs(rng, 8, 0.10, 0.01))])

@@ -18,13 +18,12 @@ from perfgate.models import (
     ChangePoint,
     DetectedChange,
     Direction,
+    Drift,
     MetricPolicy,
     RunPoint,
 )
 from perfgate.parsers.series import read_series_csv
-from perfgate.stats.changepoints import detect_change_points
-from perfgate.stats.compare import MIN_BASELINE_RUNS
-from perfgate.stats.drift import MIN_RUNS, compare_horizon, kept_in_family
+from perfgate.stats.decide import MIN_BASELINE_RUNS
 
 if TYPE_CHECKING:
     from perfgate.store import SqlStore
@@ -48,6 +47,10 @@ def series_changes(
 ) -> list[DetectedChange]:
     """Change points of one benchmark's stored points on ``branch`` (oldest first, as
     :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
+    # here, not at the top: the detector's statistics import scipy, which listing the history
+    # (`perfgate history`) has no use for
+    from perfgate.stats.changepoints import detect_change_points
+
     found: list[DetectedChange] = []
     for (metric, key), runs in noisy_series(points):
         for cp in detect_change_points([r.centre for r in runs]):
@@ -88,6 +91,8 @@ def directions_of(policy: Callable[[str], MetricPolicy]) -> Callable[[str], Dire
 def tested_series(points: Sequence[RunPoint]) -> int:
     """How many series of ``points`` :func:`series_drifts` tests for a drift (those long
     enough): the size of the nightly's family of drift tests."""
+    from perfgate.stats.drift import MIN_RUNS
+
     return sum(1 for _, runs in noisy_series(points) if len(runs) >= MIN_RUNS)
 
 
@@ -106,6 +111,8 @@ def series_drifts(
     the newest run (:func:`analyze_history` keys it on its alert instead). Each is
     significant on its own; :func:`analyze_history` keeps those that stay significant in the
     family of every series it tested (:func:`tested_series`)."""
+    from perfgate.stats.drift import compare_horizon  # scipy: only the nightly analysis
+
     found: list[DetectedChange] = []
     for (metric, key), runs in noisy_series(points):
         ids = {r.run_id: i for i, r in enumerate(runs)}
@@ -237,6 +244,8 @@ def analyze_history(
 
     Only the series that decide a gate are analysed (:func:`shown_series`): a wall time
     where the CPU or device time decides is left out, with one ``note`` per benchmark."""
+    from perfgate.stats.drift import kept_in_family
+
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     found: list[DetectedChange] = []
     for name in names:
@@ -312,8 +321,13 @@ def metric_history(
     return points
 
 
-def detect_series(path: Path) -> tuple[list[float], list[ChangePoint]]:
-    """``perfgate detect``: the values of a series file and their change points, found by the
-    same detector as ``history analyze``."""
+def detect_series(path: Path) -> tuple[list[float], list[ChangePoint], Drift | None]:
+    """``perfgate detect``: the values of a series file, their change points and the drift
+    beyond them, found by the same code as ``history analyze`` (no timestamps: the drift's
+    horizon is in runs). A ramp is one drift with its span, not a staircase of steps."""
+    from perfgate.stats.changepoints import detect_change_points
+    from perfgate.stats.drift import compare_horizon
+
     values = read_series_csv(path)
-    return values, detect_change_points(values)
+    points = detect_change_points(values)
+    return values, points, compare_horizon(values, steps=[p.index for p in points])

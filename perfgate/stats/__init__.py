@@ -19,30 +19,46 @@ Assumptions, in plain words:
   disagree far beyond usual (more than usual process noise does once in a thousand runs)
   is tested wider, unless one slow repeat is all of it (a neighbour slowed that process;
   the median of the repeats stands on the others).
+* The benchmarks of one gate share a runner, and each CI job a *job factor*: a slower
+  runner, a turbo state, a neighbour that slows every benchmark of that job. Runs of the
+  gate's benchmarks at the same place counted from the newest belong to one job. Each
+  benchmark's job factor is the median of the *other* benchmarks' deviations from their
+  own medians in that job (three or more benchmarks of the metric; one benchmark's change
+  never moves its own job factor), and it is taken out of the benchmark's runs and of the
+  current run when that leaves the gate's series less spread than they were. What is left
+  is the benchmark's own noise. The job factor is judged apart: a current job far beyond
+  what the window's jobs did (the same model as one series, at the gate's strictest bar,
+  alpha over its tests) moved the whole job, and every benchmark's change is called with
+  the job's part in it, its reason saying the whole job moved.
+* Each series' model over its window: from 10 runs on, a run beyond 5 robust SDs of the
+  window's median is not noise. Two or more in a row are an excursion of the level (a
+  regression merged and reverted, a slower runner for a while): over, it leaves the level
+  and the spread and guards nothing. At the window's end they are where main moved before
+  the fork, unless the current run stayed at the level before them (a spike): the current
+  run is then judged against those last runs. A lone one is a tail event. A drift (a
+  least-squares slope over the runs that are noise, kept when its t test has p < 0.25, the
+  usual level of a preliminary test) predicts the level at the current run. When the last
+  5 runs spread more than the rest (an F test at alpha), the runner became noisier and the
+  current run is judged with their spread.
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree), so a new
   benchmark with three runs of history is not blind when its neighbours have thirty.
-* Heavy tails are recognised, not assumed away: the gate's standardised baseline residuals
-  are fitted with a Student t, and heavy tails widen that gate's tests and intervals. A few
-  hundred residuals cannot tell a t4 from a t6 that far out where the gate decides, so of
-  the t's they do not rule out at the gate's own level (alpha over its tests), the
-  heaviest is taken.
-* Spikes and runner pools are not trimmed out of the decision: from 10 runs on, runs beyond
-  5 robust SDs leave the noise estimate, but a current run that looks like them (a slower
-  pool, the same kind of spike) is ``inconclusive``, naming them. A run that is such an
-  outlier in most of a gate's benchmarks (the whole job ran slow) is taken as one in all of
-  them, and explains only a current run that moved the whole job too; an outlier whose
-  repeats disagreed (a neighbour in some of its processes) explains only a current run
-  whose repeats disagree. When the last baseline runs already moved the way the current run
-  did, main moved, not the change under test; not when they went far beyond it while the
-  rest of the job stayed put (a spike). A change held back so is no discovery: it does not
-  lower the Benjamini-Hochberg bar for the gate's other metrics. A change the whole job made
-  at once (three or more benchmarks of the metric, their median change beyond two SDs) is
-  still called, and its reason says so: a change that slows everything and a slower runner
-  the window never saw look the same, and only a rerun tells them apart.
+* Heavy tails are each series' own: its standardised residuals (the lone outliers among
+  them) are fitted with a Student t, with the gate's other series lending one series'
+  worth of evidence (the median of their likelihood ratios), so a runner whose benchmarks
+  all have heavy tails is seen in each and one benchmark's outlier widens no other
+  benchmark's test. Of the t's a likelihood-ratio test does not rule out at the gate's
+  level (alpha over its tests) the heaviest is taken: far out where the gate decides, the
+  body of the distribution does not show the tail.
+* A metric that never varied in its window is judged as a deterministic one and is not a
+  test of the false-discovery family; a throughput echoes the step time it is the
+  reciprocal of and is shown, not tested again.
 * The test is a prediction-interval t test of the current centre against the window's
   median; across every (benchmark, metric) of one gate, p-values are adjusted with
   Benjamini–Hochberg at alpha 0.01, and alpha is stated in every reason and in the JSON.
+* Intervals are false-coverage adjusted (Benjamini-Yekutieli): with R of the gate's m tests
+  called, each is at level 1 - max(R, 1) alpha / m, so a change is called exactly when its
+  interval leaves 0, and the interval shown is the one the verdict was decided at.
 * A regression must be significant after adjustment *and* at least the metric's minimum
   effect. ``unchanged`` is an equivalence claim: the change's one-sided (1 - alpha) bound on
   its worse side lies inside the minimum effect. Anything else is ``inconclusive``, with
@@ -51,7 +67,22 @@ Assumptions, in plain words:
   power in that gate: significant at alpha / m with m noisy metrics (Benjamini–Hochberg's
   first step) and measured at least the minimum effect.
 * Deterministic metrics (operator counts) carry no noise: any change beyond their tolerance
-  is reported as such, without a test.
+  is reported as such, without a test. An operator count explains a verdict and does not
+  decide the gate unless the suite names it (``[metrics.op_calls_per_step]``,
+  :attr:`perfgate.models.MetricPolicy.decides`); the operators that changed are named
+  beside the verdict (:func:`perfgate.advisor.work.work_change`).
+
+A worked example (``tests/test_judge.py``'s gate): ten benchmarks, thirty runs of three
+repeats; job noise 1%, a benchmark's own 1%, a process 1.6% (run CoV 1.8%). One benchmark
+had two runs 10% slow that were reverted; one run of another was 30% slow; the current
+run of the first is 10% slower. The two reverted runs are an excursion (7 robust SDs, in a
+row): they leave the level and the spread. The 30% run is a lone outlier of the other
+benchmark: its tail, no one else's. With the job factor out, the first benchmark's own
+runs spread about 1.5%, and the change's SD (the current run's noise and the level's) is
+about 1.6%. ``_gate(6, change=0.10, blip=True, outlier_elsewhere=True)`` measures +12.1%
+(the drawn noise adds to the 10%), raw p = 1e-10, far below the bar 0.01 / 10; its
+interval, at 1 - 0.01 / 10, is [+6.4%, +18.1%]: a regression. The stated MDE is 6.7%:
+about 1.6% x (3.9 + 0.85), the bar's t quantile plus 80% power's.
 """
 
 from __future__ import annotations
@@ -61,7 +92,7 @@ from typing import TYPE_CHECKING, Any
 
 _NAMES = {
     "ALPHA": "perfgate.stats.decide",
-    "MIN_BASELINE_RUNS": "perfgate.stats.compare",
+    "MIN_BASELINE_RUNS": "perfgate.stats.decide",
     "Candidate": "perfgate.stats.compare",
     "benjamini_hochberg": "perfgate.stats.fdr",
     "compare_candidates": "perfgate.stats.compare",
@@ -78,8 +109,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from perfgate.stats.compare import MIN_BASELINE_RUNS, Candidate, compare_candidates
-    from perfgate.stats.decide import ALPHA
+    from perfgate.stats.compare import Candidate, compare_candidates
+    from perfgate.stats.decide import ALPHA, MIN_BASELINE_RUNS
     from perfgate.stats.fdr import benjamini_hochberg
     from perfgate.stats.summary import summarize
 

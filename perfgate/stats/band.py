@@ -22,7 +22,6 @@ from dataclasses import replace
 import numpy as np
 
 from perfgate.models import Band, MetricPolicy, RunPoint
-from perfgate.stats import special
 from perfgate.stats.compare import Candidate, gate_evidence
 
 BAND_LEVEL = 0.95
@@ -54,6 +53,8 @@ def prediction_band(points: Sequence[RunPoint], level: float = BAND_LEVEL) -> Ba
 
 def centre_interval(point: RunPoint) -> float | None:
     """Half-width of the 95% interval of one run's centre (see the module docstring)."""
+    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
+
     reps = point.repeat_centres
     if len(reps) >= 2:
         sd = float(np.std(np.asarray(reps, dtype=float), ddof=1))
@@ -65,6 +66,8 @@ def centre_interval(point: RunPoint) -> float | None:
 
 def centre_intervals(points: Sequence[RunPoint]) -> list[float | None]:
     """:func:`centre_interval` of many points at once (vectorised by repeat count)."""
+    from scipy import special
+
     out: list[float | None] = [None] * len(points)
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(points):

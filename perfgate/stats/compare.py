@@ -28,41 +28,38 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    prior's (empirical Bayes, as for moderated t statistics). The prior's weight is estimated
    from how much the metrics' variances disagree beyond sampling noise: similar metrics lend
    each other many degrees of freedom, dissimilar ones almost none.
-4. Tails: the gate's standardised baseline residuals are fitted with a Student t; heavy tails
-   (a small fitted number of degrees of freedom) widen every test and interval of that gate.
-   Of the t's a likelihood-ratio test does not reject at the level the gate decides at
-   (alpha over its tests), the heaviest: the body of a few hundred residuals does not show
-   the tail that far out.
-5. Outliers and modes: from ``TRIM_MIN_RUNS`` runs on, runs beyond ``OUTLIER_MADS`` robust
-   SDs leave the scale estimate, but not the decision: a current run whose change is no
-   larger than what such baseline runs already showed (a spike, a slower runner pool) is not
-   called a change. The same holds when the last runs of the window already moved the way the
-   current one did: main moved, not the change under test. A run that is an outlier in at
-   least half of a metric's series in the gate is a job-wide event (the job ran on a slower
-   pool): it is an outlier in every one of them, also where one metric's own noise kept it
-   inside the bound. An outlier explains only a current run of its kind: a job-wide one a
-   current run that moved the whole job (the median change of the gate's series of its
-   metric is ``JOB_WIDE_SDS`` or more), one whose repeats disagreed (a neighbour) a current
-   run whose repeats disagree. Last runs that went far beyond the current change do not
-   say main moved to it either, unless the whole current job moved (main moved, with a
-   spike on top). A change a guard holds back is no discovery: in the FDR adjustment of
-   the others it counts as a test with p = 1. A change the whole job made with no such
-   outlier to explain it is still called (a change that slows everything looks the same),
-   and its reason says the whole job moved (``JOB_MOVE_MIN`` benchmarks or more).
+4. The job factor (:func:`_job_factor`): per metric, each series' runs less the median of
+   the other series' deviations in the same job, when that leaves the gate's series less
+   spread (:func:`_job_explains`); the job factor itself is judged as a series of its own
+   (:func:`_job_evidence`) at the gate's strictest bar, and when the whole job moved every
+   benchmark's change is called with the job's part in it (:func:`_with_job`).
+5. Each series' level (:func:`_fit_level`): excursions (two or more runs in a row beyond
+   ``OUTLIER_MADS`` robust SDs) leave the level and the spread, or are the level when the
+   window ends in them and the current run stayed there (main moved before the fork); a
+   drift is fitted when its slope passes a preliminary test at ``POOL_P``; a window whose
+   last ``RECENT_RUNS`` runs spread more (an F test at ``ALPHA``) is judged with them.
+6. Tails (:func:`_series_tails`): each series' own Student t, the gate's other series lending
+   one series' worth of evidence; of the t's a likelihood-ratio test does not reject at the
+   gate's level, the heaviest.
+7. The test and the verdict (:func:`compare_candidates`): a t test of the change against the
+   level, Benjamini-Hochberg over the gate's noisy metrics, false-coverage adjusted
+   intervals at the level the verdict is decided at.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import special
 
 from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
-from perfgate.stats import special
 from perfgate.stats.decide import (
     ALPHA,
+    MIN_BASELINE_RUNS,
     POWER,
     Outcome,
     change_verdict,
@@ -76,42 +73,42 @@ from perfgate.stats.decide import (
 from perfgate.stats.fdr import benjamini_hochberg
 from perfgate.stats.summary import mad, median, quantile
 
-MIN_BASELINE_RUNS = 3
 MAD_TO_SD = 1.4826
 SCALE_FLOOR = 0.002
 """Smallest noise assumed, as a fraction of the centre: no timer is better than 0.2%."""
 OUTLIER_MADS = 5.0
+"""A run this many robust SDs from its window's median is not noise: a lone one is a tail
+event (evidence on the tails, not on the spread), two or more in a row an excursion of the
+level (over, or where main moved before the fork)."""
 TRIM_MIN_RUNS = 10
+"""Runs a window needs before outliers, a drift and the tails are estimated from it."""
 POOL_P = 0.25
-"""The job component counts as zero (process and job estimates pooled) when the F test of
-it has p above this: the usual level for a preliminary test before pooling."""
-OUTLIER_MARGIN_SDS = 5.0
-"""A current run whose change is within this many SDs of a baseline outlier's deviation is
-not called a change: it looks like that outlier (the same spike, the same slower pool)."""
-JOB_WIDE_SDS = 2.0
-"""The current run moved job-wide when the median change of the gate's series of its metric
-is at least this many SDs of a run (one changed benchmark moves that median by a fraction
-of an SD)."""
-JOB_MOVE_MIN = 3
-"""A change is said to have moved the whole job only when at least this many benchmarks of
-the gate measure its metric (one or two cannot tell a job from a change)."""
-RECENT_RUNS = 4
-"""How many of the last baseline runs are checked for having moved already (main moved)."""
-RECENT_MARGIN_SDS = 2.5
-"""A last baseline run more than one SD out the same way, and within this many SDs of the
-current change, counts as main having moved already; a current run this many SDs (of the
-difference) beyond the moved runs is still a change of its own."""
+"""The level of a preliminary test (the usual one before pooling): the job component counts
+as zero (process and job estimates pooled) when its F test has p above it, and a drift is
+fitted when its slope's t test has p below it."""
+JOB_MIN = 3
+"""Benchmarks of one metric a gate needs to estimate the job factor they share (one or two
+cannot tell a slower runner from a change)."""
+RECENT_RUNS = 5
+"""The last runs of a window checked for a runner that became noisier."""
 PRIOR_MAX_DOF = 50.0
 NOISY_NOW_FACTOR = 3.0
 NOISY_NOW_MIN_COV = 0.02
 NOISY_NOW_P = 0.001
 """A current run's repeats that spread more than the pooled process noise does once in
 this many runs (chi-square) say the machine is noisy now."""
+TAIL_MINORITY = 0.25
+"""The share of a gate's other series whose tail evidence is left out of a series' prior:
+a few benchmarks with outliers are theirs; a runner most of whose benchmarks show them has
+heavy tails."""
 MAX_HEAVY_DOF = 20.0
 """Tails are called heavy (and widen the gate's tests) only when a t with at most this many
 degrees of freedom fits clearly better than the normal: lighter excess tails (a rare
 disturbed process) are left to the outlier guard, at the cost of little power."""
 _T_GRID = (2.5, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0)
+
+_LOG_MAX = 700.0
+"""The largest log ratio ``math.expm1`` takes (its range ends near 709.8)."""
 
 _MEDIAN_VAR = (1.0, 0.5, 0.4488, 0.298, 0.2869, 0.2139, 0.2111, 0.1684, 0.1663, 0.1381)
 """Variance of the median of n standard normal values, n = 1..10 (simulated)."""
@@ -137,21 +134,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class _Series:
-    """One candidate on the analysis scale (log, or fraction of the baseline median)."""
+    """One candidate on the analysis scale (log, or fraction of the baseline median), with
+    its process part: what the repeats of its runs say."""
 
     log: bool
     ref: float
     z: np.ndarray
     zc: float
-    z_median: float
-    """The median of ``z``: the baseline's centre on the analysis scale."""
-    kept: np.ndarray
-    outlier: np.ndarray
-    disturbed: np.ndarray
-    """Baseline runs whose own repeats disagreed far beyond usual (a neighbour during some
-    of its processes): their deviation says nothing about the job-level tails."""
-    var_between: float
-    dof_between: int
     ss_within: float
     dof_within: int
     base_factor: float
@@ -168,14 +157,32 @@ class _Series:
     """The current run's repeat variance that usual process noise exceeds once in
     ``1 / NOISY_NOW_P`` runs (chi-square, from the pooled process part); inf when unknown."""
     se_var: float
-    job_wide: np.ndarray
-    """Baseline runs that were outliers in most of the gate's series of this metric at once
-    (a job-wide event: a spike, a slower runner pool)."""
-    job_shift: float = 0.0
-    """How far the current run moved in the gate's series of this metric together: the
-    median of their changes, in SDs of a run. A job-wide event moves them all."""
-    job_move: str = ""
-    """Words for :attr:`Evidence.job_move`."""
+    disturbed: np.ndarray
+    """Baseline runs whose own repeats disagreed far beyond usual (a neighbour in some of
+    their processes): their deviation is the disturbance's, not evidence on the tails."""
+
+
+@dataclass(frozen=True)
+class _Level:
+    """A series' model over its window (item 5 of the module docstring): the level it
+    predicts for the current run and the spread of runs around it."""
+
+    level: float
+    factor: float
+    """The variance of ``level`` in units of one run's variance (1/n for a mean of n runs;
+    more for a trend's end or a level from the last few runs)."""
+    var: float
+    """Between-run variance around the model, from the runs counted as noise."""
+    dof: int
+    resid: np.ndarray
+    """The runs' deviations from the model that are evidence on the tails: the runs counted
+    as noise and the lone outliers (not the runs of an excursion that ended)."""
+    words: str
+    """What the model saw that a reader should know (main moved, a drift, noisier lately)."""
+    lone: np.ndarray
+    """The lone outliers' deviations from the level (the rank guard, :func:`_rank_p`)."""
+    robust: float
+    """The window's robust SD (MAD), the outlier bound's unit."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,9 @@ class _Prior:
     median is about half as efficient as a mean)."""
 
 
+_NO_PRIOR = _Prior(0.0, 0.0)
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What the data say about one candidate (on the ratio scale)."""
@@ -204,17 +214,19 @@ class Evidence:
     """SD of ``change`` under no change."""
     dof: float
     p_value: float
-    guard: str
-    """Why a change this large is not called one (a baseline run already as far, main moved
-    already), or ''."""
     noisy_now: str
     job_move: str
     """Words for a current run that moved the whole job (every benchmark of the gate's
     metric together), or ''."""
-    components: str
+    notes: str = ""
+    """What the window's model saw (main moved before the fork, a drift, noisier lately)."""
 
     def pct(self, x: float) -> float:
-        return 100.0 * math.expm1(x) if self.log else 100.0 * x
+        """``x`` (log ratio, or fraction) in %; an end beyond any ratio (an interval of a
+        few runs far out in its t's tail) is unbounded: inf."""
+        if not self.log:
+            return 100.0 * x
+        return 100.0 * math.expm1(x) if x < _LOG_MAX else math.inf
 
     @property
     def change_pct(self) -> float:
@@ -313,14 +325,6 @@ def _repeat_var(repeats: Sequence[float]) -> tuple[float, int] | None:
     return (_var(repeats), len(repeats) - 1) if len(repeats) >= 2 else None
 
 
-def _between(z: np.ndarray, outlier: np.ndarray) -> tuple[np.ndarray, float, int]:
-    """The runs left for the between-run variance (outliers out), that variance and its
-    degrees of freedom."""
-    kept = z[~outlier]
-    var = float(np.var(kept, ddof=1)) if kept.size >= 2 else 0.0
-    return kept, var, max(int(kept.size) - 1, 0)
-
-
 def _series(candidate: Candidate) -> _Series:
     current, baseline = candidate.current, candidate.baseline
     raw = np.asarray([p.centre for p in baseline], dtype=float)
@@ -330,23 +334,17 @@ def _series(candidate: Candidate) -> _Series:
     ref = abs(mid) if mid != 0 else max(float(np.max(np.abs(raw))), 1.0)
     z = _scaled(raw, log, ref)
     zc = float(_scaled(np.asarray([current.centre]), log, ref)[0])
-    k = z.size
-    centre = median(z)
-    outlier = np.zeros(k, dtype=bool)
-    if k >= TRIM_MIN_RUNS:
-        robust = MAD_TO_SD * mad(z)
-        if robust > 0:
-            outlier = np.abs(z - centre) > OUTLIER_MADS * robust
-    kept, var_between, dof_between = _between(z, outlier)
     # each run's own repeat variance, once: pooled for the process part, and compared with
-    # the usual one for the runs (and the current run) disturbed
+    # the usual one for the current run
     scaled = _scaled_repeats((*baseline, current), log, ref)
     repeat_vars = [_repeat_var(r) for r in scaled]
     ss_w, dof_w = _pooled_within(repeat_vars)
     base_n = [max(len(p.repeat_centres), 1) for p in baseline]
     base_factor = float(np.mean([median_variance(n) for n in base_n]))
-    each = [None if rv is None else rv[0] for rv in repeat_vars[:-1]]
-    usual = [v for v in each if v is not None]
+    usual = [rv[0] for rv in repeat_vars[:-1] if rv is not None]
+    typical = median(usual) if usual else 0.0
+    bound = max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2)
+    disturbed = np.asarray([rv is not None and rv[0] > bound for rv in repeat_vars[:-1]])
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
     one_disturbed = False
@@ -355,14 +353,6 @@ def _series(candidate: Candidate) -> _Series:
         rest = sorted(scaled[-1], key=lambda x: sign * x)[:-1]
         d = len(rest) - 1
         one_disturbed = _var(rest) <= float(special.chdtri(d, 0.01)) / d * ss_w / dof_w
-    typical = median(usual) if usual else 0.0
-    disturbed = np.asarray(
-        [
-            v is not None and v > max(NOISY_NOW_FACTOR**2 * typical, NOISY_NOW_MIN_COV**2)
-            for v in each
-        ],
-        dtype=bool,
-    )
     ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
     scale = 1.0 / abs(current.centre) if log and current.centre else 1.0 / ref
     se_var = float(np.mean(np.square(ses))) * scale**2 if ses else 0.0
@@ -371,12 +361,6 @@ def _series(candidate: Candidate) -> _Series:
         ref=mid,
         z=z,
         zc=zc,
-        z_median=centre,
-        kept=kept,
-        outlier=outlier,
-        disturbed=disturbed,
-        var_between=var_between,
-        dof_between=dof_between,
         ss_within=ss_w,
         dof_within=dof_w,
         base_factor=base_factor,
@@ -391,8 +375,190 @@ def _series(candidate: Candidate) -> _Series:
             else math.inf
         ),
         se_var=se_var,
-        job_wide=np.zeros(k, dtype=bool),
+        disturbed=disturbed,
     )
+
+
+def _pct(x: float) -> float:
+    return 100.0 * math.expm1(x)
+
+
+def _excursions(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs beyond ``OUTLIER_MADS`` robust SDs of the window's median (from
+    ``TRIM_MIN_RUNS`` runs on), with their neighbours on the same side beyond half that
+    (the same excursion, measured with noise), and which of them are lone ones. Two or
+    more in a row are an excursion of the level (a regression merged and reverted, a
+    slower runner for a while): over, it says nothing about the noise; a lone one is a
+    tail event."""
+    k = z.size
+    out = np.zeros(k, dtype=bool)
+    if k < TRIM_MIN_RUNS:
+        return out, out
+    robust = MAD_TO_SD * mad(z)
+    if robust <= 0:
+        return out, out
+    dev = (z - median(z)) / robust
+    out = np.abs(dev) > OUTLIER_MADS
+    near = np.abs(dev) > OUTLIER_MADS / 2.0
+    grown = True
+    while grown:
+        side = np.sign(dev) * out
+        left = np.concatenate(([0.0], side[:-1]))
+        right = np.concatenate((side[1:], [0.0]))
+        more = near & ~out & ((left == np.sign(dev)) | (right == np.sign(dev)))
+        grown = bool(more.any())
+        out = out | more
+    side = np.sign(dev) * out
+    before = np.concatenate(([0.0], side[:-1]))
+    after = np.concatenate((side[1:], [0.0]))
+    lone = out & (before != side) & (after != side)
+    return out, lone
+
+
+def _fit_level(
+    z: np.ndarray, zc: float, *, trim: bool = True, disturbed: np.ndarray | None = None
+) -> _Level:
+    """The level the window predicts for the current run ``zc`` and the runs' spread
+    around it.
+
+    The runs of an excursion are not noise: they leave the spread and the level. When the
+    window ends in one (its last runs all beyond the bound on one side), main moved there
+    before the fork point unless the current run is nearer the level before it (the
+    excursion was a spike); if it moved, the current run is judged against those runs.
+    From ``TRIM_MIN_RUNS`` runs on, a drift is fitted (least squares over the runs that
+    are noise) and kept when its slope is distinguishable from zero at ``POOL_P``; the
+    level is then the drift's value at the current run. A window whose last
+    ``RECENT_RUNS`` runs spread more than the rest (an F test at ``ALPHA``) is judged with
+    their spread: the runner became noisier. Without ``trim`` (the job factor, whose
+    modes and pools are common, not excursions) only where main moved is taken out.
+    """
+    k = z.size
+    out, lone = _excursions(z)
+    if disturbed is not None and disturbed.size == k:
+        lone = lone & ~disturbed  # a neighbour's doing, not the runner's tail
+    rare = lone.copy()  # the rank guard's: lone outliers, in the noise or not
+    if not trim and out.any():
+        last = int(np.flatnonzero(~out)[-1]) + 1 if (~out).any() else 0
+        out = np.arange(k) >= last
+        lone = np.zeros(k, dtype=bool)
+        rare &= ~out
+    robust = MAD_TO_SD * mad(z) if k else 0.0
+    if k >= TRIM_MIN_RUNS and robust > 0:
+        # the current run is the last runs' neighbour: where it and they stand beyond half
+        # the bound on one side, they are one excursion (main moved, measured with noise)
+        half, centre = OUTLIER_MADS / 2.0 * robust, median(z)
+        side = math.copysign(1.0, zc - centre)
+        if abs(zc - centre) > half:
+            i = k - 1
+            while i >= 0 and (z[i] - centre) * side > half:
+                out[i], lone[i], rare[i] = True, False, False
+                i -= 1
+    idx = np.arange(k, dtype=float)
+    words = []
+    tail = 0
+    if out.any() and out[-1]:
+        side = np.sign(z[-1] - median(z))
+        while tail < k and out[k - 1 - tail] and np.sign(z[k - 1 - tail] - median(z)) == side:
+            tail += 1
+        noise = z[~out]
+        if tail >= k / 2 or abs(zc - float(np.mean(z[k - tail :]))) >= abs(
+            zc - float(np.mean(noise))
+        ):
+            tail = 0  # a spike at the end: the current run stayed at the level before it
+            if not trim:
+                out = np.zeros(k, dtype=bool)
+    noise_mask = ~out
+    zk, xk = z[noise_mask], idx[noise_mask]
+    n = zk.size
+    level, factor = float(np.mean(zk)) if n else float(median(z)), 1.0 / max(n, 1)
+    resid = zk - level
+    dof = max(n - 1, 0)
+    if n >= TRIM_MIN_RUNS:
+        xbar = float(np.mean(xk))
+        sxx = float(np.sum((xk - xbar) ** 2))
+        slope = float(np.sum((xk - xbar) * (zk - float(np.mean(zk))))) / sxx
+        fitted = float(np.mean(zk)) + slope * (xk - xbar)
+        r = zk - fitted
+        s2 = float(np.sum(r * r)) / (n - 2)
+        if s2 > 0 and 2.0 * special.stdtr(n - 2, -abs(slope) / math.sqrt(s2 / sxx)) < POOL_P:
+            level = float(np.mean(zk)) + slope * (k - xbar)
+            factor = 1.0 / n + (k - xbar) ** 2 / sxx
+            resid, dof = r, n - 2
+            words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
+    var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
+    if n >= TRIM_MIN_RUNS + RECENT_RUNS and var > 0:
+        recent, early = resid[-RECENT_RUNS:], resid[:-RECENT_RUNS]
+        v_recent = float(np.sum(recent * recent)) / RECENT_RUNS
+        v_early = float(np.sum(early * early)) / max(dof - RECENT_RUNS, 1)
+        ratio = v_recent / v_early if v_early > 0 else 0.0
+        if ratio > 1 and special.fdtrc(RECENT_RUNS, dof - RECENT_RUNS, ratio) < ALPHA:
+            var, dof = v_recent, RECENT_RUNS
+            words.append(
+                f"the last {RECENT_RUNS} runs spread {math.sqrt(ratio):.1f}x more than the "
+                "earlier ones: judged with their spread"
+            )
+    if tail:
+        level = float(np.mean(z[k - tail :]))
+        factor = 1.0 / tail
+        words.append(
+            f"the last {tail} baseline run{'s' if tail > 1 else ''} had moved "
+            f"{_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
+            "judged against them"
+        )
+    evidence = np.concatenate((resid, z[lone] - level)) if lone.any() else resid
+    return _Level(level, factor, var, dof, evidence, "; ".join(words), z[rare] - level, robust)
+
+
+def _rank_p(fit: _Level, change: float, runs: int) -> float:
+    """The rank guard: a current run like the window's lone outliers (on its side, within
+    half the outlier bound of them: the same event measured with noise, a spike or a
+    slower pool) is as rare as they were, (1 + their number) / (runs + 1), whatever a model
+    of the tails says. Excursions of several runs (over) guard nothing, nor do outliers
+    far from this change."""
+    if change == 0 or not fit.lone.size:
+        return 0.0
+    dev = fit.lone * math.copysign(1.0, change)
+    like = int(np.sum((dev > 0) & (np.abs(dev - abs(change)) <= OUTLIER_MADS / 2 * fit.robust)))
+    return (1.0 + like) / (runs + 1.0) if like else 0.0
+
+
+def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """The job factor the gate's series of one metric share: at each run position
+    (aligned from the newest: the last run of every benchmark is one CI job), the median
+    of the series' deviations from their own median, and the current job's; with them,
+    each series' job factor from the *other* series alone (a row per series, the current
+    job's last), so one benchmark's own change or noise never moves its own job factor.
+    ``None`` under ``JOB_MIN`` series: one or two cannot tell a job from a change."""
+    if len(group) < JOB_MIN:
+        return None
+    k = max(s.z.size for s in group)
+    dev = np.full((len(group), k + 1), np.nan)
+    for j, s in enumerate(group):
+        c = median(s.z)
+        dev[j, k - s.z.size : k] = s.z - c
+        dev[j, k] = s.zc - c
+    counts = np.sum(~np.isnan(dev), axis=0)
+    job = np.where(counts >= JOB_MIN, np.nanmedian(np.where(counts > 0, dev, 0.0), axis=0), 0.0)
+    others = np.zeros_like(dev)
+    for j in range(len(group)):
+        rest = np.delete(dev, j, axis=0)
+        enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN - 1
+        others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
+    return job[:k], float(job[k]), others
+
+
+def _job_explains(group: Sequence[_Series], others: np.ndarray) -> bool:
+    """Whether taking each series' job factor out leaves the gate's series less spread
+    than they are (summed over the series): a runner whose jobs move its benchmarks
+    together, rather than an estimate that only adds the other series' noise."""
+    k = others.shape[1] - 1
+    raw = adjusted = 0.0
+    for j, s in enumerate(group):
+        if s.z.size < 2:
+            continue
+        raw += float(np.var(s.z, ddof=1))
+        adjusted += float(np.var(s.z - others[j, k - s.z.size : k], ddof=1))
+    return adjusted < raw
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -448,22 +614,11 @@ def _t_logpdf(x: np.ndarray, nu: float) -> np.ndarray:
     )
 
 
-def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
-    """Degrees of freedom of the heaviest Student t that standardised residuals do not rule
-    out at ``level`` (a scale fitted for each); ``inf`` when no t fits clearly better than
-    the normal.
-
-    A few hundred residuals tell a t4 from a t6 in the body of the distribution, not far out
-    where a gate decides: a change is called at a p-value near ``level`` (alpha over the
-    gate's tests). So of the t's that a likelihood-ratio test against the best fit does not
-    reject at that level (chi-square, one degree of freedom), the heaviest is taken: the
-    tail the gate cannot tell from what it saw.
-    """
-    r = residuals[np.isfinite(residuals)]
-    if r.size < 30:
-        return math.inf
-    var = float(np.mean(r * r))
-    normal_ll = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
+def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
+    """The log-likelihood of standardised residuals ``r`` under the normal and under each
+    Student t of ``_T_GRID`` (a scale fitted for each by EM)."""
+    var = float(np.mean(r * r)) if r.size else 1.0
+    normal = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
     lls = []
     for nu in _T_GRID:
         scale2 = var
@@ -471,78 +626,67 @@ def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
             w = (nu + 1) / (nu + r * r / scale2)
             scale2 = float(np.mean(w * r * r))
         ll = float(np.sum(_t_logpdf(r / math.sqrt(scale2), nu))) - 0.5 * r.size * math.log(scale2)
-        lls.append((nu, ll))
-    best = max(ll for _, ll in lls)
-    # the normal is kept unless a t wins by a clear margin (one parameter more)
-    if best <= normal_ll + 3.0:
+        lls.append(ll)
+    return normal, np.asarray(lls)
+
+
+def _heaviest(normal: float, lls: np.ndarray, level: float) -> float:
+    """Degrees of freedom of the heaviest t a likelihood-ratio test against the best fit
+    does not reject at ``level``; ``inf`` unless a t beats the normal by a clear margin."""
+    best = float(np.max(lls))
+    if best <= normal + 3.0:
         return math.inf
-    slack = 0.5 * special.chdtri(1.0, level)
-    nu = min(nu for nu, ll in lls if ll >= best - slack)
+    slack = 0.5 * float(special.chdtri(1.0, level))
+    nu = min(nu for nu, ll in zip(_T_GRID, lls.tolist(), strict=True) if ll >= best - slack)
     return nu if nu <= MAX_HEAVY_DOF else math.inf
 
 
-def _guard(
-    s: _Series, change: float, sd_run: float, *, now_disturbed: bool, now_job_wide: bool
-) -> str:
-    """Why a change this large should not be called one, or ''. ``now_disturbed``: the
-    current run's repeats disagree far beyond usual; ``now_job_wide``: the gate's series of
-    this metric moved with it (``JOB_WIDE_SDS``)."""
-    centre = s.z_median
-    if change == 0:
-        return ""
-    sign = 1.0 if change > 0 else -1.0
-    dev = (s.z - centre) * sign
-    k = s.z.size
-    recent = 0
-    for i in range(k - 1, max(k - 1 - RECENT_RUNS, 0) - 1, -1):
-        near = dev[i] > sd_run and abs(change) - dev[i] <= RECENT_MARGIN_SDS * sd_run
-        if (dev[i] >= 0.5 * abs(change) or near) and k - i < k / 2:
-            recent += 1
-        else:
-            break
-    if recent:
-        beyond = abs(change) - float(np.mean(dev[k - recent :]))
-        if not now_job_wide:
-            beyond = abs(beyond)
-        if beyond > RECENT_MARGIN_SDS * sd_run * math.sqrt(1.0 + 1.0 / recent):
-            # past where main moved to: still this change's. So is a change well short of
-            # it when the rest of the job stayed put: those runs went further, all of the
-            # job (a spike), and not to a level this one benchmark is on now
-            recent = 0
-    if recent:
-        moved = float(np.mean(s.z[k - recent :])) - median(s.z[: k - recent])
-        pct = 100.0 * math.expm1(moved) if s.log else 100.0 * moved
-        return (
-            f"the last {recent} baseline run{'s' if recent > 1 else ''} already moved "
-            f"{pct:+.1f}% (main moved before this change)"
-        )
-    # an outlier explains a current run of its own kind only: a job-wide one (every metric
-    # of its run moved: a spike, a slower pool) a run that moved job-wide, a disturbed one
-    # (its repeats disagreed: a neighbour in some processes) a run whose repeats disagree;
-    # one benchmark's change in a run whose others stayed put and whose repeats agree is
-    # neither of those events
-    like = [
-        i
-        for i in range(s.z.size)
-        if s.outlier[i]
-        and dev[i] > 0
-        and abs(dev[i] - abs(change)) <= OUTLIER_MARGIN_SDS * sd_run
-        and (now_job_wide if s.job_wide[i] else now_disturbed or not s.disturbed[i])
-    ]
-    if like:
-        n = len(like)
-        return (
-            f"{n} of the {s.z.size} baseline runs {'was' if n == 1 else 'were'} already "
-            "as far out (a spike or a slower runner pool)"
-        )
-    return ""
+def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
+    """Degrees of freedom of the heaviest Student t that standardised residuals do not rule
+    out at ``level``; ``inf`` when no t fits clearly better than the normal (or under 30
+    residuals).
+
+    A few hundred residuals tell a t4 from a t6 in the body of the distribution, not far out
+    where a gate decides: a change is called at a p-value near ``level`` (alpha over the
+    gate's tests). So of the t's that a likelihood-ratio test against the best fit does not
+    reject at that level (chi-square, one degree of freedom), the heaviest is taken.
+    """
+    r = residuals[np.isfinite(residuals)]
+    if r.size < 30:
+        return math.inf
+    return _heaviest(*_tail_lls(r), level)
 
 
-def _with_prior_job(s: _Series, between: _Prior, within: _Prior, var_w: float, dof: float) -> float:
+def _series_tails(resids: Sequence[np.ndarray], level: float) -> list[float]:
+    """Each series' tail (:func:`fit_tail`'s rule) from its own standardised residuals and
+    the gate's: the other series of the metric lend their log-likelihood ratios against the
+    normal, the largest quarter of them left out (``TAIL_MINORITY``). So a runner whose
+    benchmarks all (or many) have heavy tails is seen in each, and a few benchmarks with
+    outliers (however far) widen no other benchmark's test."""
+    fits = [_tail_lls(r) if r.size >= TRIM_MIN_RUNS else None for r in resids]
+    gains = [None if f is None else f[1] - f[0] for f in fits]
+    out = []
+    for i, own in enumerate(gains):
+        if own is None:
+            out.append(math.inf)
+            continue
+        others = [g for j, g in enumerate(gains) if j != i and g is not None]
+        gain = own
+        if others:
+            typical = np.quantile(np.asarray(others), 1.0 - TAIL_MINORITY, axis=0)
+            gain = gain + len(others) * typical
+        out.append(_heaviest(0.0, gain, level))
+    return out
+
+
+def _with_prior_job(
+    s: _Series, factor: float, between: _Prior, within: _Prior, var_w: float, dof: float
+) -> float:
     """Degrees of freedom of the change's variance when its job part is the gate's (the
     typical between-run variance of its series less their typical process part, each known
     with half their degrees of freedom: a median) and the rest comes from the pooled
-    repeats ``var_w`` with ``dof`` degrees of freedom (Welch-Satterthwaite).
+    repeats ``var_w`` with ``dof`` degrees of freedom (Welch-Satterthwaite); ``factor``:
+    the variance of the window's level in runs.
 
     The job part is a difference of two estimates, each known with the degrees of freedom
     of the runs it comes from: counting the repeats' degrees of freedom for the whole
@@ -552,25 +696,25 @@ def _with_prior_job(s: _Series, between: _Prior, within: _Prior, var_w: float, d
     a, b = between.typical, s.base_factor * within.typical
     job = a - b
     job_dof = job * job / (a * a / between.typical_dof + b * b / within.typical_dof)
-    mv = median_variance(s.z.size)
-    part = (1.0 + mv) * job
-    rest = (s.cur_factor + s.base_factor * mv) * var_w
+    part = (1.0 + factor) * job
+    rest = (s.cur_factor + s.base_factor * factor) * var_w
     total = part + rest
     return total * total / (part * part / job_dof + rest * rest / dof)
 
 
-def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidence:
-    k = s.z.size
-    var_b, dof_b = _moderate(s.var_between, s.dof_between, between)
+def _evidence(
+    s: _Series, fit: _Level, zc: float, between: _Prior, within: _Prior, nu: float
+) -> Evidence:
+    """The change of the current run ``zc`` (the job factor taken out where the gate has
+    one) against ``fit``, and its SD from the noise components."""
+    var_b, dof_b = _moderate(fit.var, fit.dof, between)
     var_w, dof_w = (0.0, 0.0)
     if s.dof_within > 0:
         var_w, dof_w = _moderate(s.ss_within / s.dof_within, s.dof_within, within)
     job = var_b - s.base_factor * var_w
-    words = ""
     if dof_w > 0 and var_w > 0 and dof_b > 0:
         f_stat = var_b / (s.base_factor * var_w)
-        p_job = float(special.fdtrc(dof_b, dof_w, f_stat))
-        if p_job > POOL_P:
+        if float(special.fdtrc(dof_b, dof_w, f_stat)) > POOL_P:
             pooled = (dof_b * var_b / s.base_factor + dof_w * var_w) / (dof_b + dof_w)
             # never below what the runs themselves spread: the F test of a short history
             # is weak, and a job part it missed must not be pooled away
@@ -585,11 +729,10 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
             if job > 0:
                 # a job part the gate guessed is not known as well as the pooled repeats;
                 # never fewer degrees of freedom than not pooling would have had, though
-                dof = min(dof, max(_with_prior_job(s, between, within, var_w, dof), dof_b))
-            words = f"job noise not distinguishable (F p={p_job:.2g}): repeats pooled"
+                guessed = _with_prior_job(s, fit.factor, between, within, var_w, dof)
+                dof = min(dof, max(guessed, dof_b))
         else:
             dof = dof_b
-            words = f"job noise {math.sqrt(max(job, 0.0)):.2%}, process {math.sqrt(var_w):.2%}"
     else:
         dof = dof_b
     job = max(job, 0.0)
@@ -599,8 +742,7 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
     noisy_now = ""
     usual = max(min(NOISY_NOW_FACTOR**2 * s.usual_within, s.cur_bound), NOISY_NOW_MIN_COV**2)
     cur_within = -1.0 if s.cur_within is None else s.cur_within  # None: one repeat
-    now_disturbed = cur_within > usual
-    if now_disturbed:
+    if cur_within > usual:
         if s.one_disturbed:
             # one process of the run was disturbed (slower: a neighbour): its median stands
             # on the others, as the median of fewer repeats with one of them on the slow side
@@ -611,147 +753,125 @@ def _evidence(s: _Series, between: _Prior, within: _Prior, nu: float) -> Evidenc
                 f"this run's repeats disagree ({math.sqrt(cur_within):.1%} spread against "
                 f"a usual {math.sqrt(s.usual_within):.1%}): the machine looks noisy now"
             )
-    var = var_cur + var_run * k * median_variance(k) / k
+    var = var_cur + var_run * fit.factor
     sd = max(math.sqrt(max(var, 0.0)), SCALE_FLOOR)
     dof = max(dof, 1.0)
     if math.isfinite(nu):
         dof = min(dof, nu)
-    change = s.zc - s.z_median
+    change = zc - fit.level
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
-    # the current run moved job-wide, the way of this change (one decision: the guard's
-    # and the reason's)
-    now_job_wide = math.copysign(1.0, change) * s.job_shift >= JOB_WIDE_SDS
-    sd_run = math.sqrt(max(var_run, 0.0)) or sd
     return Evidence(
         centre=s.ref,
         change=change,
         log=s.log,
         sd=sd,
         dof=dof,
-        p_value=p_value,
-        guard=_guard(s, change, sd_run, now_disturbed=now_disturbed, now_job_wide=now_job_wide),
+        p_value=max(p_value, _rank_p(fit, change, s.z.size)),
         noisy_now=noisy_now,
-        job_move=s.job_move if now_job_wide else "",
-        components=words + (f"; heavy tails (t{nu:g})" if math.isfinite(nu) else ""),
+        job_move="",
+        notes=fit.words,
     )
 
 
-def _job_outliers(series: Sequence[_Series]) -> np.ndarray:
-    """The last runs' positions (aligned from the newest, over the shortest window of at
-    least ``TRIM_MIN_RUNS`` runs) that are outliers in at least half of ``series``: a
-    job-wide event, a spike or a slower runner, that moved every metric of its run
-    together."""
-    series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
-    if not series:
-        return np.zeros(0, dtype=bool)
-    k = min(s.z.size for s in series)
-    return np.asarray(np.mean([s.outlier[-k:] for s in series], axis=0) >= 0.5, dtype=bool)
+def _job_evidence(job: np.ndarray, current: float, level: float, log: bool) -> Evidence:
+    """The current job's factor against the jobs of the window: the same model as one
+    series (:func:`_fit_level`), its own tails."""
+    fit = _fit_level(job, current, trim=False)
+    sd_run = math.sqrt(fit.var) if fit.var > 0 else 0.0
+    nu = fit_tail(fit.resid / sd_run, level) if sd_run > 0 else math.inf
+    sd = max(sd_run * math.sqrt(1.0 + fit.factor), SCALE_FLOOR)
+    dof = max(min(float(fit.dof), nu), 1.0)
+    change = current - fit.level
+    p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
+    return Evidence(
+        centre=1.0,
+        change=change,
+        log=log,
+        sd=sd,
+        dof=dof,
+        p_value=max(p_value, _rank_p(fit, change, job.size)),
+        noisy_now="",
+        job_move="",
+        notes=fit.words,
+    )
 
 
-def _with_job_outliers(s: _Series, common: np.ndarray) -> _Series:
-    """``s`` with the gate's job-wide outlier runs counted as its outliers too: a run where
-    most of the gate's metrics ran slow (a slower pool) is one here as well, even where this
-    metric's own noise kept it inside its outlier bound. It leaves the scale estimate and
-    the guard compares the current run with it."""
-    k = common.size
-    if not k or s.z.size < k or not common.any():
-        return s
-    outlier = s.outlier.copy()
-    outlier[-k:] |= common
-    job_wide = s.job_wide.copy()
-    job_wide[-k:] = common
-    if np.array_equal(outlier, s.outlier):
-        return replace(s, job_wide=job_wide)
-    kept, var_between, dof_between = _between(s.z, outlier)
+def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) -> Evidence:
+    """``ev`` when its whole job moved (:func:`_job_evidence` significant), with words that
+    say so; where the job factor was taken out of ``ev`` (``removed``), the benchmark's own
+    change and the job's together, with both variances."""
+    words = (
+        f"the whole job moved: {benchmarks} benchmarks by {job.pct(job.change):+.1f}% "
+        "together; a change to every benchmark and a slower runner look the same, and a "
+        "rerun tells them apart"
+    )
+    if not removed:
+        return replace(ev, job_move=words)
+    sd = math.sqrt(ev.sd**2 + job.sd**2)
+    change = ev.change + job.change
+    dof = min(ev.dof, job.dof)
     return replace(
-        s,
-        outlier=outlier,
-        job_wide=job_wide,
-        kept=kept,
-        var_between=var_between,
-        dof_between=dof_between,
+        ev,
+        change=change,
+        sd=sd,
+        dof=dof,
+        p_value=float(2.0 * special.stdtr(dof, -abs(change) / sd)),
+        job_move=words,
     )
-
-
-def _job_shift(series: Sequence[_Series], between: _Prior) -> tuple[float, str]:
-    """The median of the current runs' changes over ``series`` (one metric of the gate), each
-    in SDs of its between-run spread: near 0 when one benchmark changed, large when the
-    whole job moved (a spike, a slower pool). With it, words for a move that many series
-    made together (at least ``JOB_MOVE_MIN`` of them), or ''."""
-    shifts, moves = [], []
-    for s in series:
-        var, _ = _moderate(s.var_between, s.dof_between, between)
-        if var > 0:
-            shifts.append((s.zc - s.z_median) / math.sqrt(var))
-            moves.append(s.zc - s.z_median)
-    if not shifts:
-        return 0.0, ""
-    move = median(moves)
-    pct = 100.0 * math.expm1(move) if all(s.log for s in series) else 100.0 * move
-    words = ""
-    if len(shifts) >= JOB_MOVE_MIN:
-        words = (
-            f"the whole job moved: {len(shifts)} benchmarks by {pct:+.1f}% in the median; a "
-            "change to every benchmark and a runner or a spike that moved the whole job look "
-            "the same, and a rerun tells them apart"
-        )
-    return median(shifts), words
-
-
-def _tail_residuals(series: Sequence[_Series], between: _Prior, common: np.ndarray) -> np.ndarray:
-    """Standardised baseline residuals of the gate's series, for the tail fit.
-
-    Outliers stay in (they are what the tail is). Runs that are outliers in most series at
-    once are left out: a job-wide event (a spike, a slower runner) moves every metric of its
-    run together (``common``, from :func:`_job_outliers`); the outlier guard answers for
-    those, the tails for the rest.
-    """
-    series = [s for s in series if s.z.size >= TRIM_MIN_RUNS]
-    if not series:
-        return np.zeros(0)
-    k = common.size
-    out = []
-    for s in series:
-        var, _ = _moderate(s.var_between, s.dof_between, between)
-        if var > 0:
-            z = s.z[-k:][~common & ~s.disturbed[-k:]]
-            out.append((z - float(np.mean(s.kept))) / math.sqrt(var))
-    return np.concatenate(out) if out else np.zeros(0)
 
 
 def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
     """Evidence for noisy candidates judged together.
 
-    Each metric's prior comes from the same metric of the gate's other benchmarks (one
-    runner, one kind of measurement: a step time lends nothing to a memory peak, and a
-    throughput, the reciprocal of a step time, would only echo it); the tails are fitted
-    over the whole gate.
+    Per metric (one runner, one kind of measurement: a step time lends nothing to a memory
+    peak), the gate's series share a job factor, taken out of each before it is judged and
+    judged itself; each metric's variances are shrunk toward the others' (the empirical
+    prior) and each series' tails are its own, with the others' as a prior.
     """
     series = [_series(c) for c in candidates]
+    out: list[Evidence | None] = [None] * len(series)
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(candidates):
         groups.setdefault(c.current.metric, []).append(i)
-    priors: list[tuple[_Prior, _Prior]] = [(_Prior(0.0, 0.0), _Prior(0.0, 0.0))] * len(series)
-    residuals = []
+    alpha = min((c.alpha for c in candidates), default=ALPHA)
+    level = alpha / max(len(candidates), 1)
     for members in groups.values():
-        common = _job_outliers([series[i] for i in members])
-        for i in members:
-            series[i] = _with_job_outliers(series[i], common)
         group = [series[i] for i in members]
-        between = fit_prior([s.var_between for s in group], [s.dof_between for s in group])
+        jobs = _job_factor(group)
+        removed = jobs is not None and _job_explains(group, jobs[2])
+        fits, currents = [], []
+        for j, s in enumerate(group):
+            if jobs is None or not removed:
+                fits.append(_fit_level(s.z, s.zc, disturbed=s.disturbed))
+                currents.append(s.zc)
+            else:
+                own = jobs[2][j]
+                k = own.size - 1
+                fits.append(
+                    _fit_level(s.z - own[k - s.z.size : k], s.zc - own[k], disturbed=s.disturbed)
+                )
+                currents.append(s.zc - own[k])
+        between = fit_prior([f.var for f in fits], [f.dof for f in fits])
         within = fit_prior(
             [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in group],
             [s.dof_within for s in group],
         )
-        for i in members:
-            priors[i] = (between, within)
-        shift, words = _job_shift(group, between)
-        for i in members:
-            series[i] = replace(series[i], job_shift=shift, job_move=words)
-        residuals.append(_tail_residuals(group, between, common))
-    level = min((c.alpha for c in candidates), default=ALPHA) / max(len(candidates), 1)
-    nu = fit_tail(np.concatenate(residuals), level) if residuals else math.inf
-    return [_evidence(s, b, w, nu) for s, (b, w) in zip(series, priors, strict=True)]
+        nus = _series_tails(
+            [f.resid / math.sqrt(f.var) if f.var > 0 else f.resid[:0] for f in fits], level
+        )
+        moved = None
+        if jobs is not None:
+            # the whole job moved: every benchmark fails at once, so it must pass the
+            # strictest bar of the gate's family (Benjamini-Hochberg's first step)
+            job_ev = _job_evidence(jobs[0], jobs[1], level, all(s.log for s in group))
+            if job_ev.p_value < level:
+                moved = job_ev
+        for i, s, fit, zc, nu in zip(members, group, fits, currents, nus, strict=True):
+            ev = _evidence(s, fit, zc, between, within, nu)
+            if moved is not None:
+                ev = _with_job(ev, moved, len(group), removed=removed)
+            out[i] = ev
+    return [ev for ev in out if ev is not None]
 
 
 def _run_ids(candidate: Candidate) -> tuple[str, ...]:
@@ -762,18 +882,30 @@ def _commits(candidate: Candidate) -> tuple[str, ...]:
     return tuple(p.commit for p in candidate.baseline)
 
 
-def _no_baseline(candidate: Candidate) -> Comparison:
+def _no_baseline(candidate: Candidate, mde: float | None = None) -> Comparison:
+    """Too few runs to judge; ``mde``: the change this runner's noise (the gate's other
+    benchmarks) would let a run of 1-2 baseline runs call now, when it knows one."""
     cur, k = candidate.current, len(candidate.baseline)
+    reason = (
+        f"only {k} comparable baseline run{'s' if k != 1 else ''} "
+        f"(at least {MIN_BASELINE_RUNS} needed)"
+    )
+    if mde is not None:
+        reason += (
+            f"; with this runner's noise (its other benchmarks) a change of {size_text(mde)} "
+            f"would be called now, and {MIN_BASELINE_RUNS - k} more run"
+            f"{'s' if MIN_BASELINE_RUNS - k != 1 else ''} judge it on its own history"
+        )
+    else:
+        reason += f": {MIN_BASELINE_RUNS - k} more run{'s' if MIN_BASELINE_RUNS - k != 1 else ''}"
+        reason += " would judge it"
     return Comparison(
         benchmark=cur.benchmark,
         metric=cur.metric,
         unit=cur.unit,
         direction=cur.direction,
         verdict=Verdict.NO_BASELINE,
-        reason=(
-            f"only {k} comparable baseline run{'s' if k != 1 else ''} "
-            f"(at least {MIN_BASELINE_RUNS} needed)"
-        ),
+        reason=reason,
         current_run_id=cur.run_id,
         current_centre=cur.centre,
         min_effect_pct=candidate.policy.min_effect_pct,
@@ -839,7 +971,10 @@ def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
     return f"{min_effect:g}% minimum effect"
 
 
-def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) -> Comparison:
+def _judge(
+    candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int, level: float
+) -> Comparison:
+    """The verdict and its words; ``level``: the interval's (:func:`compare_candidates`)."""
     cur, policy = candidate.current, candidate.policy
     alpha = candidate.alpha
     min_effect = policy.min_effect_pct_at(ev.centre)
@@ -849,11 +984,11 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         word = "slower" if change_pct > 0 else "faster"
     else:
         word = "higher" if change_pct > 0 else "lower"
-    low, high = ev.interval()
+    low, high = (x if math.isfinite(x) else None for x in ev.interval(level))
     mde = ev.detectable(tests, alpha, min_effect)
     sign = worse_sign(cur.direction)
     bound = ev.worse_bound(sign, alpha)
-    size = f"{abs(change_pct):.1f}% {word} than the median of {k} baseline runs"
+    size = f"{abs(change_pct):.1f}% {word} than the level of its {k} baseline runs"
     evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})"
     outcome = classify_change(
         change_pct=change_pct,
@@ -862,13 +997,9 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         alpha=alpha,
         worse_bound_pct=bound,
         direction=cur.direction,
-        guarded=bool(ev.guard),
     )
     power = f"{int(POWER * 100)}% power"
-    if outcome is Outcome.RANK_BLOCKED:
-        verdict = Verdict.INCONCLUSIVE
-        reason = f"{size}, {evidence}, but {ev.guard}; more runs would settle it"
-    elif outcome is Outcome.CHANGE:
+    if outcome is Outcome.CHANGE:
         verdict = change_verdict(cur.direction, change_pct)
         reason = f"{size}, {evidence}, beyond the {_effect_words(policy, min_effect)}"
     elif outcome is Outcome.UNSURE:
@@ -896,6 +1027,8 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         reason += f" ({ev.noisy_now})"
     if ev.job_move and outcome is Outcome.CHANGE:
         reason += f" ({ev.job_move})"
+    if ev.notes:
+        reason += f" ({ev.notes})"
     return Comparison(
         benchmark=cur.benchmark,
         metric=cur.metric,
@@ -912,7 +1045,7 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
         p_value=ev.p_value,
         p_adjusted=p_adjusted,
         min_effect_pct=min_effect,
-        mde_pct=mde,
+        mde_pct=mde if math.isfinite(mde) else None,
         p_rank=None,
         baseline_run_ids=_run_ids(candidate),
         baseline_commits=_commits(candidate),
@@ -923,31 +1056,54 @@ def _judge(candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int) ->
 def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...]:
     """Judge every candidate of one gate, with FDR control across the noisy ones.
 
-    The order of the result follows the input.
+    Intervals are false-coverage adjusted (Benjamini and Yekutieli): with R of the m tests
+    called, every interval is at level 1 - max(R, 1) * alpha / m, so a change is called
+    exactly when its interval leaves 0. The order of the result follows the input.
     """
     results: list[Comparison | None] = [None] * len(candidates)
     tested: list[int] = []
     for i, cand in enumerate(candidates):
-        if len(cand.baseline) < MIN_BASELINE_RUNS:
+        if cand.policy.deterministic or cand.policy.numerics:
+            short = len(cand.baseline) < MIN_BASELINE_RUNS
+            results[i] = _no_baseline(cand) if short else _deterministic(cand)
+        elif not cand.baseline:
             results[i] = _no_baseline(cand)
-        elif cand.policy.deterministic or cand.policy.numerics:
+        elif len(cand.baseline) >= MIN_BASELINE_RUNS and _never_varied(cand):
             results[i] = _deterministic(cand)
         else:
             tested.append(i)
     evidences = gate_evidence([candidates[i] for i in tested])
-    raw = [ev.p_value for ev in evidences]
-    # A change a guard holds back (a baseline run already as far out, main moved) is no
-    # discovery: it counts among the gate's tests, but its small p-value must not lower the
-    # bar for the others. When a whole job ran slow (a slower runner pool), most metrics
-    # are held back and their p-values would otherwise let a lone unguarded one through.
-    free = benjamini_hochberg(
-        [1.0 if ev.guard else p for ev, p in zip(evidences, raw, strict=True)]
+    adjusted = benjamini_hochberg([ev.p_value for ev in evidences])
+    m = len(tested)
+    alpha = min((candidates[i].alpha for i in tested), default=ALPHA)
+    called = sum(p < alpha for p in adjusted)
+    level = 1.0 - max(called, 1) * alpha / max(m, 1)
+    # a series of 1-2 runs is judged on its runner's noise: the gate's other benchmarks of
+    # its metric with a history of their own (the empirical prior needs three)
+    known = Counter(
+        candidates[i].current.metric
+        for i in tested
+        if len(candidates[i].baseline) >= MIN_BASELINE_RUNS
     )
-    shown = benjamini_hochberg(raw) if any(ev.guard for ev in evidences) else free
-    adjusted = [a if ev.guard else f for ev, a, f in zip(evidences, shown, free, strict=True)]
     for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
-        results[i] = _judge(candidates[i], ev, p_adj, len(tested))
+        cand = candidates[i]
+        judged = _judge(cand, ev, p_adj, m, level)
+        if len(cand.baseline) < MIN_BASELINE_RUNS:
+            if known[cand.current.metric] < 3:
+                judged = _no_baseline(cand)
+            elif judged.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+                judged = _no_baseline(cand, judged.mde_pct)
+        results[i] = judged
     return tuple(r for r in results if r is not None)
+
+
+def _never_varied(candidate: Candidate) -> bool:
+    """Every baseline run and repeat measured the same value: the metric shows no noise to
+    test against (a count in a profile), so a change is judged as a deterministic one and
+    is not a test of the gate's false-discovery family."""
+    values = {p.centre for p in candidate.baseline}
+    values.update(x for p in candidate.baseline for x in p.repeat_centres)
+    return len(values) == 1
 
 
 def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
@@ -980,5 +1136,5 @@ def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
     policy = MetricPolicy(baseline[-1].direction, 0.0)
     s = _series(Candidate(stand_in, tuple(baseline), policy))
     s = replace(s, cur_factor=median_variance(repeats), cur_within=None)
-    none = _Prior(0.0, 0.0)
-    return _evidence(s, none, none, math.inf).sd
+    fit = _fit_level(s.z, s.zc)
+    return _evidence(s, fit, s.zc, _NO_PRIOR, _NO_PRIOR, math.inf).sd

@@ -37,6 +37,9 @@ from perfgate.models import Comparison, Direction, Verdict
 ALPHA = 0.01
 """Significance level of one gate (after Benjamini-Hochberg across its metrics)."""
 
+MIN_BASELINE_RUNS = 3
+"""Baseline runs a noisy metric needs before it is judged (fewer: ``no_baseline``)."""
+
 POWER = 0.8
 """The power at which a comparison's smallest detectable change (its MDE) is stated."""
 
@@ -184,8 +187,9 @@ def numerics_verdict(
 def deciding(comparisons: Iterable[Comparison]) -> tuple[Comparison, ...]:
     """The comparisons a gate decides on: for a benchmark measured in A/B pairs its paired
     comparisons; for the others, history; in both, not those only shown beside them
-    (``decides`` False: a wall time where the CPU or device time decides), and every
-    budget's (judged on the run alone, A/B or not)."""
+    (``decides`` False: a wall time where the CPU or device time decides, an operator
+    count the suite did not name), and every budget's (judged on the run alone, A/B or
+    not)."""
     every = tuple(c for c in comparisons if c.decides)
     paired = {c.benchmark for c in every if c.method == "paired"}
     return tuple(

@@ -74,7 +74,6 @@ from functools import lru_cache
 import numpy as np
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
-from perfgate.stats import special
 from perfgate.stats.compare import SCALE_FLOOR
 from perfgate.stats.decide import (
     ALPHA,
@@ -124,14 +123,32 @@ def _sign_flip_sums(x: np.ndarray) -> np.ndarray:
     ``SAMPLED_PATTERNS`` patterns drawn with a seed fixed by the count, in blocks."""
     if x.size <= EXACT_UP_TO:
         return np.asarray(_patterns(x.size) @ x, dtype=float)
-    rng = np.random.default_rng(x.size)
+    # each drawn pattern, cut in chunks of CHUNK values: a row of every chunk's table of
+    # sums (the sequential looks of ``check`` call this at every look: table lookups, not a
+    # fresh draw and a matrix product, for the same sums)
+    sums = np.zeros(SAMPLED_PATTERNS)
+    for c, rows in enumerate(_sampled_rows(x.size)):
+        chunk = x[c * CHUNK : (c + 1) * CHUNK]
+        sums += np.take(_patterns(chunk.size) @ chunk, rows)
+    return sums
+
+
+CHUNK = 8
+"""Values per chunk of a drawn sign pattern (a table of 2^CHUNK sums per chunk)."""
+
+
+@lru_cache(maxsize=8)
+def _sampled_rows(n: int) -> np.ndarray:
+    """The ``SAMPLED_PATTERNS`` sign patterns of n values (more than ``EXACT_UP_TO``), drawn
+    with a seed fixed by n in blocks of 4096, as row numbers of :func:`_patterns` of each
+    chunk of ``CHUNK`` values: one row per chunk, one column per pattern."""
+    rng = np.random.default_rng(n)
     block = 4096
-    return np.concatenate(
-        [
-            (1.0 - 2.0 * rng.integers(0, 2, size=(block, x.size))) @ x
-            for _ in range(SAMPLED_PATTERNS // block)
-        ]
+    bits = np.concatenate(
+        [rng.integers(0, 2, size=(block, n)) for _ in range(SAMPLED_PATTERNS // block)]
     )
+    starts = range(0, n, CHUNK)
+    return np.stack([bits[:, s : s + CHUNK] @ (1 << np.arange(min(CHUNK, n - s))) for s in starts])
 
 
 def pair_order_p(values: Sequence[float], *, side: int = 0) -> float:
@@ -280,6 +297,8 @@ def pairs_for_power(
     has spread ``log_sd``, known with ``dof`` degrees of freedom (``None``: estimated from the
     n pairs themselves, n - 1); ``None`` past ``MAX_PAIRS``.
     """
+    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
+
     effect = abs(effect_log)
     scale = max(log_sd, LOG_RATIO_FLOOR)
     if effect == 0.0:
@@ -295,15 +314,28 @@ def pairs_for_power(
         df = n - 1 if dof is None else np.full_like(n, float(dof))
         critical = special.stdtrit(df, 1.0 - alpha / 2.0)
         shift = effect * np.sqrt(n) / scale
-        # In order, stopping at the first n with the power: the answer of evaluating the
-        # whole block, for a fraction of its noncentral t evaluations (the answer is mostly
-        # a few past the start, and each evaluation is a series in plain Python).
-        rows = zip(df.tolist(), shift.tolist(), critical.tolist(), strict=True)
-        for k, (f, s, c) in enumerate(rows):
-            if 1.0 - special.nctdtr(f, s, c) + special.nctdtr(f, s, -c) >= POWER:
-                return int(n[k])
+        reached = np.flatnonzero(_two_sided_power(df, shift, critical) >= POWER)
+        if reached.size:
+            return int(n[reached[0]])
         low, width = low + width, width * 4
     return None
+
+
+def _two_sided_power(df: np.ndarray, shift: np.ndarray, critical: np.ndarray) -> np.ndarray:
+    """P(|T| > critical) for T noncentral t with ``df`` and noncentrality ``shift``.
+
+    Both tails are taken as lower tails, P(T > c) being P(-T < -c) with -T noncentral t of
+    noncentrality -shift, so neither is 1 minus a number near 1. scipy's ``nctdtr`` returns
+    nan for some tails below about 1e-11 (scipy issues 25106 and 25470; a quarter of this
+    search's evaluations, checked against a series summed independently): such a tail is
+    counted as 0, which moves the power by less than 1e-11.
+    """
+    from scipy import special
+
+    upper = np.nan_to_num(special.nctdtr(df, -shift, -critical), nan=0.0)
+    lower = np.nan_to_num(special.nctdtr(df, shift, -critical), nan=0.0)
+    out: np.ndarray = upper + lower
+    return out
 
 
 def _sd(values: Sequence[float], mean: float) -> float:
@@ -345,6 +377,8 @@ def compare_pairs(
         ValueError: a base or head value that is not finite, or (for a noisy metric) not
             positive: a ratio needs both.
     """
+    from scipy import special
+
     empty = PairedEvidence(
         benchmark=benchmark,
         metric=metric,

@@ -61,7 +61,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perfgate.models import Comparison, RunPoint, Verdict
-from perfgate.stats import special
 from perfgate.stats.compare import change_sd
 from perfgate.stats.decide import ALPHA, deciding
 
@@ -94,6 +93,8 @@ def look_correlation(
 
 
 def _tail(z: float) -> float:
+    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
+
     return float(special.ndtr(-z))
 
 
@@ -136,7 +137,7 @@ def look_level(rho: float | None, *, tests: int, alpha: float = ALPHA) -> float:
         return alpha / 2.0
     if rho >= 1.0:
         return alpha  # the two looks are one test
-    from scipy import optimize  # here: only a confirmation needs it
+    from scipy import optimize, special  # here: only a confirmation needs them
 
     q = _lone_level(alpha, tests)
     low = float(special.ndtri(1.0 - q))
@@ -193,6 +194,8 @@ def false_alarm_shares(
     both looks at ``level`` with look correlation ``rho`` (``None``: the union bound):
     P(X0 > c) and P(X0 <= c, X1 > c), scaled by alpha / q. For a level from
     :func:`look_level` they add up to ``alpha``."""
+    from scipy import special
+
     q = _lone_level(alpha, tests)
     c = float(special.ndtri(1.0 - _lone_level(level, tests)))
     first = _tail(c)

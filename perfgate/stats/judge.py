@@ -1,0 +1,156 @@
+"""``perfgate.judge``: the gate's whole decision rule on plain numbers.
+
+A team whose own harness measures its benchmarks judges those numbers with the same window
+cut, noise model, tails, false-discovery control and verdict rule as ``perfgate gate``,
+without a store::
+
+    import perfgate
+
+    verdicts = perfgate.judge(
+        {"resnet": [[101.2, 100.8, 101.5], [100.9, 101.1, 100.7], [101.0, 101.4, 100.6]],
+         "bert": [[55.1, 55.3, 54.9], [55.0, 55.2, 55.4], [54.8, 55.1, 55.0]]},
+        {"resnet": [109.9, 110.3, 110.1], "bert": [55.2, 55.0, 55.1]},
+    )
+    verdicts["resnet"].verdict  # "regression"
+
+``baseline`` maps each benchmark to its runs, oldest first; a run is the list of its
+repeats' values in the metric's unit (one value per worker process). ``current`` maps each
+benchmark to the current run's repeat values. Runs of different benchmarks are taken to
+belong to the same CI job when they stand at the same place counted from the newest (the
+last run of every benchmark is one job, the one before it another, ...): that is how the
+gate tells a slower runner, which moves every benchmark of its job, from one benchmark's
+change. Pure: no store, no file, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from perfgate.errors import UsageError
+from perfgate.metrics import default_policy, lookup
+from perfgate.models import Comparison, MetricPolicy, RunPoint
+from perfgate.stats.compare import Candidate, compare_candidates
+from perfgate.stats.summary import median
+from perfgate.stats.window import HISTORY_SCAN_RUNS, runs_since_last_change
+
+BASELINE_WINDOW = 30
+"""Runs a window holds at most: the newest 30 after the last change point, as the gate's
+default ``baseline_window``."""
+
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on one benchmark, as ``perfgate gate`` reports it."""
+
+    verdict: str
+    """``regression``, ``improvement``, ``unchanged``, ``inconclusive`` or ``no_baseline``."""
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    mde_pct: float | None
+    reason: str
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    baseline_runs: int = 0
+    """How many runs of the baseline the window kept (after the change-point cut and cap)."""
+
+
+def _values(where: str, values: Sequence[float]) -> tuple[float, ...]:
+    out = []
+    for v in values:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: {v!r} is not a number") from None
+        if not math.isfinite(x):
+            raise UsageError(f"{where}: {v!r} is not a finite number")
+        out.append(x)
+    if not out:
+        raise UsageError(f"{where}: a run needs at least one repeat value")
+    return tuple(out)
+
+
+def _point(
+    benchmark: str, metric: str, policy: MetricPolicy, run: int, repeats: tuple[float, ...]
+) -> RunPoint:
+    spec = lookup(metric)
+    return RunPoint(
+        run_id=f"{benchmark}#{run}",
+        benchmark=benchmark,
+        metric=metric,
+        unit=spec.unit if spec is not None else "",
+        direction=policy.direction,
+        branch="",
+        commit="",
+        fingerprint_key="",
+        started_at=_EPOCH + timedelta(minutes=run),
+        centre=median(repeats),
+        repeat_centres=repeats,
+    )
+
+
+def _window(points: Sequence[RunPoint], metric: str, policy: MetricPolicy) -> tuple[RunPoint, ...]:
+    """The gate's window of one series: its runs after the last change point among the
+    newest ``HISTORY_SCAN_RUNS``, the newest ``BASELINE_WINDOW`` of them."""
+    scanned = list(points[-HISTORY_SCAN_RUNS:])
+    since = runs_since_last_change(
+        {metric: [(p.run_id, p.centre) for p in scanned]},
+        deterministic=lambda _: policy.deterministic or policy.numerics,
+    )
+    allowed = since.get(metric)
+    kept = [p for p in scanned if allowed is None or p.run_id in allowed]
+    return tuple(kept[-BASELINE_WINDOW:])
+
+
+def judge(
+    baseline: Mapping[str, Sequence[Sequence[float]]],
+    current: Mapping[str, Sequence[float]],
+    *,
+    metric: str = "step_time_ms",
+    policy: MetricPolicy | None = None,
+) -> dict[str, Judgement]:
+    """Judge each benchmark of ``current`` against its ``baseline`` runs, all of them as one
+    gate (one false-discovery family, one runner's noise shared between them).
+
+    ``metric`` names the catalogue entry whose direction and minimum effect apply
+    (``step_time_ms``: lower is better, 3%); ``policy`` overrides them. Returns a
+    :class:`Judgement` per benchmark of ``current``, in its order; one missing from
+    ``baseline`` is ``no_baseline``.
+
+    Raises:
+        UsageError: a value is not a finite number, or a run has no values.
+    """
+    rule = policy or default_policy(metric)
+    n = max((len(runs) for runs in baseline.values()), default=0)
+    candidates = []
+    for name, repeats in current.items():
+        runs = baseline.get(name, ())
+        # runs aligned from the newest: the last run of every benchmark is the same job
+        offset = n - len(runs)
+        points = [
+            _point(name, metric, rule, offset + i, _values(f"baseline {name!r} run {i}", run))
+            for i, run in enumerate(runs)
+        ]
+        now = _point(name, metric, rule, n, _values(f"current {name!r}", repeats))
+        candidates.append(Candidate(now, _window(points, metric, rule), rule))
+    comparisons = compare_candidates(candidates)
+    return {c.benchmark: _judgement(c) for c in comparisons}
+
+
+def _judgement(c: Comparison) -> Judgement:
+    return Judgement(
+        verdict=c.verdict.value,
+        change_pct=c.change_pct,
+        ci_low_pct=c.ci_low_pct,
+        ci_high_pct=c.ci_high_pct,
+        mde_pct=c.mde_pct,
+        reason=c.reason,
+        p_value=c.p_value,
+        p_adjusted=c.p_adjusted,
+        baseline_runs=len(c.baseline_run_ids),
+    )
