@@ -7,6 +7,11 @@ and the key's path, so a typo never silently turns a setting off.
 Budgets (``[budgets]``, :func:`parse_budgets`) are absolute limits a suite states for its
 metrics (``latency_p99_ms = "<= 100"``), judged on every run whatever its history; they fail
 the gate by default (:data:`DEFAULT_FAIL_ON`).
+
+An operator count (``op_calls_per_step``) explains a time verdict and never fails a gate
+alone; a suite opts in to its deciding by naming it, ``[metrics.op_calls_per_step]`` (any
+key, or none), and ``decides = false`` in a ``[metrics.NAME]`` table keeps any metric shown,
+not deciding (:attr:`perfgate.models.MetricPolicy.decides`).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ _BENCH_KEYS = {
     "timeout",
 } | _DEFAULT_KEYS
 _KINDS = ("training", "inference")
-_METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic"}
+_METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic", "decides"}
 _DEVICES = {"cpu", "cuda", "npu"}
 
 DEFAULT_FAIL_ON = frozenset({Verdict.REGRESSION, Verdict.OVER_BUDGET})
@@ -124,7 +129,8 @@ class Config:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     metrics: Mapping[str, MetricPolicy] = field(default_factory=dict)
     """The suite's ``[metrics.NAME]`` policies; every other metric takes its catalogue's
-    (:mod:`perfgate.metrics`)."""
+    (:mod:`perfgate.metrics`). A metric named here decides unless its table says
+    ``decides = false`` (an operator count decides only here)."""
     benchmarks: tuple[BenchmarkSpec, ...] = ()
     source: str = ""
     advisor: Thresholds = field(default_factory=Thresholds)
@@ -290,8 +296,19 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
         raise ConfigError(
             f"{_where(source, path + '.min_effect_abs')}: expected a number >= 0, got {absolute!r}"
         )
+    # Naming a metric is asking for it to decide: an operator count, which only explains by
+    # default (the catalogue's ``decides``), fails the gate in a suite that names it, unless
+    # the table says ``decides = false`` (kept shown, with its own tolerance, say).
+    decides = table.get("decides", True)
+    if not isinstance(decides, bool):
+        raise ConfigError(f"{_where(source, path + '.decides')}: expected true or false")
     return MetricPolicy(
-        parsed_direction, float(effect), deterministic, float(absolute), numerics=base.numerics
+        parsed_direction,
+        float(effect),
+        deterministic,
+        float(absolute),
+        numerics=base.numerics,
+        decides=decides,
     )
 
 

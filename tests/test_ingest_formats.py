@@ -234,6 +234,41 @@ def test_the_gate_judges_each_pytest_benchmark_test_against_its_own_history(
 # --- pyperf -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("path", "names"),
+    [
+        (PB, ["test_build[100]", "test_build[10000]", "test_sort"]),
+        (PYPERF, ["sort a sorted list", "build a list"]),
+    ],
+)
+def test_a_harness_file_names_its_own_benchmarks_without_benchmark(
+    url: str, path: Path, names: list[str]
+) -> None:
+    """pytest-benchmark, pyperf and asv name their benchmarks: --benchmark is only a prefix."""
+    code, out, err = invoke("ingest", str(path), "--db", url, "--branch", "main", "--json")
+    assert code == 0, err
+    assert [r["run"]["benchmark"] for r in json.loads(out)["runs"]] == names
+    assert latest(url, names[-1]).measurement("time_ms") is not None
+
+
+def test_asv_names_its_own_benchmarks_without_benchmark(url: str) -> None:
+    code, out, err = invoke("ingest", str(ASV), "--db", url, "--branch", "main", "--json")
+    assert code == 0, err
+    names = [r["run"]["benchmark"] for r in json.loads(out)["runs"]]
+    assert names and all(n.startswith("benchmarks.") for n in names), names
+
+
+@pytest.mark.parametrize(
+    "path",
+    [METRICS_JSON, DATA / "torch_trace" / "mlp_cpu.pt.trace.json.gz"],
+    ids=["metrics", "trace"],
+)
+def test_a_file_that_names_no_benchmark_still_needs_benchmark(url: str, path: Path) -> None:
+    code, out, err = invoke("ingest", str(path), "--db", url, "--branch", "main")
+    assert code == 2 and out == ""
+    assert "--benchmark NAME" in one_line(err)
+
+
 def test_pyperf_runs_are_repeats_and_warmups_and_calibration_are_left_out(url: str) -> None:
     doc = json.loads(PYPERF.read_text(encoding="utf-8"))
     out = ingest_json(PYPERF, url, benchmark="micro")

@@ -323,6 +323,28 @@ def test_slowdown_leaves_every_loss_equal_bit_for_bit(name: str) -> None:
     assert [float(base.step()) for _ in range(5)] == [float(slow.step()) for _ in range(5)]
 
 
+@pytest.mark.parametrize(
+    ("batch", "slowdown", "threads"), [(128, 0.1, 1), (128, 0.3, 2), (100, 3.0, 2)]
+)
+def test_the_mlp_slowdown_in_its_own_calls_leaves_the_loss_equal_bit_for_bit(
+    batch: int, slowdown: float, threads: int
+) -> None:
+    """The MLP's slowdown runs its extra rows through the step's own calls and takes the
+    loss on the batch's rows: at the default batch, small and large slowdowns, one and two
+    threads, every loss is the one without it, to the last bit."""
+    torch = pytest.importorskip("torch")
+    from perfgate.workloads import mlp
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        base = mlp.build(batch_size=batch)
+        slow = mlp.build(batch_size=batch, slowdown=slowdown)
+        assert [float(base.step()) for _ in range(4)] == [float(slow.step()) for _ in range(4)]
+    finally:
+        torch.set_num_threads(before)
+
+
 DDP_KNOBS = """
 import os, socket
 import torch

@@ -6,7 +6,8 @@
   line, and the previous file is byte-identical.
 * A store on a read-only mount is opened ``mode=ro`` (``immutable`` in WAL mode, where the
   ``-shm`` file cannot be created): ``history``, ``gate`` and ``compare`` work on it.
-* A password with an unencoded ``@`` is masked whole; a Pushgateway URL with credentials
+* A password with an unencoded ``@`` (and ``:`` or ``/``) is masked whole, in messages
+  and when the URL does not parse at all; a Pushgateway URL with credentials
   sends them as HTTP basic auth and never prints them.
 """
 
@@ -35,7 +36,7 @@ from perfgate.app.files import write_atomic
 from perfgate.cli import cli
 from perfgate.models import BenchmarkSpec, RunRecord
 from perfgate.reporters.prometheus import split_credentials
-from perfgate.store.connect import make_target, mask_url
+from perfgate.store.connect import make_target, mask_url, parse_url
 
 LIMIT = 40_000
 """The file-size limit: above SQLite's 32 KiB ``-shm`` index, below the files written."""
@@ -414,6 +415,74 @@ def test_unreachable_postgres_error_never_shows_the_password() -> None:
     assert result.exit_code == 3, result.output
     line = _one_line(result.stderr)
     assert "127.0.0.1" in line and "cret" not in line and "se@" not in line, line
+
+
+SECRET = "Pa@ss:wo/rd9Z"
+"""A password with an unencoded ``@``, ``:`` and ``/``: every fragment of it must stay hidden."""
+
+_FRAGMENTS = ("Pa@", "ss:wo", "wo/rd", "rd9Z")
+
+
+def _commands(db: str) -> list[list[str]]:
+    trace = str(Path(__file__).parent / "data" / "torch_trace" / "mlp_cpu.pt.trace.json.gz")
+    return [
+        ["db", "status", "--db", db],
+        ["ingest", trace, "--benchmark", "b", "--branch", "feat", "--db", db],
+        ["gate", "--branch", "feat", "--db", db],
+    ]
+
+
+@pytest.mark.parametrize(
+    "db",
+    [
+        f"postgresql://postgres:{SECRET}@127.0.0.1:9/test?connect_timeout=5",  # unreachable
+        f"postgresql://postgres:{SECRET}@127.0.0.1:port/test",  # does not parse
+        f"postgres:{SECRET}@127.0.0.1/test",  # no scheme
+        f"mysql://postgres:{SECRET}@127.0.0.1/test",  # unsupported
+    ],
+)
+def test_a_password_with_at_colon_and_slash_never_leaks(tmp_path: Path, db: str) -> None:
+    pytest.importorskip("psycopg")
+    for args in _commands(db):
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code in (2, 3), (args, result.output)
+        line = _one_line(result.stderr)
+        assert line.startswith("perfgate: error: ") and "***" in line, line
+        for fragment in _FRAGMENTS:
+            assert fragment not in result.output, (args, line)
+
+
+def test_a_password_with_at_colon_and_slash_is_read_as_the_driver_reads_it() -> None:
+    url = mask_url(f"postgresql://postgres:{SECRET}@db.example:5432/test")
+    assert url == "postgresql://postgres:***@db.example:5432/test"
+    target = make_target(f"postgresql://postgres:{SECRET}@db.example:5432/test")
+    try:
+        assert target.engine.url.password == SECRET
+        assert target.engine.url.host == "db.example" and target.engine.url.port == 5432
+    finally:
+        target.engine.dispose()
+    # an @ in a path (no user name can hold a /) and in a SQLite path stays where it is
+    assert parse_url("postgresql://host/db@x").database == "db@x"
+    assert parse_url("sqlite:////tmp/a@b/store.db").database == "/tmp/a@b/store.db"
+
+
+def test_a_password_with_at_colon_and_slash_connects_to_postgres(tmp_path: Path) -> None:
+    base = os.environ.get("PERFGATE_TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("PERFGATE_TEST_POSTGRES_URL is not set")
+    pytest.importorskip("psycopg")
+    from sqlalchemy import make_url
+
+    url = make_url(base)
+    if url.password:
+        pytest.skip("the test server takes a password; this test needs trust authentication")
+    port = f":{url.port}" if url.port else ""
+    db = f"postgresql://{url.username}:{SECRET}@{url.host}{port}/{url.database}"
+    result = CliRunner().invoke(cli, ["db", "status", "--db", db], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"{url.username}:***@{url.host}" in result.stdout, result.stdout
+    for fragment in _FRAGMENTS:
+        assert fragment not in result.output, result.output
 
 
 class _Gateway(BaseHTTPRequestHandler):

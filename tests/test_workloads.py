@@ -29,7 +29,7 @@ def test_same_seed_gives_the_same_loss(module: object) -> None:
 
 
 def test_slowdown_adds_proportional_rows_of_work() -> None:
-    """Counted in FLOPs of the first layer's matmul, not in time: deterministic."""
+    """Counted in FLOPs of the step, not in time: deterministic."""
     from torch.utils.flop_counter import FlopCounterMode
 
     def flops(slowdown: float) -> int:
@@ -42,6 +42,33 @@ def test_slowdown_adds_proportional_rows_of_work() -> None:
     assert slowed / base == pytest.approx(1.3, rel=0.01)
     with pytest.raises(ValueError):
         mlp.build(slowdown=-1.0)
+
+
+def test_the_mlp_slowdown_is_the_same_operators_doing_more_work() -> None:
+    """The MLP's slowdown adds rows to the step's own calls, not calls: the same operators,
+    called as often, with the FLOPs of 30% more rows. A time regression the operator count
+    cannot see (so the gate's time metric has to)."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Calls(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: Counter[str] = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.seen[str(func)] += 1
+            return func(*args, **(kwargs or {}))
+
+    def calls(slowdown: float) -> Counter[str]:
+        workload = mlp.build(batch_size=100, slowdown=slowdown)
+        workload.step()  # the first step makes the momentum buffers: count a later one
+        with Calls() as counter:
+            workload.step()
+        return counter.seen
+
+    assert calls(0.0) == calls(0.3)
 
 
 def _small_mlp() -> object:

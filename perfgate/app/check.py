@@ -2,29 +2,29 @@
 
 One command for a PR job. It runs the suite (``history`` mode: the head only, judged against
 the base branch's stored runs; ``ab`` mode: the PR's merge-base and the head in alternating
-pairs, in the same job), gates, and gives every single-process training benchmark left
-``inconclusive`` more repeats in fresh processes (more pairs in ``ab`` mode), as many as the
-budget buys, then gates once more.
+pairs, in the same job), gates, and settles what the gate left open within the budget.
 
-Error control is that of ``run --confirm`` (:mod:`perfgate.stats.sequential`): the first
-gate and the re-measured one are two looks at a common level, so re-measuring only adds
-detections at the plain gate's false-alarm rate, and a regression at the first look (at that
-level) stands. The two looks are entered whenever a re-measurable benchmark is inconclusive
-*or a regression* at the plain gate (a regression is judged again at the common level: it
-stands there, or the second look settles it); reporting a plain regression while
-re-measuring the rest would spend the false-alarm budget twice. ``ab`` mode's looks are means
-of independent pair ratios (rho = sqrt(n0 / n)); when the first pairs are too few for the
-pair-order test of :mod:`perfgate.stats.paired` to call anything (fewer than 8 at 0.01),
-look 0 spends nothing and the second look is judged at the plain level. One re-measurement
-round, sized by the
-budget: the two-look rule is what keeps the false-alarm rate; a third look would need its
-own share.
+``history`` mode gives every single-process training benchmark left ``inconclusive`` more
+repeats in fresh processes, as many as the budget buys, then gates once more. Its error
+control is that of ``run --confirm`` (:mod:`perfgate.stats.sequential`): the first gate and
+the re-measured one are two looks at a common level, so re-measuring only adds detections at
+the plain gate's false-alarm rate, and a regression at the first look (at that level)
+stands. The two looks are entered whenever a re-measurable benchmark is inconclusive *or a
+regression* at the plain gate (a regression is judged again at the common level: it stands
+there, or the second look settles it); reporting a plain regression while re-measuring the
+rest would spend the false-alarm budget twice. One re-measurement round, sized by the
+budget: the budget buys rounds of one repeat of every benchmark the plain gate left open,
+and only those are re-measured (unchanged at the plain level, a benchmark is not a
+regression there, so leaving it at that level adds no false alarm).
 
-The budget buys rounds of one repeat (pair) of every benchmark the plain gate left open,
-and only those are re-measured: look 0's stricter level can leave open a benchmark the plain
-gate called unchanged, but re-measuring it would spend past ``--budget``, and it needs no
-second look (unchanged at the plain level, it is not a regression there, so leaving it at
-that level adds no false alarm).
+``ab`` mode measures until decided (:mod:`perfgate.stats.looks`): every benchmark the plain
+gate left inconclusive, or called a regression, gets looks at growing pair counts, each
+judged by the one paired rule at a level from an alpha-spending function, the looks'
+levels summing to at most alpha; a benchmark stops at the first look that decides it
+(regression, improvement, or unchanged by equivalence), and the budget left goes to the
+undecided ones. Each stop says how many pairs it spent and why (:class:`perfgate.stats.
+looks.Stop`); the plain gate's first pairs are the first look at a stricter level, so a
+plain regression is judged again there, as in ``history`` mode.
 
 On the base branch the final gate's regressions are recorded as untriaged alerts, as
 ``gate`` records them (:func:`perfgate.app.triage.record_alerts`).
@@ -40,14 +40,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate.app.context import GitHistory
-from perfgate.app.gate import compare_records
+from perfgate.app.gate import AB_BASE_SUFFIX, check_base_branch, compare_records
 from perfgate.app.measure import contention_note
 from perfgate.app.record import (
+    NOTHING_TO_RUN,
     ProgressFn,
     confirm_and_record,
     extend_pairs_and_record,
@@ -56,7 +60,7 @@ from perfgate.app.record import (
 )
 from perfgate.app.triage import record_alerts
 from perfgate.config import Config
-from perfgate.errors import ConfigError, UsageError
+from perfgate.errors import ConfigError, RunnerError, UsageError
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -68,7 +72,8 @@ from perfgate.models import (
     RunRecord,
     Verdict,
 )
-from perfgate.stats import sequential
+from perfgate.runner.lifecycle import Interrupted
+from perfgate.stats import looks, sequential
 from perfgate.stats.decide import ALPHA, deciding, size_text
 from perfgate.stats.paired import pairs_to_decide
 from perfgate.store import SqlStore
@@ -76,14 +81,16 @@ from perfgate.store import SqlStore
 MODES = ("history", "ab")
 DEFAULT_BUDGET = "10m"
 MAX_EXTRA = 12
-"""Extra repeats (pairs) one benchmark gets at most: past a dozen the gain of one round is
-small against the job's time (the detectable change shrinks as 1/sqrt(n))."""
+"""Extra repeats one benchmark gets at most in ``history`` mode: past a dozen the gain of one
+round is small against the job's time (the detectable change shrinks as 1/sqrt(n)). ``ab``
+mode's looks are capped by :data:`perfgate.stats.looks.MAX_PAIRS` instead."""
 MIN_BASELINE_FOR_SPLIT = sequential.MIN_RUNS
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What ``check`` may spend re-measuring: wall seconds, or a number of extra repeats."""
+    """What ``check`` may spend re-measuring: wall seconds, or a number of extra repeats
+    (``ab`` mode: extra pairs each open benchmark may get)."""
 
     seconds: float | None = None
     repeats: int | None = None
@@ -132,13 +139,16 @@ def parse_budget(text: str) -> Budget:
 @dataclass(frozen=True)
 class CheckOutcome:
     """What ``check`` did: the final gate, the runs it judged, how many extra repeats (or
-    pairs) the re-measured benchmarks got, and which those were."""
+    pairs: the most any benchmark got) the re-measured benchmarks got, and which those
+    were."""
 
     result: GateResult
     records: tuple[RunRecord, ...]
     mode: str
     extra: int = 0
     remeasured: tuple[str, ...] = ()
+    stops: tuple[looks.Stop, ...] = ()
+    """``ab`` mode: how each benchmark's looks ended (pairs spent, why they stopped)."""
 
 
 def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, against: str) -> str:
@@ -225,56 +235,109 @@ def run_check(
     progress: ProgressFn | None = None,
     warn: ProgressFn | None = None,
     launch: LaunchOptions | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> CheckOutcome:
     """Run ``specs``, gate them against ``against`` and settle what is left inconclusive
-    (see the module).
+    (see the module). ``clock``: seconds, for ``ab`` mode's budget (injected in tests).
 
     Raises:
-        UsageError: an unknown mode; ``ab`` mode outside a git checkout or without a
-            merge-base; what ``run`` and ``gate`` raise.
+        UsageError: an unknown mode; no benchmark; in ``history`` mode a base branch with
+            no runs (before anything is measured); ``ab`` mode outside a git checkout or
+            without a merge-base; what ``run`` and ``gate`` raise.
+        RunnerError: stopped by a signal; the message names the runs recorded before it.
     """
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
-    if mode == "ab":
-        ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
-        outcome = _check_ab(
-            config,
-            specs,
-            store,
-            budget=budget,
-            git=git,
-            ci=ci,
-            against=against,
-            ref=ref,
-            trace_root=trace_root,
-            repo=repo,
-            base_sha=base_sha,
-            history=history,
-            progress=progress,
-            warn=warn,
-        )
-    else:
-        outcome = _check_history(
-            config,
-            specs,
-            store,
-            budget=budget,
-            git=git,
-            ci=ci,
-            against=against,
-            trace_root=trace_root,
-            sys_path=sys_path,
-            base_sha=base_sha,
-            history=history,
-            progress=progress,
-            warn=warn,
-            launch=launch,
-        )
+    if not specs:
+        raise UsageError(NOTHING_TO_RUN)
+    if mode == "history" and git.branch != against:
+        # a base branch without runs fails the gate: say so before measuring, not after
+        check_base_branch(config, store, against)
+    began = datetime.now(timezone.utc)
+    try:
+        if mode == "ab":
+            ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
+            outcome = _check_ab(
+                config,
+                specs,
+                store,
+                budget=budget,
+                git=git,
+                ci=ci,
+                against=against,
+                ref=ref,
+                trace_root=trace_root,
+                repo=repo,
+                base_sha=base_sha,
+                history=history,
+                progress=progress,
+                warn=warn,
+                clock=clock,
+            )
+        else:
+            outcome = _check_history(
+                config,
+                specs,
+                store,
+                budget=budget,
+                git=git,
+                ci=ci,
+                against=against,
+                trace_root=trace_root,
+                sys_path=sys_path,
+                base_sha=base_sha,
+                history=history,
+                progress=progress,
+                warn=warn,
+                launch=launch,
+            )
+    except Interrupted as exc:
+        # the first pass's runs (and any re-measured one) are recorded as each finishes: say
+        # which, rather than the runner's "nothing recorded"
+        recorded = _recorded_since(config, store, specs, git, began)
+        raise RunnerError(stopped_line(exc, recorded)) from exc
     # a base-branch check's regressions become alerts, as a base-branch gate's do
     record_alerts(config, store, result=outcome.result)
     return outcome
+
+
+def _recorded_since(
+    config: Config,
+    store: SqlStore,
+    specs: Sequence[BenchmarkSpec],
+    git: GitContext,
+    began: datetime,
+) -> list[tuple[str, str, str]]:
+    """(run id, benchmark, branch) of the runs of ``specs`` on the check's branch (and its
+    A/B base runs) that started since ``began``: what an interrupted check recorded."""
+    found = []
+    for spec in specs:
+        for branch in (git.branch, f"{git.branch}{AB_BASE_SUFFIX}"):
+            for run_id, _, _ in store.recent_runs(
+                project=config.project, benchmark=spec.name, branch=branch, since=began
+            ):
+                found.append((run_id, spec.name, branch))
+    return found
+
+
+def stopped_line(exc: Interrupted, recorded: Sequence[tuple[str, str, str]]) -> str:
+    """The one line of a check stopped by a signal: what it recorded before the stop."""
+    name = signal.Signals(exc.signum).name
+    if not recorded:
+        return f"stopped by {name}; the running worker was killed and nothing recorded"
+    runs = ", ".join(
+        f"{run_id[:12]} ({benchmark} on {branch})"
+        if not branch.endswith(AB_BASE_SUFFIX)
+        else f"{run_id[:12]} ({benchmark}, the A/B base of {branch[: -len(AB_BASE_SUFFIX)]})"
+        for run_id, benchmark, branch in recorded
+    )
+    noun = "run" if len(recorded) == 1 else "runs"
+    return (
+        f"stopped by {name}; the running worker was killed; recorded before the stop: "
+        f"{len(recorded)} {noun}, {runs}; nothing of the measurement it stopped"
+    )
 
 
 def _check_history(
@@ -371,9 +434,10 @@ def _check_ab(
     history: GitHistory | None,
     progress: ProgressFn | None,
     warn: ProgressFn | None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> CheckOutcome:
-    """``ab`` mode: pairs, the gate, then more pairs for the benchmarks left inconclusive,
-    both looks at the level of :func:`perfgate.stats.sequential.look_level`."""
+    """``ab`` mode: pairs, the gate, then looks that add pairs to every benchmark left open
+    until it is decided or the budget is spent (:mod:`perfgate.stats.looks`)."""
     pairs = run_ab_and_record(
         config,
         specs,
@@ -401,49 +465,78 @@ def _check_ab(
             _with_notes(plain, unsettled_notes(plain, heads, (), 0)), tuple(heads), "ab"
         )
     # a head run's span is its pairs': the seconds of one pair, both sides
-    extra = budget.extra([_seconds_per_repeat(h) for h in heads if h.benchmark in open_])
-    if extra < 1:
+    seconds = {h.benchmark: _seconds_per_repeat(h) for h in heads if h.benchmark in open_}
+    if budget.seconds is not None and all(v > budget.seconds for v in seconds.values()):
         notes = unsettled_notes(plain, heads, (), 0, budget_note=_too_small(budget, heads, open_))
         return CheckOutcome(_with_notes(plain, notes), tuple(heads), "ab")
-    tests = _tests(plain)
-    levels = {h.benchmark: _ab_level(max(h.spec.repeats, 1), extra, tests) for h in heads}
-    at_level = [replace(h, spec=replace(h.spec, confirm_alpha=levels[h.benchmark])) for h in heads]
-    look0 = judge(at_level)
-    final_heads = []
-    remeasured = []
-    for pair, head in zip(pairs, heads, strict=True):
-        mine = [c for c in look0.comparisons if c.benchmark == head.benchmark]
-        # only what the budget was sized on: one the plain gate settled keeps its verdict
-        if head.benchmark not in open_ or sequential.needs_confirming(mine, method="paired"):
-            final_heads.append(head)
-            continue
-        _, new_head = extend_pairs_and_record(
+    # the plain gate was no look: every open benchmark's looks start at its first pairs
+    current = {head.benchmark: (base, head) for base, head in pairs}
+
+    def at(head: RunRecord, level: float) -> RunRecord:
+        return replace(head, spec=replace(head.spec, confirm_alpha=level))
+
+    levels_now: dict[str, float] = {}
+
+    def look(levels: Mapping[str, float]) -> set[str]:
+        levels_now.update(levels)
+        runs = [
+            at(h, levels_now[h.benchmark]) if h.benchmark in levels_now else h
+            for h in (current[b][1] for b in current)
+        ]
+        result = judge(runs)
+        return {b for b in levels if _decided(result, b)}
+
+    def measure(benchmark: str, k: int, level: float) -> None:
+        current[benchmark] = extend_pairs_and_record(
             config,
             store,
-            pair,
-            spec=by_name[head.benchmark],
-            extra=extra,
-            alpha=levels[head.benchmark],
+            current[benchmark],
+            spec=by_name[benchmark],
+            extra=k,
+            alpha=level,
             repo=repo,
             progress=progress,
         )
-        final_heads.append(new_head)
-        remeasured.append(head.benchmark)
+
+    stops = looks.measure_until_decided(
+        {h.benchmark: max(h.spec.repeats, 1) for h in heads if h.benchmark in open_},
+        seconds_per_pair=seconds,
+        budget=looks.Budget(seconds=budget.seconds, pairs=budget.repeats),
+        measure=measure,
+        judge=look,
+        clock=clock,
+    )
+    last = {s.benchmark: s.level for s in stops}
+    final_heads = [
+        at(current[h.benchmark][1], last[h.benchmark]) if h.benchmark in last else h for h in heads
+    ]
     final = judge(final_heads)
-    notes = unsettled_notes(final, final_heads, (), extra, remeasured=remeasured)
+    remeasured = tuple(sorted(s.benchmark for s in stops if s.extra > 0))
+    still_open = _open(final, "paired")
+    spent = tuple(
+        f"{s.benchmark}: {s.text()}; the false-alarm rate over its {len(s.looks)} "
+        f"look{'s' if len(s.looks) != 1 else ''} stays within alpha {ALPHA:g}"
+        for s in stops
+        if s.benchmark not in still_open
+    )
+    notes = spent + unsettled_notes(final, final_heads, (), 0, stops=stops)
     return CheckOutcome(
-        _with_notes(final, notes), tuple(final_heads), "ab", extra, tuple(sorted(remeasured))
+        _with_notes(final, notes),
+        tuple(final_heads),
+        "ab",
+        max((s.extra for s in stops), default=0),
+        remeasured,
+        stops,
     )
 
 
-def _ab_level(initial: int, extra: int, tests: int) -> float:
-    """The level both looks of an A/B benchmark are judged at. When its first pairs are too
-    few for the pair-order test to reach ``ALPHA`` (:func:`perfgate.stats.paired.
-    pairs_to_decide`), look 0 can call nothing and leaves everything to the second look:
-    that look alone spends the false-alarm budget, at the plain gate's level."""
-    if initial < pairs_to_decide(ALPHA):
-        return ALPHA
-    return sequential.look_level(sequential.pairs_correlation(initial, extra), tests=tests)
+def _decided(result: GateResult, benchmark: str) -> bool:
+    """Whether a look decided ``benchmark``: a deciding paired comparison is a regression,
+    or none is inconclusive."""
+    mine = [c for c in deciding(result.comparisons) if c.benchmark == benchmark]
+    if any(c.verdict is Verdict.REGRESSION for c in mine):
+        return True
+    return not any(c.verdict is Verdict.INCONCLUSIVE for c in mine)
 
 
 def _tests(result: GateResult) -> int:
@@ -472,10 +565,13 @@ def unsettled_notes(
     *,
     budget_note: str = "",
     remeasured: Sequence[str] = (),
+    stops: Sequence[looks.Stop] = (),
 ) -> tuple[str, ...]:
     """One line per benchmark still inconclusive after ``check``: why, and what would settle
     it. ``confirmations``: what re-measuring did per benchmark in history mode; ``extra``:
-    the repeats (pairs) the re-measured ones got; ``budget_note``: why none were bought."""
+    the repeats (pairs) the re-measured ones got; ``budget_note``: why none were bought;
+    ``stops``: how ``ab`` mode's looks ended per benchmark."""
+    stopped = {s.benchmark: s for s in stops}
     why_not = {c.benchmark: c.note for c in confirmations if c.folded is None and c.note}
     done = {c.benchmark for c in confirmations if c.folded is not None} | set(remeasured)
     # a wall time that decided on a contended machine: re-measuring here measures the
@@ -488,6 +584,9 @@ def unsettled_notes(
             for c in deciding(result.comparisons)
             if c.benchmark == benchmark and c.verdict is Verdict.INCONCLUSIVE
         ]
+        if benchmark in stopped:
+            out.append(f"{benchmark}: still inconclusive: {_why_looks(rows, stopped[benchmark])}")
+            continue
         out.append(
             f"{benchmark}: still inconclusive: "
             + _why(
@@ -540,21 +639,82 @@ def _why(
         )
     if remeasured:
         done = f"after {extra} extra {'pairs' if paired else 'repeats'}"
-        if not paired:
-            more = "a quieter runner, more base-branch runs, or --mode ab"
-        elif extra >= MAX_EXTRA:  # the round's cap, not the budget, stopped it
-            more = (
-                f"more pairs than one round's {MAX_EXTRA} (a larger repeats in the suite: "
-                "the first round's pairs) or a quieter runner"
-            )
-        else:
-            more = "more pairs (a larger --budget)"
+        more = (
+            "more pairs (a larger --budget)"
+            if paired
+            else "a quieter runner, more base-branch runs, or --mode ab"
+        )
         return f"{sees} {done}; the noise left is too large for this effect: {more}"
+    if paired:
+        # ab mode adds pairs to every benchmark the plain gate left open (their notes come
+        # from their looks): this one the plain gate settled, and the final gate, adjusted
+        # across the metrics the looks changed, did not
+        return (
+            f"{sees}; the first pairs settled it at the plain gate, so none were added, but "
+            "the final gate (adjusted across every metric of the gate) left it open: raise "
+            "--budget or repeats in the suite"
+        )
     return f"{sees}; re-measuring was not possible here"
+
+
+def _why_looks(rows: Sequence[Comparison], stop: looks.Stop) -> str:
+    """Why ``ab`` mode's looks left a benchmark open, in words: the pairs spent, the smallest
+    change they can see, what stopped them, and how many more pairs would likely settle it."""
+    worst = max(rows, key=lambda c: c.mde_pct if c.mde_pct is not None else math.inf)
+    floor = worst.min_effect_pct or 0.0
+    k = len(stop.looks)
+    spent = (
+        f"{worst.metric}: {stop.pairs} pairs measured ({stop.extra} added in "
+        f"{stop.seconds:.0f} s over {k} look{'s' if k != 1 else ''})"
+    )
+    if worst.mde_pct is None:
+        sees = (
+            f"{spent} cannot show a change of any size yet: the pair-order test needs "
+            f"{pairs_to_decide(stop.level or ALPHA)} pairs at the last look's level "
+            f"{stop.level:.2g}"
+        )
+    else:
+        sees = (
+            f"{spent} can see a change of {size_text(worst.mde_pct)} (80% power, level "
+            f"{stop.level:.2g}) against a minimum effect of {floor:g}%"
+        )
+    if stop.why == looks.BUDGET:
+        why, fix = "the budget was spent: no further pair fitted", "raise --budget"
+    elif stop.why == looks.PLANNED:
+        why, fix = f"the budget's {stop.extra} extra pairs were measured", "raise --budget"
+    elif stop.why == looks.CAP:
+        why, fix = (
+            f"it reached the cap of {looks.MAX_PAIRS} pairs",
+            "a quieter runner or a steadier step (the pairs disagree too much)",
+        )
+    else:
+        why, fix = (
+            "a look decided it, but not the final gate (adjusted across every metric)",
+            "raise --budget",
+        )
+    change = abs(worst.change_pct or 0.0)
+    target = max(change, floor)
+    need = looks.pairs_to_settle(
+        stop.pairs, ci_low_pct=worst.ci_low_pct, ci_high_pct=worst.ci_high_pct, target_pct=target
+    )
+    if need is None:
+        settle = "the pairs disagree too much to say how many more would settle it"
+    else:
+        more = need - stop.pairs
+        settle = (
+            f"about {more} more pair{'s' if more != 1 else ''} ({need} in all) would likely "
+            f"settle a change of {target:.1f}%"
+        )
+    return f"{sees}; {why}; {settle}: {fix}"
 
 
 def remeasured_line(outcome: CheckOutcome) -> str:
     """One line for the terminal: what ``check`` re-measured, or that it had nothing to."""
+    if outcome.stops:
+        return (
+            f"check: measured until decided ({looks.spent_text(outcome.stops)}); the "
+            f"false-alarm rate over every look stays within alpha {ALPHA:g}"
+        )
     if not outcome.remeasured:
         return "check: nothing re-measured"
     what = "pairs" if outcome.mode == "ab" else "repeats"

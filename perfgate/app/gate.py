@@ -26,6 +26,7 @@ from perfgate.models import (
     RunPoint,
     RunRecord,
     Verdict,
+    WorkChange,
 )
 from perfgate.stats import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates, decide
 from perfgate.stats.budget import Reference, judge_budgets
@@ -407,12 +408,21 @@ class _Judged:
     shown_metrics: frozenset[str]
 
 
-def _shown_beside(record: RunRecord, usable: Callable[[str], bool]) -> frozenset[str]:
-    """The time metrics of ``record`` shown but not deciding (:func:`not_deciding`)."""
-    return not_deciding(
+def _shown_beside(
+    config: Config, record: RunRecord, usable: Callable[[str], bool]
+) -> frozenset[str]:
+    """The metrics of ``record`` shown but not deciding: the time metrics of
+    :func:`not_deciding`, and each whose policy does not decide (an operator count the suite
+    did not name: it explains, :attr:`perfgate.models.MetricPolicy.decides`). The one place
+    both the history and the paired comparisons ask it."""
+    times = not_deciding(
         record.fingerprint.device_kind,
         lambda m: record.measurement(m) is not None and usable(m),
     )
+    explaining = {
+        m.metric for m in record.measurements if not config.policy(m.metric, m.direction).decides
+    }
+    return times | explaining
 
 
 def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _Judged:
@@ -427,7 +437,7 @@ def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _
         runs = len(window.points.get(metric, ()))
         return runs >= min(MIN_BASELINE_RUNS, walls)
 
-    beside = _shown_beside(record, usable)
+    beside = _shown_beside(config, record, usable)
     for m in record.measurements:
         policy = config.policy(m.metric, m.direction)
         if window.others:
@@ -529,7 +539,7 @@ def compare_records(
     # the whole gate costs one connection checkout, one BEGIN and one COMMIT
     with store.snapshot():
         if records and branch != against and not any(r.paired_with for r in records):
-            _check_base_branch(config, store, against)
+            check_base_branch(config, store, against)
         judged: list[_Judged] = []
         paired: list[RunRecord] = []
         notes: list[tuple[str, str]] = []
@@ -563,7 +573,7 @@ def compare_records(
                 notes.append((record.benchmark, contended))
         comparisons = (*_compared(judged), *_paired(config, store, paired, against))
         ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
-        attributions, found = _advice(config, store, records, ordered, against)
+        attributions, found, work = _advice(config, store, records, ordered, against)
         budgets, budget_notes = budget_comparisons(config, records)
         return GateResult(
             branch=branch,
@@ -573,6 +583,7 @@ def compare_records(
             findings=found,
             attributions=attributions,
             notes=_grouped([*budget_notes, *notes]),
+            work_changes=work,
         )
 
 
@@ -636,14 +647,18 @@ def with_budgets(config: Config, records: Sequence[RunRecord], result: GateResul
 BRANCHES_SHOWN = 10
 """Branch names a missing base branch's error lists at most."""
 
+AB_BASE_SUFFIX = ":base"
+"""How ``run --ab`` names the branch of its base runs: ``<branch>:base``."""
 
-def _check_base_branch(config: Config, store: SqlStore, against: str) -> None:
+
+def check_base_branch(config: Config, store: SqlStore, against: str) -> None:
     """A base branch with no run of any benchmark is a usage error naming the branches that
-    have runs; one with runs, but not of a given benchmark, is that benchmark's no
-    baseline."""
+    have runs (not the ``<branch>:base`` names under which ``run --ab`` keeps its base
+    runs); one with runs, but not of a given benchmark, is that benchmark's no baseline.
+    ``check`` calls it before it measures anything."""
     if store.benchmarks(project=config.project, branch=against):
         return
-    branches = store.branches(project=config.project)
+    branches = [b for b in store.branches(project=config.project) if not b.endswith(AB_BASE_SUFFIX)]
     shown = ", ".join(branches[:BRANCHES_SHOWN]) + (
         ", ..." if len(branches) > BRANCHES_SHOWN else ""
     )
@@ -663,13 +678,16 @@ def _advice(
     records: Sequence[RunRecord],
     comparisons: Sequence[Comparison],
     against: str,
-) -> tuple[tuple[Attribution, ...], tuple[Finding, ...]]:
+) -> tuple[tuple[Attribution, ...], tuple[Finding, ...], tuple[WorkChange, ...]]:
     """Per run: an attribution of each time metric that regressed or improved (against the
-    profiles of its baseline window's newest runs), and its findings
+    profiles of its baseline window's newest runs), its findings
     (:func:`perfgate.app.advise.findings_for`), those the run it is judged against (the
-    baseline window's newest, else the base branch's latest) also had marked known. Finding
-    locations are prefixed with the benchmark."""
+    baseline window's newest, else the base branch's latest) also had marked known, and the
+    work that changed: the operators whose calls per step moved against the same profiles
+    (:func:`perfgate.advisor.work.work_change`), whatever the verdicts. Finding locations
+    are prefixed with the benchmark."""
     from perfgate.advisor.attribution import attribute
+    from perfgate.advisor.work import work_change
     from perfgate.app.advise import findings_for, timed_cluster
 
     def base_of(record: RunRecord, mine: Sequence[Comparison]) -> RunRecord | None:
@@ -698,18 +716,30 @@ def _advice(
         for record in records
         if record.profile is not None
     }
+    worked = {
+        record.id: _work_window(mine[record.id]) for record in records if record.profile is not None
+    }
     # the window runs' profiles, all in one read (an attribution needs nothing else of them)
     profiles = store.profiles(
         [
-            i
-            for cs in attributed.values()
-            for c in cs
-            for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]
+            *(
+                i
+                for cs in attributed.values()
+                for c in cs
+                for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]
+            ),
+            *(i for ids in worked.values() for i in ids),
         ]
     )
     attributions: list[Attribution] = []
     found: list[Finding] = []
+    work: list[WorkChange] = []
     for record in records:
+        if record.profile is not None:
+            window_profiles = [(i, profiles[i]) for i in worked[record.id] if i in profiles]
+            changed = work_change(record.benchmark, record.profile, window_profiles)
+            if changed is not None:
+                work.append(changed)
         for c in attributed.get(record.id, ()):
             assert record.profile is not None
             assert c.current_centre is not None and c.baseline_centre is not None
@@ -732,7 +762,29 @@ def _advice(
             )
             for f in findings_for(config, record, partial(base_of, record, mine[record.id]))
         )
-    return tuple(attributions), tuple(found)
+    return tuple(attributions), tuple(found), tuple(work)
+
+
+WORK_WINDOW = 3
+"""Baseline runs (the newest of the window) whose profiles a run's operator counts are
+diffed against: a few, so that an op whose count varies from run to run (a data loader's)
+is told from one that changed, and every profiled run of a gate costs a few profile reads."""
+
+
+def _work_window(mine: Sequence[Comparison]) -> tuple[str, ...]:
+    """The baseline runs whose profiles a run's operator counts are diffed against: the
+    newest :data:`WORK_WINDOW` of its ``op_calls_per_step`` comparison's window (a paired
+    one first: the base run measured beside it), else of the longest window it was judged
+    against."""
+    windows = sorted(
+        (c for c in mine if c.baseline_run_ids),
+        key=lambda c: (
+            c.metric != "op_calls_per_step",
+            c.method != "paired",
+            -len(c.baseline_run_ids),
+        ),
+    )
+    return windows[0].baseline_run_ids[-WORK_WINDOW:] if windows else ()
 
 
 def _attributable(c: Comparison) -> bool:
@@ -760,7 +812,7 @@ def _paired(
     for head in heads:
         assert head.paired_with is not None
         base = store.get_run(head.paired_with)
-        beside = _shown_beside(head, partial(_measured, base))
+        beside = _shown_beside(config, head, partial(_measured, base))
         window = store.history(
             project=config.project,
             benchmark=head.benchmark,

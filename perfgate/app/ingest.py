@@ -49,8 +49,8 @@ format under its own timing method (``pytest-benchmark-v1``, ``pyperf-v1``, ``as
 with each other:
 
 - a pytest-benchmark, pyperf or asv file holds several benchmarks: each becomes its own
-  run, of the benchmark ``<NAME>/<its name in the file>`` (``--benchmark NAME`` is the
-  prefix: ``unit/test_sort``, ``micro/sort a sorted list``,
+  run, of the benchmark the file names, or ``<NAME>/<its name in the file>`` when
+  ``--benchmark NAME`` gives a prefix (``unit/test_sort``, ``micro/sort a sorted list``,
   ``asv/benchmarks.Suite.time_x(10, 'a')``), all stored in one transaction. A name stays the
   same when tests are added to or removed from the file, so each keeps its history; a
   pytest-benchmark name that appears twice in one file (two modules, one test name) is
@@ -74,7 +74,7 @@ import math
 import os
 import platform
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -536,14 +536,15 @@ def build_result_records(
     host_label: str = "",
     now: datetime | None = None,
 ) -> tuple[tuple[RunRecord, ...], tuple[str, ...]]:
-    """One run per benchmark of a result file, named ``<benchmark>/<its name>`` (a metrics
-    file's one run: ``benchmark``), and the notes on what the file did not say (pure apart
-    from the host fields the file does not name)."""
+    """One run per benchmark of a result file, named as the file names it, under the prefix
+    ``benchmark`` when one is given (``<benchmark>/<its name>``; a metrics file's one run,
+    which the file does not name: ``benchmark``), and the notes on what the file did not say
+    (pure apart from the host fields the file does not name)."""
     git, notes = _result_git(git, result)
     stamp = now or datetime.now(timezone.utc)
     records = []
     for bench in result.benchmarks:
-        name = f"{benchmark}/{bench.name}" if bench.name else benchmark
+        name = f"{benchmark}/{bench.name}" if benchmark and bench.name else bench.name or benchmark
         fingerprint = _result_fingerprint(result, {**result.params, **bench.params}, host_label)
         measurements = tuple(result_measurement(m) for m in bench.metrics)
         first = measurements[0]
@@ -591,6 +592,21 @@ class ReadIngest(NamedTuple):
     """The other runs of a result file of several benchmarks, stored with ``record``."""
 
 
+LONG_INGEST_BYTES = 8 * 1024 * 1024
+"""A profile at least this large (all its files) is read with progress lines: a 38 MB trace
+takes long enough that a silent CI log looks hung."""
+
+
+def _input_bytes(path: Path) -> int:
+    """The size of ``path``: the file's, or a directory's files' together."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    except OSError:
+        return 0
+
+
 def read_ingest(
     config: Config,
     path: Path,
@@ -601,22 +617,29 @@ def read_ingest(
     step_times_file: Path | None = None,
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
+    progress: Callable[[str], None] | None = None,
 ) -> ReadIngest:
     """Read the profile (or result file) at ``path``, run the Ascend advisor on a
     profile and build its run (a result file's runs), without touching the store, so that a
     file that cannot be read never opens (or creates) one.
 
     A failing advisor is reported in the result and does not stop the run from being built.
+    ``progress`` gets a line before and after reading a large profile
+    (:data:`LONG_INGEST_BYTES`) and before the advisor runs.
     """
-    if not benchmark:
-        raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
     fmt = detect_format(Path(path))
+    if not benchmark and fmt not in RESULT_FORMATS:
+        raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
     if fmt in RESULT_FORMATS:
         if step_times_file is not None:
             raise UsageError(
                 f"{path}: --step-times applies to a profile; a result file has its own samples"
             )
         result = parse_results(Path(path), fmt)
+        if not benchmark and any(not b.name for b in result.benchmarks):
+            raise UsageError(
+                f"{path}: a metrics file does not name its benchmark: pass --benchmark NAME"
+            )
         records, notes = build_result_records(
             result,
             benchmark=benchmark,
@@ -651,7 +674,13 @@ def read_ingest(
         )
         return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, Path(path), notes)
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
+    size = _input_bytes(Path(path)) if progress is not None else 0
+    if progress is not None and size >= LONG_INGEST_BYTES:
+        progress(f"reading {path} ({size / 1e6:.1f} MB)")
     profiled = read_job(path, config.advisor)
+    if progress is not None and size >= LONG_INGEST_BYTES:
+        steps = max((r.steps for r in profiled.ranks), default=0)
+        progress(f"read {path}: {profiled.format}, {len(profiled.ranks)} rank(s), {steps} step(s)")
     findings: tuple[Finding, ...] = ()
     problem: str | None = None
     version: str | None = None
@@ -665,6 +694,8 @@ def read_ingest(
             if len(profiled.ranks) > 1
             else ""
         )
+        if progress is not None:
+            progress(f"running msprof-analyze's advisor (up to {advisor_timeout_s:.0f} s)")
         outcome = msprof.run(path, location=where, timeout_s=advisor_timeout_s)
         findings, problem, version = outcome.findings, outcome.problem, outcome.version
     record = build_ingest_record(
@@ -692,9 +723,9 @@ def record_ingest(
     set it beside the official figures of ``reference`` (:func:`perfgate.app.reference.
     read_reference`) when given."""
     if read.others:
-        store.save_runs([read.record, *read.others])
+        saved = store.save_runs([read.record, *read.others])
     else:
-        store.save_run(read.record)
+        saved = store.save_run(read.record)
 
     def result(record: RunRecord, notes: tuple[str, ...]) -> IngestResult:
         return IngestResult(
@@ -710,7 +741,7 @@ def record_ingest(
             reference_path=reference_path,
         )
 
-    first = result(read.record, read.notes)
+    first = result(read.record, (*read.notes, *saved))  # saved: a clock far from the store's
     if not read.others:
         return first
     return replace(first, others=tuple(result(r, ()) for r in read.others))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from perfgate.app.context import GitHistory
-from perfgate.app.gate import compare_records, gate_window
+from perfgate.app.gate import AB_BASE_SUFFIX, compare_records, gate_window
 from perfgate.app.measure import (
     extended,
     inference_measurements,
@@ -18,7 +19,7 @@ from perfgate.app.measure import (
 )
 from perfgate.app.specs import base_side_spec
 from perfgate.config import Config
-from perfgate.errors import ParseError, UsageError
+from perfgate.errors import ParseError, RunnerError, StoreError, UsageError
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -95,6 +96,38 @@ def build_record(
     )
 
 
+NOTHING_TO_RUN = "nothing to run: give --workload NAME or a suite with [[benchmarks]]"
+
+
+def check_writable(
+    store: SqlStore, specs: Sequence[BenchmarkSpec], trace_root: Path | None = None
+) -> None:
+    """What measuring ``specs`` will write, checked before it starts: a store that was opened
+    read-only (a read-only file, directory or mount) and, when a benchmark profiles, a trace
+    directory that cannot be created or written fail now, in one line (exit 3), not after
+    the suite ran and its results had nowhere to go.
+
+    Raises:
+        StoreError: the store cannot be written.
+        RunnerError: the profiled windows' directory cannot be written.
+    """
+    if store.read_only:
+        raise StoreError(
+            f"cannot record runs in {store.url}: it is read-only (the file, its directory "
+            "or the file system); nothing was measured"
+        )
+    if trace_root is None or not any(s.profiled > 0 for s in specs):
+        return
+    existing = trace_root.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise RunnerError(
+            f"cannot write profiler traces under {trace_root}: {existing} is not a writable "
+            "directory (pass --trace-dir, or --profiled 0); nothing was measured"
+        )
+
+
 def run_and_record(
     config: Config,
     specs: Sequence[BenchmarkSpec],
@@ -116,7 +149,7 @@ def run_and_record(
     nothing is recorded (that node's ``perfgate run`` records it).
     """
     if not specs:
-        raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
+        raise UsageError(NOTHING_TO_RUN)
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     records = []
@@ -145,7 +178,9 @@ def run_and_record(
         except ParseError as exc:
             raise ParseError(f"benchmark {spec.name}: profiled window unreadable: {exc}") from exc
         record = with_advisor_findings(record, outcome.trace_path, warn)
-        store.save_run(record)
+        for note in store.save_run(record):  # a runner clock far from the store's
+            if warn is not None:
+                warn(note)
         records.append(record)
     return records
 
@@ -194,7 +229,7 @@ def run_ab_and_record(
     from perfgate.runner.ab import base_worktree, repo_root, resolve_commit, run_pairs
 
     if not specs:
-        raise UsageError("nothing to run: give --workload NAME or a suite with [[benchmarks]]")
+        raise UsageError(NOTHING_TO_RUN)
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     _single_process_only(specs, "--ab")
@@ -203,7 +238,9 @@ def run_ab_and_record(
     assert head_dir is not None  # resolve_commit checked it
     suite_dir = repo.resolve().relative_to(head_dir.resolve())
     trace_root = trace_root.resolve()
-    base_git = GitContext(commit=base_commit, branch=f"{git.branch}:base", base_branch=ref)
+    base_git = GitContext(
+        commit=base_commit, branch=f"{git.branch}{AB_BASE_SUFFIX}", base_branch=ref
+    )
     pairs = []
     with base_worktree(repo, base_commit) as base_dir:
         for spec in specs:
@@ -467,18 +504,14 @@ def _with_extra_repeats(
 ) -> RunRecord:
     """``original`` with ``extra`` more repeats, each a fresh worker process, folded in; a
     new run id, judged at ``alpha``."""
-    import tempfile
-
-    from perfgate.runner import run_repeat, split_threads
-    from perfgate.runner.lifecycle import interruptible
+    from perfgate.runner import repeat_progress, repeat_value, run_repeat, split_threads
+    from perfgate.runner.lifecycle import interruptible, work_dir
 
     initial = _initial_repeats(original)
     threads, params = split_threads(original.spec)
     reps = []
-    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+    with interruptible(), work_dir() as tmp:
         for i in range(extra):
-            if progress is not None:
-                progress(f"{spec.name}: confirming, extra repeat {i + 1}/{extra}")
             rep = run_repeat(
                 replace(original.spec, repeats=initial + extra),
                 initial + i,
@@ -490,6 +523,9 @@ def _with_extra_repeats(
                 timeout_s=spec.timeout_s,
             )
             reps.append(rep)
+            if progress is not None:
+                line = repeat_progress(spec.name, "extra repeat", i + 1, extra, repeat_value(rep))
+                progress(line)
     return _folded(original, reps, alpha)
 
 

@@ -38,7 +38,15 @@ from perfgate.app.gate import compare
 from perfgate.app.history import directions_of, judged_as, series_changes, with_triage
 from perfgate.config import Config
 from perfgate.errors import UsageError
-from perfgate.models import Comparison, DetectedChange, RunPoint, RunRecord
+from perfgate.models import (
+    Comparison,
+    DetectedChange,
+    GateResult,
+    RunPoint,
+    RunRecord,
+    Verdict,
+    WorkChange,
+)
 from perfgate.reporters.html import (
     PLOTLY_JS,
     BenchmarkView,
@@ -77,12 +85,15 @@ def select_benchmarks(config: Config, store: SqlStore, benchmarks: Sequence[str]
 
 def latest_verdicts(
     config: Config, store: SqlStore, branch: str, names: Sequence[str]
-) -> tuple[Comparison, ...]:
+) -> GateResult:
     """Each named benchmark's latest run on ``branch`` judged against the runs before it,
-    in one gate (``perfgate compare --branch B --against B``)."""
+    in one gate (``perfgate compare --branch B --against B``): its comparisons and the work
+    that changed (operators whose calls per step moved)."""
     if not names:
-        return ()
-    return compare(config, store, branch=branch, against=branch, benchmarks=names).comparisons
+        return GateResult(
+            branch=branch, against=branch, verdict=Verdict.NO_BASELINE, comparisons=()
+        )
+    return compare(config, store, branch=branch, against=branch, benchmarks=names)
 
 
 def branch_verdicts(
@@ -119,16 +130,19 @@ def gather_site(
     other_branch_pages: int = OTHER_BRANCH_PAGES,
     now: datetime | None = None,
     comparisons: Sequence[Comparison] | None = None,
+    work_changes: Sequence[WorkChange] = (),
 ) -> SiteView:
     """Everything the site shows, read from ``store``; ``branch`` is the base branch
-    (default: the configured one). ``comparisons`` are :func:`latest_verdicts` when the
-    caller has them (computed over every benchmark, so FDR adjusts over them all). Raises
-    UsageError when there is nothing to show."""
+    (default: the configured one). ``comparisons`` and ``work_changes`` are
+    :func:`latest_verdicts`' when the caller has them (computed over every benchmark, so FDR
+    adjusts over them all). Raises UsageError when there is nothing to show."""
     base = branch or config.base_branch
     names = select_benchmarks(config, store, benchmarks)
     on_base = set(store.benchmarks(project=config.project, branch=base))
     if comparisons is None:
-        comparisons = latest_verdicts(config, store, base, [n for n in names if n in on_base])
+        latest = latest_verdicts(config, store, base, [n for n in names if n in on_base])
+        comparisons, work_changes = latest.comparisons, latest.work_changes
+    work_of = {w.benchmark: w for w in work_changes}
     # budgets apart: judged on the run alone, shown first, never part of the verdict
     judged = {
         (c.benchmark, c.metric): c
@@ -221,6 +235,7 @@ def gather_site(
             verdict=decide.overall_verdict(comparisons) if comparisons else None,
             runs=_paged_runs(config, store, name, base, newest),
             budgets=tuple(c for c in budgets if c.benchmark == name),
+            work=work_of.get(name),
         )
         views.append(replace(view, branches=_branch_views(view, base, theirs_judged)))
     return SiteView(
@@ -369,6 +384,7 @@ class _Chunk:
     limit: int
     now: datetime
     comparisons: tuple[Comparison, ...]
+    work_changes: tuple[WorkChange, ...]
 
 
 def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int, list[str]]:
@@ -385,6 +401,7 @@ def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int, list[str]]:
             limit=chunk.limit,
             now=chunk.now,
             comparisons=chunk.comparisons,
+            work_changes=chunk.work_changes,
         )
     finally:
         store.close()
@@ -441,8 +458,9 @@ def build_site(
     chunks = []
     for i in range(n):
         mine = tuple(names[i::n])
-        picked = tuple(c for c in judged if c.benchmark in set(mine))
-        chunks.append(_Chunk(config, url, directory, branch, mine, limit, now, picked))
+        picked = tuple(c for c in judged.comparisons if c.benchmark in set(mine))
+        work = tuple(w for w in judged.work_changes if w.benchmark in set(mine))
+        chunks.append(_Chunk(config, url, directory, branch, mine, limit, now, picked, work))
     rows: list[IndexRow] = []
     files = size = 0
     written: set[str] = set()

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 import click
 
@@ -33,11 +33,68 @@ class _Group(click.Group):
             ctx.exit(int(exc.exit_code))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except MemoryError:  # the job's memory, not a bug: an input too large for it
+            click.echo(
+                "perfgate: error: out of memory: the input is too large for this job's memory "
+                "(PERFGATE_MAX_DECOMPRESSED_MB caps what is read whole)",
+                err=True,
+            )
+            ctx.exit(int(ExitCode.INFRASTRUCTURE))
         except Exception as exc:  # a bug in perfgate: say so, distinctly from a regression
             click.echo(f"perfgate: internal error: {type(exc).__name__}: {exc}", err=True)
             if os.environ.get("PERFGATE_DEBUG"):
                 traceback.print_exc()
             ctx.exit(int(ExitCode.INTERNAL))
+
+
+class _ClosedStdoutGuard:
+    """``sys.stdout`` that outlives its reader: once a write or flush finds the pipe closed
+    (``perfgate gate | head``), stdout is pointed at the null device and the rest of the
+    output goes there, so the command finishes and exits with its own code (the verdict),
+    not with a BrokenPipeError."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+        try:  # what the closed pipe refused is still buffered: let it go to the null device
+            self._stream.flush()
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    """Make a closed stdout harmless for the rest of the process (see
+    :class:`_ClosedStdoutGuard`); only for a real stdout with a file descriptor."""
+    stream = sys.stdout
+    if stream is None or isinstance(stream, _ClosedStdoutGuard):
+        return
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    sys.stdout = cast(TextIO, _ClosedStdoutGuard(stream))
 
 
 def store_options(func: F) -> F:
@@ -107,14 +164,91 @@ def parse_param(text: str) -> tuple[str, ParamValue]:
 
 
 def _progress_fn() -> Callable[[str], None] | None:
-    if os.environ.get("CI") or not sys.stderr.isatty():
-        return None
-    return lambda line: click.echo(f"  … {line}", err=True)
+    """One line per finished repeat or pair on stderr, in a CI log as on a terminal; None
+    under ``--quiet`` (see :mod:`perfgate.cli.progress`)."""
+    from perfgate.cli.progress import progress_for_command
+
+    return progress_for_command()
+
+
+class _CommandGuard:
+    """A text stream over ``raw`` that lets through no workflow command but perfgate's own.
+
+    In a GitHub Actions job the runner acts on every line of a step's output (stdout and
+    stderr) that looks like ``::name ...::message``: a branch, benchmark or file name with a
+    newline and ``::error::`` in it would otherwise add an annotation, mask a value or stop
+    command processing. Each line is passed through
+    :func:`perfgate.reporters.annotations.neutralize`; the annotations perfgate means to
+    print go to ``raw`` through :func:`echo_command`."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+        self._at_line_start = True
+
+    def write(self, text: str) -> int:
+        from perfgate.reporters.annotations import ends_line, neutralize
+
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if text:
+            self.raw.write(neutralize(text, at_line_start=self._at_line_start))
+            self._at_line_start = ends_line(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self.raw, "encoding", None) or "utf-8")
+
+    @property
+    def errors(self) -> str | None:
+        return getattr(self.raw, "errors", None)
+
+    @property
+    def closed(self) -> bool:
+        return bool(getattr(self.raw, "closed", False))
+
+
+def _guard_workflow_commands(ctx: click.Context) -> None:
+    """In a GitHub Actions job (``GITHUB_ACTIONS=true``), stdout and stderr through
+    :class:`_CommandGuard` until the command's context closes."""
+    if os.environ.get("GITHUB_ACTIONS") != "true" or isinstance(sys.stdout, _CommandGuard):
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, _CommandGuard(sys.stdout))
+    sys.stderr = cast(TextIO, _CommandGuard(sys.stderr))
+
+    def restore() -> None:
+        sys.stdout, sys.stderr = saved
+
+    ctx.call_on_close(restore)
+
+
+def echo_command(line: str, *, err: bool = False) -> None:
+    """Print ``line``, a workflow command perfgate means (an annotation), past the guard
+    that neutralizes any other."""
+    stream = sys.stderr if err else sys.stdout
+    if isinstance(stream, _CommandGuard):
+        stream.flush()
+        stream = stream.raw
+    click.echo(line, file=stream)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="perfgate")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """perfgate: a CI performance-regression gate for deep-learning training and inference.
 
     \b
@@ -122,6 +256,7 @@ def cli() -> None:
         perfgate run --workload mlp --branch main      # record a baseline run
         perfgate gate --branch feat --against main     # exit 1 on a regression
     """
+    _guard_workflow_commands(ctx)
 
 
 def _echo_json(data: dict[str, Any]) -> None:

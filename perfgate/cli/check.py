@@ -44,7 +44,7 @@ from perfgate.errors import ExitCode
     show_default=True,
     metavar="TIME|N",
     help="What re-measuring inconclusive benchmarks may spend: a time (600s, 10m, 1h) or a "
-    "number of extra repeats (pairs in ab mode).",
+    "number of extra repeats (in ab mode, extra pairs each open benchmark may get).",
 )
 @click.option("--against", help="Base branch whose history is the baseline (default: base_branch).")
 @click.option(
@@ -107,9 +107,12 @@ def check(
     inconclusive, until each is decided or the budget is spent; then report like 'gate' and
     exit with its code (1 on a regression).
 
-    Re-measuring keeps the plain gate's false-alarm rate: the first gate and the
-    re-measured one are two looks at a common level, and a regression at the first (at that
-    level) stands. Re-measuring never spends past --budget.
+    Re-measuring keeps the plain gate's false-alarm rate. In history mode the first gate and
+    the re-measured one are two looks at a common level, and a regression at the first (at
+    that level) stands. In ab mode each open benchmark gets more pairs at looks whose levels
+    (alpha spending) add up to at most alpha, and stops at the first look that decides it;
+    the report says the pairs each spent and why it stopped. Re-measuring never spends past
+    --budget.
     What stays inconclusive is reported with why and what would settle it. On the base
     branch its regressions are recorded as alerts, as 'gate' records them.
 
@@ -121,6 +124,7 @@ def check(
     """
     from perfgate import app
     from perfgate.app.context import detect_base_sha, open_git_history
+    from perfgate.app.record import check_writable
 
     config = _config(suite, db_url, project, host_label=host_label)
     plan = app.parse_budget(budget)
@@ -152,6 +156,7 @@ def check(
             history, ab_ref=ab_ref or "", base_sha=base, against=base_branch_name
         )
     with _open_store(config.database_url) as store:
+        check_writable(store, specs, trace_dir)
         outcome = app.run_check(
             config,
             specs,

@@ -15,6 +15,7 @@ from perfgate.cli.base import (
     _config,
     _open_store,
     cli,
+    echo_command,
     store_options,
 )
 from perfgate.errors import ConfigError, ExitCode
@@ -265,7 +266,7 @@ def write_ci_outputs(config: Any, result: Any, outputs: CiOutputs, *, as_json: b
 
     if annotations_wanted(os.environ, outputs.annotations):
         for line in github_annotations(result, config.fail_on):
-            click.echo(line, err=as_json)
+            echo_command(line, err=as_json)
     files: list[tuple[Path, Any]] = []
     if outputs.junit is not None:
         from perfgate.reporters.junit import render_junit

@@ -158,7 +158,7 @@ def detect(series: Path, direction: str, as_json: bool) -> None:
     """Find change points in a series file (CSV 'index,value', oldest run first).
 
     Uses exactly the code of 'history analyze', so the detector can be scored on any
-    labelled data.
+    labelled data. A ramp is reported once, as a drift with the runs it moved over.
 
     \b
     Example:
@@ -168,8 +168,8 @@ def detect(series: Path, direction: str, as_json: bool) -> None:
     from perfgate.models import Direction
     from perfgate.reporters.render import change_points_to_json, render_json
 
-    values, points = app.detect_series(series)
-    data = change_points_to_json(points, Direction(direction))
+    values, points, drift = app.detect_series(series)
+    data = change_points_to_json(points, Direction(direction), drift)
     details = data["details"]
     assert isinstance(details, list)
     if as_json:
@@ -181,6 +181,13 @@ def detect(series: Path, direction: str, as_json: bool) -> None:
             click.echo(
                 f"index {cp.index}: {cp.before:.4g} -> {cp.after:.4g} ({cp.change_pct:+.1f}%, "
                 f"{item['verdict']}, confidence {cp.confidence:.3f})"
+            )
+        moved = data["drift"]
+        if drift is not None and isinstance(moved, dict):
+            click.echo(
+                f"drift over runs {drift.start}-{drift.end}: {drift.before:.4g} -> "
+                f"{drift.after:.4g} ({drift.change_pct:+.1f}%, {moved['verdict']}, "
+                f"confidence {drift.confidence:.3f})"
             )
 
 

@@ -17,6 +17,7 @@ from perfgate.cli.base import (
     parse_param,
     store_options,
 )
+from perfgate.cli.progress import quiet_option
 from perfgate.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ def measure_options(func: F) -> F:
             "--workload",
             "workloads",
             multiple=True,
-            help="Built-in workload (mlp, cnn, transformer).",
+            # every name of perfgate.workloads.BUILTIN (tests/test_cli_help.py checks it;
+            # importing it here would put the config reader on --help's path)
+            help="Built-in workload: mlp, cnn, transformer (training steps), ddp_mlp, ddp_cnn "
+            "(under --nproc N), mlp_infer (inference).",
         ),
         click.option(
             "--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks."
@@ -66,12 +70,13 @@ def measure_options(func: F) -> F:
             type=click.FloatRange(min=0, min_open=True, max=1e7),
             metavar="SECONDS",
             help="The most one repeat (worker or torchrun job) may take before it is killed "
-            "and the run fails (default: the benchmark's timeout, 900).",
+            "and the run fails (default: the benchmark's timeout, 900; left at 900, a worker "
+            "also stops once a step takes 20 times the warm-up's step time, at least 60 s).",
         ),
     ]
     for option in reversed(options):
         func = option(func)
-    return store_options(func)
+    return store_options(quiet_option(func))
 
 
 def measured_specs(
@@ -165,6 +170,7 @@ def run(
         perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
     """
     from perfgate import app
+    from perfgate.app.record import check_writable
     from perfgate.models import LaunchOptions
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
 
@@ -188,6 +194,7 @@ def run(
         os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
     )
     with _open_store(config.database_url) as store:
+        check_writable(store, specs, None if confirm is not None else trace_dir)
         suite_dir = (suite or Path("perfgate.toml")).resolve().parent
         if confirm is not None:
             if not git.branch:
@@ -250,9 +257,10 @@ def run(
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option(
     "--benchmark",
-    required=True,
-    help="Benchmark name to record the run under; for a pytest-benchmark, pyperf or asv file, "
-    "the prefix of NAME/<each benchmark in it>.",
+    default="",
+    help="Benchmark name to record the run under (required for a profile, an ais_bench "
+    "summary or a metrics file); a pytest-benchmark, pyperf or asv file names its own "
+    "benchmarks, and NAME becomes their prefix: NAME/<each benchmark in it>.",
 )
 @click.option("--branch", help="Branch the run belongs to (default: CI variables, then git).")
 @click.option(
@@ -283,6 +291,7 @@ def run(
     help="JSON of official figures per benchmark and metric; the run is shown beside them.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
+@quiet_option
 def ingest(
     suite: Path | None,
     db_url: str | None,
@@ -312,8 +321,9 @@ def ingest(
     (.asv/results/MACHINE/COMMIT-ENV.json), or a metrics file: JSON {"metrics": [{"name":
     "tokens_per_s", "values": [...], "unit": "1/s", "direction": "higher"}, ...]} or CSV
     with a name,value[,unit,direction] header. Each benchmark in a pytest-benchmark, pyperf
-    or asv file is recorded as its own run, NAME/<its name>, with its samples (rounds,
-    values per worker, asv samples) as time_ms; a metrics file is one run, NAME.
+    or asv file is recorded as its own run, under the name the file gives it (NAME/<its
+    name> with --benchmark NAME), with its samples (rounds, values per worker, asv samples)
+    as time_ms; a metrics file is one run, NAME.
 
     \b
     Example:
@@ -321,7 +331,8 @@ def ingest(
         perfgate ingest ./prof --benchmark llama-dp --step-times steps.txt
         perfgate ingest out/2024_05_01-10_00_00_summary.json --benchmark resnet50_bs1 \\
             --reference modelzoo.json
-        perfgate ingest .benchmarks.json --benchmark unit
+        perfgate ingest .benchmarks.json                     # test_sort, test_parse, ...
+        perfgate ingest .benchmarks.json --benchmark unit    # unit/test_sort, ...
         perfgate ingest train_metrics.csv --benchmark llama-7b-pretrain
     """
     from perfgate import app
@@ -345,6 +356,7 @@ def ingest(
         step_times_file=step_times,
         advisor=not no_advisor,
         advisor_timeout_s=advisor_timeout,
+        progress=_progress_fn(),
     )
     with _open_store(config.database_url) as store:
         result = record_ingest(config, store, read, reference=figures, reference_path=reference)

@@ -27,6 +27,7 @@ from perfgate.errors import ParseError, UsageError
 from perfgate.models import Profiled
 from perfgate.parsers.ais_bench import AisBenchSummary, is_ais_bench_summary, parse_ais_bench
 from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
+from perfgate.parsers.decompress import regular_file
 from perfgate.parsers.results import (
     FORMAT_ASV,
     FORMAT_METRICS,
@@ -89,11 +90,14 @@ def detect_format(path: Path) -> str:
 
     Raises:
         UsageError: the path does not exist.
-        ParseError: it holds neither format.
+        ParseError: it holds neither format, or is neither a regular file nor a directory
+            (a FIFO, socket or device).
     """
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        regular_file(path, str(path))  # a FIFO or device would block the first read
     if path.is_dir():
         if is_ascend_profile(path):
             return FORMAT_ASCEND

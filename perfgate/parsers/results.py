@@ -89,7 +89,7 @@ from typing import Any
 from perfgate.errors import ParseError
 from perfgate.metrics import lookup
 from perfgate.models import Direction, ParamValue
-from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
+from perfgate.parsers.decompress import read_whole
 
 __all__ = [
     "FORMAT_ASV",
@@ -300,21 +300,7 @@ _LABELS = {
 
 
 def _text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ParseError(f"{path}: is a directory, not a result file") from None
-    except OSError as exc:
-        raise ParseError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if raw.startswith(_GZIP_MAGIC):
-        limit = max_decompressed_mb()
-        try:
-            with CappedReader(gzip.GzipFile(fileobj=io.BytesIO(raw)), str(path), limit) as s:
-                raw = s.read()
-        except EOFError:
-            raise ParseError(f"{path}: truncated gzip (compressed data ends early)") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise ParseError(f"{path}: corrupt gzip ({exc})") from None
+    raw = read_whole(path, str(path))
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:

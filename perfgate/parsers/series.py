@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from perfgate.errors import ParseError
+from perfgate.parsers.decompress import regular_file
 
 
 def read_series_csv(path: str | Path) -> list[float]:
@@ -17,6 +18,7 @@ def read_series_csv(path: str | Path) -> list[float]:
     column when it counts 0, 1, 2, ...). Raises ParseError naming the file and line.
     """
     p = Path(path)
+    regular_file(p, str(p))  # a FIFO or device would block the read
     try:
         text = p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:

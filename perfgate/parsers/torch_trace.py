@@ -30,12 +30,9 @@ imports neither torch nor anything that does.
 from __future__ import annotations
 
 import bisect
-import gzip
-import io
 import json
 import math
 import os
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,7 +41,7 @@ from typing import Any
 
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import OpStat, ProfileSummary, StepBreakdown
-from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
+from perfgate.parsers.decompress import read_whole
 from perfgate.parsers.timeline import torch_timeline
 
 __all__ = ["SOURCE", "parse_torch_trace"]
@@ -137,27 +134,12 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
 
 
 def _load_json(path: Path, label: str) -> Any:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ParseError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise ParseError(f"{label}: is a directory, not a trace file") from None
-    except OSError as exc:
-        raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            limit = max_decompressed_mb()
-            with CappedReader(gzip.GzipFile(fileobj=io.BytesIO(raw)), label, limit) as stream:
-                raw = stream.read()
-        except EOFError:
-            raise ParseError(f"{label}: truncated gzip (compressed data ends early)") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise ParseError(f"{label}: corrupt gzip ({_one_line(exc)})") from None
+    raw = read_whole(path, label)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ParseError(f"{label}: not JSON (not UTF-8 text)") from None
+    del raw  # the text alone from here on: the file is not held twice while it is parsed
     if not text.strip():
         raise ParseError(f"{label}: empty file, not JSON")
     try:
@@ -169,10 +151,6 @@ def _load_json(path: Path, label: str) -> Any:
         raise ParseError(f"{label}: not valid JSON ({exc.msg} at {at})") from None
     except RecursionError:
         raise ParseError(f"{label}: JSON nested too deeply") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 # --------------------------------------------------------------------------- collecting

@@ -29,6 +29,31 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+_LINE_ENDS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def neutralize(text: str, *, at_line_start: bool = True) -> str:
+    """``text`` (what a command prints, perhaps several lines) with nothing the runner would
+    act on: a line that is ``::name ...::`` after its leading blanks gets its first ``::``
+    percent-encoded (``%3A%3A``), and the legacy ``##[name]`` form anywhere becomes
+    ``##%5B``. So a branch named ``feat\n::error::x`` prints ``%3A%3Aerror::x`` and no
+    annotation; perfgate's own commands are written apart from it. ``at_line_start``:
+    whether ``text`` starts a line (False for the rest of a line written in pieces)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        body = line.lstrip(" \t")
+        if at_line_start and body.startswith("::"):
+            line = line[: len(line) - len(body)] + "%3A%3A" + body[2:]
+        out.append(line.replace("##[", "##%5B"))
+        at_line_start = line.rstrip(_LINE_ENDS) != line
+    return "".join(out)
+
+
+def ends_line(text: str) -> bool:
+    """Whether ``text`` ends with a line break (what follows it starts a line)."""
+    return text.rstrip(_LINE_ENDS) != text
+
+
 def command(name: str, message: str, **properties: str) -> str:
     """One workflow command line, ``::name k=v,k=v::message``, escaped."""
     props = ",".join(f"{k}={escape_property(v)}" for k, v in properties.items() if v)

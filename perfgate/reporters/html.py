@@ -65,8 +65,9 @@ from perfgate.models import (
     TimelineLane,
     TimelineSpan,
     Verdict,
+    WorkChange,
 )
-from perfgate.reporters.render import format_change, format_value
+from perfgate.reporters.render import format_change, format_value, work_text
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -165,6 +166,9 @@ class BenchmarkView:
     budgets: tuple[Comparison, ...] = ()
     """The latest base-branch run's budget comparisons (``kind == "budget"``): shown before
     ``verdict``, which they are no part of (a breach is not a regression)."""
+    work: WorkChange | None = None
+    """The operators whose calls per step the latest base-branch run changed against the
+    runs before it: shown beside ``verdict``, which it explains and is no part of."""
 
 
 @dataclass(frozen=True)
@@ -807,6 +811,11 @@ def _branch_list(view: BenchmarkView, base: str) -> str:
     )
 
 
+def _work_html(work: WorkChange | None) -> str:
+    """The "work changed" words beside a verdict (:func:`work_text`), or nothing."""
+    return "" if work is None else f" · <span class='work'>{esc(work_text(work))}</span>"
+
+
 def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     table, rows, starts = _run_table(view)
     other_table, other_rows = _other_table(view)
@@ -826,7 +835,7 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     )
     body = f"""<h1>{esc(view.name)}</h1>
 <p>Latest verdict on <b>{esc(site.branch)}</b>: {_budgets_html(view.budgets)}
-{_verdict_html(view.verdict)} · {len(table)} runs on {esc(site.branch)}</p>
+{_verdict_html(view.verdict)}{_work_html(view.work)} · {len(table)} runs on {esc(site.branch)}</p>
 {_branch_list(view, site.branch)}
 {_budget_table(view.budgets)}
 {_metric_table(view)}

@@ -2,9 +2,9 @@
 
 One comment per (project, suite, testbed): a hidden marker names it so a poster can find
 and update it in place. Layout: the verdict line, a table (worst rows first), a "why"
-section (attribution, new advisor findings, the reason behind each verdict that needs
-one), and folded details (environment, baseline window, how to reproduce, how to accept
-or settle a verdict).
+section (the operators whose calls per step changed, attribution, new advisor findings,
+the reason behind each verdict that needs one), and folded details (environment, baseline
+window, how to reproduce, how to accept or settle a verdict).
 
 Budgets (the suite's absolute limits) are a section of their own above the table, in their
 own words ("❌ over budget: ..."), breaches first; they are never counted as regressions,
@@ -34,6 +34,7 @@ from perfgate.reporters.render import (
     format_value,
     metric_tags,
     op_delta_text,
+    work_text,
 )
 from perfgate.stats.decide import deciding, deciding_verdicts, is_budget
 
@@ -339,7 +340,10 @@ def _finding_lines(f: Finding) -> list[str]:
 
 
 def _why(result: GateResult) -> list[str]:
-    lines: list[str] = []
+    # what work changed first: beside the verdict it explains (or the count it decides on)
+    lines = [
+        f"- **{escape(w.benchmark)}** {escape(work_text(w), 500)}" for w in result.work_changes
+    ]
     attributions = list(result.attributions)
     for a in attributions[:MAX_ATTRIBUTIONS]:
         lines.append(_attribution_line(a))

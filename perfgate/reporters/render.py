@@ -15,6 +15,7 @@ from perfgate.models import (
     ChangePoint,
     Comparison,
     Direction,
+    Drift,
     Finding,
     Fingerprint,
     GateResult,
@@ -26,6 +27,7 @@ from perfgate.models import (
     RunRecord,
     Severity,
     Verdict,
+    WorkChange,
 )
 from perfgate.stats import decide
 
@@ -195,6 +197,7 @@ def render_text(result: GateResult) -> str:
             detail += "]"
         tag = metric_tags(c)
         lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
+    lines += [f"{w.benchmark}: {work_text(w)}" for w in result.work_changes]
     if result.notes:
         lines += ["", *(f"note: {n}" for n in result.notes)]
     if result.attributions:
@@ -225,7 +228,8 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
     """The versioned JSON of ``gate --json``: ``comparisons`` hold the budgets' (``kind``
     ``budget``, ``method`` ``budget``, with ``limit`` and ``budget``) first, and ``budgets``
     counts them (``judged``, ``over_budget``, ``within_budget``); ``summary`` counts every
-    deciding comparison, budgets included."""
+    deciding comparison, budgets included; ``work_changed`` names, per benchmark, the
+    operators whose calls per step changed (:func:`work_text` in ``text``)."""
     over, kept = budget_counts(result)
     return {
         "format_version": FORMAT_VERSION,
@@ -239,6 +243,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
         "attributions": [a.to_dict() for a in result.attributions],
+        "work_changed": [work_to_dict(w) for w in result.work_changes],
         "notes": list(result.notes),
     }
 
@@ -835,6 +840,37 @@ def op_delta_text(op: OpDelta, name: str | None = None) -> str:
     return f"{op.name if name is None else name} {op.delta_ms:+.2f} ms{detail}"
 
 
+WORK_OPS_SAID = 3
+"""Changed operators the "work changed" words name at most (the JSON lists them all)."""
+
+
+def _calls(delta: float) -> str:
+    """A change in calls per step: ``+1``, ``-2``, ``+0.5``."""
+    return f"{delta:+.2f}".rstrip("0").rstrip(".")
+
+
+def work_text(w: WorkChange) -> str:
+    """The one "work changed" notation, beside a time verdict in every report: ``work
+    changed: +1 aten::clone (new), -2 aten::add per step; 3 more ops changed`` — the
+    operators whose calls per step changed against the baseline's profile, largest time
+    first, ``(new)`` for one the baseline did not call, ``(gone)`` for one no longer
+    called. Plain text: a renderer escapes it whole."""
+    parts = []
+    for op in w.ops[:WORK_OPS_SAID]:
+        mark = {"new": " (new)", "vanished": " (gone)"}.get(op.status, "")
+        parts.append(f"{_calls(op.delta_calls)} {op.name}{mark}")
+    text = f"work changed: {', '.join(parts)} per step"
+    more = len(w.ops) - len(parts) + w.more
+    if more:
+        text += f"; {more} more op{'s' if more != 1 else ''} changed"
+    return text
+
+
+def work_to_dict(w: WorkChange) -> dict[str, Any]:
+    """A work change in the gate's JSON: its ops, and its words (:func:`work_text`)."""
+    return {**w.to_dict(), "text": work_text(w)}
+
+
 def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
     """``why`` block: per attributed metric, its change and the ops that explain it."""
     lines = [f"why ({len(attributions)} attributed change{'s' if len(attributions) != 1 else ''}):"]
@@ -940,6 +976,8 @@ def render_advise_text(advice: Advice) -> str:
         rank = "" if p.rank is None else f", rank {p.rank}"
         ranks = f" of {advice.ranks} ranks" if advice.ranks > 1 else ""
         lines.append(f"{p.steps} profiled step(s){rank}{ranks}")
+        # how the steps were counted, when not from step markers (no ProfilerStep# spans)
+        lines += [f"note: {n}" for n in p.notes if n.startswith("steps:")]
         b = p.breakdown
         if b is not None:
             parts = [f"step {b.step_ms:.3g} ms"]
@@ -1066,10 +1104,13 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def change_points_to_json(
-    points: Sequence[ChangePoint], direction: Direction = Direction.LOWER_IS_BETTER
+    points: Sequence[ChangePoint],
+    direction: Direction = Direction.LOWER_IS_BETTER,
+    drift: Drift | None = None,
 ) -> dict[str, object]:
     """The object ``perfgate detect --json`` prints (non-finite numbers become null); each
-    change point's verdict follows ``direction``."""
+    change point's verdict, and the drift's, follows ``direction``. ``drift`` is null when
+    there is none: runs ``start..end`` are those it moved over."""
     return {
         "change_points": [p.index for p in points],
         "details": [
@@ -1084,4 +1125,16 @@ def change_points_to_json(
             }
             for p in points
         ],
+        "drift": None
+        if drift is None
+        else {
+            "start": drift.start,
+            "end": drift.end,
+            "before": _finite_or_none(drift.before),
+            "after": _finite_or_none(drift.after),
+            "change_pct": _finite_or_none(drift.change_pct),
+            "p_value": drift.p_value,
+            "confidence": drift.confidence,
+            "verdict": decide.change_verdict(direction, drift.change_pct).value,
+        },
     }

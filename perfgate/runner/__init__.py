@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,9 +18,33 @@ from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError, require
 from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSummary
-from perfgate.runner.lifecycle import interruptible, kill_group
+from perfgate.runner.lifecycle import interruptible, kill_group, work_dir, worker_env
+from perfgate.runner.watchdog import wait_for_worker
 
 ProgressFn = Callable[[str], None]
+"""Called with one line after each finished repeat (or A/B pair); the CLI prints it on stderr
+(:mod:`perfgate.cli.progress`)."""
+
+
+def repeat_progress(name: str, what: str, done: int, total: int, value: str) -> str:
+    """The progress line of a finished repeat or pair: ``name``, which one of how many, its
+    ``value`` (:func:`repeat_value`) and how many are left."""
+    left = total - done
+    return f"{name}: {what} {done}/{total}: {value}; " + (f"{left} left" if left else "done")
+
+
+def repeat_value(result: RepeatResult) -> str:
+    """A finished repeat in a few words: the median of its timed steps (wall, and the CPU or
+    device time where taken), in ms."""
+    from statistics import median
+
+    parts = [f"step {median(result.step_ms):.4g} ms"] if result.step_ms else []
+    if result.cpu_ms:
+        parts.append(f"cpu {median(result.cpu_ms):.4g} ms")
+    if result.device_ms:
+        parts.append(f"device {median(result.device_ms):.4g} ms")
+    return ", ".join(parts) or "no timed step"
+
 
 # ``threads`` is the runner's own parameter, not the entry's: the number of intra-op threads
 # torch may use. CPU benchmarks default to 1 because on shared runners multi-threaded step
@@ -200,11 +223,13 @@ def run_repeat(
         **_request(spec, params, threads, sys_path, profile=trace_path is not None),
         "trace_path": None if trace_path is None else str(trace_path),
         "result_path": str(result_path),
+        "progress_path": str(workdir / f"progress-{tag}.txt"),
     }
     request_path = workdir / f"request-{tag}.json"
     request_path.write_text(json.dumps(request), encoding="utf-8")
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")
+    env.update(worker_env(workdir))  # the worker dies with perfgate, even a SIGKILLed one
     where = (
         f"benchmark {spec.name}{f' ({label})' if label else ''}, repeat {repeat + 1}/{spec.repeats}"
     )
@@ -220,7 +245,13 @@ def run_repeat(
             start_new_session=True,
         )
         try:
-            returncode = proc.wait(timeout=timeout_s)
+            returncode = wait_for_worker(
+                proc,
+                progress_path=Path(request["progress_path"]),
+                timeout_s=timeout_s,
+                measured=spec.measured,
+                where=where,
+            )
         except subprocess.TimeoutExpired:
             kill_group(proc)
             raise RunnerError(timeout_message(where, timeout_s)) from None
@@ -372,10 +403,8 @@ def run_benchmark(
     results: list[RepeatResult] = []
     fresh_trace_dir = trace_dir is not None and not trace_dir.exists()
     try:
-        with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+        with interruptible(), work_dir() as tmp:
             for repeat in range(spec.repeats):
-                if progress is not None:
-                    progress(f"{spec.name}: repeat {repeat + 1}/{spec.repeats}")
                 profile_here = trace_dir is not None and repeat == 0 and spec.profiled > 0
                 if spec.distributed:
                     if profile_here and trace_dir is not None:
@@ -394,6 +423,12 @@ def run_benchmark(
                     if job is None:
                         break
                     results.append(job)
+                    if progress is not None:
+                        progress(
+                            repeat_progress(
+                                spec.name, "repeat", repeat + 1, spec.repeats, repeat_value(job)
+                            )
+                        )
                     continue
                 trace_path = None
                 if profile_here and trace_dir is not None:
@@ -411,6 +446,9 @@ def run_benchmark(
                         timeout_s=timeout_s,
                     )
                 )
+                if progress is not None:
+                    value = repeat_value(results[-1])
+                    progress(repeat_progress(spec.name, "repeat", repeat + 1, spec.repeats, value))
     except BaseException:
         # A benchmark that fails records nothing: leave no trace directory of it either.
         if fresh_trace_dir and trace_dir is not None:

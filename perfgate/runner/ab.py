@@ -20,8 +20,16 @@ from pathlib import Path
 
 from perfgate.errors import RunnerError, UsageError
 from perfgate.models import BenchmarkSpec
-from perfgate.runner import BenchmarkOutcome, ProgressFn, RepeatResult, run_repeat, split_threads
-from perfgate.runner.lifecycle import interruptible
+from perfgate.runner import (
+    BenchmarkOutcome,
+    ProgressFn,
+    RepeatResult,
+    repeat_progress,
+    repeat_value,
+    run_repeat,
+    split_threads,
+)
+from perfgate.runner.lifecycle import interruptible, work_dir
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -105,15 +113,13 @@ def run_pairs(
         "A": (base_dir, base_results, "base", base_spec),
         "B": (head_dir, head_results, "head", spec),
     }
-    with interruptible(), tempfile.TemporaryDirectory(prefix="perfgate-") as tmp:
+    with interruptible(), work_dir() as tmp:
         for i in range(spec.repeats):
             order = "AB" if rng.random() < 0.5 else "BA"
             orders.append(order)
             for side in order:
                 tree, results, label, side_spec = sides[side]
                 threads, params = split_threads(side_spec)
-                if progress is not None:
-                    progress(f"{spec.name}: pair {i + 1}/{spec.repeats}, {label}")
                 trace_path = None
                 if trace_dir is not None and i == 0 and spec.profiled > 0:
                     (trace_dir / label).mkdir(parents=True, exist_ok=True)
@@ -133,6 +139,13 @@ def run_pairs(
                         label=label,
                     )
                 )
+            if progress is not None:
+                base_value, head_value = (
+                    repeat_value(base_results[-1]),
+                    repeat_value(head_results[-1]),
+                )
+                value = f"base ({base_value}), head ({head_value})"
+                progress(repeat_progress(spec.name, "pair", i + 1, spec.repeats, value))
     finished = datetime.now(timezone.utc)
 
     def outcome(side_spec: BenchmarkSpec, results: list[RepeatResult]) -> BenchmarkOutcome:

@@ -46,6 +46,7 @@ from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
 from perfgate.models import LaunchOptions, ProfileSummary
+from perfgate.runner.lifecycle import WORK_DIR_ENV
 
 DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 """The torch.distributed backend of each device."""
@@ -192,6 +193,7 @@ def run_job(
     request_path.write_text(json.dumps(request), encoding="utf-8")
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")
+    env[WORK_DIR_ENV] = str(workdir)  # marks torchrun and its ranks for a later cleanup
     env["OMP_NUM_THREADS"] = str(max(int(request.get("threads", 1)), 1))
     cmd = torchrun_command(request_path, nproc=nproc, nnodes=nnodes, launch=launch)
     log = workdir / "torchrun.log"

@@ -8,19 +8,51 @@ parent can stop as a whole (:func:`kill_group`). While the runner works it holds
 thread instead of ending the process on the spot, so the ``finally`` blocks that kill the
 worker's group and the ``TemporaryDirectory`` context managers that hold the requests and
 results run on the way out. The command then exits 3 with one line.
+
+SIGKILL cannot be handled, so for it:
+
+- a worker dies with its parent (:func:`die_with_parent`): on Linux it asks the kernel for
+  SIGKILL when the perfgate process that started it ends (``prctl(PR_SET_PDEATHSIG)``,
+  through ctypes), and elsewhere a thread watches its parent's pid; either way a worker
+  whose parent is already gone when it starts ends at once;
+- perfgate's temporary directories are named ``perfgate-<pid>-*`` and hold a lock for as
+  long as their process lives (:func:`work_dir`); each new one first removes the stale ones
+  (their lock is free: their process died without cleaning up), after killing whatever
+  still runs from them: every process whose environment names the directory
+  (``PERFGATE_WORK_DIR``, which a worker and what it starts inherit).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 
 from perfgate.errors import RunnerError
+
+PARENT_ENV = "PERFGATE_PARENT_PID"
+"""The pid of the perfgate process a worker is to die with."""
+WORK_DIR_ENV = "PERFGATE_WORK_DIR"
+"""The temporary directory a worker runs for: marks it and what it starts, so that a later
+perfgate can stop them when the perfgate that started them was killed."""
+WORK_PREFIX = "perfgate-"
+_LOCK_NAME = ".owner"
+_STALE_NAME = re.compile(r"perfgate-(\d+)-[^/]+")
+_PR_SET_PDEATHSIG = 1
+_UNLOCKED_GRACE_S = 60.0
+"""How old a directory without a lock must be before it counts as stale: its owner may be
+between creating it and locking it (in another pid namespace sharing the same /tmp)."""
 
 TERM_GRACE_S = 5.0
 """How long a worker's group gets after SIGTERM before it is sent SIGKILL."""
@@ -93,3 +125,157 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+# -- SIGKILL of perfgate: workers die with it, and the next start cleans up ------------------------
+
+
+def worker_env(workdir: Path) -> dict[str, str]:
+    """The variables a worker started in ``workdir`` gets (see :func:`die_with_parent`)."""
+    return {PARENT_ENV: str(os.getpid()), WORK_DIR_ENV: str(workdir)}
+
+
+def die_with_parent() -> None:
+    """In a worker: end when the perfgate process named by ``PERFGATE_PARENT_PID`` ends,
+    however it ends (SIGKILL included). On Linux the kernel sends SIGKILL
+    (``PR_SET_PDEATHSIG``, which works even while the step is stuck in native code);
+    elsewhere a daemon thread polls the parent's pid once a second and then kills the
+    worker's process group. Without the variable (a worker started by hand) nothing
+    changes."""
+    try:
+        parent = int(os.environ.pop(PARENT_ENV, ""))
+    except ValueError:
+        return
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    with contextlib.suppress(OSError):
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def work_dir() -> Iterator[str]:
+    """A temporary directory ``perfgate-<pid>-*`` for one command's workers, removed
+    afterwards, that stays locked while this process lives; creating it first removes the
+    stale ones (:func:`clean_stale_work_dirs`)."""
+    clean_stale_work_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-") as tmp:
+        lock = _lock(Path(tmp))
+        try:
+            yield tmp
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+
+def _lock(directory: Path) -> int | None:
+    """An exclusive lock on ``directory``'s lock file, held by the returned descriptor (not
+    inherited by workers); None where locks are not available."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    fd = os.open(directory / _LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # pragma: no cover - a new file nobody else knows of
+        os.close(fd)
+        return None
+    return fd
+
+
+def clean_stale_work_dirs(root: Path | None = None) -> list[Path]:
+    """Remove the ``perfgate-<pid>-*`` directories under ``root`` (the temporary directory)
+    that this user owns and whose perfgate died without removing them: its pid is gone and
+    its lock (when the directory has one) is free. Processes still running from such a
+    directory (a worker's children, say) are killed first. Best effort: what cannot be
+    checked or removed stays. Returns the directories removed."""
+    base = Path(tempfile.gettempdir()) if root is None else root
+    removed: list[Path] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _STALE_NAME.fullmatch(entry.name)
+        if match is None or not _stale(entry, int(match.group(1))):
+            continue
+        _kill_marked(entry)
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed.append(entry)
+    return removed
+
+
+def _stale(entry: Path, pid: int) -> bool:
+    try:
+        st = entry.lstat()
+    except OSError:
+        return False
+    if not entry.is_dir() or entry.is_symlink() or st.st_uid != os.getuid():
+        return False
+    if pid == os.getpid() or _alive(pid):
+        return False
+    lock = entry / _LOCK_NAME
+    if not lock.exists():  # unlocked: an old perfgate's, or one being created this instant
+        return time.time() - st.st_mtime > _UNLOCKED_GRACE_S
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live process (in another pid namespace, say) holds it
+    finally:
+        os.close(fd)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_marked(directory: Path) -> None:
+    """SIGKILL every process of this user whose environment names ``directory`` (or a path
+    under it) in ``PERFGATE_WORK_DIR``; only where ``/proc`` shows environments."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    marker = f"{WORK_DIR_ENV}={directory}".encode()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if any(item == marker or item.startswith(marker + b"/") for item in environ.split(b"\0")):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)

@@ -169,6 +169,20 @@ def loss_value(returned: object, kind: str = "training") -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _progress_writer(path: object) -> Callable[[str], None] | None:
+    """A function that appends one line to the progress file the parent watches
+    (:mod:`perfgate.runner.watchdog`); None when the request names none. Written between
+    steps, never inside a timed one."""
+    if not isinstance(path, str) or not path:
+        return None
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def report(line: str) -> None:
+        os.write(fd, f"{line}\n".encode("ascii"))
+
+    return report
+
+
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     params = dict(request["params"])
     backend = prepare_process(request)
@@ -181,9 +195,14 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     sync = backend.synchronize
     clock = time.perf_counter_ns
     cpu_name, cpu_clock = cpu_time_clock(backend.device)
+    report = _progress_writer(request.get("progress_path"))
     with step_mode(request):
         for _ in range(int(request["warmup"])):
+            t0 = clock()
             step()
+            if report is not None:  # what the parent derives its default limit from
+                sync()
+                report(f"w {clock() - t0}")
         sync()
         gc.collect()
         backend.reset_peak_memory()
@@ -195,6 +214,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         events: list[tuple[Any, Any]] = []
         if backend.timing_event() is not None:
             events = [(backend.timing_event(), backend.timing_event()) for _ in range(measured)]
+        if report is not None:
+            report("m")
         for i in range(measured):
             # The CPU clock and the start event sit outside the wall-clock window, so the
             # wall time is taken exactly as before; only the end event is inside it (it
@@ -221,6 +242,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         profiled = int(request["profiled"])
         written = None
         if trace_path and profiled > 0:
+            if report is not None:
+                report("p")
             written = backend.profile(step, profiled, str(trace_path))
     return {
         "ok": True,
@@ -239,6 +262,9 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    from perfgate.runner.lifecycle import die_with_parent
+
+    die_with_parent()
     request_path = argv[0]
     with open(request_path, encoding="utf-8") as fh:
         request = json.load(fh)

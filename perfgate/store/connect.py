@@ -16,7 +16,6 @@ write lock up front and waits on ``busy_timeout`` instead of failing half-way.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,34 +78,54 @@ class Target:
 
 
 def parse_url(raw: str) -> URL:
-    """``raw`` as a SQLAlchemy URL, the credentials ending at the *last* ``@`` before the
-    host: ``postgresql://u:p@ss@host/db`` is user ``u``, password ``p@ss`` on ``host``
-    (SQLAlchemy alone would end the password at the first ``@`` and take ``ss@host`` for
-    the host name). A host name never holds an ``@``, so nothing else changes meaning.
+    """``raw`` as a SQLAlchemy URL, the credentials ending at the *last* ``@`` of the URL:
+    ``postgresql://u:p@ss:w/rd@host/db`` is user ``u``, password ``p@ss:w/rd`` on ``host``
+    (SQLAlchemy alone would end the password at the first ``@`` and read ``ss`` as the host
+    and ``w`` as the port). A host name never holds an ``@``; one in the database name or
+    the query must be written ``%40``. A user name holds no ``/`` either, so in
+    ``postgresql://host/db@x`` the ``@`` stays in the path.
 
     Raises:
         ArgumentError, ValueError: not a URL SQLAlchemy can parse.
     """
-    scheme, sep, after = raw.partition("://")
-    head, qmark, query = after.partition("?")
-    userinfo, at, hostpart = head.rpartition("@")
-    if sep and at and "@" in userinfo and not scheme.startswith("sqlite") and "/" not in userinfo:
+    split = _split_credentials(raw)
+    if split is not None:
+        scheme, userinfo, rest = split
         user, colon, password = userinfo.partition(":")
         creds = quote(unquote(user), safe="")
         if colon:
             creds += ":" + quote(unquote(password), safe="")
-        raw = f"{scheme}://{creds}@{hostpart}{qmark}{query}"
+        raw = f"{scheme}://{creds}@{rest}"
     return make_url(raw)
+
+
+def _split_credentials(raw: str) -> tuple[str, str, str] | None:
+    """(scheme, userinfo, host and the rest) of a server URL with credentials, split at the
+    last ``@``; None for a URL without them (or a SQLite URL, whose path may hold an ``@``)."""
+    scheme, sep, after = raw.partition("://")
+    userinfo, at, rest = after.rpartition("@")
+    if not sep or not at or scheme.startswith("sqlite"):
+        return None
+    if "/" in userinfo.partition(":")[0]:
+        return None
+    return scheme, userinfo, rest
 
 
 def mask_url(raw: str) -> str:
     """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``
-    (the password read as :func:`parse_url` reads it, so an unencoded ``@`` in it does not
-    leak the rest)."""
+    (the password read as :func:`parse_url` reads it, so an unencoded ``@`` or ``/`` in it
+    does not leak the rest). A URL that does not parse as a whole keeps only its scheme and
+    what follows the last ``@``: nothing before it is shown."""
     try:
         return parse_url(raw).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
-        return re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", raw)
+        pass
+    scheme, sep, after = raw.partition("://")
+    if not sep:
+        _, at, rest = raw.rpartition("@")
+        return f"***@{rest}" if at else raw
+    _, at, rest = after.rpartition("@")
+    return f"{scheme}://***@{rest}" if at else f"{scheme}://***"
 
 
 def first_line(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, exists, func, insert, select, update
@@ -58,14 +58,21 @@ _IDS_PER_QUERY = 500
 
 _SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
 
+CLOCK_NOTE_AFTER = timedelta(hours=1)
+"""How far a run's start may be from the store's clock before saving it says so."""
+
+#: Key of the PostgreSQL advisory lock that serialises recording runs (their sequence).
+RECORD_LOCK_KEY = 0x70657266726563  # "perfrec"
+
 
 class RunStore(StoreBase):
     """Runs in and out of the store, and the history read from them."""
 
     # -- writing -------------------------------------------------------------------------
 
-    def save_run(self, run: RunRecord) -> None:
-        """Store ``run`` with its measurements and profile, all or nothing.
+    def save_run(self, run: RunRecord) -> tuple[str, ...]:
+        """Store ``run`` with its measurements and profile, all or nothing; returns notes
+        (:meth:`save_runs`).
 
         Saving a run whose id is already stored does nothing.
 
@@ -73,23 +80,40 @@ class RunStore(StoreBase):
             StoreError: the run holds values the store cannot keep (non-finite numbers,
                 naive timestamps, a metric twice), or the database failed; nothing is written.
         """
-        self.save_runs([run])
+        return self.save_runs([run])
 
-    def save_runs(self, batch: Sequence[RunRecord], *, supersedes: Sequence[str] = ()) -> None:
+    def save_runs(
+        self, batch: Sequence[RunRecord], *, supersedes: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         """Store several runs in one transaction (a paired base and head): all or none.
 
         Runs whose id is already stored are skipped. The runs named in ``supersedes`` (a run
         that ``run --confirm`` extended into a new one) are marked excluded in the same
-        transaction, so history never holds both.
+        transaction, so history never holds both. Each run gets the next number of the
+        store's recording sequence (what "the latest run" goes by).
+
+        Returns:
+            Notes for the person: a run whose start is more than :data:`CLOCK_NOTE_AFTER`
+            from the store's clock (a runner with a wrong clock), one line each.
         """
         prepared = [(run, _rows_of(run)) for run in batch]
         ids = ", ".join(run.id for run in batch)
+        notes: list[str] = []
 
         def write(conn: Connection) -> None:
+            notes.clear()
+            if conn.dialect.name == "postgresql":  # SQLite's BEGIN IMMEDIATE serialises already
+                conn.execute(select(func.pg_advisory_xact_lock(RECORD_LOCK_KEY)))
+            seq = conn.execute(select(func.coalesce(func.max(runs.c.recorded_seq), 0))).scalar_one()
+            clock = _store_clock(conn)
             for run, rows in prepared:
                 if self._has_run(conn, run.id):
                     continue
-                conn.execute(insert(runs), [rows.run])
+                seq += 1
+                conn.execute(insert(runs), [{**rows.run, "recorded_seq": seq}])
+                note = _clock_note(run, clock)
+                if note is not None:
+                    notes.append(note)
                 if rows.measurements:
                     conn.execute(insert(measurements), rows.measurements)
                 if rows.profile is not None:
@@ -110,10 +134,11 @@ class RunStore(StoreBase):
         except IntegrityError as exc:
             # Another writer may have stored the same run ids first: then they are stored once.
             if all(self._run_exists(run.id) for run in batch):
-                return
+                return ()
             raise self._failure(f"save run {ids}", exc) from exc
         except SQLAlchemyError as exc:
             raise self._failure(f"save run {ids}", exc) from exc
+        return tuple(notes)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -164,7 +189,9 @@ class RunStore(StoreBase):
         return {run_id: ProfileSummary.from_dict(json.loads(doc)) for run_id, doc in docs.items()}
 
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
-        """The most recently started run of ``benchmark`` on ``branch`` that is not excluded."""
+        """The most recently recorded run of ``benchmark`` on ``branch`` that is not
+        excluded: the last one the store's sequence numbered, whatever its start time says
+        (a runner's clock may be wrong)."""
         with self._read(f"read the latest run of {benchmark}") as conn:
             row = (
                 conn.execute(
@@ -175,7 +202,7 @@ class RunStore(StoreBase):
                         runs.c.branch == branch,
                         runs.c.excluded.is_(False),
                     )
-                    .order_by(runs.c.started_at.desc(), runs.c.id.desc())
+                    .order_by(runs.c.recorded_seq.desc())
                     .limit(1)
                 )
                 .mappings()
@@ -201,7 +228,7 @@ class RunStore(StoreBase):
                         r.branch == branch,
                         r.excluded.is_(False),
                     )
-                    .order_by(r.started_at.desc(), r.id.desc())
+                    .order_by(r.recorded_seq.desc())
                     .limit(1)
                     .scalar_subquery()
                     for name in names[at : at + _IDS_PER_QUERY]
@@ -726,6 +753,36 @@ def _measurement_of(row: RowMapping) -> Measurement:
             centre_se=None if row["centre_se"] is None else float(row["centre_se"]),
         ),
         deterministic=bool(row["deterministic"]),
+    )
+
+
+def _store_clock(conn: Connection) -> datetime | None:
+    """The database's current time (UTC), or None where it cannot be read as one."""
+    value = conn.execute(select(func.current_timestamp())).scalar_one()
+    if isinstance(value, str):  # SQLite: 'YYYY-MM-DD HH:MM:SS' in UTC
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def _clock_note(run: RunRecord, clock: datetime | None) -> str | None:
+    """A note when ``run`` starts more than :data:`CLOCK_NOTE_AFTER` from ``clock``."""
+    if clock is None:
+        return None
+    off = run.started_at - clock
+    if abs(off) <= CLOCK_NOTE_AFTER:
+        return None
+    hours = abs(off).total_seconds() / 3600
+    far = f"{hours / 24:.0f} days" if hours >= 48 else f"{hours:.0f} hours"
+    side = "ahead of" if off > timedelta(0) else "behind"
+    return (
+        f"run {run.id} is stamped {run.started_at:%Y-%m-%d %H:%M} UTC, {far} {side} the "
+        f"store's clock ({clock:%Y-%m-%d %H:%M} UTC): check the runner's clock; perfgate "
+        "takes the latest run by the order runs were recorded in, not by this time"
     )
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -92,6 +93,11 @@ runs = Table(
     Column("excluded", Boolean, nullable=False),
     Column("perfgate_version", Text, nullable=False),
     Column("paired_with", Text, nullable=True),
+    # The order the store recorded the runs in (revision 0007): 1, 2, 3, ... assigned under
+    # the write lock, whatever clock stamped started_at. "The latest run" is the latest
+    # recorded: a runner whose clock said 2099 does not make its run the latest for ever.
+    Column("recorded_seq", BigInteger, nullable=True),  # set on every insert (see 0007)
+    Index("ix_runs_branch_recorded", "project", "benchmark", "branch", "recorded_seq"),
     # History and latest-run queries: equality on the leading columns, newest first by
     # (started_at, id), so the index order is the query order and LIMIT stops early.
     Index("ix_runs_history", "project", "benchmark", "started_at", "id"),

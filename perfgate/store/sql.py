@@ -8,7 +8,10 @@ upgrades their schema.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -16,7 +19,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from perfgate.errors import StoreError
-from perfgate.store.connect import WRITE_OPTION, enable_wal, first_line, make_target, open_failure
+from perfgate.store.connect import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    WRITE_OPTION,
+    enable_wal,
+    first_line,
+    make_target,
+    open_failure,
+    parse_url,
+)
 from perfgate.store.migrate import (
     POSTGRES_LOCK_KEY,
     MigrationError,
@@ -43,8 +54,10 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
 
     Raises:
         StoreError: the database cannot be reached or read, is not a perfgate store, or has
-            a schema newer than this perfgate. Such a database is left as it was.
+            a schema newer than this perfgate. Such a database is left as it was; a SQLite
+            file this open created (a full disk, say) is removed again.
     """
+    new = NewSqliteFile.of(url) if create else None
     target = make_target(url, create=create)
     try:
         with target.engine.connect() as conn:
@@ -65,17 +78,98 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
             enable_wal(target, conn)
     except StoreError:
         target.engine.dispose()
+        _discard(new)
         raise
     except SQLAlchemyError as exc:
         target.engine.dispose()
+        _discard(new)
         raise open_failure(target, exc) from exc
     except MigrationError as exc:
         target.engine.dispose()
+        _discard(new)
         raise StoreError(
             f"cannot migrate store {target.where}: {first_line(exc)} "
             "(rolled back: the database is as it was)"
         ) from exc
-    return SqlStore(target)
+    store = SqlStore(target)
+    store.created = new
+    return store
+
+
+@dataclass(frozen=True)
+class NewSqliteFile:
+    """A SQLite store file that did not exist before this command opened it, and the
+    directories opening it created: what :func:`_discard` removes when the command fails
+    before it recorded anything."""
+
+    path: Path
+    directories: tuple[Path, ...] = field(default=())  # the deepest first
+
+    @classmethod
+    def of(cls, url: str) -> NewSqliteFile | None:
+        """The file a ``sqlite:///PATH`` URL names when it does not exist yet; None for one
+        that exists, another database or a URL that does not parse (opening it says why)."""
+        try:
+            parsed = parse_url(url)
+        except Exception:  # noqa: BLE001 - make_target reports a bad URL
+            return None
+        database = parsed.database or ""
+        if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+            return None
+        if database.startswith("file:"):
+            return None
+        path = Path(database).expanduser().absolute()
+        if os.path.lexists(path):
+            return None
+        missing = []
+        parent = path.parent
+        while not os.path.lexists(parent) and parent != parent.parent:
+            missing.append(parent)
+            parent = parent.parent
+        return cls(path, tuple(missing))
+
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _discard(new: NewSqliteFile | None) -> None:
+    """Remove a store file this command created, with SQLite's side files and the
+    directories made for it, provided it holds no run: checked under the write lock, so a
+    run another job is saving into the same new file keeps it. Best effort: a file that
+    cannot be checked or removed stays."""
+    if new is None or not new.path.is_file():
+        return
+    if new.path.stat().st_size > 0 and _holds_runs(new.path):
+        return
+    for suffix in ("", *_SIDE_FILES):
+        try:
+            os.unlink(f"{new.path}{suffix}")
+        except OSError:
+            pass
+    for directory in new.directories:
+        try:
+            directory.rmdir()
+        except OSError:
+            break  # not empty (traces, another file): it stays, and so do those above it
+
+
+def _holds_runs(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` holds a run, or cannot be checked (then it is
+    kept): counted under the write lock, so a run being saved into it counts."""
+    try:
+        conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                held = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            except sqlite3.OperationalError:  # no runs table: nothing was ever written
+                held = 0
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True
+    return bool(held)
 
 
 @dataclass(frozen=True)
@@ -150,6 +244,11 @@ def upgrade_store(url: str) -> tuple[StoreStatus, StoreStatus]:
 class SqlStore(RunStore, TeamStore):
     """The baseline store. Build it with :func:`open_store`; close it when done."""
 
+    created: NewSqliteFile | None = None
+    """The SQLite file :func:`open_store` created for this store (None: it existed, or
+    another database): leaving the ``with`` block on an exception removes it again while
+    it holds no run, so a failed command leaves no empty store behind."""
+
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r})"
 
@@ -163,3 +262,5 @@ class SqlStore(RunStore, TeamStore):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+        if exc_type is not None:
+            _discard(self.created)

@@ -41,6 +41,26 @@ def tile_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
     return t.repeat(times, *([1] * (t.dim() - 1)))[:rows]
 
 
+def with_extra_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """``x`` with ``rows`` more rows tiled from it below its own: the ``slowdown`` knob's work
+    as the same calls over more rows (the MLP's), so it shows in time, not in operator counts.
+
+    The step takes its loss on the first ``x.shape[0]`` rows of the output only, so the
+    extra rows get no gradient and the loss is the one without them: every row of a linear
+    layer's output is its own row's product with the weights, and a weight gradient adds the
+    extra rows' exact zeros after the batch's own terms. On this project's CPU torch (MKL, 1-2
+    threads) the MLP's loss was equal to the last bit at batch 8-128 and slowdown 0.05-3
+    (``tests/test_numerics.py``). It does not suit a model whose rows meet inside one call (a
+    batch norm's batch statistics, attention across a batch): those keep
+    :func:`extra_work`.
+    """
+    if rows <= 0:
+        return x
+    import torch
+
+    return torch.cat([x, tile_rows(x, rows)])
+
+
 def extra_work(
     model: nn.Module,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -48,8 +68,10 @@ def extra_work(
     target: torch.Tensor,
     rows: int,
 ) -> Callable[[], None] | None:
-    """The ``slowdown`` knob's work: a forward and backward pass of ``model`` over ``rows``
-    rows tiled from the step's batch, which only costs time. None for no rows.
+    """The ``slowdown`` knob's work where more rows in the step's own calls would move the
+    loss (the CNN's batch norm, the transformer): a forward and backward pass of ``model``
+    over ``rows`` rows tiled from the step's batch, which only costs time (and adds its
+    operator calls). None for no rows.
 
     It stands in for a code change that only costs time, so it must not touch the numbers the
     numerics guard checks (the loss, DESIGN.md §5): the step runs it *before* its own

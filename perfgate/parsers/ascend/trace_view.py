@@ -52,7 +52,7 @@ import numpy as np
 
 from perfgate.errors import ParseError
 from perfgate.models import StepBreakdown
-from perfgate.parsers.decompress import CappedReader, max_decompressed_mb
+from perfgate.parsers.decompress import CappedReader, max_decompressed_mb, regular_file
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "breakdown_from_trace_view"]
 
@@ -123,6 +123,7 @@ def breakdown_from_trace_view(
 
 
 def _open(path: Path, label: str) -> io.BufferedIOBase:
+    regular_file(path, label)
     try:
         raw = path.open("rb")
     except FileNotFoundError:

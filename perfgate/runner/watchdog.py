@@ -1,0 +1,144 @@
+"""How long the parent waits for a worker: the default limit derived from the warm-up.
+
+A benchmark's ``timeout`` (``--timeout``) is a fixed limit on one repeat. Left at its
+default (:data:`DEFAULT_TIMEOUT_S`, 900 s), that is only the cap: the worker reports its
+progress to a file the parent reads while it waits (one line per warm-up step with the
+step's time, ``m`` when the timed steps begin, ``p`` when the profiled window begins), and
+once the warm-up has shown what a step takes, the rest is held to that:
+
+- until the first warm-up step ends (importing, building, compiling): the cap;
+- after each warm-up step, the next one: ``STALL_FACTOR`` x a typical warm-up step (the
+  median of the warm-up steps after the first, which carries the one-off start-up costs),
+  at least ``STALL_FLOOR_S``;
+- the timed steps together: ``STALL_FACTOR`` x that step x their number, at least
+  ``STALL_FLOOR_S``;
+- the profiled window (the profiler's overhead and the trace export do not scale with the
+  step): the cap.
+
+So a step that hangs after the warm-up stops the job in about a minute, not fifteen, and
+the error says which limit fired and how it was derived. A benchmark with an explicit
+``timeout`` gets exactly that limit and nothing derived; a step that hangs on its very
+first call is held only by the cap (nothing is known about its speed yet).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from perfgate.errors import RunnerError
+from perfgate.models import BenchmarkSpec
+
+DEFAULT_TIMEOUT_S: float = next(f.default for f in fields(BenchmarkSpec) if f.name == "timeout_s")  # type: ignore[assignment]
+"""A benchmark's ``timeout`` when neither the suite nor ``--timeout`` sets it."""
+
+STALL_FLOOR_S = 60.0
+"""The derived limit is never shorter than this."""
+
+STALL_FACTOR = 20.0
+"""How many typical warm-up steps' time a step (or the timed steps, per step) may take."""
+
+POLL_S = 0.25
+"""How often the parent reads the worker's progress while it waits."""
+
+
+@dataclass
+class _Progress:
+    """What the parent has read of a worker's progress file."""
+
+    path: Path
+    offset: int = 0
+    warmup_s: list[float] = field(default_factory=list)
+    phase: str = "start"  # "start", "warmup", "measured" or "profiled"
+
+    def read(self) -> bool:
+        """Take in the complete lines written since the last read; whether there were any."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return False
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return False
+        self.offset += end
+        for line in data[:end].decode("ascii", "replace").splitlines():
+            kind, _, value = line.partition(" ")
+            if kind == "w":
+                self.phase = "warmup"
+                try:
+                    self.warmup_s.append(int(value) / 1e9)
+                except ValueError:
+                    continue
+            elif kind == "m":
+                self.phase = "measured"
+            elif kind == "p":
+                self.phase = "profiled"
+        return True
+
+    def typical_step_s(self) -> float | None:
+        """A warm-up step's time without the one-off costs of the first, when there is one."""
+        steps = self.warmup_s[1:] or self.warmup_s
+        return statistics.median(steps) if steps else None
+
+
+def derived_limit_s(typical_step_s: float, steps: int = 1) -> float:
+    """The default limit on ``steps`` steps of about ``typical_step_s`` each."""
+    return max(STALL_FLOOR_S, STALL_FACTOR * typical_step_s * max(steps, 1))
+
+
+def wait_for_worker(
+    proc: subprocess.Popen[bytes],
+    *,
+    progress_path: Path,
+    timeout_s: float,
+    measured: int,
+    where: str,
+) -> int:
+    """Wait for ``proc`` and return its exit code; it may take ``timeout_s`` in all and,
+    when that is the default, no longer than the warm-up says (see the module).
+
+    Raises:
+        subprocess.TimeoutExpired: the cap ``timeout_s`` passed.
+        RunnerError: the derived limit passed (the message says which and how derived).
+        The caller kills the worker's group either way.
+    """
+    started = time.monotonic()
+    cap = started + timeout_s
+    derive = timeout_s == DEFAULT_TIMEOUT_S
+    progress = _Progress(progress_path)
+    deadline = cap
+    why = ""
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            if deadline >= cap:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            raise RunnerError(f"{where}: {why}; the worker was killed (a hung step?{_FIXED}")
+        try:
+            return proc.wait(timeout=min(POLL_S, deadline - now))
+        except subprocess.TimeoutExpired:
+            pass
+        if not derive or not progress.read():
+            continue
+        now = time.monotonic()
+        typical = progress.typical_step_s()
+        if typical is None or progress.phase == "profiled":
+            deadline, why = cap, ""
+            continue
+        steps = measured if progress.phase == "measured" else 1
+        limit = derived_limit_s(typical, steps)
+        what = f"the {measured} timed steps took" if progress.phase == "measured" else "a step took"
+        why = (
+            f"{what} over {limit:g} s, the default limit derived from the warm-up "
+            f"({STALL_FACTOR:g} x its {typical * 1000:.3g} ms step"
+            f"{f' x {steps}' if steps > 1 else ''}, at least {STALL_FLOOR_S:g} s)"
+        )
+        deadline = min(cap, now + limit)
+
+
+_FIXED = " set --timeout SECONDS or the benchmark's timeout key for a fixed limit)"
