@@ -443,10 +443,11 @@ def _fit_level(
         lone = np.zeros(k, dtype=bool)
         rare &= ~out
     robust = MAD_TO_SD * mad(z) if k else 0.0
+    centre = median(z) if k else 0.0
     if k >= TRIM_MIN_RUNS and robust > 0:
         # the current run is the last runs' neighbour: where it and they stand beyond half
         # the bound on one side, they are one excursion (main moved, measured with noise)
-        half, centre = OUTLIER_MADS / 2.0 * robust, median(z)
+        half = OUTLIER_MADS / 2.0 * robust
         side = math.copysign(1.0, zc - centre)
         if abs(zc - centre) > half:
             i = k - 1
@@ -457,8 +458,8 @@ def _fit_level(
     words = []
     tail = 0
     if out.any() and out[-1]:
-        side = np.sign(z[-1] - median(z))
-        while tail < k and out[k - 1 - tail] and np.sign(z[k - 1 - tail] - median(z)) == side:
+        side = np.sign(z[-1] - centre)
+        while tail < k and out[k - 1 - tail] and np.sign(z[k - 1 - tail] - centre) == side:
             tail += 1
         noise = z[~out]
         if tail >= k / 2 or abs(zc - float(np.mean(z[k - tail :]))) >= abs(
