@@ -517,3 +517,22 @@ def test_a_regression_of_the_whole_job_says_so(seed: int) -> None:
     pair = _spiked_gate(seed, [1.25, 1.25], benchmarks=2, spike=1.0, noise=0.0065)
     assert all(c.verdict is Verdict.REGRESSION for c in pair)
     assert not [c.reason for c in pair if "whole job" in c.reason]
+
+
+def test_tail_events_in_the_last_runs_show_a_runner_that_became_noisier() -> None:
+    """A quiet window (CoV 1%) whose last 5 runs hold two lone outliers (+9%, -8%: tail
+    events of a runner that became noisier) and a current run +6%: without the outliers
+    counted the last runs look as quiet as before and +6% is a 6-SD regression; counted,
+    the last runs spread several times more and the current run is judged with their
+    spread. One such event in the last runs, with two more earlier in the window, is the
+    runner's tails (they weigh on its tail model), not a change of its noise."""
+    rng = np.random.default_rng(41)
+    quiet = [math.exp(rng.normal(0.0, 0.01)) for _ in range(30)]
+    noisier = quiet[:25] + [quiet[25], 1.09, quiet[27], 0.92, quiet[29]] + [1.06]
+    c = compare_candidates([candidate(series(rng, 31, factors=noisier, job=0.0, process=0.005))])
+    assert c[0].verdict is Verdict.INCONCLUSIVE, c[0].reason
+    assert "spread" in c[0].reason and "more than the earlier ones" in c[0].reason
+    tails = quiet[:25] + [quiet[25], 1.09, quiet[27], quiet[28], quiet[29]] + [1.06]
+    tails[4], tails[15] = 0.92, 1.09
+    c = compare_candidates([candidate(series(rng, 31, factors=tails, job=0.0, process=0.005))])
+    assert "more than the earlier ones" not in c[0].reason, c[0].reason

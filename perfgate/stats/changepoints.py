@@ -257,7 +257,11 @@ def serial_inflation(
     denom = float(np.dot(ranks, ranks))
     if denom <= 0.0:
         return 1.0
-    rho = min(MAX_RHO, max(0.0, float(np.dot(ranks[1:], ranks[:-1]) / denom)))
+    # shrunk by its sampling variance (1/n for independent runs), as a James-Stein estimate:
+    # a short series' chance correlation would widen every test it enters, a long series'
+    # real one stays nearly whole
+    rho = float(np.dot(ranks[1:], ranks[:-1]) / denom)
+    rho = min(MAX_RHO, max(0.0, rho - 1.0 / (n * rho) if rho > 0 else 0.0))
     return (1.0 + rho) / (1.0 - rho)
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import special
 
+from perfgate.metrics import is_time
 from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.decide import (
     ALPHA,
@@ -428,8 +429,9 @@ def _fit_level(
     From ``TRIM_MIN_RUNS`` runs on, a drift is fitted (least squares over the runs that
     are noise) and kept when its slope is distinguishable from zero at ``POOL_P``; the
     level is then the drift's value at the current run. A window whose last
-    ``RECENT_RUNS`` runs spread more than the rest (an F test at ``ALPHA``) is judged with
-    their spread: the runner became noisier. Without ``trim`` (the job factor, whose
+    ``RECENT_RUNS`` runs spread more than the earlier ones (lone outliers counted on both
+    sides) (an F test at ``ALPHA``) is judged with their spread: the runner became
+    noisier. Without ``trim`` (the job factor, whose
     modes and pools are common, not excursions) only where main moved is taken out.
     """
     k = z.size
@@ -471,28 +473,40 @@ def _fit_level(
     noise_mask = ~out
     zk, xk = z[noise_mask], idx[noise_mask]
     n = zk.size
-    level, factor = float(np.mean(zk)) if n else float(median(z)), 1.0 / max(n, 1)
+    mean = float(np.mean(zk)) if n else float(median(z))
+    level, factor, slope, xbar = mean, 1.0 / max(n, 1), 0.0, 0.0
     resid = zk - level
     dof = max(n - 1, 0)
     if n >= TRIM_MIN_RUNS:
         xbar = float(np.mean(xk))
         sxx = float(np.sum((xk - xbar) ** 2))
-        slope = float(np.sum((xk - xbar) * (zk - float(np.mean(zk))))) / sxx
-        fitted = float(np.mean(zk)) + slope * (xk - xbar)
-        r = zk - fitted
+        b = float(np.sum((xk - xbar) * (zk - mean))) / sxx
+        r = zk - (mean + b * (xk - xbar))
         s2 = float(np.sum(r * r)) / (n - 2)
-        if s2 > 0 and 2.0 * special.stdtr(n - 2, -abs(slope) / math.sqrt(s2 / sxx)) < POOL_P:
-            level = float(np.mean(zk)) + slope * (k - xbar)
+        if s2 > 0 and 2.0 * special.stdtr(n - 2, -abs(b) / math.sqrt(s2 / sxx)) < POOL_P:
+            slope = b
+            level = mean + slope * (k - xbar)
             factor = 1.0 / n + (k - xbar) ** 2 / sxx
             resid, dof = r, n - 2
             words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
     var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
     if n >= TRIM_MIN_RUNS + RECENT_RUNS and var > 0:
-        recent, early = resid[-RECENT_RUNS:], resid[:-RECENT_RUNS]
-        v_recent = float(np.sum(recent * recent)) / RECENT_RUNS
-        v_early = float(np.sum(early * early)) / max(dof - RECENT_RUNS, 1)
+        # the last runs against the earlier ones, the lone outliers counted on both sides:
+        # a runner that became noisier shows first in tail events near the end, and a
+        # runner whose tail events happen anywhere shows them earlier too
+        seen = np.flatnonzero(noise_mask | lone)
+        dev_all = z[seen] - (mean + slope * (seen - xbar))
+        dev, early = dev_all[-RECENT_RUNS:], dev_all[:-RECENT_RUNS]
+        early_dof = max(
+            dof
+            - int(np.sum(noise_mask[seen[-RECENT_RUNS:]]))
+            + int(np.sum(lone[seen[:-RECENT_RUNS]])),
+            1,
+        )
+        v_recent = float(np.sum(dev * dev)) / RECENT_RUNS
+        v_early = float(np.sum(early * early)) / early_dof
         ratio = v_recent / v_early if v_early > 0 else 0.0
-        if ratio > 1 and special.fdtrc(RECENT_RUNS, dof - RECENT_RUNS, ratio) < ALPHA:
+        if ratio > 1 and special.fdtrc(RECENT_RUNS, early_dof, ratio) < ALPHA:
             var, dof = v_recent, RECENT_RUNS
             words.append(
                 f"the last {RECENT_RUNS} runs spread {math.sqrt(ratio):.1f}x more than the "
@@ -606,29 +620,22 @@ def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
     return (prior.dof * prior.var + dof * var) / total, total
 
 
-def _t_logpdf(x: np.ndarray, nu: float) -> np.ndarray:
-    return np.asarray(
-        math.lgamma((nu + 1) / 2)
-        - math.lgamma(nu / 2)
-        - 0.5 * math.log(nu * math.pi)
-        - (nu + 1) / 2 * np.log1p(x * x / nu)
-    )
-
-
 def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
     """The log-likelihood of standardised residuals ``r`` under the normal and under each
-    Student t of ``_T_GRID`` (a scale fitted for each by EM)."""
+    Student t of ``_T_GRID`` (a scale fitted for each by EM, all of them at once)."""
     var = float(np.mean(r * r)) if r.size else 1.0
     normal = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
-    lls = []
-    for nu in _T_GRID:
-        scale2 = var
-        for _ in range(30):  # EM for the scale of a t with known nu
-            w = (nu + 1) / (nu + r * r / scale2)
-            scale2 = float(np.mean(w * r * r))
-        ll = float(np.sum(_t_logpdf(r / math.sqrt(scale2), nu))) - 0.5 * r.size * math.log(scale2)
-        lls.append(ll)
-    return normal, np.asarray(lls)
+    if not r.size:
+        return normal, np.zeros(len(_T_GRID))
+    nu = np.asarray(_T_GRID)[:, None]
+    r2 = (r * r)[None, :]
+    scale2 = np.full((len(_T_GRID), 1), var)
+    for _ in range(30):  # EM for the scale of a t with known nu
+        scale2 = np.mean((nu + 1) / (nu + r2 / scale2) * r2, axis=1, keepdims=True)
+    const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * math.pi)
+    x2 = r2 / scale2
+    lls = np.sum(const - (nu + 1) / 2 * np.log1p(x2 / nu) - 0.5 * np.log(scale2), axis=1)
+    return normal, lls
 
 
 def _heaviest(normal: float, lls: np.ndarray, level: float) -> float:
@@ -967,8 +974,10 @@ def _deterministic(candidate: Candidate) -> Comparison:
 
 
 def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
-    if policy.min_effect_abs > 0:
-        return f"{min_effect:.3g}% minimum effect ({policy.min_effect_abs:g} points)"
+    """The minimum effect in one unit: in points where the absolute one binds (a
+    percentage near 0), else in % of the baseline."""
+    if policy.min_effect_abs > 0 and min_effect > policy.min_effect_pct:
+        return f"minimum effect of {policy.min_effect_abs:g} points"
     return f"{min_effect:g}% minimum effect"
 
 
@@ -981,7 +990,7 @@ def _judge(
     min_effect = policy.min_effect_pct_at(ev.centre)
     k = len(candidate.baseline)
     change_pct = ev.change_pct
-    if cur.unit == "ms":
+    if is_time(cur.unit):
         word = "slower" if change_pct > 0 else "faster"
     else:
         word = "higher" if change_pct > 0 else "lower"
