@@ -692,3 +692,36 @@ def alert_changes(
     reporter.update_issue(found[0], body)
     reporter.comment_issue(found[0], render_alert_comment(branch, new))
     return f"tracking issue {found[0]} updated with {alert_summary(new, new=True)}"
+
+
+def tracked_keys(project: str, reporter: Reporter) -> list[str]:
+    """The keys the project's tracking issue holds (change points reported, culprits looked
+    for); none where there is no tracking issue."""
+    found = reporter.find_issue(alert_marker(project), ALERT_LABEL)
+    return reported_keys(found[1]) if found else []
+
+
+def alert_culprit(project: str, branch: str, comment: str, key: str, reporter: Reporter) -> str:
+    """Name a bisection's culprit on the project's tracking issue: ``comment`` posted on it
+    (opened where there is none), and ``key`` added to the keys its body keeps, so the next
+    nightly does not search for that culprit again (the keys survive the body's rewrites by
+    :func:`alert_changes`). Returns what it did."""
+    mark = alert_marker(project)
+    found = reporter.find_issue(mark, ALERT_LABEL)
+    if found is None:
+        body = f"{mark}\n<!-- perfgate:reported {key} -->\n"
+        number = reporter.create_issue(alert_title(project, branch), body, ALERT_LABEL)
+        reporter.comment_issue(number, comment)
+        return f"tracking issue {number} opened, culprit named in a comment"
+    number, old_body = found
+    if key not in reported_keys(old_body):
+        listed = re.search(r"<!-- perfgate:reported ([0-9a-f ]*?) ?-->", old_body)
+        if listed is None:
+            body = old_body.replace(mark, f"{mark}\n<!-- perfgate:reported {key} -->", 1)
+        else:
+            keys = f"{listed.group(1)} {key}".strip()
+            body = f"{old_body[: listed.start()]}<!-- perfgate:reported {keys} -->"
+            body += old_body[listed.end() :]
+        reporter.update_issue(number, body)
+    reporter.comment_issue(number, comment)
+    return f"tracking issue {number}: culprit named in a comment"

@@ -10,7 +10,7 @@ usage or configuration, ``3`` infrastructure, ``4`` internal error) are in
 
 from __future__ import annotations
 
-from perfgate.cli import check, gate, history, look, run, team  # noqa: F401  (registers the commands)
+from perfgate.cli import bisect, check, gate, history, look, run, team  # noqa: F401  (registers the commands)
 from perfgate.cli.base import cli, guard_stdout
 
 __all__ = ["cli", "main"]
