@@ -49,6 +49,8 @@ of the feature run + gate, and of a whole trial. Then one line per target:
 * slowdown 0.3: a regression in >= 9/10 trials quiet, >= 7/10 under the hog;
 * slowdown 1.0: a regression in >= 9/10 trials, quiet and under the hog;
 * slowdown 0 (A/A): no gate failure, in either state;
+* ``check-ab`` (issue 38, its default slowdowns 0, 0.05, 0.1): slowdown 0.1 a regression in
+  >= 9/10 trials quiet, >= 8/10 under the hog; slowdown 0.05 >= 5/10 quiet;
 
 scaled to ``--trials`` (ceil(share x trials)); an errored trial counts as a miss.
 
@@ -121,6 +123,8 @@ COMMANDS = ("gate", "check", "check-ab")
 TERM_GRACE_S = 15.0
 """How long a perfgate command gets after SIGTERM (it stops its own workers) before SIGKILL."""
 TARGETS: dict[str, dict[str, float]] = {
+    "0.05": {"quiet": 0.5},
+    "0.1": {"quiet": 0.9, "hog": 0.8},
     "0.3": {"quiet": 0.9, "hog": 0.7},
     "1": {"quiet": 0.9, "hog": 0.9},
 }
@@ -706,7 +710,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--states", default=",".join(STATES), help="comma-separated: quiet, hog")
     parser.add_argument("--trials", type=int, default=10, help="trials per state [10]")
-    parser.add_argument("--slowdowns", default="0,0.3,1.0", help="comma-separated [0,0.3,1.0]")
+    parser.add_argument(
+        "--slowdowns",
+        default=None,
+        help="comma-separated [0,0.3,1.0; check-ab: 0,0.05,0.1 (issue 38's targets)]",
+    )
     parser.add_argument(
         "--command",
         choices=COMMANDS,
@@ -735,6 +743,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [s for s in states if s not in STATES]
     if bad or not states:
         parser.error(f"--states: unknown {bad}; choose from {', '.join(STATES)}")
+    if args.slowdowns is None:
+        args.slowdowns = "0,0.05,0.1" if args.command == "check-ab" else "0,0.3,1.0"
     try:
         slowdowns = [float(s) for s in args.slowdowns.split(",") if s.strip()]
     except ValueError:

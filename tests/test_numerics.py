@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import record
+from helpers import record
 from npu_standin import StandIn
 
 from perfgate.app.gate import compare, gate_failed
@@ -330,8 +330,10 @@ def test_the_mlp_slowdown_in_its_own_calls_leaves_the_loss_equal_bit_for_bit(
     batch: int, slowdown: float, threads: int
 ) -> None:
     """The MLP's slowdown runs its extra rows through the step's own calls and takes the
-    loss on the batch's rows: at the default batch, small and large slowdowns, one and two
-    threads, every loss is the one without it, to the last bit."""
+    loss on the batch's rows: at the default batch, small and large slowdowns, every loss is
+    the one without it, to the last bit with one thread; with two, within 1e-6 relative
+    (on an AVX-512 CPU, MKL's float32 matmul splits rows by their count, so a row's sum is
+    ordered differently: about 1e-7, where the numerics guard allows 0.1%)."""
     torch = pytest.importorskip("torch")
     from perfgate.workloads import mlp
 
@@ -340,7 +342,12 @@ def test_the_mlp_slowdown_in_its_own_calls_leaves_the_loss_equal_bit_for_bit(
     try:
         base = mlp.build(batch_size=batch)
         slow = mlp.build(batch_size=batch, slowdown=slowdown)
-        assert [float(base.step()) for _ in range(4)] == [float(slow.step()) for _ in range(4)]
+        plain = [float(base.step()) for _ in range(4)]
+        slowed = [float(slow.step()) for _ in range(4)]
+        if threads == 1:
+            assert plain == slowed
+        else:
+            assert slowed == pytest.approx(plain, rel=1e-6, abs=0.0)
     finally:
         torch.set_num_threads(before)
 

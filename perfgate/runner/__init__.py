@@ -46,6 +46,31 @@ def repeat_value(result: RepeatResult) -> str:
     return ", ".join(parts) or "no timed step"
 
 
+@dataclass(frozen=True)
+class ProcessSetup:
+    """How a worker process is set up around its timed steps: the knobs of the noise floor
+    between fresh processes, measured by ``bench/floor.py`` (its table in ``bench/README.md``
+    chose the defaults).
+
+    Attributes:
+        fixed_layout: start the worker with address-space randomisation off
+            (``personality(ADDR_NO_RANDOMIZE)``, Linux; ``setarch -R`` does the same), so
+            every process lays its heap, stacks and libraries out alike; elsewhere, or where
+            the kernel refuses it, the worker runs as it was started and says so
+            (``RepeatResult.address_layout``).
+        gc_off: no Python garbage collection inside the timed loop (a collection before it).
+        pin_cpu: the one CPU the worker (and its threads) may run on; None: any.
+    """
+
+    fixed_layout: bool = True
+    gc_off: bool = False
+    pin_cpu: int | None = None
+
+    def request(self) -> dict[str, Any]:
+        """The worker request's keys for this setup."""
+        return {"fixed_layout": self.fixed_layout, "gc_off": self.gc_off, "pin_cpu": self.pin_cpu}
+
+
 # ``threads`` is the runner's own parameter, not the entry's: the number of intra-op threads
 # torch may use. CPU benchmarks default to 1 because on shared runners multi-threaded step
 # times are bimodal (a preempted core stalls every barrier); 0 keeps torch's default.
@@ -106,6 +131,9 @@ class RepeatResult:
     loss: float | None = None
     """The loss the last measured step returned (for a job, rank 0's), with the fixed seed:
     the numerics guard's value; None when the step returns none."""
+    address_layout: str = ""
+    """``fixed`` (address-space randomisation was off in the worker: :class:`ProcessSetup`),
+    ``randomized``, or empty where not known (not Linux, a torchrun job)."""
 
     @property
     def peak_memory_pct(self) -> float | None:
@@ -214,13 +242,16 @@ def run_repeat(
     timeout_s: float,
     cwd: Path | None = None,
     label: str = "",
+    setup: ProcessSetup | None = None,
 ) -> RepeatResult:
-    """One worker process: one repeat of ``spec``; see :func:`run_benchmark`."""
+    """One worker process: one repeat of ``spec``; see :func:`run_benchmark`. ``setup``: how
+    the process is set up around its timed steps (None: :class:`ProcessSetup`'s defaults)."""
     need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
     request = {
         **_request(spec, params, threads, sys_path, profile=trace_path is not None),
+        **(setup or ProcessSetup()).request(),
         "trace_path": None if trace_path is None else str(trace_path),
         "result_path": str(result_path),
         "progress_path": str(workdir / f"progress-{tag}.txt"),
@@ -279,6 +310,7 @@ def run_repeat(
         device_ms=tuple(float(ms) for ms in result.get("device_ms", ())),
         memory_capacity_bytes=int(result.get("memory_capacity_bytes") or 0),
         loss=_loss(result.get("loss")),
+        address_layout=str(result.get("address_layout", "")),
     )
 
 

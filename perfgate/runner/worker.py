@@ -12,6 +12,12 @@ trace. Profiled steps are never used for timing. After the timed loop: the alloc
 (RSS on the CPU) with the memory capacity it is a share of, and the loss the last measured
 step returned (:func:`loss_value`), for the numerics guard.
 
+Before any of it, the process is set up as the request's :class:`~perfgate.runner.
+ProcessSetup` keys ask: address-space randomisation off (``fixed_layout``: the worker sets
+``personality(ADDR_NO_RANDOMIZE)`` and re-executes itself, before torch is imported, so the
+new image is laid out without it), pinned to one CPU (``pin_cpu``), no garbage collection
+inside the timed loop (``gc_off``).
+
 An inference benchmark (``kind = "inference"``) runs the same way with every step (one
 request) under ``torch.inference_mode()``; each measured sample is one request's latency.
 """
@@ -19,6 +25,7 @@ request) under ``torch.inference_mode()``; each measured sample is one request's
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import inspect
@@ -34,6 +41,62 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfgate.runner.backends import Backend
+
+
+ADDR_NO_RANDOMIZE = 0x0040000
+"""The ``personality(2)`` flag that turns address-space randomisation off (``setarch -R``)."""
+_PERSONALITY_QUERY = 0xFFFFFFFF
+
+
+def _personality(persona: int) -> int:
+    """``personality(2)``: set ``persona`` (or, with 0xffffffff, only read) and return the
+    previous one; -1 where it failed or there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return -1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.personality(ctypes.c_ulong(persona)))
+    except (OSError, AttributeError):
+        return -1
+
+
+def address_layout() -> str:
+    """``fixed`` when this process runs with address-space randomisation off, ``randomized``
+    when with it on, empty where not known (not Linux)."""
+    current = _personality(_PERSONALITY_QUERY)
+    if current < 0:
+        return ""
+    return "fixed" if current & ADDR_NO_RANDOMIZE else "randomized"
+
+
+def fix_address_layout() -> bool:
+    """Turn address-space randomisation off for the images this process executes next;
+    True when it is now off (it takes effect at the next ``execve``), False where the kernel
+    refused it or there is no such thing (then nothing changed)."""
+    current = _personality(_PERSONALITY_QUERY)
+    if current < 0:
+        return False
+    if current & ADDR_NO_RANDOMIZE:
+        return True
+    _personality(current | ADDR_NO_RANDOMIZE)
+    return address_layout() == "fixed"
+
+
+def setup_process(request: Mapping[str, Any], argv: list[str]) -> None:
+    """Set the worker process up as the request asks, before anything else is imported: a
+    fixed address layout (re-executing this worker with randomisation off, once: the
+    re-executed process finds it off and goes on) and the CPU it is pinned to."""
+    if request.get("fixed_layout") and address_layout() == "randomized":
+        if fix_address_layout():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, [sys.executable, "-m", "perfgate.runner.worker", *argv])
+    cpu = request.get("pin_cpu")
+    if isinstance(cpu, int) and not isinstance(cpu, bool) and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            pass  # not a CPU this process may use: it runs unpinned
 
 
 class EntryError(Exception):
@@ -205,6 +268,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
                 report(f"w {clock() - t0}")
         sync()
         gc.collect()
+        gc_off = bool(request.get("gc_off"))
         backend.reset_peak_memory()
         measured = int(request["measured"])
         samples_ns = [0] * measured
@@ -216,6 +280,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
             events = [(backend.timing_event(), backend.timing_event()) for _ in range(measured)]
         if report is not None:
             report("m")
+        if gc_off:
+            gc.disable()
         for i in range(measured):
             # The CPU clock and the start event sit outside the wall-clock window, so the
             # wall time is taken exactly as before; only the end event is inside it (it
@@ -230,6 +296,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
             sync()
             samples_ns[i] = clock() - t0
             cpu_ns[i] = cpu_clock() - c0
+        if gc_off:
+            gc.enable()
         sync()
         device_ms = [float(a.elapsed_time(b)) for a, b in events]
         peak = backend.peak_memory_bytes()
@@ -258,6 +326,7 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         "loss": loss,
         "env": backend.describe(),
         "trace_path": written,
+        "address_layout": address_layout(),
     }
 
 
@@ -268,6 +337,7 @@ def main(argv: list[str]) -> int:
     request_path = argv[0]
     with open(request_path, encoding="utf-8") as fh:
         request = json.load(fh)
+    setup_process(request, argv)
     result_path = request["result_path"]
     for path in request.get("sys_path", []):
         if path not in sys.path:

@@ -48,11 +48,13 @@ def with_extra_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
     The step takes its loss on the first ``x.shape[0]`` rows of the output only, so the
     extra rows get no gradient and the loss is the one without them: every row of a linear
     layer's output is its own row's product with the weights, and a weight gradient adds the
-    extra rows' exact zeros after the batch's own terms. On this project's CPU torch (MKL, 1-2
-    threads) the MLP's loss was equal to the last bit at batch 8-128 and slowdown 0.05-3
-    (``tests/test_numerics.py``). It does not suit a model whose rows meet inside one call (a
-    batch norm's batch statistics, attention across a batch): those keep
-    :func:`extra_work`.
+    extra rows' exact zeros after the batch's own terms. On this project's CPU torch (MKL) with
+    one thread the MLP's loss was equal to the last bit at batch 8-128 and slowdown 0.05-3
+    (``tests/test_numerics.py``); with two threads on an AVX-512 CPU, MKL's float32 matmul
+    splits the rows by their count, so a row's sum is ordered differently and the loss moves in
+    its last bits (about 1e-7 relative), far inside the numerics guard's 0.1%. It does not
+    suit a model whose rows meet inside one call (a batch norm's batch statistics, attention
+    across a batch): those keep :func:`extra_work`.
     """
     if rows <= 0:
         return x
