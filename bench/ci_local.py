@@ -14,13 +14,24 @@ GitLab itself would set for a merge request:
 - ``CI_PIPELINE_SOURCE=merge_request_event``, ``CI_MERGE_REQUEST_IID``, the target branch,
   ``CI_API_V4_URL`` -> the loopback server, ``CI_PROJECT_ID``, ``GITLAB_TOKEN``.
 
-It prints each run's job log (trimmed) and then what the server holds, and exits 0 when
-there is exactly one MR note (the second run updated the first run's, found by its marker),
-one status a run, and each run installed perfgate and wrote the reports; 1 otherwise; 2
-when gitlab-ci-local is not installed. Takes about a minute.
+``--torch cpu`` is the clean CPU runner instead: ``PERFGATE_PYTHON`` is a bare venv (pip and
+nothing else: no torch, no perfgate dependencies) and ``PERFGATE_TORCH=cpu``, so the job's
+own install lines bring torch (PyTorch's CPU build, ``torch==TORCH_PIN``) and perfgate with
+every dependency. Where PyTorch's index cannot be reached (an offline mirror, this project's
+machines), pip's own CI/CD variables stand in, as the template says: ``PIP_CONSTRAINT`` (a
+file pinning ``torch==TORCH_PIN``, so the CPU build pip finds on its configured find-links
+or mirror is the one taken) and ``PIP_RETRIES=0`` (the unreachable index fails at once; the
+command line's ``--index-url`` cannot be replaced by ``PIP_INDEX_URL``, so pip tries it).
+
+It prints each run's job log (trimmed), then what the server holds and the MR note's body,
+and exits 0 when there is exactly one MR note (the second run updated the first run's,
+found by its marker), one status a run, and each run installed perfgate (and with ``--torch
+cpu`` the first installed torch) and wrote the reports; 1 otherwise; 2 when gitlab-ci-local
+is not installed. Takes about a minute; ``--torch cpu`` 5 to 12 (torch's install).
 
     npm install --prefix /tmp/gcl gitlab-ci-local@4.65.1   # 4.65.x runs on Node 20
     python bench/ci_local.py --gitlab-ci-local /tmp/gcl/node_modules/.bin/gitlab-ci-local
+    python bench/ci_local.py --gitlab-ci-local ... --torch cpu   # a clean CPU runner
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -124,6 +136,61 @@ def make_venv(where: Path) -> Path:
     return venv / "bin" / "python"
 
 
+TORCH_PIN = "2.13.0"  # the CPU build .ci/run installs: what a clean CPU runner gets here
+
+
+def make_clean_venv(where: Path) -> Path:
+    """A clean CPU runner's Python: a venv with pip and nothing else (no torch, no numpy):
+    the job's own install lines must bring everything."""
+    venv = where / "runner-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    found = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('torch') is None)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.strip() == "True", "the clean venv sees a torch"
+    return python
+
+
+def pip_overrides(where: Path) -> dict[str, str]:
+    """pip's own variables for a runner that cannot reach PyTorch's index: the CPU build
+    pinned by a constraints file (its lines added to the machine's own constraints file,
+    if pip has one), and no retries on the unreachable index."""
+    lines = [f"torch=={TORCH_PIN}"]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    found = re.search(r"^global\.constraint='([^']*)'$", listed, re.MULTILINE)
+    configured = found.group(1) if found else ""
+    if configured and Path(configured).is_file():
+        lines += [
+            line
+            for line in Path(configured).read_text().splitlines()
+            if line.strip() and not line.startswith(("#", "torch=", "torch<", "torch>"))
+        ]
+    constraints = where / "pip-constraints.txt"
+    constraints.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"PIP_CONSTRAINT": str(constraints), "PIP_RETRIES": "0"}
+
+
+def snapshot(checkout: Path, where: Path) -> Path:
+    """A copy of the checkout to install from, so pip's in-tree build writes nothing into
+    the checkout (other people's working tree) and files changing there mid-run do not
+    matter."""
+    copy = where / "perfgate-src"
+    skip = ("tests", "bench", "node_modules", "build", "dist", "*.egg-info", "__pycache__")
+    shutil.copytree(
+        checkout, copy, ignore=shutil.ignore_patterns(".*", *skip, "*.db", "site", "baselines")
+    )
+    return copy
+
+
 def run_pipeline(
     exe: str, project: Path, home: Path, variables: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
@@ -167,6 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkout", type=Path, default=ROOT, help="what PERFGATE_INSTALL is")
     parser.add_argument("--runs", type=int, default=2, help="pipelines in a row (default 2)")
     parser.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--torch",
+        choices=("preinstalled", "cpu"),
+        default="preinstalled",
+        help="preinstalled: a venv that sees this interpreter's packages (default); cpu: a "
+        "clean runner, a bare venv, PERFGATE_TORCH=cpu",
+    )
     args = parser.parse_args(argv)
     exe = find_gitlab_ci_local(args.gitlab_ci_local)
     if exe is None:
@@ -179,11 +253,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(where, ignore_errors=True)  # a fresh project and store each time
         where.mkdir(parents=True)
     project, sha = make_project(where)
-    python = make_venv(where)
+    clean = args.torch == "cpu"
+    python = make_clean_venv(where) if clean else make_venv(where)
+    install = snapshot(args.checkout.resolve(), where) if clean else args.checkout.resolve()
     problems: list[str] = []
     with FakeForge() as forge:
         variables = {
-            "PERFGATE_INSTALL": str(args.checkout.resolve()),
+            "PERFGATE_INSTALL": str(install),
             "PERFGATE_PYTHON": str(python),
             "PERFGATE_BUDGET": "1",
             "PERFGATE_DATABASE_URL": f"sqlite:///{where / 'store.db'}",
@@ -198,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             "CI_COMMIT_SHA": sha,
             "GITLAB_TOKEN": TOKEN,
         }
+        if clean:
+            variables["PERFGATE_TORCH"] = "cpu"
+            variables.update(pip_overrides(where))
         shown = {k: v for k, v in variables.items() if k != "GITLAB_TOKEN"}
         print("variables: " + json.dumps(shown, indent=1))
         for run in range(1, args.runs + 1):
@@ -210,8 +289,10 @@ def main(argv: list[str] | None = None) -> int:
             # exit 1 is the gate's own verdict failing the job; anything else did not run
             if proc.returncode not in (0, 1):
                 problems.append(f"pipeline {run}: gitlab-ci-local exited {proc.returncode}")
-            if "Successfully installed perfgate" not in log:
+            if not re.search(r"Successfully installed .*\bperfgate-\d", log):
                 problems.append(f"pipeline {run}: the job's pip install did not install perfgate")
+            if clean and run == 1 and f"torch-{TORCH_PIN}" not in log:
+                problems.append(f"pipeline 1: the job did not install torch {TORCH_PIN}")
             for name in ("report.md", "target.json", "junit.xml", "metrics.txt"):
                 if not (project / "perfgate-report" / name).is_file():
                     problems.append(f"pipeline {run}: perfgate-report/{name} missing")
@@ -219,14 +300,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--- MR !{MR_IID} notes on the server: {len(notes)}")
         report = summary(forge, sha)
     print("\n=== the server holds")
+    body = report.pop("note_body")
     print(json.dumps(report, indent=1))
+    print(f"\n=== MR !{MR_IID}'s note, as the last pipeline left it\n{body}")
     if report["notes"] != 1:
         problems.append(f"{report['notes']} MR notes, not 1")
     if report["statuses"] != args.runs:
         problems.append(f"{report['statuses']} statuses, not {args.runs}")
     if report["note_posts"] != 1 or report["note_updates"] != args.runs - 1:
         problems.append("not one POST then updates in place")
-    if TOKEN in json.dumps(report):
+    if TOKEN in json.dumps(report) + body:
         problems.append("the token appears in what was posted")
     print("\nci_local: " + ("; ".join(problems) if problems else "ok"))
     if args.keep is None:
@@ -241,6 +324,7 @@ def summary(forge: FakeForge, sha: str) -> dict[str, Any]:
     return {
         "notes": len(notes),
         "note_first_line": notes[0]["body"].splitlines()[0] if notes else "",
+        "note_body": notes[-1]["body"] if notes else "",
         "note_posts": sum(1 for m, p in seen if m == "POST" and p == notes_path),
         "note_updates": sum(1 for m, p in seen if m == "PUT" and p.startswith(notes_path + "/")),
         "statuses": len(forge.statuses),

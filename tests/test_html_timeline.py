@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fill, make_run, record
+from helpers import fill, make_run, record
 
 from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.site import gather_site, write_site
@@ -223,7 +223,9 @@ def test_run_page_has_utilisation_timeline_and_matrix_instead_of_no_matrix() -> 
     assert 'data-ranks="4"' in page and ">71% of nominal</text>" in page  # 20 of 28 GB/s
     assert "<td class='num'>88.5%</td>" in page and "<td class='num'>61.2%</td>" in page
     assert "not computed: no l2_cache.csv in the profile" in page
-    assert "not computed: not in this profile" in page  # e.g. sm_occupancy_pct
+    # only the device's own rows: no CUDA sm_occupancy_pct "not computed" on an Ascend run
+    assert "not computed: not in this profile" not in page
+    assert "<code>sm_occupancy_pct</code>" not in page
     # without a way to judge utilisation the matrix says so, and shows GB/s
     bare = render_run(run)
     assert ">nominal unknown</text>" in bare and "the cells show GB/s only" in bare

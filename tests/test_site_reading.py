@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.app.site import gather_site, write_site
 from perfgate.cli import cli
@@ -89,6 +89,7 @@ def test_the_overview_shows_the_pr_branch_verdict_labelled(site: SiteView, site_
     (mlp,) = site.benchmarks
     (feat,) = mlp.branches
     assert (feat.branch, feat.run_id, feat.verdict) == ("feat", "mlp-feat-010", Verdict.REGRESSION)
+    # no CPU time measured: the wall time decides, and the headline shows it
     assert feat.comparison is not None and feat.comparison.metric == "step_time_ms"
     assert feat.comparison.change_pct is not None and 25 < feat.comparison.change_pct < 35
     assert mlp.verdict is not Verdict.NO_BASELINE  # main's own verdict still stands beside it
@@ -96,8 +97,10 @@ def test_the_overview_shows_the_pr_branch_verdict_labelled(site: SiteView, site_
     cell = re.search(r'<td class="branches">(.*?)</td>', index)
     assert cell is not None
     assert re.search(
-        r"<code>feat</code>: <span class=\"bad\">regression</span> \+[23]\d\.\d%", cell[1]
-    )
+        r"<code>feat</code>: <span class=\"bad\">regression</span> <span class='deciding'>"
+        r"<code>step_time_ms</code> \+[23]\d\.\d% \[\+[23]\d\.\d, \+[23]\d\.\d\]</span>",
+        cell[1],
+    ), cell[1]
     assert f"href='{run_path('mlp-feat-010')}'" in cell[1]
     assert "other branches vs main" in index and "1 regression" in index
 

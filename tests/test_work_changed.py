@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import record
+from helpers import record
 from jsonschema import Draft202012Validator
 
 from perfgate.advisor.work import work_change
@@ -137,7 +137,7 @@ def test_a_cloned_small_tensor_passes_the_gate_and_is_named(
     # The same words in the terminal and in the PR comment, beside the verdict.
     code, text = gate(url)
     assert code == 0
-    assert f"mlp: {work['text']}" in text
+    assert f"\n  {work['text']}\n" in text  # under the benchmark's line
     assert "op_calls_per_step (shown, not deciding)" in text
     report = tmp_path / "report"
     code, _ = gate(url, "--report-dir", str(report))

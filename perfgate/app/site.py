@@ -10,6 +10,10 @@ triage) and the full records of the runs that get a page (the latest on the base
 then the latest of the most recent other branches), each with every finding on it
 (:func:`perfgate.app.advise.findings_for`, as ``advise``, ``ingest`` and the gate list them).
 
+Every verdict is shown with the comparison that decides it
+(:func:`perfgate.reporters.html.headline_comparison`: on a CPU run the step's CPU time, on an
+accelerator its device time; never the wall time judged and shown beside them).
+
 A run's budget comparisons (``kind == "budget"``) are kept apart from its verdict: a breach
 is shown first and in its own words, and the verdict is that of the rest (a P99 over its
 budget that has not moved is still ``unchanged`` against history). The run pages' rank-pair
@@ -54,10 +58,10 @@ from perfgate.reporters.html import (
     IndexRow,
     MetricView,
     SiteView,
+    headline_comparison,
     index_row,
     need_plotly,
     plotly_js,
-    primary_metric,
     render_benchmark_pages,
     render_index,
 )
@@ -252,7 +256,6 @@ def _branch_views(
     view: BenchmarkView, base: str, judged: Mapping[str, Sequence[Comparison]]
 ) -> tuple[BranchVerdict, ...]:
     """The other branches' rows of a benchmark, newest first, from their paged runs."""
-    primary = primary_metric(view)
     out = []
     for run in view.runs:
         b = run.git.branch
@@ -260,20 +263,13 @@ def _branch_views(
             continue
         theirs = [c for c in judged[b] if c.current_run_id == run.id]
         mine = [c for c in theirs if not decide.is_budget(c)]
-        shown = next(
-            (
-                c
-                for c in mine
-                if primary is not None and c.metric == primary.metric and c.method == "history"
-            ),
-            None,
-        )
         out.append(
             BranchVerdict(
                 branch=b,
                 run_id=run.id,
                 verdict=decide.overall_verdict(mine) if mine else None,
-                comparison=shown,
+                # the headline: the metric that decides the verdict, not the wall time
+                comparison=headline_comparison(mine),
                 budgets=tuple(c for c in theirs if decide.is_budget(c)),
             )
         )

@@ -2,23 +2,27 @@
 
 ``render_site`` returns every page as text, keyed by its path relative to the site root:
 
-* ``index.html``: every benchmark with the latest verdict on the base branch and a sparkline
-  of its primary metric's trend (:func:`perfgate.reporters.series.trend_values`, the same
-  series as the PR comment's trend column).
+* ``index.html``: every benchmark with the latest verdict on the base branch and, beside it,
+  the metric that decides it (:func:`headline_comparison`: a training step's CPU time on the
+  CPU, its device time on an accelerator, never the wall time shown beside them) with its
+  change, 95% interval and a sparkline of its trend
+  (:func:`perfgate.reporters.series.trend_values`, the same series as the PR comment's trend
+  column); other branches' latest runs likewise, each judged against the base branch.
 * ``benchmarks/<name>.html``: per metric, the history plot: the base branch's run centres in
   run order, the noise band of the current baseline window (its median and the prediction
-  band of :func:`perfgate.stats.band.prediction_band`, the band the gate judges against),
-  the change points with their commit ranges, and other branches' (PR) runs apart as
-  diamonds placed beside the base-branch run they followed. Hovering a run shows its value,
-  the 95% interval of its centre, run id and commit.
-* ``runs/<id>.html``: one run's profile: top ops, the step breakdown (compute /
+  band of :func:`perfgate.stats.band.prediction_band`, the band the gate judges against)
+  drawn faint behind the points, the change points with their commit ranges, and other
+  branches' (PR) runs apart as diamonds placed beside the base-branch run they followed.
+  Hovering a run shows its value, the 95% interval of its centre, run id and commit.
+* ``runs/<id>.html``: one run, headed by its verdict and the metric that decides it (with
+  its change and interval), then its profile: top ops, the step breakdown (compute /
   communication not overlapped / free, per rank for a multi-device job), the memory curve
-  over the profiled steps, per-rank communication heatmaps, the utilisation metrics (or why
-  each could not be computed), one profiled step as a timeline (device streams, then host
-  threads, idle gaps marked; spans narrower than a pixel binned, and the page says so), the
-  rank-to-rank traffic matrix coloured on a fixed 0-100% scale of each link's nominal
-  bandwidth, and the advisor's findings. The timeline and the matrix are inline SVG: no
-  script, fast at 10^4 spans.
+  over the profiled steps, per-rank communication heatmaps, the utilisation metrics of the
+  run's device (or why each could not be computed; none on a CPU run), one profiled step as
+  a timeline (device streams, then host threads, idle gaps marked; spans narrower than a
+  pixel binned, and the page says so), the rank-to-rank traffic matrix coloured on a fixed
+  0-100% scale of each link's nominal bandwidth, and the advisor's findings. The timeline
+  and the matrix are inline SVG: no script, fast at 10^4 spans.
 
 A budget breach (``kind == "budget"``, verdict ``over_budget``) is shown first wherever a
 verdict is, in its own words and style (``over budget: latency_p99_ms 140 ms > 100 ms``),
@@ -40,7 +44,7 @@ import html
 import math
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
@@ -51,7 +55,7 @@ import numpy as np
 
 from perfgate import __version__
 from perfgate.errors import require
-from perfgate.metrics import lookup
+from perfgate.metrics import PRIMARY_TIME, WALL_TIMES, lookup
 from perfgate.models import (
     Comparison,
     Direction,
@@ -67,7 +71,8 @@ from perfgate.models import (
     Verdict,
     WorkChange,
 )
-from perfgate.reporters.render import format_change, format_value, work_text
+from perfgate.reporters.render import format_change, format_value, metric_tags, work_text
+from perfgate.stats import decide
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -81,10 +86,13 @@ RUN_ID_CHARS = 12
 COMMIT_CHARS = 10
 PRIMARY_METRICS = ("step_time_ms", "throughput_samples_per_s")
 
+BAND_ALPHA = 0.12
+"""Opacity of the noise band's fill: faint, so that it sits behind the points, never a
+filled chart."""
 _COLOURS = {
     "base": "#1f77b4",
     "other": "#ff7f0e",
-    "band": "rgba(31,119,180,0.13)",
+    "band": f"rgba(31,119,180,{BAND_ALPHA})",
     "regression": "#d62728",
     "improvement": "#2ca02c",
 }
@@ -147,7 +155,7 @@ class BranchVerdict:
     run_id: str
     verdict: Verdict | None
     comparison: Comparison | None = None
-    """The primary metric's comparison, when it was judged."""
+    """The comparison that decides ``verdict`` (:func:`headline_comparison`), shown beside it."""
     budgets: tuple[Comparison, ...] = ()
     """The run's budget comparisons (``kind == "budget"``), apart from ``verdict``."""
 
@@ -290,6 +298,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .bad{color:#b00020;font-weight:600}.warn{color:#a15c00;font-weight:600}
 .good{color:#1b7f2a;font-weight:600}.ok{color:#555}
 .muted{color:#777}.plot{margin-bottom:1.5rem}
+.headline{font-size:1.15rem}
 footer{margin-top:2rem;color:#888;font-size:.85rem}
 code{background:#f4f4f4;padding:0 .2rem}
 .over{color:#6a1b9a;font-weight:600;background:#f3e5f5;border:1px solid #ce93d8;
@@ -388,12 +397,71 @@ def sparkline_svg(values: Sequence[float], width: int = 140, height: int = 28) -
 
 
 def primary_metric(view: BenchmarkView) -> MetricView | None:
-    """The metric the overview shows: step time, else throughput, else the first."""
+    """The metric a benchmark with no judged run is shown by: step time, else throughput,
+    else the first (a judged one is shown by its deciding metric, :func:`headline_metric`)."""
     by_name = {m.metric: m for m in view.metrics}
     for name in PRIMARY_METRICS:
         if name in by_name:
             return by_name[name]
     return view.metrics[0] if view.metrics else None
+
+
+_TIME_METRICS = frozenset(PRIMARY_TIME.values()) | frozenset(WALL_TIMES)
+
+
+def headline_comparison(comparisons: Iterable[Comparison]) -> Comparison | None:
+    """The comparison a run's headline shows: one that decides its verdict.
+
+    Among the deciding comparisons (:func:`perfgate.stats.decide.deciding`: not a wall time
+    shown beside the CPU or device time that decides, paired ones where the run was measured
+    in A/B pairs; budgets apart, they are shown in their own words), one whose verdict is the
+    overall verdict (:func:`perfgate.stats.decide.overall_verdict`); of several, a time metric
+    first, then the largest change. None when nothing decides."""
+    judged = [c for c in decide.deciding(comparisons) if not decide.is_budget(c)]
+    if not judged:
+        return None
+    verdict = decide.overall_verdict(judged)
+    same = [c for c in judged if c.verdict is verdict] or judged
+    return min(
+        same,
+        key=lambda c: (
+            c.metric not in _TIME_METRICS,
+            -abs(c.change_pct) if c.change_pct is not None else math.inf,
+            c.metric,
+        ),
+    )
+
+
+def view_comparisons(view: BenchmarkView, run_id: str | None = None) -> list[Comparison]:
+    """The view's comparisons of ``run_id``'s metrics: the latest base-branch run's (default),
+    or another branch's run judged against the base branch."""
+    out = []
+    for m in view.metrics:
+        if m.comparison is not None and run_id in (None, m.comparison.current_run_id):
+            out.append(m.comparison)
+        if run_id is not None:
+            out += [c for c in m.branch_comparisons if c.current_run_id == run_id]
+    return out
+
+
+def headline_metric(view: BenchmarkView) -> MetricView | None:
+    """The metric the overview shows: the one that decides the latest base-branch run's
+    verdict (:func:`headline_comparison`), else :func:`primary_metric`."""
+    shown = headline_comparison(view_comparisons(view))
+    if shown is not None:
+        for m in view.metrics:
+            if m.metric == shown.metric:
+                return m
+    return primary_metric(view)
+
+
+def headline_html(c: Comparison | None) -> str:
+    """A deciding comparison's metric and change with its 95% interval, as HTML
+    (``step_cpu_ms +12.0% [+8.1, +16.0]``); nothing when there is none or it has no change
+    (no baseline)."""
+    if c is None or c.change_pct is None:
+        return ""
+    return f" <span class='deciding'><code>{esc(c.metric)}</code> {esc(format_change(c))}</span>"
 
 
 # --- the overview ----------------------------------------------------------------------------
@@ -419,8 +487,7 @@ def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
     and linked to the run's page."""
     items = []
     for v in b.branches:
-        c = v.comparison
-        change = f" {esc(format_change(c))}" if c is not None and c.change_pct is not None else ""
+        change = headline_html(v.comparison)
         if v.verdict is not None:
             judged = _verdict_html(v.verdict)
         else:  # only its budgets were judged, or nothing
@@ -435,7 +502,10 @@ def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
 
 
 def index_row(b: BenchmarkView, branch: str) -> IndexRow:
-    primary = primary_metric(b)
+    """A benchmark's row of the overview: its verdict on ``branch`` and, beside it, the
+    metric that decides it (:func:`headline_metric`): its latest value, change with the 95%
+    interval and trend."""
+    primary = headline_metric(b)
     latest = b.runs[0] if b.runs and b.runs[0].git.branch == branch else None
     value = change = spark = metric = ""
     if primary is not None:
@@ -496,6 +566,9 @@ generated {esc(site.generated_at.strftime("%Y-%m-%d %H:%M %Z"))}</p>
 against {esc(site.branch)}'s baseline window as the gate judges a PR: {other or "none"}</p>
 <p class="muted">Trend: the baseline window of the latest run, oldest first, then that run
 (the PR comment's trend column draws the same series).</p>
+<p class="muted">Metric: the one that decides the verdict (a training step's CPU time on the
+CPU, its device time on an accelerator; the wall time shown beside them does not decide), with
+its change and 95% interval.</p>
 <table id="overview">
 <thead><tr><th>benchmark</th><th>verdict on {esc(site.branch)}</th>
 <th>other branches vs {esc(site.branch)}</th><th>metric</th><th>latest</th>
@@ -643,36 +716,6 @@ def history_figure(
                     ),
                 }
             )
-    if m.band is not None and m.window_run_ids:
-        xs = [rows[r] for r in m.window_run_ids if r in rows]
-        if xs:
-            x0, x1 = min(xs) - 0.5, max(len(rows) - 1, max(xs)) + 0.5
-            shapes.append(
-                {
-                    "type": "rect",
-                    "x0": x0,
-                    "x1": x1,
-                    "y0": m.band.low / scale,
-                    "y1": m.band.high / scale,
-                    "fillcolor": _COLOURS["band"],
-                    "line": {"width": 0},
-                    "layer": "below",
-                    "name": f"noise band ({m.band.level:.0%} prediction, {m.band.runs} runs)",
-                    "showlegend": True,
-                }
-            )
-            shapes.append(
-                {
-                    "type": "line",
-                    "x0": x0,
-                    "x1": x1,
-                    "y0": m.band.centre / scale,
-                    "y1": m.band.centre / scale,
-                    "line": {"width": 1, "dash": "dash", "color": _COLOURS["base"]},
-                    "name": "baseline median",
-                    "showlegend": True,
-                }
-            )
     marks_x, marks_y, marks_text, marks_colour = [], [], [], []
     for c in m.changes:
         if c.first_run_after not in rows:
@@ -714,6 +757,8 @@ def history_figure(
             f"{_label(format_value(c.point.after, c.unit))}<br>"
             f"confidence {c.point.confidence:.3f}{triage}"
         )
+    y_range = _band_range(m, scale, marks_y)
+    traces[:0] = _band_traces(m, rows, scale, clipped=bool(y_range))  # behind the points
     if marks_x:
         traces.append(
             {
@@ -741,7 +786,12 @@ def history_figure(
         "margin": {"l": 70, "r": 20, "t": 50, "b": 120},
         "title": {"text": f"{_label(m.metric)} ({unit}, {better} is better)", "font": {"size": 14}},
         "xaxis": xaxis,
-        "yaxis": {"title": {"text": unit}, "exponentformat": "none", **_GRID},
+        "yaxis": {
+            "title": {"text": unit},
+            "exponentformat": "none",
+            **_GRID,
+            **y_range,
+        },
         "hovermode": "closest",
         "legend": {
             "orientation": "h",
@@ -756,6 +806,79 @@ def history_figure(
         **_LAYOUT,
     }
     return {"data": traces, "layout": layout}
+
+
+def _band_traces(
+    m: MetricView, rows: Mapping[str, int], scale: float, *, clipped: bool = False
+) -> list[dict[str, Any]]:
+    """The noise band of the current baseline window as a faint filled polygon (no line, no
+    markers, no hover) and its median as a dashed line, from the window's first run to the
+    latest: traces, so that the legend names them (with the band's bounds, and whether it
+    runs off the chart: ``clipped``), drawn before the runs' points."""
+    if m.band is None or not m.window_run_ids:
+        return []
+    xs = [rows[r] for r in m.window_run_ids if r in rows]
+    if not xs:
+        return []
+    x0, x1 = min(xs) - 0.5, max(len(rows) - 1, max(xs)) + 0.5
+    low, high, centre = m.band.low / scale, m.band.high / scale, m.band.centre / scale
+    lo_text, hi_text = format_value(m.band.low, m.unit), format_value(m.band.high, m.unit)
+    name = (
+        f"noise band {_label(lo_text, 20)} – {_label(hi_text, 20)} "
+        f"({m.band.level:.0%} prediction, {m.band.runs} runs"
+        f"{'; wider than the chart' if clipped else ''})"
+    )
+    return [
+        {
+            "type": "scatter",
+            "x": [x0, x1, x1, x0, x0],
+            "y": [low, low, high, high, low],
+            "mode": "lines",
+            "fill": "toself",
+            "fillcolor": _COLOURS["band"],
+            "line": {"width": 0},
+            "hoverinfo": "skip",
+            "meta": "band",
+            "name": name,
+        },
+        {
+            "type": "scatter",
+            "x": [x0, x1],
+            "y": [centre, centre],
+            "mode": "lines",
+            "line": {"width": 1, "dash": "dash", "color": _COLOURS["base"]},
+            "hoverinfo": "skip",
+            "meta": "median",
+            "name": "baseline median",
+        },
+    ]
+
+
+BAND_REACH = 0.5
+"""How far past the runs' points the y axis follows a noise band, in spans of the points:
+a band wider than that (a window of three noisy runs: 3 ms to 490 ms around points at 40 ms)
+runs off the chart, its bounds in the legend, and leaves the points readable."""
+
+
+def _band_range(m: MetricView, scale: float, extra: Sequence[float | None] = ()) -> dict[str, Any]:
+    """The y axis's range where the noise band reaches further than :data:`BAND_REACH` past
+    the points (base, other branches', ``extra``); nothing (plotly's autorange) otherwise."""
+    if m.band is None or not m.window_run_ids:
+        return {}
+    ys = [p.centre / scale for p in (*m.base, *m.others)]
+    ys += [y for y in extra if y is not None]
+    ys = [y for y in ys if math.isfinite(y)]
+    if not ys:
+        return {}
+    lo, hi = min(ys), max(ys)
+    span = hi - lo or abs(hi) * 0.1 or 1.0
+    low, high = m.band.low / scale, m.band.high / scale
+    if low >= lo - BAND_REACH * span and high <= hi + BAND_REACH * span:
+        return {}
+    bottom = max(min(lo, low), lo - BAND_REACH * span)
+    top = min(max(hi, high), hi + BAND_REACH * span)
+    pad = 0.05 * (top - bottom)
+    return {"range": [bottom - pad, top + pad]}
 
 
 def _changes_table(view: BenchmarkView) -> str:
@@ -786,8 +909,9 @@ def _metric_table(view: BenchmarkView) -> str:
     rows = []
     for m in view.metrics:
         c = m.comparison
+        tags = f"<span class='muted'>{esc(metric_tags(c))}</span>" if c else ""
         rows.append(
-            f"<tr><td><a href='#metric-{esc(slug(m.metric))}'>{esc(m.metric)}</a></td>"
+            f"<tr><td><a href='#metric-{esc(slug(m.metric))}'>{esc(m.metric)}</a>{tags}</td>"
             f"<td class='num'>{esc(format_value(c.baseline_centre if c else None, m.unit))}</td>"
             f"<td class='num'>{esc(format_value(c.current_centre if c else None, m.unit))}</td>"
             f"<td class='num'>{esc(format_change(c) if c else '-')}</td>"
@@ -834,16 +958,18 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
         for r in view.runs
     )
     body = f"""<h1>{esc(view.name)}</h1>
-<p>Latest verdict on <b>{esc(site.branch)}</b>: {_budgets_html(view.budgets)}
-{_verdict_html(view.verdict)}{_work_html(view.work)} · {len(table)} runs on {esc(site.branch)}</p>
+<p class="headline">Latest verdict on <b>{esc(site.branch)}</b>: {_budgets_html(view.budgets)}
+{_verdict_html(view.verdict)}{headline_html(headline_comparison(view_comparisons(view)))}\
+{_work_html(view.work)} · {len(table)} runs on {esc(site.branch)}</p>
 {_branch_list(view, site.branch)}
 {_budget_table(view.budgets)}
 {_metric_table(view)}
 <h2>History</h2>
-<p class="muted">Blue: runs on {esc(site.branch)}, oldest first; shaded: the noise band of the
-current baseline window (median ± 95% prediction band: where the next run falls if nothing
-changed); dotted lines: change points, labelled with the commits they lie between; diamonds:
-runs on other branches (PRs), one legend entry per branch with its latest run's verdict against
+<p class="muted">Blue: runs on {esc(site.branch)}, oldest first; the faint band behind
+them: the noise band of the current baseline window (its median dashed, and the 95% prediction
+band: where the next run falls if nothing changed); dotted lines: change points, labelled with
+the commits they lie between; diamonds: runs on other branches (PRs), one legend entry per
+branch with its latest run's verdict against
 {esc(site.branch)} (red: regression, green: improvement), placed after the
 {esc(site.branch)} run they followed.</p>
 {"".join(plots)}
@@ -1563,15 +1689,45 @@ def _with_unit(value: float | None, unit: str) -> str:
     return f"{text} {unit}"
 
 
+def _why_not(profile: ProfileSummary, metric: str) -> list[str]:
+    """What the profile's notes say about ``metric``'s absence, each without the metric
+    names it starts with (``device_busy_pct, sm_occupancy_pct: no kernels in the trace``)."""
+    out = []
+    for note in profile.notes:
+        if metric in note:
+            names, colon, said = note.partition(":")
+            out.append(said.strip() if colon and metric in names else note)
+    return out
+
+
+def shown_utilisation(profiles: Sequence[ProfileSummary]) -> list[str]:
+    """The utilisation metrics whose rows a run page shows: those of a device the run has,
+    each one some profile holds a value of, or whose absence a profile's notes explain (its
+    device's profiler said why: ``l2_hit_pct: no l2_cache.csv``). A CPU run has none: no
+    rows of Ascend or CUDA metrics that could never be computed."""
+    return [
+        metric
+        for metric in UTILISATION_METRICS
+        if any(metric in p.utilisation or _why_not(p, metric) for p in profiles)
+    ]
+
+
 def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
     """The profiles' utilisation metrics, one column per rank: the value, or why it could
-    not be computed (the profile's notes that name it)."""
+    not be computed (the profile's notes that name it); only the metrics of a device the
+    run has (:func:`shown_utilisation`), one line in place of the table when there are none."""
     if not profiles:
         return ""
+    metrics = shown_utilisation(profiles)
+    if not metrics:
+        return (
+            "<p class='muted' id='utilisation'>No device utilisation: the profile holds no "
+            "accelerator's metrics (a CPU run).</p>"
+        )
     names = [f"rank {p.rank}" if p.rank is not None else "profile" for p in profiles]
     head = "".join(f"<th>{esc(n)}</th>" for n in _unique_labels(names))
     rows = []
-    for metric in UTILISATION_METRICS:
+    for metric in metrics:
         spec = lookup(metric)
         unit = spec.unit if spec else ""
         cells = []
@@ -1580,8 +1736,7 @@ def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
             if value is not None:
                 cells.append(f"<td class='num'>{esc(_with_unit(value, unit))}</td>")
                 continue
-            why = [n.removeprefix(f"{metric}:").strip() for n in p.notes if metric in n]
-            said = "; ".join(why) if why else "not in this profile"
+            said = "; ".join(_why_not(p, metric)) or "not in this profile"
             cells.append(f"<td class='muted'>not computed: {esc(said)}</td>")
         about = esc(spec.description) if spec else ""
         rows.append(
@@ -1639,9 +1794,73 @@ def _budget_table(budgets: Sequence[Comparison]) -> str:
     )
 
 
-def render_run(run: RunRecord, utilisation: UtilisationOf | None = None) -> str:
-    """One run's page; ``utilisation`` judges its rank pairs against their links' nominal
-    bandwidths (None: the matrix shows GB/s only)."""
+@dataclass(frozen=True)
+class RunVerdict:
+    """How a run with a page was judged: the latest base-branch run against the runs before
+    it, another branch's against the base branch's window (as the gate judges a PR)."""
+
+    against: str
+    verdict: Verdict | None
+    deciding: Comparison | None = None
+    """The comparison the headline shows (:func:`headline_comparison`)."""
+    budgets: tuple[Comparison, ...] = ()
+    beside: tuple[str, ...] = ()
+    """The metrics judged and shown, not deciding (a wall time where the CPU time decides)."""
+
+
+def run_verdicts(view: BenchmarkView, base: str) -> dict[str, RunVerdict]:
+    """The verdict of each of the view's runs that was judged, by run id."""
+    out: dict[str, RunVerdict] = {}
+
+    def beside(judged: Iterable[Comparison]) -> tuple[str, ...]:
+        return tuple(sorted({c.metric for c in judged if not c.decides}))
+
+    mine = view_comparisons(view)
+    if view.runs and view.runs[0].git.branch == base and (mine or view.budgets):
+        out[view.runs[0].id] = RunVerdict(
+            f"the runs before it on {base}",
+            view.verdict,
+            headline_comparison(mine),
+            view.budgets,
+            beside(mine),
+        )
+    for v in view.branches:
+        out[v.run_id] = RunVerdict(
+            f"{base}'s baseline window",
+            v.verdict,
+            v.comparison,
+            v.budgets,
+            beside(view_comparisons(view, v.run_id)),
+        )
+    return out
+
+
+def _run_headline(judged: RunVerdict | None) -> str:
+    """The run page's headline: its verdict, the metric that decides it with its change and
+    95% interval, the metrics shown beside it; budgets first, in their own words."""
+    if judged is None:
+        return "<p class='headline muted' id='headline'>Not judged: no gate compared this run.</p>"
+    verdict = _verdict_html(judged.verdict) if judged.verdict is not None else ""
+    beside = (
+        f" <span class='muted'>(shown, not deciding: {esc(', '.join(judged.beside))})</span>"
+        if judged.beside
+        else ""
+    )
+    return (
+        f"<p class='headline' id='headline'>{_budgets_html(judged.budgets)}{verdict}"
+        f"{headline_html(judged.deciding)} <span class='muted'>against "
+        f"{esc(judged.against)}</span>{beside}</p>"
+    )
+
+
+def render_run(
+    run: RunRecord,
+    utilisation: UtilisationOf | None = None,
+    judged: RunVerdict | None = None,
+) -> str:
+    """One run's page, headed by its verdict (``judged``; None: not judged); ``utilisation``
+    judges its rank pairs against their links' nominal bandwidths (None: the matrix shows
+    GB/s only)."""
     profiles: list[ProfileSummary] = list(run.rank_profiles)
     if not profiles and run.profile is not None:
         profiles = [run.profile]
@@ -1662,8 +1881,16 @@ def render_run(run: RunRecord, utilisation: UtilisationOf | None = None) -> str:
             plots.append(f'<section class="plot">{_plot(fig, f"run-{name}")}</section>')
         elif missing and profiles:
             plots.append(f"<p class='muted'>{esc(missing)}</p>")
+    deciding = judged.deciding.metric if judged and judged.deciding else None
+    beside = set(judged.beside) if judged else set()
+
+    def role(metric: str) -> str:
+        if metric == deciding:
+            return " <b>(decides)</b>"
+        return " <span class='muted'>(shown, not deciding)</span>" if metric in beside else ""
+
     measurements = "".join(
-        f"<tr><td>{esc(m.metric)}</td>"
+        f"<tr><td>{esc(m.metric)}{role(m.metric)}</td>"
         f"<td class='num'>{esc(format_value(m.summary.centre, m.unit))}</td>"
         f"<td class='num'>{m.summary.n}</td>"
         f"<td class='num'>{esc(format_value(m.summary.p10, m.unit))} – "
@@ -1686,6 +1913,7 @@ def render_run(run: RunRecord, utilisation: UtilisationOf | None = None) -> str:
         extra.append(f"<h2>Rank-to-rank traffic</h2>{rank_pairs_html(pairs, utilisation)}")
     fp = run.fingerprint
     body = f"""<h1>{esc(run.benchmark)} · run <code>{esc(run.id)}</code></h1>
+{_run_headline(judged)}
 <p><a href="../{esc(benchmark_path(run.benchmark))}">history of {esc(run.benchmark)}</a> ·
 branch {_at_commit(run.git.branch, run.git.commit, 12)} ·
 started {esc(run.started_at.isoformat())} · {esc(fp.device_kind)} {esc(fp.device_model)}
@@ -1713,6 +1941,7 @@ def render_site(site: SiteView) -> dict[str, str]:
 def render_benchmark_pages(view: BenchmarkView, site: SiteView) -> dict[str, str]:
     """A benchmark's history page and its runs' pages, by path."""
     pages = {benchmark_path(view.name): render_benchmark(view, site)}
+    judged = run_verdicts(view, site.branch)
     for run in view.runs:
-        pages.setdefault(run_path(run.id), render_run(run, site.utilisation))
+        pages.setdefault(run_path(run.id), render_run(run, site.utilisation, judged.get(run.id)))
     return pages

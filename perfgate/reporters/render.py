@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -73,12 +74,43 @@ def metric_tags(c: Comparison) -> str:
     )
 
 
+REPORT_WIDTH = 100
+"""The columns the gate's terminal report fits in (longer lines wrap, names are cut)."""
+
+UNBOUNDED_PCT = 1000.0
+"""An interval end farther out than this (in %), or none, or an infinite one, is shown as
+unbounded (``+∞``, "more than 10× slower"): with few runs the t quantile makes it
+astronomically large, and its digits mean nothing."""
+
+_TIME_UNITS = frozenset({"ms", "s", "us", "µs", "ns"})
+
+
+def _bounded(x: float | None) -> float | None:
+    """``x`` when it is a number worth printing as an interval end, else None (unbounded)."""
+    if x is None or not math.isfinite(x) or abs(x) > UNBOUNDED_PCT:
+        return None
+    return x
+
+
+def _end(x: float | None, side: float) -> str:
+    """An interval end for the compact notation: ``+13.6``, or ``+∞`` / ``-∞`` (``side``:
+    the sign an unbounded end takes)."""
+    b = _bounded(x)
+    if b is None:
+        return "+∞" if (x if x is not None and not math.isnan(x) else side) > 0 else "-∞"
+    return f"{b:+.1f}"
+
+
 def format_change(c: Comparison) -> str:
+    """The change and its interval: ``+9.8% [+6.1, +13.6]``; an absurd or missing end of an
+    interval that has one finite end is ``+∞`` / ``-∞``."""
     if c.change_pct is None:
         return "-"
-    if c.ci_low_pct is None or c.ci_high_pct is None:
+    if not math.isfinite(c.change_pct):
+        return "+∞" if c.change_pct > 0 else "-∞"
+    if c.ci_low_pct is None and c.ci_high_pct is None:
         return f"{c.change_pct:+.1f}%"
-    return f"{c.change_pct:+.1f}% [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
+    return f"{c.change_pct:+.1f}% [{_end(c.ci_low_pct, -1.0)}, {_end(c.ci_high_pct, 1.0)}]"
 
 
 def budget_counts(result: GateResult) -> tuple[int, int]:
@@ -145,13 +177,17 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 def budget_lines(result: GateResult) -> list[str]:
     """The budgets block of the terminal report: one line per budget judged, breaches
     first, each in its own words ('OVER BUDGET  svc  latency_p99_ms 140.0 ms is over its
-    budget <= 100 ms (by 40.0%)')."""
+    budget <= 100 ms (by 40.0%)'); a long name is cut (:func:`short_name`)."""
     judged = [c for c in result.comparisons if decide.is_budget(c)]
     if not judged:
         return []
     judged.sort(key=lambda c: (c.verdict is not Verdict.OVER_BUDGET, c.benchmark, c.metric))
     rows = [
-        ["OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within", c.benchmark, c.reason]
+        [
+            "OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within",
+            short_name(c.benchmark, BENCHMARK_CELL),
+            c.reason,
+        ]
         for c in judged
     ]
     width = [max(display_width(r[i]) for r in rows) for i in range(2)]
@@ -161,53 +197,287 @@ def budget_lines(result: GateResult) -> list[str]:
     ]
 
 
-def render_text(result: GateResult) -> str:
-    """The terminal report: headline, the budgets (breaches first), a table of the
-    history and paired comparisons, then each non-trivial verdict's reason."""
+BENCHMARK_CELL = 40
+"""Columns a benchmark's name takes at most in the terminal report (cut with an ellipsis)."""
+
+METRIC_CELL = 40
+"""Columns a metric's name takes at most in the terminal report (its tags beside it)."""
+
+_REPORT_ORDER = (
+    Verdict.OVER_BUDGET,
+    Verdict.REGRESSION,
+    Verdict.INCONCLUSIVE,
+    Verdict.IMPROVEMENT,
+    Verdict.UNCHANGED,
+    Verdict.NO_BASELINE,
+    Verdict.INCOMPARABLE,
+)
+"""The order of a benchmark's comparisons in the terminal report (deciding ones first)."""
+
+
+def _pct_words(pct: float) -> str:
+    """A size in % for people, without its sign: ``9.8%``, ``14%``."""
+    size = abs(pct)
+    return f"{size:.1f}%" if size < 10 else f"{size:.0f}%"
+
+
+def _moved(c: Comparison, pct: float) -> str:
+    """A change in plain words: ``9.8% slower``, ``14% higher``, ``more than 10× slower``."""
+    up = pct > 0
+    if c.unit in _TIME_UNITS:
+        word = "slower" if up else "faster"
+    else:
+        word = "higher" if up else "lower"
+    if not math.isfinite(pct) or abs(pct) > UNBOUNDED_PCT:
+        return f"more than 10× {word}"
+    if abs(pct) < 0.05:
+        return "no change seen"
+    return f"{_pct_words(pct)} {word}"
+
+
+def _interval_words(c: Comparison) -> str:
+    """``interval +6.1% to +13.6%`` (an absurd end unbounded: ``to +∞``), or ""."""
+    if c.ci_low_pct is None and c.ci_high_pct is None:
+        return ""
+    low, high = _end(c.ci_low_pct, -1.0), _end(c.ci_high_pct, 1.0)
+    low += "%" * ("∞" not in low)
+    high += "%" * ("∞" not in high)
+    return f"interval {low} to {high}"
+
+
+def _noise_words(c: Comparison) -> str:
+    """What the noise lets this comparison see, from its smallest detectable change."""
+    if c.mde_pct is None:
+        if c.method == "paired":
+            if c.p_value is None:
+                return "one pair cannot show its own noise"
+            return "too few pairs to show a change of any size"
+        return "the noise here is not known"
+    if not math.isfinite(c.mde_pct) or c.mde_pct > UNBOUNDED_PCT:
+        return "this runner's noise hides a 10× change"
+    return f"this runner's noise allows ±{_pct_words(c.mde_pct)}"
+
+
+_MORE_PAIRS = re.compile(r"about (\d+) more pairs?\b")
+
+
+def _more_words(c: Comparison) -> str:
+    """What would settle an inconclusive comparison: more A/B pairs (how many, where the
+    reason says) or more repeats."""
+    if c.method != "paired":
+        return "more repeats would tell"
+    found = _MORE_PAIRS.search(c.reason)
+    if found:
+        n = int(found.group(1))
+        return f"{n} more pair{'s' if n != 1 else ''} would tell"
+    if "disagree too much" in c.reason:
+        return "the pairs disagree too much for more to tell"
+    return "more pairs would tell"
+
+
+def _value(c: Comparison, value: float | None) -> str:
+    return format_value(value, c.unit)
+
+
+def plain_words(c: Comparison) -> str:
+    """One comparison's verdict in plain words, from its fields: ``9.8% slower: regression
+    (interval +6.1% to +13.6%)``, ``14% slower, not sure yet: this runner's noise allows
+    ±21%; 40 more pairs would tell``, ``no change beyond ±3.2%``. No p-values, no method:
+    those are for ``verbose`` (:func:`render_text`) and the JSON."""
+    v = c.verdict
+    if v is Verdict.NO_BASELINE:
+        return f"not judged: {c.reason}"
+    if v is Verdict.INCOMPARABLE:
+        return f"not compared: {c.reason}"
+    if decide.is_budget(c):
+        return c.reason
+    if c.change_pct is None:
+        return f"{_MARK[v]}: {c.reason}"
+    values = f"{_value(c, c.current_centre)} against {_value(c, c.baseline_centre)}"
+    tolerance = "" if c.min_effect_pct is None else f", tolerance {c.min_effect_pct:g}%"
+    if c.kind == "numerics":
+        base, cur = c.baseline_centre, c.current_centre
+        said = f"{cur:.6g} against {base:.6g}" if base is not None and cur is not None else values
+        if v is Verdict.UNCHANGED:
+            return f"the numerics held ({said}{tolerance})"
+        return f"the numerics moved {c.change_pct:+.2f}%: {_MARK[v]} ({said}{tolerance})"
+    if c.p_value is None and v is not Verdict.INCONCLUSIVE:
+        # deterministic: no statistics, any change beyond the tolerance counts
+        if v is Verdict.UNCHANGED:
+            if c.change_pct == 0:
+                return f"no change ({_value(c, c.current_centre)})"
+            return f"no change beyond the tolerance ({values}{tolerance})"
+        return f"{_moved(c, c.change_pct)}: {_MARK[v]} ({values}{tolerance})"
+    interval = _interval_words(c)
+    if v in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+        said = f"{_moved(c, c.change_pct)}: {_MARK[v]}"
+        return f"{said} ({interval})" if interval else said
+    if v is Verdict.UNCHANGED:
+        low, high = _bounded(c.ci_low_pct), _bounded(c.ci_high_pct)
+        if low is None or high is None:
+            if c.mde_pct is not None and c.mde_pct <= UNBOUNDED_PCT:
+                return f"no change seen; a change of ±{_pct_words(c.mde_pct)} would have shown"
+            return "no change seen"
+        widest = max(abs(low), abs(high))
+        limit = c.min_effect_pct if c.min_effect_pct is not None else widest
+        if widest <= max(limit, 2.0 * min(abs(low), abs(high))):
+            return f"no change beyond ±{_pct_words(widest)}"
+        worse = high if c.direction.worse(1.0) else low
+        if c.direction.worse(worse):
+            return f"at most {_moved(c, worse)} ({interval})"
+        return f"no worse ({interval})"
+    # inconclusive
+    return f"{_moved(c, c.change_pct)}, not sure yet: {_noise_words(c)}; {_more_words(c)}"
+
+
+def _statistics_lines(c: Comparison) -> list[str]:
+    """What ``verbose`` adds under a comparison: the test's numbers, then its reason whole."""
+    parts = []
+    if c.p_adjusted is not None:
+        raw = "" if c.p_value is None else f" (raw {c.p_value:.2g})"
+        parts.append(f"p={c.p_adjusted:.2g} after FDR adjustment{raw}")
+    elif c.p_value is not None:
+        parts.append(f"p={c.p_value:.2g}")
+    if c.alpha is not None:
+        parts.append(f"alpha {c.alpha:g}")
+    if c.min_effect_pct is not None:
+        parts.append(f"minimum effect {c.min_effect_pct:.3g}%")
+    if c.mde_pct is not None:
+        parts.append(f"detectable {decide.size_text(c.mde_pct)} at {decide.POWER:.0%} power")
+    parts.append(f"method {c.method}" + (f", kind {c.kind}" if c.kind else ""))
+    lines = ["; ".join(parts), f"reason: {c.reason}"]
+    if c.baseline_run_ids:
+        k = len(c.baseline_run_ids)
+        window = f"window: {k} run{'s' if k != 1 else ''}"
+        window += _commit_span([x[:8] for x in c.baseline_commits if x])
+        lines.append(window)
+    if c.fingerprint_differences:
+        lines.append(f"environment differs: {'; '.join(c.fingerprint_differences)}")
+    return lines
+
+
+def _commit_span(commits: Sequence[str]) -> str:
+    """``, commits a..b`` (``, commit a`` for one), or "" for none."""
+    if not commits:
+        return ""
+    if commits[0] == commits[-1]:
+        return f", commit {commits[0]}"
+    return f", commits {commits[0]}..{commits[-1]}"
+
+
+def _benchmark_head(name: str, compared: Sequence[Comparison], against: str) -> str:
+    """A benchmark's line in the report: its name and what it was measured against."""
+    shown = short_name(name, BENCHMARK_CELL)
+    paired = [c for c in compared if c.method == "paired"]
+    if paired:
+        commit = next((x[:8] for c in paired for x in c.baseline_commits if x), "")
+        return f"{shown} — A/B pairs against {against}" + (f" ({commit})" if commit else "")
+    ids = max((c.baseline_run_ids for c in compared), key=len, default=())
+    if not ids:
+        return shown
+    widest = next(c for c in compared if c.baseline_run_ids == ids)
+    span = _commit_span([x[:8] for x in widest.baseline_commits if x])
+    return f"{shown} — against {len(ids)} run{'s' if len(ids) != 1 else ''} of {against}{span}"
+
+
+def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
+    """``line`` cut at spaces into lines of at most ``width`` terminal columns, the
+    continuation indented four more than the line; a word wider than a line is cut."""
+    if display_width(line) <= width:
+        return [line]
+    indent = len(line) - len(line.lstrip(" "))
+    hang = " " * (indent + 4)
+    out: list[str] = []
+    current = line[:indent]
+    words = line[indent:].split(" ")
+    for word in words:
+        while True:
+            lead = "" if current.strip() == "" else " "
+            if display_width(current + lead + word) <= width:
+                current += lead + word
+                break
+            if current.strip():
+                out.append(current)
+                current = hang
+                continue
+            # a word wider than the line: cut it where the line ends
+            room = width - display_width(current)
+            head = ""
+            for ch in word:
+                if display_width(head + ch) > room:
+                    break
+                head += ch
+            if not head:  # nothing fits (a wide character in one column): take one
+                head = word[0]
+            out.append(current + head)
+            current, word = hang, word[len(head) :]
+            if not word:
+                break
+    if current.strip():
+        out.append(current)
+    return out
+
+
+def fit(lines: Sequence[str], width: int = REPORT_WIDTH) -> list[str]:
+    """Every line of ``lines`` within ``width`` terminal columns (:func:`_wrap`)."""
+    return [part for line in lines for part in _wrap(line, width)]
+
+
+def render_text(result: GateResult, *, verbose: bool = False) -> str:
+    """The terminal report, within :data:`REPORT_WIDTH` columns: the headline, the budgets
+    (breaches first), then per benchmark its comparisons, the deciding ones first, each one
+    line in plain words (:func:`plain_words`) with its values under it, and what work
+    changed. ``verbose`` adds, under each comparison, the statistics (p-values, FDR, alpha,
+    minimum effect, detectable change, method) and its reason whole; the JSON
+    (:func:`gate_to_dict`) always has them."""
     budgets = budget_lines(result)
     compared = [c for c in result.comparisons if not decide.is_budget(c)]
-    rows: list[list[str]] = [
-        ["benchmark", "metric", "baseline", "current", "change [95% CI]", "detectable", "verdict"]
-    ]
-    for c in compared:
-        rows.append(
-            [
-                c.benchmark,
-                c.metric + metric_tags(c),
-                format_value(c.baseline_centre, c.unit),
-                format_value(c.current_centre, c.unit),
-                format_change(c),
-                "-" if c.mde_pct is None else decide.size_text(c.mde_pct),
-                _MARK[c.verdict],
-            ]
-        )
     lines = [f"perfgate: {headline(result)}", ""]
     if budgets:
         lines += [*budgets, ""]
-    if compared or not budgets:
-        lines += [*_table(rows), ""]
-    for c in compared:
-        detail = c.reason
-        if c.baseline_run_ids:
-            k = len(c.baseline_run_ids)
-            detail += f" [window: {k} run{'s' if k != 1 else ''}"
-            commits = [x[:8] for x in c.baseline_commits if x]
-            if commits:
-                detail += f", commits {commits[0]}..{commits[-1]}"
-            detail += "]"
-        tag = metric_tags(c)
-        lines.append(f"{c.benchmark} {c.metric}{tag}: {detail}")
-    lines += [f"{w.benchmark}: {work_text(w)}" for w in result.work_changes]
+    deciding = {id(c) for c in decide.deciding(compared)}
+    work: dict[str, list[WorkChange]] = {}
+    for w in result.work_changes:
+        work.setdefault(w.benchmark, []).append(w)
+    benchmarks = list(dict.fromkeys(c.benchmark for c in compared))
+    for name in benchmarks:
+        mine = [c for c in compared if c.benchmark == name]
+        mine.sort(key=lambda c: (id(c) not in deciding, _REPORT_ORDER.index(c.verdict)))
+        lines.append(_benchmark_head(name, mine, result.against))
+        for c in mine:
+            said = f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}: {plain_words(c)}"
+            if display_width(said) > REPORT_WIDTH:  # the words on a line of their own
+                lines += [f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}:"]
+                lines += [f"      {plain_words(c)}"]
+            else:
+                lines.append(said)
+            statistical = c.p_value is not None or c.verdict is Verdict.INCONCLUSIVE
+            if statistical and c.current_centre is not None and c.baseline_centre is not None:
+                lines.append(
+                    f"      {_value(c, c.baseline_centre)} -> {_value(c, c.current_centre)}"
+                    f", change {format_change(c)}"
+                )
+            if verbose:
+                lines += [f"      {x}" for x in _statistics_lines(c)]
+        lines += [f"  {work_text(w)}" for w in work.pop(name, [])]
+        lines.append("")
+    if not compared and not budgets:
+        lines += ["nothing compared", ""]
+    # work changes of a benchmark with no comparison shown (none today): still said
+    for name, changes in work.items():
+        lines += [f"{short_name(name, BENCHMARK_CELL)}: {work_text(w)}" for w in changes]
     if result.notes:
-        lines += ["", *(f"note: {n}" for n in result.notes)]
+        lines += [*(f"note: {n}" for n in result.notes), ""]
     if result.attributions:
-        lines += ["", *render_attribution_lines(result.attributions)]
+        lines += [*render_attribution_lines(result.attributions), ""]
     if result.findings:
-        lines += ["", *render_findings_lines(result.findings)]
+        lines += render_findings_lines(result.findings)
         known = sum(1 for f in result.findings if f.known)
         if known:
             lines.append(f"({known} of these the base branch already had: not new here)")
-    return "\n".join(lines) + "\n"
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(fit(lines)) + "\n"
 
 
 def render_findings_lines(findings: Sequence[Finding]) -> list[str]:
