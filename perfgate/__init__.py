@@ -41,6 +41,10 @@ _API = {
     "run_ab_and_record": "perfgate.app",
     "confirm_and_record": "perfgate.app",
     "ingest_and_record": "perfgate.app.ingest",
+    # a command's whole job: judging, alerts, CI outputs and delivery (``perfgate gate``)
+    "GateRequest": "perfgate.app",
+    "GateOutcome": "perfgate.app",
+    "run_gate": "perfgate.app",
     # judging
     "compare": "perfgate.app",
     "compare_records": "perfgate.app",
@@ -62,6 +66,8 @@ _API = {
 __all__ = [
     "__version__",
     "Config",
+    "GateOutcome",
+    "GateRequest",
     "Judgement",
     "advise_path",
     "advise_run",
@@ -83,11 +89,14 @@ __all__ = [
     "record_alerts",
     "run_ab_and_record",
     "run_and_record",
+    "run_gate",
     "triage_alert",
 ]
 
 if TYPE_CHECKING:
     from perfgate.app import (
+        GateOutcome,
+        GateRequest,
         analyze_history,
         compare,
         compare_records,
@@ -102,6 +111,7 @@ if TYPE_CHECKING:
         record_alerts,
         run_ab_and_record,
         run_and_record,
+        run_gate,
         triage_alert,
     )
     from perfgate.app.advise import advise_path, advise_run

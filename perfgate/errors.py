@@ -1,7 +1,7 @@
 """One error hierarchy and one exit-code table.
 
-Library code raises :class:`PerfgateError` subclasses; only ``cli.py`` turns them into
-exit codes, through :attr:`PerfgateError.exit_code`.
+Library code raises :class:`PerfgateError` subclasses; only the CLI turns them into exit
+codes, in one place (``perfgate/cli/base.py``), through :attr:`PerfgateError.exit_code`.
 """
 
 from __future__ import annotations

@@ -311,7 +311,8 @@ _ENTRIES = (
         deterministic=True,
         numerics=True,
     ),
-    # Inference (stats/quantiles.py says why the tail's minimum effect is larger).
+    # Inference. A P90/P99 is one value per repeat, resting on a repeat's few slowest
+    # requests: it moves more from run to run than a median, hence the larger minimum effect.
     MetricSpec(
         "latency_p50_ms",
         "ms",
@@ -433,6 +434,19 @@ def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[s
     else:
         times = frozenset(PRIMARY_TIME.values())
     return times | {echo for echo, original in ECHOES.items() if usable(original)}
+
+
+TIME_UNIT = "ms"
+"""The unit of every time metric of the catalogue (and of a result file's times)."""
+
+
+def is_time(metric_or_unit: str) -> bool:
+    """Whether a metric, by its unit or its catalogue name, is a time (``ms``): it gets
+    "slower"/"faster" words and op attribution. The one place that says it."""
+    if metric_or_unit == TIME_UNIT:
+        return True
+    found = lookup(metric_or_unit)
+    return found is not None and found.unit == TIME_UNIT
 
 
 def default_policy(metric: str) -> MetricPolicy:

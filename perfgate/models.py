@@ -1,8 +1,9 @@
 """Frozen dataclasses and enums shared by every layer (DESIGN.md §4).
 
-Nothing here does I/O. Conversion to and from plain dicts (for JSON and the store) lives
-next to each class so that the on-disk shapes are defined in one place; numbers stay
-unformatted there, rounding belongs to the renderers.
+Nothing here does I/O. A class written to JSON or the store inherits
+:class:`perfgate.serial.Serial` (``to_dict`` / ``from_dict``); its ``KEYS``, where the
+on-disk shape is not its fields in order, say which keys, in which order, so the shapes are
+defined next to each class. Numbers stay unformatted; rounding belongs to the renderers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
+
+from perfgate.serial import SORTED, Serial
 
 ParamValue = str | int | float | bool
 Params = Mapping[str, ParamValue]
@@ -57,7 +60,7 @@ def _canonical_json(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(Serial):
     """The environment a run was measured in.
 
     Stored whole. Only the fields in ``COMPARABLE_FIELDS`` take part in :meth:`key`, the
@@ -76,7 +79,7 @@ class Fingerprint:
     python_version: str
     torch_version: str
     timing_method: str
-    params: Params = field(default_factory=dict)
+    params: Params = field(default_factory=dict, metadata=SORTED)
     host_label: str = ""
     torch_npu_version: str = ""
     cuda_version: str = ""
@@ -85,6 +88,12 @@ class Fingerprint:
     os_release: str = ""
     perfgate_version: str = ""
 
+    KEYS = (
+        *("device_kind", "device_model", "device_count", "cpu_model", "cpu_cores", "os"),
+        *("os_release", "python_version", "torch_version", "torch_npu_version"),
+        *("cuda_version", "cann_version", "driver_version", "perfgate_version"),
+        *("timing_method", "params", "host_label"),
+    )
     COMPARABLE_FIELDS: ClassVar[tuple[str, ...]] = (
         "device_kind",
         "device_model",
@@ -126,49 +135,6 @@ class Fingerprint:
             elif mine[name] != theirs[name]:
                 out.append(f"{name}: {theirs[name]!r} in baseline, {mine[name]!r} now")
         return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device_kind": self.device_kind,
-            "device_model": self.device_model,
-            "device_count": self.device_count,
-            "cpu_model": self.cpu_model,
-            "cpu_cores": self.cpu_cores,
-            "os": self.os,
-            "os_release": self.os_release,
-            "python_version": self.python_version,
-            "torch_version": self.torch_version,
-            "torch_npu_version": self.torch_npu_version,
-            "cuda_version": self.cuda_version,
-            "cann_version": self.cann_version,
-            "driver_version": self.driver_version,
-            "perfgate_version": self.perfgate_version,
-            "timing_method": self.timing_method,
-            "params": dict(sorted(self.params.items())),
-            "host_label": self.host_label,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
-        return cls(
-            device_kind=str(data["device_kind"]),
-            device_model=str(data["device_model"]),
-            device_count=int(data["device_count"]),
-            cpu_model=str(data["cpu_model"]),
-            cpu_cores=int(data["cpu_cores"]),
-            os=str(data["os"]),
-            os_release=str(data.get("os_release", "")),
-            python_version=str(data["python_version"]),
-            torch_version=str(data["torch_version"]),
-            torch_npu_version=str(data.get("torch_npu_version", "")),
-            cuda_version=str(data.get("cuda_version", "")),
-            cann_version=str(data.get("cann_version", "")),
-            driver_version=str(data.get("driver_version", "")),
-            perfgate_version=str(data.get("perfgate_version", "")),
-            timing_method=str(data["timing_method"]),
-            params=dict(data.get("params", {})),
-            host_label=str(data.get("host_label", "")),
-        )
 
 
 @dataclass(frozen=True)
@@ -216,7 +182,7 @@ by default, so a run with them is compared against the runs without them."""
 
 
 @dataclass(frozen=True)
-class BenchmarkSpec:
+class BenchmarkSpec(Serial):
     """One benchmark to run: a built-in workload or a user ``module:function`` entry.
 
     ``params`` are passed to the workload. Those named in ``treatment_params`` are knobs that
@@ -228,7 +194,7 @@ class BenchmarkSpec:
     workload: str | None = None
     entry: str | None = None
     device: str = "cpu"
-    params: Params = field(default_factory=dict)
+    params: Params = field(default_factory=dict, metadata=SORTED)
     warmup: int = 5
     measured: int = 30
     profiled: int = 3
@@ -250,57 +216,20 @@ class BenchmarkSpec:
     """The most one repeat (one worker process, or one torchrun job) may take; a repeat
     that outlives it is killed and the run fails (exit 3). Well under a CI job's limit."""
 
+    KEYS = (
+        *("name", "kind", "nproc", "nnodes", "workload", "entry", "device", "params"),
+        *("warmup", "measured", "profiled", "repeats", "treatment_params", "looks"),
+        *("confirm_alpha", "timeout_s"),
+    )
+
     @property
     def distributed(self) -> bool:
         """Whether the benchmark runs as a torchrun job."""
         return self.nproc > 1 or self.nnodes > 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "nproc": self.nproc,
-            "nnodes": self.nnodes,
-            "workload": self.workload,
-            "entry": self.entry,
-            "device": self.device,
-            "params": dict(sorted(self.params.items())),
-            "warmup": self.warmup,
-            "measured": self.measured,
-            "profiled": self.profiled,
-            "repeats": self.repeats,
-            "treatment_params": sorted(self.treatment_params),
-            "looks": self.looks,
-            "confirm_alpha": self.confirm_alpha,
-            "timeout_s": self.timeout_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkSpec:
-        return cls(
-            name=str(data["name"]),
-            workload=data.get("workload"),
-            entry=data.get("entry"),
-            device=str(data.get("device", "cpu")),
-            params=dict(data.get("params", {})),
-            warmup=int(data.get("warmup", 5)),
-            measured=int(data.get("measured", 30)),
-            profiled=int(data.get("profiled", 3)),
-            repeats=int(data.get("repeats", 3)),
-            treatment_params=frozenset(data.get("treatment_params", TREATMENT_PARAMS)),
-            looks=int(data.get("looks", 0)),
-            confirm_alpha=(
-                None if data.get("confirm_alpha") is None else float(data["confirm_alpha"])
-            ),
-            kind=str(data.get("kind", "training")),
-            nproc=int(data.get("nproc", 1)),
-            nnodes=int(data.get("nnodes", 1)),
-            timeout_s=float(data.get("timeout_s", 900.0)),
-        )
-
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(Serial):
     """Summary statistics of one measurement's samples.
 
     ``centre`` is the value a run is represented by between runs: the median of the
@@ -324,22 +253,10 @@ class Summary:
     dropped: int = 0
     centre_se: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "dropped": self.dropped,
-            "centre_se": self.centre_se,
-            "repeat_centres": list(self.repeat_centres),
-            "centre": self.centre,
-            "median": self.median,
-            "mean": self.mean,
-            "mad": self.mad,
-            "p10": self.p10,
-            "p90": self.p90,
-            "p99": self.p99,
-            "min": self.minimum,
-            "max": self.maximum,
-        }
+    KEYS = (
+        *("n", "dropped", "centre_se", "repeat_centres", "centre", "median", "mean", "mad"),
+        *("p10", "p90", "p99", "min=minimum", "max=maximum"),
+    )
 
 
 @dataclass(frozen=True)
@@ -359,7 +276,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class OpStat:
+class OpStat(Serial):
     """One operator (or kernel) of a profile, normalised per profiled step."""
 
     name: str
@@ -376,36 +293,14 @@ class OpStat:
     """Hardware counters averaged over the op's calls, weighted by duration (Ascend
     ``aic_mac_ratio``, ``aiv_vec_ratio``, ``cube_utilization(%)``, ...), when collected."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "op_type": self.op_type,
-            "core": self.core,
-            "metrics": dict(self.metrics),
-            "calls_per_step": self.calls_per_step,
-            "self_time_ms_per_step": self.self_time_ms_per_step,
-            "total_time_ms_per_step": self.total_time_ms_per_step,
-            "input_shapes": list(self.input_shapes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> OpStat:
-        return cls(
-            name=str(data["name"]),
-            device=str(data["device"]),
-            op_type=str(data.get("op_type", "")),
-            calls_per_step=float(data["calls_per_step"]),
-            self_time_ms_per_step=float(data["self_time_ms_per_step"]),
-            total_time_ms_per_step=float(data["total_time_ms_per_step"]),
-            input_shapes=tuple(data.get("input_shapes", ())),
-            core=str(data.get("core", "")),
-            metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
-        )
+    KEYS = (
+        *("name", "device", "op_type", "core", "metrics", "calls_per_step"),
+        *("self_time_ms_per_step", "total_time_ms_per_step", "input_shapes"),
+    )
 
 
 @dataclass(frozen=True)
-class StepBreakdown:
+class StepBreakdown(Serial):
     """Where a step's time goes, in ms per step; ``None`` where the profile cannot tell."""
 
     step_ms: float
@@ -419,38 +314,9 @@ class StepBreakdown:
     preparing_ms: float | None = None
     """From the step's start to its first device task (Ascend ``Preparing``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step_ms": self.step_ms,
-            "compute_ms": self.compute_ms,
-            "communication_not_overlapped_ms": self.communication_not_overlapped_ms,
-            "communication_overlapped_ms": self.communication_overlapped_ms,
-            "free_ms": self.free_ms,
-            "data_loading_ms": self.data_loading_ms,
-            "bubble_ms": self.bubble_ms,
-            "preparing_ms": self.preparing_ms,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StepBreakdown:
-        def opt(name: str) -> float | None:
-            value = data.get(name)
-            return None if value is None else float(value)
-
-        return cls(
-            step_ms=float(data["step_ms"]),
-            compute_ms=opt("compute_ms"),
-            communication_not_overlapped_ms=opt("communication_not_overlapped_ms"),
-            communication_overlapped_ms=opt("communication_overlapped_ms"),
-            free_ms=opt("free_ms"),
-            data_loading_ms=opt("data_loading_ms"),
-            bubble_ms=opt("bubble_ms"),
-            preparing_ms=opt("preparing_ms"),
-        )
-
 
 @dataclass(frozen=True)
-class LinkBandwidth:
+class LinkBandwidth(Serial):
     """Traffic over one link type in one profiled step (Ascend communication.json)."""
 
     link: str
@@ -459,26 +325,9 @@ class LinkBandwidth:
     transit_time_ms: float
     bandwidth_gb_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "link": self.link,
-            "transit_size_mb": self.transit_size_mb,
-            "transit_time_ms": self.transit_time_ms,
-            "bandwidth_gb_s": self.bandwidth_gb_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LinkBandwidth:
-        return cls(
-            link=str(data["link"]),
-            transit_size_mb=float(data["transit_size_mb"]),
-            transit_time_ms=float(data["transit_time_ms"]),
-            bandwidth_gb_s=float(data["bandwidth_gb_s"]),
-        )
-
 
 @dataclass(frozen=True)
-class CommunicationSummary:
+class CommunicationSummary(Serial):
     """Collective and point-to-point communication of one rank, per profiled step.
 
     Times in ms. ``wait_ratio`` and ``synchronization_ratio`` are the profiler's own
@@ -495,40 +344,9 @@ class CommunicationSummary:
     synchronization_ratio: float | None = None
     links: tuple[LinkBandwidth, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ops_per_step": self.ops_per_step,
-            "elapse_ms": self.elapse_ms,
-            "transit_ms": self.transit_ms,
-            "wait_ms": self.wait_ms,
-            "synchronization_ms": self.synchronization_ms,
-            "idle_ms": self.idle_ms,
-            "wait_ratio": self.wait_ratio,
-            "synchronization_ratio": self.synchronization_ratio,
-            "links": [link.to_dict() for link in self.links],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CommunicationSummary:
-        def opt(name: str) -> float | None:
-            value = data.get(name)
-            return None if value is None else float(value)
-
-        return cls(
-            ops_per_step=float(data["ops_per_step"]),
-            elapse_ms=float(data["elapse_ms"]),
-            transit_ms=float(data["transit_ms"]),
-            wait_ms=float(data["wait_ms"]),
-            synchronization_ms=float(data["synchronization_ms"]),
-            idle_ms=float(data["idle_ms"]),
-            wait_ratio=opt("wait_ratio"),
-            synchronization_ratio=opt("synchronization_ratio"),
-            links=tuple(LinkBandwidth.from_dict(x) for x in data.get("links", ())),
-        )
-
 
 @dataclass(frozen=True)
-class RankPair:
+class RankPair(Serial):
     """Traffic from one rank to another over one link type in one profiled step (Ascend
     ``communication_matrix.json``, or the db export's equivalent), summed over the step's
     collective and point-to-point ops. Times in ms, sizes in MB (as the profiler writes
@@ -547,32 +365,6 @@ class RankPair:
     ops: int = 0
     """Communication ops summed into the pair."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "src": self.src,
-            "dst": self.dst,
-            "link": self.link,
-            "transit_size_mb": self.transit_size_mb,
-            "transit_time_ms": self.transit_time_ms,
-            "bandwidth_gb_s": self.bandwidth_gb_s,
-            "wait_ms": self.wait_ms,
-            "ops": self.ops,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RankPair:
-        wait = data.get("wait_ms")
-        return cls(
-            src=int(data["src"]),
-            dst=int(data["dst"]),
-            link=str(data["link"]),
-            transit_size_mb=float(data["transit_size_mb"]),
-            transit_time_ms=float(data["transit_time_ms"]),
-            bandwidth_gb_s=float(data["bandwidth_gb_s"]),
-            wait_ms=None if wait is None else float(wait),
-            ops=int(data.get("ops", 0)),
-        )
-
 
 class SpanKind(str, Enum):
     """What a span of a timeline lane was doing."""
@@ -586,8 +378,11 @@ class SpanKind(str, Enum):
 
 
 @dataclass(frozen=True)
-class TimelineSpan:
-    """One op (kernel, task, host call) on a lane, in µs from the step's start."""
+class TimelineSpan(Serial):
+    """One op (kernel, task, host call) on a lane, in µs from the step's start; written as
+    ``[start_us, dur_us, name, kind]``: compact, a step may hold 10^4 spans."""
+
+    ROW = True
 
     start_us: float
     dur_us: float
@@ -596,7 +391,7 @@ class TimelineSpan:
 
 
 @dataclass(frozen=True)
-class TimelineLane:
+class TimelineLane(Serial):
     """One row of a timeline: a device stream or a host thread."""
 
     name: str
@@ -608,54 +403,21 @@ class TimelineLane:
 
 
 @dataclass(frozen=True)
-class Timeline:
+class Timeline(Serial):
     """What ran when in one profiled step (MindStudio Insight's timeline view, one step)."""
 
     step: str
     """The step's name in the profile (``ProfilerStep#5``, ``step 50``)."""
     duration_us: float
-    lanes: tuple[TimelineLane, ...]
+    lanes: tuple[TimelineLane, ...] = ()
     dropped_spans: int = 0
     """Spans left out to keep the stored timeline bounded (the shortest first); 0 when whole."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "duration_us": self.duration_us,
-            "dropped_spans": self.dropped_spans,
-            "lanes": [
-                {
-                    "name": lane.name,
-                    "device": lane.device,
-                    # [start_us, dur_us, name, kind]: compact, a step may hold 10^4 spans.
-                    "spans": [[s.start_us, s.dur_us, s.name, s.kind.value] for s in lane.spans],
-                }
-                for lane in self.lanes
-            ],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Timeline:
-        return cls(
-            step=str(data["step"]),
-            duration_us=float(data["duration_us"]),
-            dropped_spans=int(data.get("dropped_spans", 0)),
-            lanes=tuple(
-                TimelineLane(
-                    name=str(lane["name"]),
-                    device=bool(lane["device"]),
-                    spans=tuple(
-                        TimelineSpan(float(s[0]), float(s[1]), str(s[2]), SpanKind(s[3]))
-                        for s in lane["spans"]
-                    ),
-                )
-                for lane in data.get("lanes", ())
-            ),
-        )
+    KEYS = ("step", "duration_us", "dropped_spans", "lanes")
 
 
 @dataclass(frozen=True)
-class ProfileSummary:
+class ProfileSummary(Serial):
     """What a profiler saw over its window, normalised per step.
 
     ``notes`` names every metric the source could not provide, and why.
@@ -701,73 +463,9 @@ class ProfileSummary:
     def top_ops(self, n: int = 10) -> tuple[OpStat, ...]:
         return tuple(sorted(self.ops, key=lambda o: -o.self_time_ms_per_step)[:n])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "steps": self.steps,
-            "ops": [o.to_dict() for o in self.ops],
-            "breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "memory_per_step_bytes": list(self.memory_per_step_bytes),
-            "device_busy_fraction": self.device_busy_fraction,
-            "op_calls_per_step": self.op_calls_per_step,
-            "kernel_launches_per_step": self.kernel_launches_per_step,
-            "rank": self.rank,
-            "raw_files": list(self.raw_files),
-            "notes": list(self.notes),
-            "op_types": [o.to_dict() for o in self.op_types],
-            "step_times_ms": list(self.step_times_ms),
-            "communication": None if self.communication is None else self.communication.to_dict(),
-            "peak_reserved_bytes": self.peak_reserved_bytes,
-            "memory_growth_bytes": self.memory_growth_bytes,
-            "collection": dict(self.collection),
-            "utilisation": dict(self.utilisation),
-            "device_memory_capacity_bytes": self.device_memory_capacity_bytes,
-            "rank_pairs": [p.to_dict() for p in self.rank_pairs],
-            "timeline": None if self.timeline is None else self.timeline.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProfileSummary:
-        breakdown = data.get("breakdown")
-        peak = data.get("peak_memory_bytes")
-        busy = data.get("device_busy_fraction")
-        calls = data.get("op_calls_per_step")
-        launches = data.get("kernel_launches_per_step")
-        rank = data.get("rank")
-        comm = data.get("communication")
-        reserved = data.get("peak_reserved_bytes")
-        growth = data.get("memory_growth_bytes")
-        capacity = data.get("device_memory_capacity_bytes")
-        timeline = data.get("timeline")
-        return cls(
-            source=str(data["source"]),
-            steps=int(data["steps"]),
-            ops=tuple(OpStat.from_dict(o) for o in data.get("ops", ())),
-            breakdown=None if breakdown is None else StepBreakdown.from_dict(breakdown),
-            peak_memory_bytes=None if peak is None else int(peak),
-            memory_per_step_bytes=tuple(float(x) for x in data.get("memory_per_step_bytes", ())),
-            device_busy_fraction=None if busy is None else float(busy),
-            op_calls_per_step=None if calls is None else float(calls),
-            kernel_launches_per_step=None if launches is None else float(launches),
-            rank=None if rank is None else int(rank),
-            raw_files=tuple(data.get("raw_files", ())),
-            notes=tuple(data.get("notes", ())),
-            op_types=tuple(OpStat.from_dict(o) for o in data.get("op_types", ())),
-            step_times_ms=tuple(float(x) for x in data.get("step_times_ms", ())),
-            communication=None if comm is None else CommunicationSummary.from_dict(comm),
-            peak_reserved_bytes=None if reserved is None else int(reserved),
-            memory_growth_bytes=None if growth is None else int(growth),
-            collection={str(k): str(v) for k, v in data.get("collection", {}).items()},
-            utilisation={str(k): float(v) for k, v in data.get("utilisation", {}).items()},
-            device_memory_capacity_bytes=None if capacity is None else int(capacity),
-            rank_pairs=tuple(RankPair.from_dict(p) for p in data.get("rank_pairs", ())),
-            timeline=None if timeline is None else Timeline.from_dict(timeline),
-        )
-
 
 @dataclass(frozen=True)
-class ClusterView:
+class ClusterView(Serial):
     """How the ranks of one multi-device job compare with each other.
 
     ``step_ms`` and ``comm_wait_ms`` are per rank, in the order of ``ranks``; spreads are
@@ -782,17 +480,6 @@ class ClusterView:
     comm_wait_ms: tuple[float | None, ...] = ()
     comm_wait_spread_pct: float | None = None
     slow_links: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ranks": list(self.ranks),
-            "step_ms": list(self.step_ms),
-            "slowest_rank": self.slowest_rank,
-            "step_spread_pct": self.step_spread_pct,
-            "comm_wait_ms": list(self.comm_wait_ms),
-            "comm_wait_spread_pct": self.comm_wait_spread_pct,
-            "slow_links": list(self.slow_links),
-        }
 
 
 @dataclass(frozen=True)
@@ -817,29 +504,18 @@ class Profiled:
 
 
 @dataclass(frozen=True)
-class GitContext:
+class GitContext(Serial):
     commit: str = ""
     branch: str = ""
     base_branch: str = ""
     pr_number: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "branch": self.branch,
-            "base_branch": self.base_branch,
-            "pr_number": self.pr_number,
-        }
-
 
 @dataclass(frozen=True)
-class CIContext:
+class CIContext(Serial):
     provider: str = ""
     job_url: str = ""
     trigger: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"provider": self.provider, "job_url": self.job_url, "trigger": self.trigger}
 
 
 @dataclass(frozen=True)
@@ -894,7 +570,7 @@ class RunPoint:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Serial):
     """The verdict on one (benchmark, metric) of the current run against its baseline window."""
 
     benchmark: str
@@ -939,40 +615,22 @@ class Comparison:
     """Kind ``budget``: the budget as the suite states it (``<= 100``, ``>= 95% of
     reference``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "metric": self.metric,
-            "unit": self.unit,
-            "direction": self.direction.value,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-            "current_run_id": self.current_run_id,
-            "current": self.current_centre,
-            "baseline": self.baseline_centre,
-            "baseline_runs": list(self.baseline_run_ids),
-            "baseline_commits": list(self.baseline_commits),
-            "change_pct": self.change_pct,
-            "ci_low_pct": self.ci_low_pct,
-            "ci_high_pct": self.ci_high_pct,
-            "p_value": self.p_value,
-            "p_adjusted": self.p_adjusted,
-            "p_rank": self.p_rank,
-            "min_effect_pct": self.min_effect_pct,
-            "mde_pct": self.mde_pct,
-            "mde_power": 0.8 if self.mde_pct is not None else None,
-            "alpha": self.alpha,
-            "fingerprint_differences": list(self.fingerprint_differences),
-            "method": self.method,
-            "decides": self.decides,
-            "kind": self.kind,
-            "limit": self.limit,
-            "budget": self.budget,
-        }
+    KEYS = (
+        *("benchmark", "metric", "unit", "direction", "verdict", "reason", "current_run_id"),
+        *("current=current_centre", "baseline=baseline_centre", "baseline_runs=baseline_run_ids"),
+        *("baseline_commits", "change_pct", "ci_low_pct", "ci_high_pct", "p_value"),
+        *("p_adjusted", "p_rank", "min_effect_pct", "mde_pct", "mde_power", "alpha"),
+        *("fingerprint_differences", "method", "decides", "kind", "limit", "budget"),
+    )
+
+    @property
+    def mde_power(self) -> float | None:
+        """The power ``mde_pct`` is stated at (None without one)."""
+        return 0.8 if self.mde_pct is not None else None
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(Serial):
     """One thing an advisor noticed: what, where, how bad, and what to do about it.
 
     ``source`` is ``perfgate`` for perfgate's own rules and ``msprof-analyze`` for findings
@@ -991,43 +649,18 @@ class Finding:
     known: bool = False
     """The baseline (e.g. main) already has this finding: not news in a PR."""
 
+    KEYS = (
+        *("source", "rule", "severity", "location", "message", "suggestion", "evidence"),
+        *("impact_ms", "known"),
+    )
+
     def key(self) -> tuple[str, str, str]:
         """What identifies a finding across runs: source, rule and location."""
         return (self.source, self.rule, self.location)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "rule": self.rule,
-            "severity": self.severity.value,
-            "location": self.location,
-            "message": self.message,
-            "suggestion": self.suggestion,
-            "evidence": dict(self.evidence),
-            "impact_ms": self.impact_ms,
-            "known": self.known,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
-        evidence: dict[str, float | str] = {}
-        for key, value in data.get("evidence", {}).items():
-            evidence[str(key)] = value if isinstance(value, int | float) else str(value)
-        return cls(
-            rule=str(data["rule"]),
-            severity=Severity(data["severity"]),
-            location=str(data.get("location", "")),
-            message=str(data.get("message", "")),
-            suggestion=str(data.get("suggestion", "")),
-            evidence=evidence,
-            source=str(data.get("source", "perfgate")),
-            impact_ms=None if data.get("impact_ms") is None else float(data["impact_ms"]),
-            known=bool(data.get("known", False)),
-        )
-
 
 @dataclass(frozen=True)
-class OpDelta:
+class OpDelta(Serial):
     """How one op's time per step moved between the baseline and the current run."""
 
     name: str
@@ -1041,26 +674,18 @@ class OpDelta:
     baseline_shapes: tuple[str, ...] = ()
     current_shapes: tuple[str, ...] = ()
 
+    KEYS = (
+        *("name", "device", "baseline_ms", "current_ms", "delta_ms", "share", "status"),
+        *("baseline_shapes", "current_shapes"),
+    )
+
     @property
     def delta_ms(self) -> float:
         return self.current_ms - self.baseline_ms
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "baseline_ms": self.baseline_ms,
-            "current_ms": self.current_ms,
-            "delta_ms": self.delta_ms,
-            "share": self.share,
-            "status": self.status,
-            "baseline_shapes": list(self.baseline_shapes),
-            "current_shapes": list(self.current_shapes),
-        }
-
 
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(Serial):
     """Which ops explain a time metric's change between a run and its baseline window."""
 
     benchmark: str
@@ -1073,19 +698,11 @@ class Attribution:
     """Sum of the listed ops' deltas over ``delta_ms``."""
     note: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "metric": self.metric,
-            "delta_ms": self.delta_ms,
-            "explained_share": self.explained_share,
-            "ops": [o.to_dict() for o in self.ops],
-            "note": self.note,
-        }
+    KEYS = ("benchmark", "metric", "delta_ms", "explained_share", "ops", "note")
 
 
 @dataclass(frozen=True)
-class OpCountChange:
+class OpCountChange(Serial):
     """One operator whose calls per step changed between a run and its baseline profile."""
 
     name: str
@@ -1098,6 +715,12 @@ class OpCountChange:
     """Its total time per step, now (in the baseline, for one that disappeared): what the
     changes are ordered by."""
 
+    KEYS = (
+        *("name", "device", "baseline_calls_per_step=baseline_calls"),
+        *("current_calls_per_step=current_calls", "delta_calls_per_step=delta_calls"),
+        *("time_ms_per_step=time_ms", "status"),
+    )
+
     @property
     def delta_calls(self) -> float:
         return self.current_calls - self.baseline_calls
@@ -1109,20 +732,9 @@ class OpCountChange:
             return "new"
         return "vanished" if self.current_calls == 0 else "changed"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "device": self.device,
-            "baseline_calls_per_step": self.baseline_calls,
-            "current_calls_per_step": self.current_calls,
-            "delta_calls_per_step": self.delta_calls,
-            "time_ms_per_step": self.time_ms,
-            "status": self.status,
-        }
-
 
 @dataclass(frozen=True)
-class WorkChange:
+class WorkChange(Serial):
     """The work a run's step does that its baseline's did not, or no longer does: the
     operators that appeared, disappeared or changed calls per step, by time, largest first
     (:func:`perfgate.advisor.work.work_change`). It explains a verdict; it decides nothing
@@ -1138,13 +750,7 @@ class WorkChange:
     more: int = 0
     """Changed ops not listed (smaller in time)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "baseline_run_id": self.baseline_run_id,
-            "ops": [o.to_dict() for o in self.ops],
-            "more": self.more,
-        }
+    KEYS = ("benchmark", "baseline_run_id", "ops", "more")
 
 
 @dataclass(frozen=True)
@@ -1188,7 +794,7 @@ class NewAlert:
 
 
 @dataclass(frozen=True)
-class Alert:
+class Alert(Serial):
     """A stored alert and its triage state (untriaged, acknowledged, invalid, wontfix,
     fixed)."""
 
@@ -1209,28 +815,20 @@ class Alert:
     created_at: datetime
     updated_at: datetime
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "project": self.project,
-            "benchmark": self.benchmark,
-            "metric": self.metric,
-            "run_id": self.run_id,
-            "previous_run_id": self.previous_run_id,
-            "branch": self.branch,
-            "fingerprint_key": self.fingerprint_key,
-            "verdict": self.verdict.value,
-            "source": self.source,
-            "change_pct": self.change_pct,
-            "commit_range": [self.commit_before, self.commit_after],
-            "status": self.status,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
+    KEYS = (
+        *("id", "project", "benchmark", "metric", "run_id", "previous_run_id", "branch"),
+        *("fingerprint_key", "verdict", "source", "change_pct", "commit_range", "status"),
+        *("created_at", "updated_at"),
+    )
+
+    @property
+    def commit_range(self) -> tuple[str | None, str]:
+        """The commits the change lies between (the one before: None where unknown)."""
+        return (self.commit_before, self.commit_after)
 
 
 @dataclass(frozen=True)
-class TriageEvent:
+class TriageEvent(Serial):
     """Who did what to an alert, a run or a baseline, when and why."""
 
     id: int
@@ -1243,20 +841,6 @@ class TriageEvent:
     by: str
     at: datetime
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "project": self.project,
-            "action": self.action,
-            "alert_id": self.alert_id,
-            "run_id": self.run_id,
-            "benchmark": self.benchmark,
-            "state": self.state,
-            "by": self.by,
-            "at": self.at.isoformat(),
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True)
@@ -1666,7 +1250,7 @@ class Advice:
 
 
 @dataclass(frozen=True)
-class ReferenceRow:
+class ReferenceRow(Serial):
     """One metric of a run beside its official figure (a vendor's or ModelZoo's number): a
     report, not a verdict. ``value`` is the run's centre, None when the run did not measure
     the metric; better or worse follows the metric's direction in the catalogue."""
@@ -1676,6 +1260,8 @@ class ReferenceRow:
     direction: Direction
     official: float
     value: float | None
+
+    KEYS = ("metric", "unit", "direction", "official", "value", "ratio", "change_pct", "better")
 
     @property
     def ratio(self) -> float | None:
@@ -1698,15 +1284,3 @@ class ReferenceRow:
         if self.value is None or self.value == self.official:
             return None
         return not self.direction.worse(self.value - self.official)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "unit": self.unit,
-            "direction": self.direction.value,
-            "official": self.official,
-            "value": self.value,
-            "ratio": self.ratio,
-            "change_pct": self.change_pct,
-            "better": self.better,
-        }

@@ -1,5 +1,10 @@
 """perfgate's use cases: the Python API behind the command line.
 
+A command's whole job is one call here: ``perfgate gate`` and ``compare`` are
+:func:`run_gate` (a :class:`GateRequest` in, a :class:`GateOutcome` out: the result, whether it
+fails, the alerts recorded, the CI outputs and the delivery). These names are use cases and the
+models they take and return; the store and the statistics stay behind them.
+
 One module per use case; each function takes its collaborators (a
 :class:`~perfgate.config.Config`, an open store) as arguments and returns frozen dataclasses
 from :mod:`perfgate.models`. Nothing here prints. The names below are the facade
@@ -13,12 +18,33 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _NAMES = {
+    "AcrossReport": "perfgate.models",
+    "Alert": "perfgate.models",
+    "Comparison": "perfgate.models",
+    "GateResult": "perfgate.models",
+    "Verdict": "perfgate.models",
+    "CiOutputs": "perfgate.app.gate_job",
+    "CiReport": "perfgate.app.gate_job",
+    "GateOutcome": "perfgate.app.gate_job",
+    "GateRequest": "perfgate.app.gate_job",
+    "compare_environments": "perfgate.app.gate_job",
+    "conclude_gate": "perfgate.app.gate_job",
+    "delivery_for": "perfgate.app.gate_job",
+    "parse_fail_on": "perfgate.app.gate_job",
+    "run_gate": "perfgate.app.gate_job",
+    "CheckJobOutcome": "perfgate.app.check_job",
+    "CheckRequest": "perfgate.app.check_job",
+    "run_check_job": "perfgate.app.check_job",
+    "IngestRequest": "perfgate.app.run_job",
+    "Measure": "perfgate.app.run_job",
+    "RunOutcome": "perfgate.app.run_job",
+    "RunRequest": "perfgate.app.run_job",
+    "ingest_file": "perfgate.app.run_job",
+    "run_benchmarks": "perfgate.app.run_job",
     "Confirmation": "perfgate.models",
     "DetectedChange": "perfgate.models",
     "NoiseRow": "perfgate.models",
-    "SqlStore": "perfgate.store",
     "TRIAGE_ACTIONS": "perfgate.app.triage",
-    "Window": "perfgate.stats.window",
     "analyze_history": "perfgate.app.history",
     "baseline_window": "perfgate.app.gate",
     "build_record": "perfgate.app.record",
@@ -26,7 +52,6 @@ _NAMES = {
     "compare": "perfgate.app.gate",
     "compare_records": "perfgate.app.gate",
     "confirm_and_record": "perfgate.app.record",
-    "deciding": "perfgate.stats.decide",
     "default_actor": "perfgate.app.context",
     "detect_ci_context": "perfgate.app.context",
     "detect_git_context": "perfgate.app.context",
@@ -39,35 +64,52 @@ _NAMES = {
     "noise": "perfgate.app.gate",
     "open_store": "perfgate.store",
     "parse_budget": "perfgate.app.check",
-    "overall_verdict": "perfgate.stats.decide",
     "prune": "perfgate.app.triage",
     "record_alerts": "perfgate.app.triage",
     "reset_baseline": "perfgate.app.triage",
     "run_ab_and_record": "perfgate.app.record",
     "run_and_record": "perfgate.app.record",
     "series_changes": "perfgate.app.history",
-    "store_status": "perfgate.store.sql",
     "triage_alert": "perfgate.app.triage",
     "triage_trail": "perfgate.app.triage",
-    "upgrade_store": "perfgate.store.sql",
     "with_advisor_findings": "perfgate.app.record",
     "with_triage": "perfgate.app.history",
 }
 
 __all__ = [
+    "AcrossReport",
+    "Alert",
+    "Comparison",
+    "GateResult",
+    "Verdict",
+    "CiOutputs",
+    "CiReport",
+    "GateOutcome",
+    "GateRequest",
+    "compare_environments",
+    "conclude_gate",
+    "delivery_for",
+    "parse_fail_on",
+    "run_gate",
+    "CheckJobOutcome",
+    "CheckRequest",
+    "run_check_job",
+    "IngestRequest",
+    "Measure",
+    "RunOutcome",
+    "RunRequest",
+    "ingest_file",
+    "run_benchmarks",
     "Confirmation",
     "DetectedChange",
     "NoiseRow",
-    "SqlStore",
     "TRIAGE_ACTIONS",
-    "Window",
     "analyze_history",
     "baseline_window",
     "build_record",
     "compare",
     "compare_records",
     "confirm_and_record",
-    "deciding",
     "default_actor",
     "detect_ci_context",
     "detect_git_context",
@@ -80,7 +122,6 @@ __all__ = [
     "noise",
     "open_store",
     "parse_budget",
-    "overall_verdict",
     "prune",
     "record_alerts",
     "reset_baseline",
@@ -88,16 +129,15 @@ __all__ = [
     "run_check",
     "run_and_record",
     "series_changes",
-    "store_status",
     "triage_alert",
     "triage_trail",
-    "upgrade_store",
     "with_advisor_findings",
     "with_triage",
 ]
 
 if TYPE_CHECKING:
     from perfgate.app.check import parse_budget, run_check
+    from perfgate.app.check_job import CheckJobOutcome, CheckRequest, run_check_job
     from perfgate.app.context import default_actor, detect_ci_context, detect_git_context
     from perfgate.app.gate import (
         baseline_window,
@@ -106,6 +146,17 @@ if TYPE_CHECKING:
         gate_failed,
         latest_runs,
         noise,
+    )
+    from perfgate.app.gate_job import (
+        CiOutputs,
+        CiReport,
+        GateOutcome,
+        GateRequest,
+        compare_environments,
+        conclude_gate,
+        delivery_for,
+        parse_fail_on,
+        run_gate,
     )
     from perfgate.app.history import (
         analyze_history,
@@ -121,6 +172,14 @@ if TYPE_CHECKING:
         run_and_record,
         with_advisor_findings,
     )
+    from perfgate.app.run_job import (
+        IngestRequest,
+        Measure,
+        RunOutcome,
+        RunRequest,
+        ingest_file,
+        run_benchmarks,
+    )
     from perfgate.app.triage import (
         TRIAGE_ACTIONS,
         exclude_run,
@@ -131,11 +190,17 @@ if TYPE_CHECKING:
         triage_alert,
         triage_trail,
     )
-    from perfgate.models import Confirmation, DetectedChange, NoiseRow
-    from perfgate.stats.decide import deciding, overall_verdict
-    from perfgate.stats.window import Window
-    from perfgate.store import SqlStore, open_store
-    from perfgate.store.sql import store_status, upgrade_store
+    from perfgate.models import (
+        AcrossReport,
+        Alert,
+        Comparison,
+        Confirmation,
+        DetectedChange,
+        GateResult,
+        NoiseRow,
+        Verdict,
+    )
+    from perfgate.store import open_store
 
 
 def __getattr__(name: str) -> Any:

@@ -74,7 +74,7 @@ from perfgate.models import (
 )
 from perfgate.runner.lifecycle import Interrupted
 from perfgate.stats import looks, sequential
-from perfgate.stats.decide import ALPHA, deciding, size_text
+from perfgate.stats.decide import ALPHA, deciding, second_look, size_text
 from perfgate.stats.paired import pairs_to_decide
 from perfgate.store import SqlStore
 
@@ -187,22 +187,11 @@ def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, ag
 
 def _open(result: GateResult, method: str) -> set[str]:
     """Benchmarks with a deciding ``method`` comparison left inconclusive."""
-    return _with(result, method, (Verdict.INCONCLUSIVE,))
-
-
-def _with(result: GateResult, method: str, verdicts: tuple[Verdict, ...]) -> set[str]:
     return {
         c.benchmark
         for c in deciding(result.comparisons)
-        if c.method == method and c.verdict in verdicts
+        if c.method == method and c.verdict is Verdict.INCONCLUSIVE
     }
-
-
-_LOOKED_AGAIN = (Verdict.INCONCLUSIVE, Verdict.REGRESSION)
-"""The plain gate's verdicts that send a benchmark to the two looks: an inconclusive one to
-be settled, and a regression too, judged again at the common level (it stands there, or
-is settled by the second look). Reporting a plain regression as it is while re-measuring
-the inconclusive ones would spend the false-alarm budget twice."""
 
 
 def _remeasurable(spec: BenchmarkSpec) -> bool:
@@ -380,7 +369,8 @@ def _check_history(
 
     plain = judge(records)
     by_name = {s.name: s for s in specs}
-    open_ = {b for b in _with(plain, "history", _LOOKED_AGAIN) if _remeasurable(by_name[b])}
+    looked = second_look(plain.comparisons, method="history", regression_stands=False)
+    open_ = {b for b in looked if _remeasurable(by_name[b])}
     if not open_:
         return CheckOutcome(
             _with_notes(plain, unsettled_notes(plain, records, (), 0)), tuple(records), "history"
@@ -459,7 +449,7 @@ def _check_ab(
         )
 
     plain = judge(heads)
-    open_ = _with(plain, "paired", _LOOKED_AGAIN)
+    open_ = set(second_look(plain.comparisons, method="paired", regression_stands=False))
     if not open_:
         return CheckOutcome(
             _with_notes(plain, unsettled_notes(plain, heads, (), 0)), tuple(heads), "ab"
@@ -533,10 +523,7 @@ def _check_ab(
 def _decided(result: GateResult, benchmark: str) -> bool:
     """Whether a look decided ``benchmark``: a deciding paired comparison is a regression,
     or none is inconclusive."""
-    mine = [c for c in deciding(result.comparisons) if c.benchmark == benchmark]
-    if any(c.verdict is Verdict.REGRESSION for c in mine):
-        return True
-    return not any(c.verdict is Verdict.INCONCLUSIVE for c in mine)
+    return benchmark not in second_look(result.comparisons, regression_stands=True)
 
 
 def _tests(result: GateResult) -> int:

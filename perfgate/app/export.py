@@ -1,6 +1,6 @@
 """Use cases ``perfgate export tensorboard`` and ``perfgate export prometheus``: read the
-store, hand plain values to the writers in :mod:`perfgate.reporters.tensorboard` and
-:mod:`perfgate.reporters.prometheus`."""
+store, hand plain values to the writers in :mod:`perfgate.exporters.tensorboard` and
+:mod:`perfgate.reporters.prometheus` (the push: :mod:`perfgate.exporters.prometheus`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 from perfgate.app.files import write_atomic
 from perfgate.config import Config
 from perfgate.errors import UsageError
+from perfgate.exporters.prometheus import push_prometheus as push_prometheus
+from perfgate.exporters.prometheus import split_credentials as split_credentials
+from perfgate.exporters.tensorboard import Scalar
 from perfgate.models import RunPoint, RunRecord
 from perfgate.reporters.prometheus import LatestValue
-from perfgate.reporters.tensorboard import Scalar
 from perfgate.store import SqlStore
 
 TOP_OPS = 10
@@ -58,7 +60,7 @@ class TensorBoardExport:
 
 
 def _profile_scalars(run: RunRecord, step: int, wall: float) -> list[tuple[str, int, float, float]]:
-    from perfgate.reporters.tensorboard import tag
+    from perfgate.exporters.tensorboard import tag
 
     out: list[tuple[str, int, float, float]] = []
     profile = run.profile
@@ -96,7 +98,7 @@ def export_tensorboard(
     Raises:
         OSError: an event file cannot be written.
     """
-    from perfgate.reporters.tensorboard import run_dir, tag
+    from perfgate.exporters.tensorboard import run_dir, tag
 
     files: list[Path] = []
     count = 0
@@ -128,7 +130,7 @@ def export_tensorboard(
 def write_events(directory: Path, scalars: Sequence[Scalar]) -> Path:
     """Write ``scalars`` as one event file in ``directory``, then remove perfgate's earlier
     event files there (so re-exporting does not duplicate points); returns its path."""
-    from perfgate.reporters.tensorboard import event_file, is_event_file
+    from perfgate.exporters.tensorboard import event_file, is_event_file
 
     name, data = event_file(scalars, now=time.time())
     directory.mkdir(parents=True, exist_ok=True)

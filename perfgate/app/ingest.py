@@ -72,17 +72,15 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import os
-import platform
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from perfgate import __version__
 from perfgate.app.advise import base_run, findings_for, read_job
 from perfgate.app.measure import capacity_measurements, measurement, utilisation_measurements
 from perfgate.app.reference import compare_to_reference, read_reference
@@ -121,6 +119,7 @@ from perfgate.parsers.results import (
     ResultMetric,
     parse_results,
 )
+from perfgate.runner.fingerprint import collect_fingerprint
 from perfgate.stats.summary import summarize
 from perfgate.store import SqlStore
 
@@ -235,22 +234,6 @@ def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Meas
     return tuple(out)
 
 
-def _host() -> dict[str, Any]:
-    """The host fields of an ingested run's fingerprint. A profile or a result file does not
-    say which host wrote it; ingest runs where the job ran."""
-    from perfgate.runner.backends import cpu_model_name
-
-    return {
-        "cpu_model": cpu_model_name(),
-        "cpu_cores": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else (os.cpu_count() or 0),
-        "os": f"{platform.system()}-{platform.machine()}",
-        "os_release": platform.release(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
-    }
-
-
 def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
     first = profiled.slowest
     collection = first.collection
@@ -263,20 +246,18 @@ def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
     params: dict[str, ParamValue] = {
         k: collection[k] for k in _COMPARABLE_COLLECTION if k in collection
     }
-    return Fingerprint(
+    return collect_fingerprint(
         device_kind=device_kind,
+        timing_method=TIMING_METHODS[profiled.format],
+        params=params,
+        host_label=host_label,
         device_model=collection.get("device", ""),
         device_count=len(profiled.ranks),
-        **_host(),
         torch_version=collection.get("torch_version", ""),
         torch_npu_version=collection.get("torch_npu_version", ""),
         cuda_version=collection.get("cuda_runtime_version", ""),
         cann_version=collection.get("cann_version", ""),
         driver_version=collection.get("cuda_driver_version", ""),
-        perfgate_version=__version__,
-        timing_method=TIMING_METHODS[profiled.format],
-        params=dict(sorted(params.items())),
-        host_label=host_label,
     )
 
 
@@ -398,17 +379,13 @@ def _ais_bench_fingerprint(
     if summary.multi_threads:
         params["pipeline_intervals"] = True
     devices = _arg(summary.args, "--device", "-d")
-    return Fingerprint(
+    return collect_fingerprint(
         device_kind="npu",
-        device_model="",
-        device_count=len([d for d in devices.split(",") if d.strip()]) if devices else 1,
-        **_host(),
-        torch_version="",
-        cann_version=cann,
-        perfgate_version=__version__,
         timing_method=TIMING_METHODS[FORMAT_AIS_BENCH],
-        params=dict(sorted(params.items())),
+        params=params,
         host_label=host_label,
+        device_count=len([d for d in devices.split(",") if d.strip()]) if devices else 1,
+        cann_version=cann,
     )
 
 
@@ -508,21 +485,18 @@ def _result_git(git: GitContext, result: ResultFile) -> tuple[GitContext, tuple[
 def _result_fingerprint(
     result: ResultFile, params: Mapping[str, ParamValue], host_label: str
 ) -> Fingerprint:
-    host, h = _host(), result.host
-    return Fingerprint(
+    h = result.host  # what the file says of its host; the rest is read here
+    return collect_fingerprint(
         device_kind=h.device_kind,
-        device_model="",
-        device_count=1 if h.device_kind else 0,
-        cpu_model=h.cpu_model or host["cpu_model"],
-        cpu_cores=h.cpu_cores or host["cpu_cores"],
-        os=h.os or host["os"],
-        os_release=h.os_release or host["os_release"],
-        python_version=h.python_version or host["python_version"],
-        torch_version="",
-        perfgate_version=__version__,
         timing_method=TIMING_METHODS[result.format],
-        params=dict(sorted(params.items())),
+        params=params,
         host_label=host_label,
+        device_count=1 if h.device_kind else 0,
+        cpu_model=h.cpu_model or None,
+        cpu_cores=h.cpu_cores or None,
+        os_name=h.os or None,
+        os_release=h.os_release or None,
+        python_version=h.python_version or None,
     )
 
 

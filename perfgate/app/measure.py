@@ -35,7 +35,7 @@ benchmark:
 - **inference** (:func:`inference_measurements`): ``latency_p50_ms`` holds every request's
   latency (its centre, the median of the repeats' medians, is the P50); ``latency_p90_ms``
   and ``latency_p99_ms`` hold one percentile per repeat (a P99 is a property of a repeat's
-  requests, not of one request; see :mod:`perfgate.stats.quantiles`);
+  requests, not of one request: judged by the history procedure with a larger minimum effect);
   ``throughput_requests_per_s`` is requests / summed latency per repeat.
 
 Every shape adds, when every repeat has it, ``peak_memory_pct_of_capacity`` (the peak over

@@ -10,16 +10,22 @@ from perfgate.errors import StoreError, UsageError
 from perfgate.models import (
     Alert,
     BaselineReset,
+    Comparison,
     DetectedChange,
     GateResult,
     NewAlert,
     PrunePlan,
     RunRecord,
     TriageEvent,
-    Verdict,
 )
-from perfgate.stats.decide import deciding
+from perfgate.stats.decide import alerts_raised
 from perfgate.store import SqlStore
+
+
+def gate_alerts(config: Config, result: GateResult) -> tuple[Comparison, ...]:
+    """The comparisons of ``result`` that raise an alert: on the base branch, its deciding
+    regressions (:func:`perfgate.stats.decide.alerts_raised`)."""
+    return alerts_raised(result.comparisons, on_base_branch=result.branch == config.base_branch)
 
 
 def _utcnow(now: datetime | None) -> datetime:
@@ -56,11 +62,9 @@ def record_alerts(
         )
         for c in changes
     ]
-    if result is not None and result.branch == config.base_branch:
+    if result is not None:
         runs: dict[str, RunRecord | None] = {}
-        for c in deciding(result.comparisons):
-            if c.verdict is not Verdict.REGRESSION:
-                continue
+        for c in gate_alerts(config, result):
             if c.current_run_id not in runs:
                 try:
                     runs[c.current_run_id] = store.get_run(c.current_run_id)
@@ -77,7 +81,7 @@ def record_alerts(
                     run_id=run.id,
                     branch=run.git.branch,
                     fingerprint_key=run.fingerprint.key(),
-                    verdict=Verdict.REGRESSION,
+                    verdict=c.verdict,
                     source="gate",
                     commit_after=run.git.commit,
                     change_pct=c.change_pct,

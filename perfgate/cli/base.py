@@ -8,15 +8,14 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, cast
 
 import click
 
 from perfgate import __version__
-from perfgate.errors import ConfigError, ExitCode, PerfgateError, ReportError
+from perfgate.errors import ConfigError, ExitCode, PerfgateError
 from perfgate.models import ParamValue
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -126,24 +125,6 @@ def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: A
     return load_config(suite, database_url=db_url, project=project, **kw)
 
 
-def _open_store(url: str, *, create: bool = True) -> Any:
-    """The store at ``url``; commands that only read pass ``create=False``, so that a
-    mistyped SQLite path is an error rather than a new, empty store."""
-    from perfgate.app import open_store
-
-    return open_store(url, create=create)
-
-
-@contextmanager
-def _writing(where: Path) -> Iterator[None]:
-    """Output that cannot be written under ``where`` (not a directory, no permission, disk
-    full): one line and exit 3, not an internal error."""
-    try:
-        yield
-    except OSError as exc:
-        raise ReportError(f"cannot write {exc.filename or where}: {exc.strerror or exc}") from None
-
-
 def parse_param(text: str) -> tuple[str, ParamValue]:
     """``key=value`` with the value read as bool, int, float or string, in that order."""
     key, sep, raw = text.partition("=")
@@ -161,6 +142,11 @@ def parse_param(text: str) -> tuple[str, ParamValue]:
             except ValueError:
                 value = raw
     return key.strip(), value
+
+
+def warn_line(line: str) -> None:
+    """A use case's warning (``warn=``), one line on stderr."""
+    click.echo(f"perfgate: warning: {line}", err=True)
 
 
 def _progress_fn() -> Callable[[str], None] | None:
@@ -273,9 +259,3 @@ def _by_option(func: F) -> F:
         "--by",
         help="Who (default: GITLAB_USER_LOGIN, GITHUB_ACTOR or USER).",
     )(func)
-
-
-def _actor(by: str | None) -> str:
-    from perfgate import app
-
-    return by or app.default_actor(os.environ)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from perfgate.cli.base import _config, _open_store, _progress_fn, cli
-from perfgate.cli.gate import (
-    CiOutputs,
-    _ci_output_options,
-    _parse_fail_on,
-    _report_options,
-    delivery_options,
-    report_result,
-)
-from perfgate.cli.run import measure_options, measured_specs
+from perfgate import app
+from perfgate.app.check_job import CheckRequest
+from perfgate.app.gate_job import CiOutputs, parse_fail_on
+from perfgate.cli.base import _config, _progress_fn, cli, warn_line
+from perfgate.cli.gate import _ci_output_options, _report_options, delivery_options, show_outcome
+from perfgate.cli.run import MeasureFlags, measure_options
 from perfgate.errors import ExitCode
 
 
@@ -66,20 +62,8 @@ def check(
     suite: Path | None,
     db_url: str | None,
     project: str | None,
-    workloads: tuple[str, ...],
-    benchmarks: tuple[str, ...],
-    params: tuple[str, ...],
-    device: str | None,
-    repeats: int | None,
-    warmup: int | None,
-    measured: int | None,
-    profiled: int | None,
-    branch: str | None,
-    commit: str | None,
-    base_branch: str | None,
     host_label: str | None,
-    trace_dir: Path,
-    timeout: float | None,
+    measure: MeasureFlags,
     mode: str,
     ab_ref: str | None,
     budget: str,
@@ -87,21 +71,10 @@ def check(
     base_sha: str | None,
     fail_on: str | None,
     as_json: bool,
-    comment: bool,
-    comment_mode: str,
-    forge: str | None,
-    forge_url: str | None,
-    repo: str | None,
-    pr_number: int | None,
-    sha: str | None,
-    report_dir: Path | None,
-    status: bool | None,
-    summary: bool | None,
-    testbed: str | None,
-    report_url: str | None,
     junit: Path | None,
     gitlab_metrics: Path | None,
     annotations: bool | None,
+    **report: Any,
 ) -> None:
     """Run the suite, gate it, and re-measure (in fresh processes) only the benchmarks left
     inconclusive, until each is decided or the budget is spent; then report like 'gate' and
@@ -122,80 +95,21 @@ def check(
         perfgate check --suite perfgate.toml --mode ab --comment          # a PR job
         perfgate check --workload mlp --branch feat --against main --budget 4
     """
-    from perfgate import app
-    from perfgate.app.context import detect_base_sha, open_git_history
-    from perfgate.app.record import check_writable
-
-    config = _config(suite, db_url, project, host_label=host_label)
-    plan = app.parse_budget(budget)
-    if fail_on is not None:
-        _parse_fail_on(fail_on)  # a typo fails now, not after the suite ran
-    specs = measured_specs(
-        config,
-        workloads=workloads,
-        benchmarks=benchmarks,
-        params=params,
-        device=device,
-        repeats=repeats,
-        warmup=warmup,
-        measured=measured,
-        profiled=profiled,
-        timeout_s=timeout,
+    request = CheckRequest(
+        config=_config(suite, db_url, project, host_label=host_label),
+        budget=app.parse_budget(budget),
+        fail_on=None if fail_on is None else parse_fail_on(fail_on),  # before the suite runs
+        measure=measure.measure(),
+        suite=suite,
+        mode=mode,
+        ab_ref=ab_ref,
+        against=against,
+        base_sha=base_sha,
+        delivery=delivery_options(suite, **report),  # the flags of _report_options
+        outputs=CiOutputs(junit, gitlab_metrics, annotations),
     )
-    git = app.detect_git_context(
-        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
-    )
-    history = open_git_history(Path.cwd())
-    base = detect_base_sha(os.environ, base_sha=base_sha, git=history)
-    suite_dir = (suite or Path("perfgate.toml")).resolve().parent
-    base_branch_name = against or git.base_branch or config.base_branch
-    if mode == "ab":  # a base that cannot be measured stops before the store is opened
-        from perfgate.app.check import resolve_ab_ref
-
-        ab_ref = resolve_ab_ref(
-            history, ab_ref=ab_ref or "", base_sha=base, against=base_branch_name
-        )
-    with _open_store(config.database_url) as store:
-        check_writable(store, specs, trace_dir)
-        outcome = app.run_check(
-            config,
-            specs,
-            store,
-            mode=mode,
-            budget=plan,
-            git=git,
-            ci=app.detect_ci_context(os.environ),
-            against=base_branch_name,
-            trace_root=trace_dir,
-            repo=suite_dir,
-            sys_path=[str(suite_dir), str(Path.cwd())],
-            base_sha=base,
-            history=history,
-            ab_ref=ab_ref or "",
-            progress=_progress_fn(),
-            warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
-        )
-    from perfgate.app.check import remeasured_line
-
-    click.echo(f"perfgate: {remeasured_line(outcome)}", err=True)
-    delivery = delivery_options(
-        suite,
-        comment=comment,
-        comment_mode=comment_mode,
-        forge=forge,
-        forge_url=forge_url,
-        repo=repo,
-        pr_number=pr_number,
-        sha=sha,
-        report_dir=report_dir,
-        status=status,
-        summary=summary,
-        testbed=testbed,
-        report_url=report_url,
-    )
-    outputs = CiOutputs(junit, gitlab_metrics, annotations)
-    failed = report_result(
-        config, outcome.result, as_json, delivery, fail_on, git.branch, outputs, commit=git.commit
-    )
-    if failed:
+    outcome = app.run_check_job(request, progress=_progress_fn(), warn=warn_line)
+    click.echo(f"perfgate: {outcome.remeasured}", err=True)
+    show_outcome(outcome.gate, as_json=as_json)
+    if outcome.failed:
         sys.exit(int(ExitCode.REGRESSION))

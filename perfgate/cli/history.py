@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from perfgate.cli.base import (
-    _config,
-    _open_store,
-    cli,
-    store_options,
-)
+from perfgate.app import stored
+from perfgate.cli.base import _config, cli, store_options
 
 
 @cli.group(invoke_without_command=True)
@@ -45,14 +40,12 @@ def history(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from perfgate import app
     from perfgate.reporters.render import history_to_dict, render_history_text, render_json
 
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        points = app.metric_history(
-            config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
-        )
+    points = stored.show_history(
+        config, benchmark=benchmark, branch=branch, metric=metric, limit=limit
+    )
     if as_json:
         click.echo(render_json(history_to_dict(points)), nl=False)
     else:
@@ -112,36 +105,21 @@ def history_analyze(
         perfgate history analyze --branch main --benchmark mlp
         perfgate history analyze --alert          # nightly, on the base branch
     """
-    from perfgate import app
     from perfgate.reporters.render import changes_to_dict, render_changes_text, render_json
 
-    config = _config(suite, db_url, project)
-    analysed = branch or config.base_branch
-    overrides = None
-    if alert:
-        from perfgate.app import deliver as report
-
-        overrides = report.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
-    with _open_store(config.database_url, create=False) as store:
-        changes = app.analyze_history(
-            config,
-            store,
-            branch=analysed,
-            benchmark=benchmark,
-            limit=limit,
-            note=lambda line: click.echo(f"perfgate: {line}", err=True),
-        )
+    request = stored.AnalyzeRequest(
+        _config(suite, db_url, project), branch, benchmark, limit, alert, forge, forge_url, repo
+    )
+    outcome = stored.analyze(request, note=lambda line: click.echo(f"perfgate: {line}", err=True))
+    changes = list(outcome.changes)
     if as_json:
         click.echo(render_json(changes_to_dict(changes)), nl=False)
     else:
         click.echo(render_changes_text(changes), nl=False)
-    if overrides is not None:
-        from perfgate.app import deliver as report
-
-        target = report.resolve_target(os.environ, overrides)
-        reporter = report.make_reporter(target, os.environ)
-        done = report.alert_changes(config.project, analysed, changes, reporter)
-        click.echo(f"perfgate: {done}", err=True)
+    if outcome.alert_failed is not None:
+        raise outcome.alert_failed
+    if outcome.alerted is not None:
+        click.echo(f"perfgate: {outcome.alerted}", err=True)
 
 
 @cli.command()
@@ -204,12 +182,9 @@ def noise(
     Example:
         perfgate noise --branch main
     """
-    from perfgate import app
     from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
 
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        rows = app.noise(config, store, branch=branch or config.base_branch)
+    rows = stored.noise_report(_config(suite, db_url, project), branch=branch)
     if as_json:
         click.echo(render_json(noise_to_dict(rows)), nl=False)
     else:

@@ -6,13 +6,8 @@ from pathlib import Path
 
 import click
 
-from perfgate.cli.base import (
-    _config,
-    _open_store,
-    _writing,
-    cli,
-    store_options,
-)
+from perfgate.app import stored
+from perfgate.cli.base import _config, cli, store_options
 
 
 @cli.command("report")
@@ -57,21 +52,14 @@ def report_command(
     Example:
         perfgate report --html out/perf-report
     """
-    from perfgate.app.site import build_site, default_jobs
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        with _writing(html_dir):
-            written = build_site(
-                config,
-                store,
-                html_dir,
-                branch=branch,
-                benchmarks=benchmarks,
-                limit=limit,
-                jobs=jobs or default_jobs(),
-                url=config.database_url,
-            )
+    written = stored.write_report_site(
+        _config(suite, db_url, project),
+        html_dir,
+        branch=branch,
+        benchmarks=benchmarks,
+        limit=limit,
+        jobs=jobs,
+    )
     click.echo(str(written.index))
     click.echo(
         f"perfgate: {written.files} files, {written.bytes / 1e6:.1f} MB in {html_dir}", err=True
@@ -126,20 +114,14 @@ def export_tensorboard(
     Example:
         perfgate export tensorboard tb-logs/ --benchmark mlp
     """
-    from perfgate.app import export
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        with _writing(logdir):
-            done = export.export_tensorboard(
-                config,
-                store,
-                logdir,
-                benchmarks=benchmarks,
-                branch=branch,
-                limit=limit,
-                profiles=profiles,
-            )
+    done = stored.write_tensorboard(
+        _config(suite, db_url, project),
+        logdir,
+        benchmarks=benchmarks,
+        branch=branch,
+        limit=limit,
+        profiles=profiles,
+    )
     for path in done.files:
         click.echo(str(path))
     click.echo(f"perfgate: {done.scalars} scalars in {len(done.files)} event files", err=True)
@@ -175,22 +157,21 @@ def export_prometheus(
         perfgate export prometheus > perfgate.prom
         perfgate export prometheus --push-gateway http://pushgateway:9091 --job nightly
     """
-    from perfgate.app import export
-    from perfgate.reporters.prometheus import (
-        push_prometheus,
-        render_prometheus,
-        split_credentials,
-    )
+    from perfgate.reporters.prometheus import render_prometheus
 
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        values = export.latest_values(config, store, branch=branch, benchmarks=benchmarks)
-    if push_gateway:
-        push_prometheus(values, push_gateway, job=job)
-        shown = split_credentials(push_gateway)[0]
-        click.echo(f"perfgate: pushed {len(values)} values to {shown} (job {job})", err=True)
+    done = stored.export_prometheus(
+        _config(suite, db_url, project),
+        branch=branch,
+        benchmarks=benchmarks,
+        push_gateway=push_gateway,
+        job=job,
+    )
+    if done.pushed_to is not None:
+        click.echo(
+            f"perfgate: pushed {len(done.values)} values to {done.pushed_to} (job {job})", err=True
+        )
     else:
-        click.echo(render_prometheus(values), nl=False)
+        click.echo(render_prometheus(done.values), nl=False)
 
 
 @cli.command("advise")
@@ -232,22 +213,15 @@ def advise_command(
         perfgate advise ./prof/rank0_ascend_pt --no-advisor
         perfgate advise 3f9c2a1b --json
     """
-    from perfgate.app.advise import advise_path, advise_run
     from perfgate.reporters.render import advise_to_dict, render_advise_text, render_json
 
-    config = _config(suite, db_url, project)
-    capacity = None if device_memory_gib is None else int(device_memory_gib * (1 << 30))
-    if Path(target).exists():
-        advice = advise_path(
-            Path(target),
-            thresholds=config.advisor,
-            msprof=not no_advisor,
-            msprof_timeout_s=advisor_timeout,
-            device_memory_bytes=capacity,
-        )
-    else:
-        with _open_store(config.database_url, create=False) as store:
-            advice = advise_run(config, store, target, device_memory_bytes=capacity)
+    advice = stored.advise_target(
+        _config(suite, db_url, project),
+        target,
+        msprof=not no_advisor,
+        msprof_timeout_s=advisor_timeout,
+        device_memory_gib=device_memory_gib,
+    )
     if as_json:
         if advice.advisor_problem:
             click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)

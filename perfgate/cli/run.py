@@ -2,101 +2,109 @@
 
 from __future__ import annotations
 
-import os
+import functools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import click
 
-from perfgate.cli.base import (
-    F,
-    _config,
-    _open_store,
-    _progress_fn,
-    cli,
-    parse_param,
-    store_options,
-)
+from perfgate import app
+from perfgate.app.run_job import IngestRequest, Measure, RunRequest
+from perfgate.cli.base import F, _config, _progress_fn, cli, parse_param, store_options, warn_line
 from perfgate.cli.progress import quiet_option
-from perfgate.errors import ConfigError
+from perfgate.models import LaunchOptions
 
-if TYPE_CHECKING:
-    from perfgate.config import Config
-    from perfgate.models import BenchmarkSpec
+_MEASURE_OPTIONS = (
+    click.option(
+        "--workload",
+        "workloads",
+        multiple=True,
+        # every name of perfgate.workloads.BUILTIN (tests/test_cli_help.py checks it;
+        # importing it here would put the config reader on --help's path)
+        help="Built-in workload: mlp, cnn, transformer (training steps), ddp_mlp, ddp_cnn "
+        "(under --nproc N), mlp_infer (inference).",
+    ),
+    click.option(
+        "--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks."
+    ),
+    click.option(
+        "--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter."
+    ),
+    click.option("--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on."),
+    click.option("--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark."),
+    click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat."),
+    click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat."),
+    click.option("--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat)."),
+    click.option("--branch", help="Branch to record under (default: from CI or git)."),
+    click.option("--commit", help="Commit to record (default: from CI or git)."),
+    click.option("--base-branch", help="The branch this one targets (default: from CI)."),
+    click.option("--host-label", help="Label of the runner class, part of the fingerprint."),
+    click.option(
+        "--trace-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(".perfgate/traces"),
+        show_default=True,
+        help="Where profiled windows are written.",
+    ),
+    click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0, min_open=True, max=1e7),
+        metavar="SECONDS",
+        help="The most one repeat (worker or torchrun job) may take before it is killed "
+        "and the run fails (default: the benchmark's timeout, 900; left at 900, a worker "
+        "also stops once a step takes 20 times the warm-up's step time, at least 60 s).",
+    ),
+)
+"""What to measure and how to record it (:class:`~perfgate.app.run_job.Measure`); all but
+``--host-label``, which is the config's."""
+
+_MEASURE_FIELDS = (
+    "workloads",
+    "benchmarks",
+    "device",
+    "repeats",
+    "warmup",
+    "measured",
+    "profiled",
+    "branch",
+    "commit",
+    "base_branch",
+    "trace_dir",
+    "timeout_s",
+)
+
+
+@dataclass(frozen=True)
+class MeasureFlags:
+    """The flags of :data:`_MEASURE_OPTIONS` as given; :meth:`measure` reads ``--param``
+    (a malformed one is a usage error where the command asks for it)."""
+
+    params: tuple[str, ...]
+    fields: dict[str, Any]
+
+    def measure(self, **more: Any) -> Measure:
+        """The :class:`~perfgate.app.run_job.Measure` these flags ask for, with ``more``
+        fields (``nproc``, ``nnodes``: ``run``'s)."""
+        params = tuple(parse_param(p) for p in self.params)
+        return Measure(params=params, **self.fields, **more)
 
 
 def measure_options(func: F) -> F:
-    """What to measure and how to record it: ``run``'s and ``check``'s options."""
-    options = [
-        click.option(
-            "--workload",
-            "workloads",
-            multiple=True,
-            # every name of perfgate.workloads.BUILTIN (tests/test_cli_help.py checks it;
-            # importing it here would put the config reader on --help's path)
-            help="Built-in workload: mlp, cnn, transformer (training steps), ddp_mlp, ddp_cnn "
-            "(under --nproc N), mlp_infer (inference).",
-        ),
-        click.option(
-            "--benchmark", "benchmarks", multiple=True, help="Run only these suite benchmarks."
-        ),
-        click.option(
-            "--param", "params", multiple=True, metavar="KEY=VALUE", help="Workload parameter."
-        ),
-        click.option(
-            "--device", type=click.Choice(["cpu", "cuda", "npu"]), help="Device to run on."
-        ),
-        click.option(
-            "--repeats", type=click.IntRange(min=1), help="Worker processes per benchmark."
-        ),
-        click.option("--warmup", type=click.IntRange(min=0), help="Warm-up steps per repeat."),
-        click.option("--measured", type=click.IntRange(min=2), help="Timed steps per repeat."),
-        click.option(
-            "--profiled", type=click.IntRange(min=0), help="Profiled steps (first repeat)."
-        ),
-        click.option("--branch", help="Branch to record under (default: from CI or git)."),
-        click.option("--commit", help="Commit to record (default: from CI or git)."),
-        click.option("--base-branch", help="The branch this one targets (default: from CI)."),
-        click.option("--host-label", help="Label of the runner class, part of the fingerprint."),
-        click.option(
-            "--trace-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=Path(".perfgate/traces"),
-            show_default=True,
-            help="Where profiled windows are written.",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0, min_open=True, max=1e7),
-            metavar="SECONDS",
-            help="The most one repeat (worker or torchrun job) may take before it is killed "
-            "and the run fails (default: the benchmark's timeout, 900; left at 900, a worker "
-            "also stops once a step takes 20 times the warm-up's step time, at least 60 s).",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return store_options(quiet_option(func))
+    """``run``'s and ``check``'s options: the store's, ``--quiet``, ``--host-label``, and
+    what to measure, handed to ``func`` as one ``measure`` (:class:`MeasureFlags`)."""
 
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        fields = {name: kwargs.pop(name) for name in _MEASURE_FIELDS}
+        flags = MeasureFlags(tuple(kwargs.pop("params")), fields)
+        return func(*args, measure=flags, **kwargs)
 
-def measured_specs(
-    config: Config,
-    *,
-    workloads: tuple[str, ...],
-    benchmarks: tuple[str, ...],
-    params: tuple[str, ...],
-    **overrides: Any,
-) -> list[BenchmarkSpec]:
-    """The benchmarks :func:`measure_options` pick, with their overrides applied."""
-    from perfgate.app.specs import benchmark_specs
-
-    return benchmark_specs(
-        config,
-        workloads=workloads,
-        benchmarks=benchmarks,
-        overrides={k: v for k, v in overrides.items() if v is not None},
-        params=dict(parse_param(p) for p in params),
-    )
+    wrapped = cast(F, command)
+    for option in reversed(_MEASURE_OPTIONS):
+        wrapped = option(wrapped)
+    return store_options(quiet_option(wrapped))
 
 
 @cli.command()
@@ -136,19 +144,8 @@ def run(
     suite: Path | None,
     db_url: str | None,
     project: str | None,
-    workloads: tuple[str, ...],
-    benchmarks: tuple[str, ...],
-    params: tuple[str, ...],
-    device: str | None,
-    repeats: int | None,
-    warmup: int | None,
-    measured: int | None,
-    profiled: int | None,
-    branch: str | None,
-    commit: str | None,
-    base_branch: str | None,
     host_label: str | None,
-    trace_dir: Path,
+    measure: MeasureFlags,
     ab_ref: str | None,
     confirm: int | None,
     against: str | None,
@@ -156,7 +153,6 @@ def run(
     nnodes: int | None,
     node_rank: int | None,
     rdzv_endpoint: str | None,
-    timeout: float | None,
     as_json: bool,
 ) -> None:
     """Run benchmarks and record one run each in the store.
@@ -169,86 +165,25 @@ def run(
         perfgate run --workload mlp --confirm 5              # settle an inconclusive gate
         perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
     """
-    from perfgate import app
-    from perfgate.app.record import check_writable
-    from perfgate.models import LaunchOptions
     from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
 
-    config = _config(suite, db_url, project, host_label=host_label)
-    launch = LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
-    specs = measured_specs(
-        config,
-        workloads=workloads,
-        benchmarks=benchmarks,
-        params=params,
-        device=device,
-        repeats=repeats,
-        warmup=warmup,
-        measured=measured,
-        profiled=profiled,
-        nproc=nproc,
-        nnodes=nnodes,
-        timeout_s=timeout,
+    request = RunRequest(
+        config=_config(suite, db_url, project, host_label=host_label),
+        measure=measure.measure(nproc=nproc, nnodes=nnodes),
+        suite=suite,
+        ab_ref=ab_ref,
+        confirm=confirm,
+        against=against,
+        launch=LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint),
     )
-    git = app.detect_git_context(
-        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
-    )
-    with _open_store(config.database_url) as store:
-        check_writable(store, specs, None if confirm is not None else trace_dir)
-        suite_dir = (suite or Path("perfgate.toml")).resolve().parent
-        if confirm is not None:
-            if not git.branch:
-                raise ConfigError("cannot tell the branch: pass --branch")
-            from perfgate.app.context import detect_pr_base
-
-            base = detect_pr_base(os.environ, Path.cwd())
-            confirmations = app.confirm_and_record(
-                config,
-                specs,
-                store,
-                branch=git.branch,
-                against=against or git.base_branch or config.base_branch,
-                extra=confirm,
-                sys_path=[str(suite_dir), str(Path.cwd())],
-                progress=_progress_fn(),
-                base_sha=base.sha,
-                git=base.git,
-            )
-            records = [c.folded for c in confirmations if c.folded is not None]
-            for c in confirmations:
-                click.echo(f"{c.benchmark}: {c.note}", err=True)
-        elif ab_ref is not None:
-            pairs = app.run_ab_and_record(
-                config,
-                specs,
-                store,
-                ref=ab_ref,
-                repo=suite_dir,
-                git=git,
-                ci=app.detect_ci_context(os.environ),
-                trace_root=trace_dir,
-                progress=_progress_fn(),
-                warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
-            )
-            records = [r for pair in pairs for r in pair]
-        else:
-            records = app.run_and_record(
-                config,
-                specs,
-                store,
-                git=git,
-                ci=app.detect_ci_context(os.environ),
-                trace_root=trace_dir,
-                sys_path=[str(suite_dir), str(Path.cwd())],
-                progress=_progress_fn(),
-                warn=lambda line: click.echo(f"perfgate: warning: {line}", err=True),
-                launch=launch,
-            )
+    outcome = app.run_benchmarks(request, progress=_progress_fn(), warn=warn_line)
+    for c in outcome.confirmations:
+        click.echo(f"{c.benchmark}: {c.note}", err=True)
     if as_json:
-        click.echo(render_json(runs_to_dict(records)), nl=False)
+        click.echo(render_json(runs_to_dict(outcome.records)), nl=False)
     else:
-        click.echo(render_runs_text(records), nl=False)
-        for r in records:
+        click.echo(render_runs_text(outcome.records), nl=False)
+        for r in outcome.records:
             click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
 
 
@@ -280,6 +215,7 @@ def run(
 )
 @click.option(
     "--advisor-timeout",
+    "advisor_timeout_s",
     type=click.FloatRange(min=1.0),
     default=300.0,
     show_default=True,
@@ -296,17 +232,10 @@ def ingest(
     suite: Path | None,
     db_url: str | None,
     project: str | None,
-    path: Path,
-    benchmark: str,
-    branch: str | None,
-    commit: str | None,
-    base_branch: str | None,
     host_label: str | None,
-    step_times: Path | None,
     no_advisor: bool,
-    advisor_timeout: float,
-    reference: Path | None,
     as_json: bool,
+    **request: Any,
 ) -> None:
     """Record a run from a profile or result file your own job wrote.
 
@@ -335,31 +264,12 @@ def ingest(
         perfgate ingest .benchmarks.json --benchmark unit    # unit/test_sort, ...
         perfgate ingest train_metrics.csv --benchmark llama-7b-pretrain
     """
-    from perfgate import app
-    from perfgate.app.ingest import read_ingest, record_ingest
-    from perfgate.app.reference import read_reference
     from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
 
     config = _config(suite, db_url, project, host_label=host_label)
-    git = app.detect_git_context(
-        os.environ, Path.cwd(), branch=branch, commit=commit, base_branch=base_branch
-    )
-    # The reference and the profile are read and checked before the store is opened: a path
-    # that is not a profile never leaves a new, empty store behind.
-    figures = read_reference(reference) if reference is not None else None
-    read = read_ingest(
-        config,
-        path,
-        benchmark=benchmark,
-        git=git,
-        ci=app.detect_ci_context(os.environ),
-        step_times_file=step_times,
-        advisor=not no_advisor,
-        advisor_timeout_s=advisor_timeout,
-        progress=_progress_fn(),
-    )
-    with _open_store(config.database_url) as store:
-        result = record_ingest(config, store, read, reference=figures, reference_path=reference)
+    # ``request``: the flags named as IngestRequest's fields (path, benchmark, ...)
+    asked = IngestRequest(config=config, advisor=not no_advisor, **request)
+    result = app.ingest_file(asked, progress=_progress_fn())
     if as_json:
         if result.advisor_problem:
             click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)

@@ -6,16 +6,8 @@ from pathlib import Path
 
 import click
 
-from perfgate.cli.base import (
-    _actor,
-    _by_option,
-    _config,
-    _echo_json,
-    _open_store,
-    _writing,
-    cli,
-    store_options,
-)
+from perfgate.app import stored
+from perfgate.cli.base import _by_option, _config, _echo_json, cli, store_options
 
 
 @cli.group()
@@ -38,10 +30,7 @@ def db_status(suite: Path | None, db_url: str | None, project: str | None, as_js
 
     Reads only: an empty or older database is reported, not created or upgraded.
     """
-    from perfgate.app import store_status
-
-    config = _config(suite, db_url, project)
-    status = store_status(config.database_url)
+    status = stored.db_status(_config(suite, db_url, project))
     if as_json:
         _echo_json({"store": status.to_dict()})
         return
@@ -64,10 +53,7 @@ def db_status(suite: Path | None, db_url: str | None, project: str | None, as_js
 def db_upgrade(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
     """Create the store or migrate it to this perfgate's schema (one transaction: a failed
     migration leaves the database as it was; a newer schema is refused untouched)."""
-    from perfgate.app import upgrade_store
-
-    config = _config(suite, db_url, project)
-    before, after = upgrade_store(config.database_url)
+    before, after = stored.db_upgrade(_config(suite, db_url, project))
     if as_json:
         _echo_json({"before": before.to_dict(), "after": after.to_dict()})
         return
@@ -101,11 +87,9 @@ def db_prune(
     Never deleted: the newest baseline_window runs of each benchmark / branch / testbed,
     the runs around a recorded change point, an open alert's run, a baseline reset's run.
     """
-    from perfgate import app
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        plan = app.prune(config, store, keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run)
+    plan = stored.prune_store(
+        _config(suite, db_url, project), keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run
+    )
     if as_json:
         _echo_json(
             {
@@ -161,13 +145,9 @@ def alerts_list(
     as_json: bool,
 ) -> None:
     """List alerts, newest first."""
-    from perfgate import app
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        found = app.list_alerts(
-            config, store, statuses=statuses, every=show_all, benchmark=benchmark
-        )
+    found = stored.alerts_of(
+        _config(suite, db_url, project), statuses=statuses, every=show_all, benchmark=benchmark
+    )
     if as_json:
         _echo_json({"alerts": [a.to_dict() for a in found]})
         return
@@ -192,13 +172,8 @@ def _triage(
     reason: str,
     state: str | None = None,
 ) -> None:
-    from perfgate import app
-
     config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        alert = app.triage_alert(
-            config, store, alert_id, action=action, by=_actor(by), reason=reason, state=state
-        )
+    alert = stored.triage(config, alert_id, action=action, by=by, reason=reason, state=state)
     click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
 
 
@@ -265,11 +240,7 @@ def alerts_trail(
     suite: Path | None, db_url: str | None, project: str | None, as_json: bool
 ) -> None:
     """Show who triaged, reset or excluded what, when and why (newest first)."""
-    from perfgate import app
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        events = app.triage_trail(config, store)
+    events = stored.trail(_config(suite, db_url, project))
     if as_json:
         _echo_json({"events": [e.to_dict() for e in events]})
         return
@@ -314,20 +285,14 @@ def baseline_reset(
     reason: str,
 ) -> None:
     """Accept a change: BENCHMARK's baseline window starts at the first run of COMMIT."""
-
-    from perfgate import app
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        reset = app.reset_baseline(
-            config,
-            store,
-            benchmark=benchmark,
-            commit=commit,
-            branch=branch,
-            by=_actor(by),
-            reason=reason,
-        )
+    reset = stored.reset(
+        _config(suite, db_url, project),
+        benchmark=benchmark,
+        commit=commit,
+        branch=branch,
+        by=by,
+        reason=reason,
+    )
     click.echo(
         f"baseline of {benchmark} now starts at run {reset.run_id[:12]} "
         f"(commit {reset.commit[:12]}, {reset.starts_at.isoformat(timespec='seconds')})"
@@ -355,14 +320,9 @@ def baseline_export(
     benchmarks: tuple[str, ...],
 ) -> None:
     """Write each benchmark's baseline window as versioned JSON, one file per testbed."""
-    from perfgate.app.baselines import export_baselines
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        with _writing(out_dir):
-            written = export_baselines(
-                config, store, out_dir, branch=branch or config.base_branch, benchmarks=benchmarks
-            )
+    written = stored.export_baseline_files(
+        _config(suite, db_url, project), out_dir, branch=branch, benchmarks=benchmarks
+    )
     for path in written:
         click.echo(f"wrote {path}")
     if not written:
@@ -376,11 +336,7 @@ def baseline_import(
     suite: Path | None, db_url: str | None, project: str | None, directory: Path
 ) -> None:
     """Load baseline JSON files into the store (runs marked imported; idempotent)."""
-    from perfgate.app.baselines import import_baselines
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url) as store:
-        done = import_baselines(store, directory)
+    done = stored.import_baseline_files(_config(suite, db_url, project), directory)
     click.echo(
         f"imported {done.added} runs from {done.files} files ({done.already_stored} already stored)"
     )
@@ -409,10 +365,5 @@ def runs_exclude(
     reason: str,
 ) -> None:
     """Leave a run out of every history and baseline window (its id or a 6+ char prefix)."""
-
-    from perfgate import app
-
-    config = _config(suite, db_url, project)
-    with _open_store(config.database_url, create=False) as store:
-        run = app.exclude_run(store, run_id, by=_actor(by), reason=reason)
+    run = stored.exclude(_config(suite, db_url, project), run_id, by=by, reason=reason)
     click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")

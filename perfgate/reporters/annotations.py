@@ -84,7 +84,7 @@ def github_annotations(result: GateResult, fail_on: Collection[Verdict]) -> list
     for c in decide.deciding(result.comparisons):
         if c.verdict not in ANNOTATED:
             continue
-        level = "error" if c.verdict in fail_on else "warning"
+        level = "error" if decide.fails_gate(c.verdict, fail_on) else "warning"
         verdict = c.verdict.value.replace("_", " ")
         title = f"perfgate: {c.benchmark} {c.metric} {verdict}"
         lines.append(command(level, summary_line(c), title=title))

@@ -47,8 +47,11 @@ def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
     root = ET.Element("testsuites", name="perfgate")
     totals = {"tests": 0, "failures": 0, "errors": 0}  # junit-10.xsd: no skipped here
     for benchmark, cases in by_benchmark.items():
-        failures = sum(1 for c in cases if c.verdict in fail_on)
-        skipped = sum(1 for c in cases if c.verdict in SKIPPED and c.verdict not in fail_on)
+        fails = [decide.fails_gate(c.verdict, fail_on) for c in cases]
+        failures = sum(fails)
+        skipped = sum(
+            1 for c, failed in zip(cases, fails, strict=True) if c.verdict in SKIPPED and not failed
+        )
         counts = {"tests": len(cases), "failures": failures, "errors": 0, "skipped": skipped}
         attrs = {"name": _text(benchmark), **{k: str(v) for k, v in counts.items()}}
         suite = ET.SubElement(root, "testsuite", attrs)
@@ -57,12 +60,12 @@ def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
         properties = ET.SubElement(suite, "properties")
         for name, value in (("branch", result.branch), ("against", result.against)):
             ET.SubElement(properties, "property", name=name, value=_text(value))
-        for c in cases:
+        for c, failed in zip(cases, fails, strict=True):
             case = ET.SubElement(
                 suite, "testcase", name=_text(case_name(c)), classname=_text(benchmark)
             )
             message = _text(summary_line(c))
-            if c.verdict in fail_on:
+            if failed:
                 failure = ET.SubElement(
                     case, "failure", type=c.verdict.value, message=_text(c.reason)
                 )

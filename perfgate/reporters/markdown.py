@@ -22,7 +22,6 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -36,7 +35,8 @@ from perfgate.reporters.render import (
     op_delta_text,
     work_text,
 )
-from perfgate.stats.decide import deciding, deciding_verdicts, is_budget
+from perfgate.stats.decide import CommentMode as CommentMode  # the comment policy's modes
+from perfgate.stats.decide import deciding, deciding_verdicts, is_budget, posts_comment
 
 if TYPE_CHECKING:
     from perfgate.models import DetectedChange
@@ -57,16 +57,6 @@ _ESCAPED = set("\\`*_[]|~")
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 _REFERENCE = re.compile(r"([@#!~%$&^])(?=\w)")
 _INVISIBLE = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-
-
-class CommentMode(str, Enum):
-    """When a comment is posted: always, on any change (regression, improvement or
-    inconclusive), or only on a regression; a breached budget counts in both. An existing
-    comment is always kept current."""
-
-    ALWAYS = "always"
-    CHANGE = "change"
-    REGRESSION = "regression"
 
 
 _RANK = {
@@ -176,16 +166,9 @@ def sparkline(values: Sequence[float], points: int = SPARK_POINTS) -> str:
 
 
 def should_post(mode: CommentMode, result: GateResult) -> bool:
-    """Whether ``mode`` asks for a (new) comment on this result."""
-    seen = deciding_verdicts(result.comparisons)
-    if mode is CommentMode.REGRESSION:
-        return bool(seen & {Verdict.REGRESSION, Verdict.OVER_BUDGET})
-    if mode is CommentMode.CHANGE:
-        return bool(
-            seen
-            & {Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE, Verdict.OVER_BUDGET}
-        )
-    return True
+    """Whether ``mode`` asks for a (new) comment on this result: the comment policy of
+    :func:`perfgate.stats.decide.posts_comment`."""
+    return posts_comment(mode, result.comparisons)
 
 
 def _counts(result: GateResult) -> str:

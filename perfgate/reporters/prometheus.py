@@ -22,8 +22,8 @@ Names follow Prometheus' conventions (https://prometheus.io/docs/practices/namin
 
 Per (benchmark, testbed, branch) there is also ``perfgate_last_run_timestamp_seconds`` (so a
 dashboard can tell stale data) and ``perfgate_run_info`` (1, labelled with the run's id and
-commit). Values are the centre of each series' latest run. Building the text is pure;
-pushing is the only I/O and fails as :class:`~perfgate.errors.ReportError`.
+commit). Values are the centre of each series' latest run. Building the text is pure; the
+push to a Pushgateway is :mod:`perfgate.exporters.prometheus`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-from urllib.error import URLError
-from urllib.parse import unquote
+from typing import TYPE_CHECKING
 
-from perfgate.errors import ConfigError, ReportError, require
+from perfgate.errors import require
 from perfgate.metrics import RANK_SUFFIX, STEP_SUFFIX, lookup
 from perfgate.models import Fingerprint, GateResult
 
@@ -282,47 +280,3 @@ def render_gitlab_metrics(result: GateResult) -> str:
         lines += [f"# HELP {name} {escaped}", f"# TYPE {name} gauge"]
         lines += [f"{key} {value!r}" for key, value in series.items()]
     return "\n".join([*lines, "# EOF"]) + "\n"
-
-
-def split_credentials(gateway: str) -> tuple[str, str | None, str | None]:
-    """``http://user:pass@host:9091/x`` as (``http://host:9091/x``, user, password), the
-    credentials ending at the *last* ``@`` of the authority (a host name has none, so an
-    unencoded ``@`` in the password stays in the password); a URL without credentials
-    comes back as it is, with (None, None)."""
-    scheme, sep, rest = gateway.partition("://")
-    match = re.match(r"[^/?#]*", rest)
-    end = match.end() if match else 0
-    netloc, path = rest[:end], rest[end:]
-    if not sep or "@" not in netloc:
-        return gateway, None, None
-    userinfo, _, host = netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    return f"{scheme}://{host}{path}", unquote(user), unquote(password)
-
-
-def push_prometheus(
-    values: Sequence[LatestValue], gateway: str, *, job: str, timeout: float = 10.0
-) -> None:
-    """PUT ``values`` to the Pushgateway at ``gateway`` under ``/metrics/job/<job>``
-    (replacing what that job pushed before). Credentials in the URL
-    (``http://user:password@host:9091``) are sent as HTTP basic auth."""
-    # Messages show the URL without user:password@ (a credential never reaches a CI log).
-    shown, user, password = split_credentials(gateway)
-    if not gateway.startswith(("http://", "https://")):
-        raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
-    registry = registry_of(values)
-    from prometheus_client import push_to_gateway
-    from prometheus_client.exposition import basic_auth_handler, default_handler
-
-    def handler(url: str, method: str, timeout: float | None, headers: Any, data: bytes) -> Any:
-        if user is None:
-            return default_handler(url, method, timeout, headers, data)
-        return basic_auth_handler(url, method, timeout, headers, data, user, password)
-
-    try:
-        push_to_gateway(shown, job=job, registry=registry, timeout=timeout, handler=handler)
-    except (URLError, OSError, ValueError) as exc:
-        reason = str(getattr(exc, "reason", None) or exc).replace(gateway, shown)
-        if password:
-            reason = reason.replace(password, "***")
-        raise ReportError(f"push to the Pushgateway {shown} failed: {reason}") from None

@@ -198,6 +198,13 @@ def cpu_model_name(cpuinfo_path: str = _CPUINFO, midr_path: str = _MIDR) -> str:
     return found or platform.processor() or platform.machine()
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 0
+
+
 def _rss_peak_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
@@ -236,9 +243,7 @@ def base_description() -> dict[str, Any]:
         "torch_version": torch.__version__.split("+")[0],
         "torch_build": torch.__version__,
         "cpu_model": cpu_model_name(),
-        "cpu_cores": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
+        "cpu_cores": usable_cores(),
         "intra_op_threads": torch.get_num_threads(),
     }
 

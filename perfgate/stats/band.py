@@ -8,7 +8,7 @@ report draws the band the gate judges against rather than a look-alike:
   window's median (on the ratio scale, so the band is asymmetric around the median: it
   never reaches 0). A gate judged alone (no other metrics lend it a prior) and a current run
   that is noisy itself can differ; a plot of the window cannot know those.
-* :func:`centre_interval` is the 95% interval of one run's centre from its repeats:
+* :func:`centre_intervals` gives the 95% interval of each run's centre from its repeats:
   t(0.975, r - 1) · s / sqrt(r) over its r repeat centres, or 1.96 · its block-bootstrap
   standard error when it ran a single repeat; ``None`` when neither is known.
 """
@@ -51,22 +51,10 @@ def prediction_band(points: Sequence[RunPoint], level: float = BAND_LEVEL) -> Ba
     return Band(centre=centre, low=low, high=high, runs=k, level=level)
 
 
-def centre_interval(point: RunPoint) -> float | None:
-    """Half-width of the 95% interval of one run's centre (see the module docstring)."""
-    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
-
-    reps = point.repeat_centres
-    if len(reps) >= 2:
-        sd = float(np.std(np.asarray(reps, dtype=float), ddof=1))
-        return float(special.stdtrit(len(reps) - 1, 0.975)) * sd / math.sqrt(len(reps))
-    if point.centre_se is not None and math.isfinite(point.centre_se):
-        return 1.96 * point.centre_se
-    return None
-
-
 def centre_intervals(points: Sequence[RunPoint]) -> list[float | None]:
-    """:func:`centre_interval` of many points at once (vectorised by repeat count)."""
-    from scipy import special
+    """Half-width of the 95% interval of each point's centre (see the module docstring),
+    vectorised by repeat count."""
+    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
 
     out: list[float | None] = [None] * len(points)
     groups: dict[int, list[int]] = {}

@@ -24,12 +24,22 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
   always decides, A/B or not; ``over_budget`` ranks first in the overall verdict, and a
   budget kept (``unchanged``) leaves the overall verdict to the other comparisons
   (:func:`is_budget`).
+
+What a verdict leads to is decided here too, once each, and the use cases and renderers ask:
+
+* Whether a verdict fails the gate: :func:`fails_gate` (a verdict in the policy's ``fail_on``);
+  the JUnit failures, the ``::error`` annotations and the exit code all ask it.
+* Whether it raises an alert: :func:`raises_alert` and :func:`alerts_raised` (a deciding
+  regression of a gate on the base branch; a PR's regression is said in its comment).
+* Whether it posts a new PR/MR comment: :class:`CommentMode` and :func:`posts_comment`.
+* Whether it earns a second look (``check`` re-measuring, ``run --confirm``):
+  :func:`second_look`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from enum import Enum
 
 from perfgate.models import Comparison, Direction, Verdict
@@ -101,7 +111,7 @@ def classify_change(
     change_pct: float,
     p_adjusted: float,
     min_effect_pct: float,
-    alpha: float = ALPHA,
+    alpha: float,
     worse_bound_pct: float | None = None,
     direction: Direction | None = None,
     guarded: bool = False,
@@ -229,11 +239,84 @@ def verdict_counts(comparisons: Iterable[Comparison]) -> dict[Verdict, int]:
     return {v: sum(1 for c in decided if c.verdict is v) for v in Verdict}
 
 
+def fails_gate(verdict: Verdict, fail_on: Collection[Verdict]) -> bool:
+    """Whether a deciding comparison of ``verdict`` fails the gate under the policy
+    ``fail_on`` (the suite's ``fail_on`` or ``--fail-on``; by default a regression and a
+    breached budget)."""
+    return verdict in fail_on
+
+
 def gate_fails(comparisons: Iterable[Comparison], fail_on: Collection[Verdict]) -> bool:
-    """Whether a gate fails: any deciding comparison has a verdict in ``fail_on``."""
-    return any(c.verdict in fail_on for c in deciding(comparisons))
+    """Whether a gate fails: any deciding comparison has a verdict that :func:`fails_gate`."""
+    return any(fails_gate(c.verdict, fail_on) for c in deciding(comparisons))
 
 
 def deciding_verdicts(comparisons: Iterable[Comparison]) -> frozenset[Verdict]:
     """The set of verdicts among the deciding comparisons."""
     return frozenset(c.verdict for c in deciding(comparisons))
+
+
+def raises_alert(verdict: Verdict) -> bool:
+    """Whether a deciding comparison of a gate on the base branch raises an alert: a
+    regression does (a breached budget is said by the gate, every run, and needs no triage)."""
+    return verdict is Verdict.REGRESSION
+
+
+def alerts_raised(
+    comparisons: Iterable[Comparison], *, on_base_branch: bool
+) -> tuple[Comparison, ...]:
+    """The comparisons of a gate that raise an alert (:func:`raises_alert`): none unless the
+    gate judged the base branch itself (``on_base_branch``; a PR's regression is the PR's, said
+    in its comment), else its deciding regressions."""
+    if not on_base_branch:
+        return ()
+    return tuple(c for c in deciding(comparisons) if raises_alert(c.verdict))
+
+
+class CommentMode(str, Enum):
+    """When a comment is posted: always, on any change (regression, improvement or
+    inconclusive), or only on a regression; a breached budget counts in both. An existing
+    comment is always kept current."""
+
+    ALWAYS = "always"
+    CHANGE = "change"
+    REGRESSION = "regression"
+
+
+_COMMENTED: Mapping[CommentMode, frozenset[Verdict]] = {
+    CommentMode.REGRESSION: frozenset({Verdict.REGRESSION, Verdict.OVER_BUDGET}),
+    CommentMode.CHANGE: frozenset(
+        {Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE, Verdict.OVER_BUDGET}
+    ),
+}
+"""The deciding verdicts that ask for a new comment under a filtering mode."""
+
+
+def posts_comment(mode: CommentMode, comparisons: Iterable[Comparison]) -> bool:
+    """Whether ``mode`` asks for a new comment on a gate of ``comparisons``: always under
+    ``always``; else when a deciding verdict is one the mode names (a breached budget counts
+    in both). An existing comment is kept current whatever this says."""
+    wanted = _COMMENTED.get(mode)
+    return wanted is None or bool(deciding_verdicts(comparisons) & wanted)
+
+
+def second_look(
+    comparisons: Iterable[Comparison], *, method: str | None = None, regression_stands: bool
+) -> frozenset[str]:
+    """The benchmarks whose deciding comparisons (of ``method``: ``history`` or ``paired``;
+    None: any) earn a second look, measured again: every benchmark left inconclusive, and
+
+    * with ``regression_stands`` False (``check``'s two looks at a common level), a regression
+      too: judged again at the common level, it stands there or the second look settles it
+      (reporting it as it is while re-measuring the others would spend the false-alarm
+      budget twice);
+    * with ``regression_stands`` True (``run --confirm``, and whether a look of ``check``'s A/B
+      decided), not a benchmark with a regression: it stands, and confirming can only add
+      detections.
+    """
+    mine = [c for c in deciding(comparisons) if method is None or c.method == method]
+    unsure = {c.benchmark for c in mine if c.verdict is Verdict.INCONCLUSIVE}
+    regressed = {c.benchmark for c in mine if c.verdict is Verdict.REGRESSION}
+    if regression_stands:
+        return frozenset(unsure - regressed)
+    return frozenset(unsure | regressed)

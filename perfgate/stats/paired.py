@@ -73,6 +73,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from perfgate.metrics import is_time
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.compare import SCALE_FLOOR
 from perfgate.stats.decide import (
@@ -459,7 +460,7 @@ def compare_pairs(
 
 
 def _words(ev: PairedEvidence, change_pct: float) -> str:
-    if ev.unit == "ms":
+    if is_time(ev.unit):
         word = "slower" if change_pct > 0 else "faster"
     else:
         word = "higher" if change_pct > 0 else "lower"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -485,6 +485,10 @@ def _dumps(value: Any, run_id: str, what: str) -> str:
         raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
 
 
+_FINDING_COLUMNS = ("source", "rule", "severity", "location", "message", "suggestion")
+"""The findings table's columns that hold a key of the finding's dict as it is."""
+
+
 @dataclass(frozen=True)
 class _Rows:
     run: dict[str, Any]
@@ -547,12 +551,7 @@ def _rows_of(run: RunRecord) -> _Rows:
             {
                 "run_id": run.id,
                 "seq": seq,
-                "source": f.source,
-                "rule": f.rule,
-                "severity": f.severity.value,
-                "location": f.location,
-                "message": f.message,
-                "suggestion": f.suggestion,
+                **{k: doc[k] for k in _FINDING_COLUMNS},
                 "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
                 "impact_ms": f.impact_ms
                 if f.impact_ms is not None and math.isfinite(f.impact_ms)
@@ -700,23 +699,13 @@ def _record_of(
     """A run from its runs row and the rows of its measurements, profile, rank profiles and
     findings (each in its ``seq`` order)."""
     run_id = str(row["id"])
-    ci: Mapping[str, Any] = json.loads(row["ci"])
     return RunRecord(
         id=run_id,
         project=row["project"],
         benchmark=row["benchmark"],
         fingerprint=Fingerprint.from_dict(json.loads(row["fingerprint"])),
-        git=GitContext(
-            commit=row["commit"],
-            branch=row["branch"],
-            base_branch=row["base_branch"],
-            pr_number=row["pr_number"],
-        ),
-        ci=CIContext(
-            provider=str(ci.get("provider", "")),
-            job_url=str(ci.get("job_url", "")),
-            trigger=str(ci.get("trigger", "")),
-        ),
+        git=GitContext.from_dict(dict(row)),
+        ci=CIContext.from_dict(json.loads(row["ci"])),
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         measurements=tuple(_measurement_of(m) for m in measurement_rows),
@@ -737,21 +726,8 @@ def _measurement_of(row: RowMapping) -> Measurement:
         unit=row["unit"],
         direction=Direction(row["direction"]),
         repeats=tuple(tuple(float(x) for x in rep) for rep in json.loads(row["samples"])),
-        summary=Summary(
-            n=int(row["n"]),
-            centre=float(row["centre"]),
-            median=float(row["median"]),
-            mean=float(row["mean"]),
-            mad=float(row["mad"]),
-            p10=float(row["p10"]),
-            p90=float(row["p90"]),
-            p99=float(row["p99"]),
-            minimum=float(row["min"]),
-            maximum=float(row["max"]),
-            repeat_centres=tuple(float(x) for x in json.loads(row["repeat_centres"])),
-            dropped=int(row["dropped"]),
-            centre_se=None if row["centre_se"] is None else float(row["centre_se"]),
-        ),
+        # The columns are the summary's keys (min, max, ...), repeat centres a JSON list.
+        summary=Summary.from_dict({**row, "repeat_centres": json.loads(row["repeat_centres"])}),
         deterministic=bool(row["deterministic"]),
     )
 

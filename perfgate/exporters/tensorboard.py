@@ -4,8 +4,9 @@ Needs only the ``tensorboard`` package (no TensorFlow, no torch): scalars are cl
 ``Summary.Value(simple_value=...)`` events framed by
 ``tensorboard.summary.writer.record_writer.RecordWriter`` (the framing and CRCs of
 ``EventFileWriter``), which TensorBoard and its ``EventAccumulator`` read as scalars. This
-module only builds the file's bytes (:func:`event_file`); :mod:`perfgate.app.export` writes
-them atomically and then removes the event files of the previous export. One TensorBoard
+module builds the file's bytes (:func:`event_file`, named after this host);
+:mod:`perfgate.app.export` writes them atomically and then removes the event files of the
+previous export. One TensorBoard
 *run* per (benchmark, branch), in ``LOGDIR/<benchmark>/<branch>/``; the step is the run's
 position, oldest first, among the exported runs of that benchmark on that branch; the wall
 time is the run's start.

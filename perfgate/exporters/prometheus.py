@@ -1,0 +1,60 @@
+"""The push of the latest values to a Prometheus Pushgateway: the one I/O of ``perfgate export
+prometheus`` (:mod:`perfgate.reporters.prometheus` names the values and builds their text).
+Credentials in the gateway's URL are sent as HTTP basic auth and never shown; a failed push is
+a :class:`~perfgate.errors.ReportError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.error import URLError
+from urllib.parse import unquote
+
+from perfgate.errors import ConfigError, ReportError
+from perfgate.reporters.prometheus import LatestValue, registry_of
+
+
+def split_credentials(gateway: str) -> tuple[str, str | None, str | None]:
+    """``http://user:pass@host:9091/x`` as (``http://host:9091/x``, user, password), the
+    credentials ending at the *last* ``@`` of the authority (a host name has none, so an
+    unencoded ``@`` in the password stays in the password); a URL without credentials
+    comes back as it is, with (None, None)."""
+    scheme, sep, rest = gateway.partition("://")
+    match = re.match(r"[^/?#]*", rest)
+    end = match.end() if match else 0
+    netloc, path = rest[:end], rest[end:]
+    if not sep or "@" not in netloc:
+        return gateway, None, None
+    userinfo, _, host = netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return f"{scheme}://{host}{path}", unquote(user), unquote(password)
+
+
+def push_prometheus(
+    values: Sequence[LatestValue], gateway: str, *, job: str, timeout: float = 10.0
+) -> None:
+    """PUT ``values`` to the Pushgateway at ``gateway`` under ``/metrics/job/<job>``
+    (replacing what that job pushed before). Credentials in the URL
+    (``http://user:password@host:9091``) are sent as HTTP basic auth."""
+    # Messages show the URL without user:password@ (a credential never reaches a CI log).
+    shown, user, password = split_credentials(gateway)
+    if not gateway.startswith(("http://", "https://")):
+        raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
+    registry = registry_of(values)
+    from prometheus_client import push_to_gateway
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    def handler(url: str, method: str, timeout: float | None, headers: Any, data: bytes) -> Any:
+        if user is None:
+            return default_handler(url, method, timeout, headers, data)
+        return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+    try:
+        push_to_gateway(shown, job=job, registry=registry, timeout=timeout, handler=handler)
+    except (URLError, OSError, ValueError) as exc:
+        reason = str(getattr(exc, "reason", None) or exc).replace(gateway, shown)
+        if password:
+            reason = reason.replace(password, "***")
+        raise ReportError(f"push to the Pushgateway {shown} failed: {reason}") from None
