@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import perfgate
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -68,10 +68,6 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bench" / "bench_ab.py").write_text(textwrap.dedent(BENCH.format(work=64)))
     git(root, "commit", "-q", "-am", "slower")
     return root
-
-
-def perfgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return sh(cwd, sys.executable, "-m", "perfgate", *args)
 
 
 def test_paired_run_records_both_sides_and_the_gate_decides_on_pairs(repo: Path) -> None:

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
 from perfgate.app.reference import ANY_BENCHMARK, read_reference
-from perfgate.cli import cli
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import RunRecord
 from perfgate.parsers import FORMAT_AIS_BENCH, FORMAT_TORCH, detect_format, read_profile
@@ -32,8 +31,8 @@ RANK0 = DATA / "ascend" / "msinsight_pt_text_level1_2rank" / "rank0_ascend_pt"
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def one_line(stderr: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
-from conftest import fill, fingerprint, record
+from helpers import fill, fingerprint, record
 
 from perfgate.app import compare_records
 from perfgate.cli import cli

@@ -10,16 +10,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.store import open_store
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def one_line(stderr: str) -> str:

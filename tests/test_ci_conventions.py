@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.cli import cli
 from perfgate.models import Comparison, Direction, GateResult, Verdict
@@ -315,6 +315,7 @@ def test_check_takes_the_ci_output_flags() -> None:
 
 
 def test_bash_completion_script_comes_from_click() -> None:
+    # The installed entry point in a process of its own, as a shell calls it for completion.
     env = {**os.environ, "_PERFGATE_COMPLETE": "bash_source"}
     done = subprocess.run(
         [sys.executable, "-m", "perfgate"], env=env, capture_output=True, text=True,

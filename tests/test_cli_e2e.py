@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import perfgate
+from helpers import perfgate
 
 pytest.importorskip("torch")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import perfgate
 
 from perfgate.cli import cli
 from perfgate.cli.base import parse_param
@@ -17,9 +18,8 @@ from perfgate.store import open_store
 
 
 def invoke(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    runner = CliRunner()
-    result = runner.invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def db_url(tmp_path: Path) -> str:

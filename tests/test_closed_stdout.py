@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fill, record
+from helpers import fill, record
 
 
 def _env() -> dict[str, str]:
@@ -24,7 +24,8 @@ def _env() -> dict[str, str]:
 
 def _with_closed_stdout(cwd: Path, *args: str) -> tuple[int, str]:
     """``perfgate ARGS`` whose stdout is a pipe nobody reads: its read end is closed before
-    perfgate writes a byte (``| head -0``), so the first write meets EPIPE."""
+    perfgate writes a byte (``| head -0``), so the first write meets EPIPE. A process of
+    its own, not helpers.perfgate: only a real file descriptor can be a closed pipe."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import perfgate as run_perfgate
+from helpers import perfgate as run_perfgate
 
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import ALPHA, Candidate, compare_candidates, sequential

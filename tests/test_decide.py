@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.cli import cli
 from perfgate.models import Comparison, Direction, GateResult, Verdict

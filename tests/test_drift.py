@@ -7,18 +7,17 @@ import json
 import math
 import os
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from conftest import T0, fill, record
 from fake_forge import FakeForge
+from helpers import creeping_runs, fill, record
 
 from perfgate.cli import cli
 from perfgate.errors import UsageError
-from perfgate.models import Direction, Measurement, RunRecord
+from perfgate.models import Direction, Measurement
 from perfgate.stats import summarize
 from perfgate.stats.changepoints import detect_change_points
 from perfgate.stats.drift import BLOCK_RUNS, HORIZON_DAYS, compare_horizon
@@ -124,19 +123,6 @@ def test_too_short_or_too_small_or_bad_input() -> None:
 
 
 # history analyze on a real store ------------------------------------------------------------
-
-
-def creeping_runs(start: int, end: int) -> list[RunRecord]:
-    """Runs start..end-1 on main: +8% over runs 0..159 (flat after), 2% run-to-run noise,
-    one run an hour."""
-    z = np.random.default_rng(29).standard_normal(200)
-    out = []
-    for i in range(start, end):
-        level = 20.0 * (1.0 + 0.08 * min(i, 159) / 159) * float(np.exp(0.02 * z[i]))
-        r = record(i, level, noise=0.01, seed=29)
-        hour = T0 + timedelta(hours=i)
-        out.append(replace(r, started_at=hour, finished_at=hour))
-    return out
 
 
 def github_env(forge: FakeForge) -> dict[str, str | None]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import fill, fingerprint, record
+from helpers import fill, fingerprint, perfgate, record
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -47,8 +47,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_tensorboard_events_hold_the_stored_values(db: str, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.errors import ExitCode, MissingExtra, require
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
-from perfgate.cli import cli
 from perfgate.reporters.html import run_path
 
 DATA = Path(__file__).parent / "data"
@@ -29,8 +28,8 @@ Key = tuple[str, str, str]
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def keys(findings: list[dict[str, Any]], prefix: str = "") -> list[Key]:

@@ -4,6 +4,8 @@ errors that never carry the token."""
 
 from __future__ import annotations
 
+import email.utils
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -345,3 +347,44 @@ def test_a_job_token_is_sent_as_one(forge: FakeForge) -> None:
     poster.upsert_comment(1, MARK, MARK)
     assert forge.requests[-1].headers["job-token"] == TOKEN
     assert poster.head_sha(1) is None
+
+
+def test_github_primary_rate_limit_waits_for_the_reset_or_gives_up_at_once(
+    forge: FakeForge,
+) -> None:
+    """A 403 with ``X-RateLimit-Remaining: 0`` is retried at ``X-RateLimit-Reset`` (epoch
+    seconds, on the wall clock); a reset past the budget ends the request without a wait."""
+    forge.fail(
+        "GET",
+        r"/comments$",
+        403,
+        headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1005"},
+    )
+    fake = FakeTime()
+    client = github.client_for(
+        forge.url, TOKEN, sleep=fake.sleep, clock=fake.clock, wall_clock=lambda: 1000.0
+    )
+    assert github.GitHubReporter(client, "o/r").find_comment(1, MARK) is None
+    assert fake.sleeps == [5.0]
+    forge.fail(
+        "GET",
+        r"/comments$",
+        403,
+        headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9999"},
+    )
+    with pytest.raises(ReportError, match=r"403 Forbidden \(injected 403\); the next try .*budget"):
+        github.GitHubReporter(client, "o/r").find_comment(1, MARK)
+    assert fake.sleeps == [5.0]
+
+
+def test_retry_after_as_an_http_date(forge: FakeForge) -> None:
+    """``Retry-After`` may be a date (urllib3's Retry reads it against the wall clock)."""
+    when = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    forge.fail("POST", r"/statuses/", 503, headers={"Retry-After": when})
+    fake = FakeTime()
+    client = github.client_for(forge.url, TOKEN, sleep=fake.sleep, clock=fake.clock)
+    with pytest.raises(ReportError, match=r"503 .*would pass the 60 s budget"):
+        github.GitHubReporter(client, "o/r").set_status(
+            "abc", "success", context="c", description="d"
+        )
+    assert fake.sleeps == []

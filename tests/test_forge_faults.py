@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.cli import cli
 from perfgate.errors import ReportError
@@ -247,8 +247,9 @@ def test_a_dripping_body_is_cut_off_at_the_deadline(server: Server) -> None:
 
 
 def test_a_try_is_cut_off_on_the_socket_too(server: Server) -> None:
-    """The watchdog shuts the socket at the try's end even while a read blocks (status line
-    and headers dripping): real time, tiny limits, only the outcome is asserted."""
+    """A try is cut at its end even while a read blocks (status line and headers dripping:
+    the client waits for the try's thread no longer): real time, tiny limits, only the
+    outcome is asserted."""
     server.on("GET", r"/comments$", drip_headers(every_s=0.02))
     c = client(server, timeout_s=0.3, budget_s=0.9, attempts=2)
     with pytest.raises(ReportError, match=r"gave up: no response within 0\.3 s"):

@@ -14,12 +14,19 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
-from conftest import fill, record
 from fake_forge import FakeForge
-from test_report_cli import HEAD, TOKEN, ci_env, github_env, gitlab_env, marked
-
-from perfgate.cli import cli
+from helpers import (
+    HEAD,
+    TOKEN,
+    Done,
+    ci_env,
+    fill,
+    github_env,
+    gitlab_env,
+    marked,
+    perfgate,
+    record,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- perfgate:report project=default suite=default testbed=fork -->"
@@ -40,8 +47,8 @@ def db(tmp_path: Path) -> str:
     return url
 
 
-def invoke(env: dict[str, str | None], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+def invoke(env: dict[str, str | None], *args: str) -> Done:
+    return perfgate(None, *args, env=env)
 
 
 def privileged(forge: FakeForge, **extra: str) -> dict[str, str | None]:
@@ -63,7 +70,7 @@ def fork_dir(forge: FakeForge, db: str, tmp_path: Path) -> Path:
     written = invoke(
         fork, "gate", "--db", db, "--branch", "feat", "--against", "main", "--report-dir", str(out)
     )
-    assert written.exit_code == 1, written.stderr
+    assert written.returncode == 1, written.stderr
     assert not forge.requests
     return out
 
@@ -77,7 +84,7 @@ def edit_target(out: Path, **changes: Any) -> dict[str, Any]:
     return target
 
 
-def comment_from(env: dict[str, str | None], out: Path, *args: str) -> Result:
+def comment_from(env: dict[str, str | None], out: Path, *args: str) -> Done:
     return invoke(env, "comment", "--from", str(out), "--expect-sha", HEAD, *args)
 
 
@@ -95,7 +102,7 @@ def test_a_forged_state_and_context_are_not_posted(
     )
     forge.pulls[("o/r", 7)] = HEAD
     result = comment_from(privileged(forge), out, "--conclusion", conclusion)
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     (status,) = forge.statuses
     assert status["context"] == "perfgate (fork PR)"
     assert status["state"] == state and status["sha"] == HEAD
@@ -117,7 +124,7 @@ def test_the_files_state_context_and_description_are_never_read(
     edit_target(out, state=forged, context=forged, description=forged, failed=False)
     forge.pulls[("o/r", 7)] = HEAD
     result = comment_from(privileged(forge), out, "--conclusion", "failure")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     (status,) = forge.statuses
     assert (status["state"], status["context"]) == ("failure", "perfgate (fork PR)")
     assert status["description"].startswith("From an unprivileged fork PR run (job failure)")
@@ -128,16 +135,16 @@ def test_other_conclusions_and_a_missing_one(forge: FakeForge, db: str, tmp_path
     forge.pulls[("o/r", 7)] = HEAD
     env = privileged(forge)
     missing = comment_from(env, out)
-    assert missing.exit_code == 2 and len(missing.stderr.splitlines()) == 1
+    assert missing.returncode == 2 and len(missing.stderr.splitlines()) == 1
     assert "--conclusion" in missing.stderr and not forge.requests
     bogus = comment_from(env, out, "--conclusion", "great")
-    assert bogus.exit_code == 2 and len(bogus.stderr.splitlines()) == 1
+    assert bogus.returncode == 2 and len(bogus.stderr.splitlines()) == 1
     assert "--conclusion: expected success|failure" in bogus.stderr and not forge.requests
     cancelled = comment_from(env, out, "--conclusion", "cancelled")
-    assert cancelled.exit_code == 0, cancelled.stderr
+    assert cancelled.returncode == 0, cancelled.stderr
     assert forge.statuses[-1]["state"] == "error"
     no_status = comment_from(env, out, "--no-status")
-    assert no_status.exit_code == 0 and len(forge.statuses) == 1
+    assert no_status.returncode == 0 and len(forge.statuses) == 1
     assert "comment updated" in no_status.stderr
 
 
@@ -165,7 +172,7 @@ def test_the_forks_markdown_is_sanitised(forge: FakeForge, db: str, tmp_path: Pa
     (out / "report.md").write_text(marker + "\n" + EVIL, encoding="utf-8")
     forge.pulls[("o/r", 7)] = HEAD
     result = comment_from(privileged(forge), out, "--conclusion", "failure")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     (mine,) = marked(forge.comments[("o/r", 7)])
     body = str(mine["body"])
     first, rest = body.split("\n", 1)
@@ -185,7 +192,7 @@ def test_a_real_report_keeps_its_shape(forge: FakeForge, db: str, tmp_path: Path
     out = fork_dir(forge, db, tmp_path)
     original = (out / "report.md").read_text(encoding="utf-8")
     forge.pulls[("o/r", 7)] = HEAD
-    assert comment_from(privileged(forge), out, "--conclusion", "failure").exit_code == 0
+    assert comment_from(privileged(forge), out, "--conclusion", "failure").returncode == 0
     (mine,) = marked(forge.comments[("o/r", 7)])
     body = str(mine["body"])
     assert body.splitlines()[0] == original.splitlines()[0]
@@ -200,7 +207,7 @@ def test_gitlab_gets_perfgates_context_too(forge: FakeForge, db: str, tmp_path: 
     edit_target(out, forge="gitlab", repo="grp/proj", number=3, context="required")
     env = gitlab_env(forge, CI_SERVER_URL="https://gitlab.example")
     result = invoke(env, "comment", "--from", str(out), "--conclusion", "failure")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     (status,) = forge.statuses
     assert status["forge"] == "gitlab" and status["state"] == "failed"
     assert "fork PR" in json.dumps(status) and "required" not in status.get("name", "")
@@ -240,7 +247,7 @@ def test_a_bad_field_is_one_line_exit_2_naming_it(
     out = fork_dir(forge, db, tmp_path)
     edit_target(out, **change)
     result = comment_from(privileged(forge), out, "--conclusion", "success")
-    assert result.exit_code == 2, result.stderr
+    assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), result.stderr
     assert "target.json" in lines[0] and field in lines[0], lines[0]
@@ -253,7 +260,7 @@ def test_not_json_and_not_an_object(forge: FakeForge, db: str, tmp_path: Path) -
     for text in ("{", "[1, 2]", '"x"'):
         (out / "target.json").write_text(text, encoding="utf-8")
         result = comment_from(privileged(forge), out, "--conclusion", "success")
-        assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert not forge.requests
 
 

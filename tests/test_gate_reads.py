@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from conftest import RUN_T0, make_profile, make_run, record
+from helpers import RUN_T0, make_profile, make_run, record
 from sqlalchemy import event
 
 from perfgate import app

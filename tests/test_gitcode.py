@@ -13,12 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
-from conftest import fill, record
 from fake_forge import FakeForge
-from test_drift import creeping_runs
+from helpers import Done, creeping_runs, fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.errors import ReportError, UsageError
 from perfgate.reporters.forges import detect_forge, forge_named, forge_names, gitcode
 from perfgate.reporters.forges.api import RetryPolicy
@@ -69,11 +66,11 @@ def gitcode_env(forge: FakeForge, **extra: str) -> dict[str, str | None]:
     return env
 
 
-def invoke(env: dict[str, str | None], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+def invoke(env: dict[str, str | None], *args: str) -> Done:
+    return perfgate(None, *args, env=env)
 
 
-def gate(db: str, env: dict[str, str | None], branch: str = "feat", *extra: str) -> Result:
+def gate(db: str, env: dict[str, str | None], branch: str = "feat", *extra: str) -> Done:
     return invoke(
         env, "gate", "--db", db, "--branch", branch, "--against", "main", "--comment", *extra
     )
@@ -87,9 +84,9 @@ def ours(forge: FakeForge) -> list[dict[str, Any]]:
     ]
 
 
-def leaks(forge: FakeForge, *results: Result) -> list[str]:
+def leaks(forge: FakeForge, *results: Done) -> list[str]:
     """Every place the token showed up: outputs, bodies held, and request URLs."""
-    where = [r.output + r.stderr for r in results] + [forge.all_text()]
+    where = [r.stdout + r.stderr for r in results] + [forge.all_text()]
     where += [f"{r.path}?{r.query}" for r in forge.requests]
     return [w for w in where if TOKEN in w]
 
@@ -125,12 +122,12 @@ def test_the_gate_upserts_one_comment_on_the_pr(forge: FakeForge, db: str) -> No
         forge.add_gitcode_comment("ascend/op-plugin", 7, f"LGTM {i}")
     env = gitcode_env(forge)
     first = gate(db, env)
-    assert first.exit_code == 1, first.stderr  # a regression
+    assert first.returncode == 1, first.stderr  # a regression
     assert "comment created on PR !7" in first.stderr
     assert "no commit status on gitcode" in first.stderr
     assert "warning" not in first.stderr
     second = gate(db, env)
-    assert second.exit_code == 1, second.stderr
+    assert second.returncode == 1, second.stderr
     assert "comment updated on PR !7" in second.stderr
     (mine,) = ours(forge)
     assert len(forge.gitcode_comments[("ascend/op-plugin", 7)]) == 6
@@ -146,7 +143,7 @@ def test_the_gate_upserts_one_comment_on_the_pr(forge: FakeForge, db: str) -> No
 
 def test_a_calm_pr_is_commented_too_and_passes(forge: FakeForge, db: str) -> None:
     result = gate(db, gitcode_env(forge), "calm")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     (mine,) = ours(forge)
     assert "regression" not in str(mine["body"]).splitlines()[0]
 
@@ -173,7 +170,7 @@ def test_a_posting_problem_never_changes_the_exit_code(
     if "GITCODE_REPOSITORY" in change:
         forge.fail("GET", r"/ascend/missing/", 404, times=99)
     result = gate(db, env, branch)
-    assert result.exit_code == code, result.stderr
+    assert result.returncode == code, result.stderr
     warning = [x for x in result.stderr.splitlines() if x.startswith("perfgate: warning:")]
     assert len(warning) == 1 and "comment not posted: GitCode: GET" in warning[0], result.stderr
     if words:
@@ -189,12 +186,12 @@ def test_5xx_is_retried_and_a_5xx_that_lasts_is_a_warning(forge: FakeForge, db: 
     forge.fail("POST", r"/pulls/7/comments$", 502, times=1)
     forge.fail("POST", r"/pulls/7/comments$", 503, times=1)
     first = gate(db, env)
-    assert first.exit_code == 1 and "comment created" in first.stderr, first.stderr
+    assert first.returncode == 1 and "comment created" in first.stderr, first.stderr
     assert len(ours(forge)) == 1
     forge.fail("PATCH", r"/pulls/comments/", 500, times=99)
     env["PERFGATE_HTTP_ATTEMPTS"] = "2"
     second = gate(db, env)
-    assert second.exit_code == 1, second.stderr
+    assert second.returncode == 1, second.stderr
     assert "comment not posted: GitCode: PATCH" in second.stderr and "gave up: 500" in second.stderr
     assert leaks(forge, first, second) == []
 
@@ -206,21 +203,21 @@ def test_the_nightly_alert_opens_one_issue_then_updates_it(
     fill(url, creeping_runs(0, 160))
     env = gitcode_env(forge, GITCODE_PR_NUMBER="", GITCODE_SHA="")
 
-    def analyze() -> Result:
+    def analyze() -> Done:
         return invoke(env, "history", "analyze", "--db", url, "--branch", "main", "--alert")
 
     first = analyze()
-    assert first.exit_code == 0, first.stderr
+    assert first.returncode == 0, first.stderr
     assert "tracking issue 1 opened with 1 drift (mlp step_time_ms: main is " in first.stderr
     (issue,) = forge.issues["ascend/op-plugin"]
     title = issue["title"]
     assert [x["name"] for x in issue["labels"]] == ["perfgate"]
-    assert analyze().exit_code == 0 and len(forge.issues["ascend/op-plugin"]) == 1
+    assert analyze().returncode == 0 and len(forge.issues["ascend/op-plugin"]) == 1
 
     step = [record(200 + i, 20.0 if i < 12 else 30.0, benchmark="b") for i in range(24)]
     fill(url, step)  # a new benchmark steps up: one more change point for the same issue
     third = analyze()
-    assert third.exit_code == 0, third.stderr
+    assert third.returncode == 0, third.stderr
     assert "tracking issue 1 updated with 1 new change point(s)" in third.stderr
     (issue,) = forge.issues["ascend/op-plugin"]
     assert issue["title"] == title  # the API requires it on an edit; it is kept
@@ -237,7 +234,7 @@ def test_the_fork_flow_posts_a_labelled_comment_on_gitcode(
     written = invoke(
         fork, "gate", "--db", db, "--branch", "feat", "--against", "main", "--report-dir", str(out)
     )
-    assert written.exit_code == 1, written.stderr
+    assert written.returncode == 1, written.stderr
     assert not forge.requests
     forge.pulls[("ascend/op-plugin", 7)] = HEAD
     posted = invoke(
@@ -250,7 +247,7 @@ def test_the_fork_flow_posts_a_labelled_comment_on_gitcode(
         "--conclusion",
         "failure",
     )
-    assert posted.exit_code == 0, posted.stderr
+    assert posted.returncode == 0, posted.stderr
     (mine,) = ours(forge)
     assert "unprivileged fork PR run" in str(mine["body"]).splitlines()[1]
     assert not forge.statuses

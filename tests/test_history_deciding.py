@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner, Result
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.cli import cli
 from perfgate.metrics import ECHOES, WALL_TIMES, not_deciding

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fill, record
+from helpers import fill, record
 
 # Runs the CLI with argv[2:] in this interpreter, then prints which of the comma-separated
 # modules in argv[1] it imported, as JSON.
@@ -129,7 +129,7 @@ def test_a_forge_client_loads_requests_only_when_one_is_built() -> None:
 
 
 # pandas reads Ascend's tabular exports and scipy serves the statistics that need it (A/B
-# pairs, change points, inference quantiles); neither is loaded by a command that has no use
+# pairs, change points); neither is loaded by a command that has no use
 # for it (README: "Installing perfgate on a runner").
 NOT_WITHOUT_USE = ("pandas", "scipy", "torch")
 

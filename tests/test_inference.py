@@ -1,5 +1,5 @@
 """Inference benchmarks: real forward passes timed per request, latency percentiles judged
-with statistics suited to a tail (see perfgate.stats.quantiles).
+by the history procedure on one percentile per repeat (perfgate.app.measure).
 
 The injected tail makes 1 request in 20 do 20x the work: 5% of requests, so the P99 moves
 (about 20x) and the P50 does not. 300 requests per repeat, 2 repeats, 6 baseline runs.
@@ -12,6 +12,7 @@ above it, so the verdict is the tail's and not the neighbours'.
 
 from __future__ import annotations
 
+import statistics
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,6 @@ pytest.importorskip("torch")
 from perfgate import app  # noqa: E402
 from perfgate.config import Config  # noqa: E402
 from perfgate.models import BenchmarkSpec, CIContext, GitContext, RunRecord, Verdict  # noqa: E402
-from perfgate.stats.quantiles import exceedance_test, quantile  # noqa: E402
 from perfgate.store import open_store  # noqa: E402
 
 SPEC = BenchmarkSpec(
@@ -91,6 +91,7 @@ def test_a_latency_tail_regresses_p99_and_leaves_p50(tmp_path: Path) -> None:
 
     # The tail test on raw requests: ~5% of the requests exceed the baseline's P99 (1% expected).
     old = [x for b in base for m in [b.measurement("latency_p50_ms")] if m for x in m.samples]
-    ex = exceedance_test(p50.samples, quantile(old, 0.99), 0.99)
+    old_p99 = statistics.quantiles(old, n=100, method="inclusive")[98]
+    share = sum(x > old_p99 for x in p50.samples) / len(p50.samples)
     if calm:  # (a loaded baseline can have a P99 near the tail's 20x)
-        assert ex.share > 0.03 and ex.p_value < 1e-4
+        assert share > 0.03

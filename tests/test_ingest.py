@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
 from perfgate.advisor import msprof
 from perfgate.app.advise import read_job
 from perfgate.app.ingest import ingest_and_record, job_step_times
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.models import CIContext, GitContext, Severity
 from perfgate.store import open_store
@@ -33,8 +32,8 @@ TORCH_TRACE = DATA / "torch_trace" / "mlp_cpu.pt.trace.json.gz"
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def db(tmp_path: Path) -> str:

@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
-from perfgate.cli import cli
 from perfgate.errors import ParseError
 from perfgate.models import Direction, RunRecord
 from perfgate.parsers import (
@@ -50,8 +49,8 @@ COMMIT = "a" * 40
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    done = perfgate(None, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def one_line(stderr: str) -> str:

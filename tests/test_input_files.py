@@ -37,6 +37,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def perfgate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    # A process of its own, not helpers.perfgate: a hostile file that hangs the reader must
+    # be killed at LIMIT_S, which only a separate process allows.
     return subprocess.run(
         [sys.executable, "-m", "perfgate", *args],
         cwd=cwd,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 import perfgate
 from perfgate.cli import cli
@@ -192,7 +192,7 @@ def test_three_short_runs_and_a_large_slowdown_fail_the_gate(tmp_path: Path) -> 
     step time's p is not raised past alpha (on 9cd15fb: inconclusive, p 0.007 -> 0.028)."""
     from dataclasses import replace
 
-    from conftest import make_measurement
+    from helpers import make_measurement
 
     def with_constants(r: perfgate.models.RunRecord) -> perfgate.models.RunRecord:  # type: ignore[name-defined]
         constants = tuple(

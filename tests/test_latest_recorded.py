@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from conftest import fill, perfgate, record
+from helpers import fill, perfgate, record
 from sqlalchemy import Engine, insert, select
 
 from perfgate.store import SqlStore, open_store

@@ -26,6 +26,7 @@ from perfgate.metrics import (
     base_name,
     default_policy,
     entry,
+    is_time,
     lookup,
     not_deciding,
 )
@@ -254,3 +255,9 @@ def test_one_more_repeat_extends_what_a_repeat_extends() -> None:
     assert by["peak_memory_bytes"].repeats[-1] == (1003.0,)
     assert by["op_calls_per_step"] is calls
     _agrees_with_catalogue(more)
+
+
+def test_is_time_by_unit_or_catalogue_name() -> None:
+    assert is_time("ms") and is_time("step_time_ms") and is_time("latency_p99_ms.rank1")
+    assert not is_time("samples/s") and not is_time("throughput_samples_per_s")
+    assert not is_time("bytes") and not is_time("no_such_metric")

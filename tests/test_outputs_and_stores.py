@@ -30,12 +30,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.app.files import write_atomic
 from perfgate.cli import cli
+from perfgate.exporters.prometheus import split_credentials
 from perfgate.models import BenchmarkSpec, RunRecord
-from perfgate.reporters.prometheus import split_credentials
 from perfgate.store.connect import make_target, mask_url, parse_url
 
 LIMIT = 40_000
@@ -65,6 +65,8 @@ def _file_size_limit(nbytes: int) -> Callable[[], None]:
 def perfgate(
     cwd: Path, *args: str, file_size_limit: int | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # A process of its own, not helpers.perfgate: the file-size limit (RLIMIT_FSIZE) is set
+    # in the child before it starts and must not bind the test's own process.
     return subprocess.run(
         [sys.executable, "-m", "perfgate", *args],
         cwd=cwd,

@@ -5,6 +5,7 @@ matrix written from the documented format firing exactly the findings it was bui
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
@@ -17,15 +18,20 @@ from perfgate.config import config_from_mapping
 from perfgate.models import ProfileSummary, RankPair, Thresholds
 from perfgate.parsers.ascend import parse_ascend, parse_ascend_rank
 
-FIXTURES = Path("/work/shared/fixtures/ascend")
-if not FIXTURES.is_dir():  # the same files, as the checkout carries them elsewhere
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ascend"
-TEXT_JOB = FIXTURES / "msinsight_pt_text_level1_2rank"
-DB_JOB = FIXTURES / "msinsight_pt_db_level1_2rank"
+DATA = Path(__file__).parent / "data"
+DB_JOB = DATA / "ascend" / "msinsight_pt_db_level1_2rank"  # see ascend/PROVENANCE.md
 OUT = "ASCEND_PROFILER_OUTPUT"
 PAIR_RULES = {"low_pair_utilisation", "pair_wait"}
 
-pytestmark = pytest.mark.skipif(not TEXT_JOB.is_dir(), reason="shared Ascend fixtures absent")
+
+@pytest.fixture(scope="module")
+def text_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Level1 2-rank text job of tests/data/ascend with its communication matrices
+    (tests/data/ascend_comm, see its README) laid over it, in a temporary directory."""
+    job = tmp_path_factory.mktemp("ascend") / "msinsight_pt_text_level1_2rank"
+    shutil.copytree(DATA / "ascend" / job.name, job)
+    shutil.copytree(DATA / "ascend_comm" / job.name, job, dirs_exist_ok=True)
+    return job
 
 
 def _by_key(pairs: tuple[RankPair, ...]) -> dict[tuple[int, int, str], RankPair]:
@@ -49,11 +55,13 @@ def _plain_text_totals(out_dir: Path) -> dict[tuple[int, int, str], list[float]]
     return sums
 
 
-def test_text_export_pairs_are_the_matrix_totals_with_the_source_ranks_waits() -> None:
-    ranks = parse_ascend(TEXT_JOB)
+def test_text_export_pairs_are_the_matrix_totals_with_the_source_ranks_waits(
+    text_job: Path,
+) -> None:
+    ranks = parse_ascend(text_job)
     assert [r.rank for r in ranks] == [0, 1]
     for summary in ranks:
-        out = TEXT_JOB / f"rank{summary.rank}_ascend_pt" / OUT
+        out = text_job / f"rank{summary.rank}_ascend_pt" / OUT
         expected = _plain_text_totals(out)
         pairs = _by_key(summary.rank_pairs)
         assert pairs.keys() == expected.keys()
@@ -98,9 +106,9 @@ def test_db_export_pairs_are_the_commanalyzermatrix_totals() -> None:
             assert pair.wait_ms == pytest.approx(waits[1])
 
 
-def test_text_and_db_exports_agree_on_the_pairs_and_sizes() -> None:
+def test_text_and_db_exports_agree_on_the_pairs_and_sizes(text_job: Path) -> None:
     # Two runs of one job: the same pairs and bytes; the times are each run's own.
-    text = {r.rank: _by_key(r.rank_pairs) for r in parse_ascend(TEXT_JOB)}
+    text = {r.rank: _by_key(r.rank_pairs) for r in parse_ascend(text_job)}
     db = {r.rank: _by_key(r.rank_pairs) for r in parse_ascend(DB_JOB)}
     assert text.keys() == db.keys()
     for rank, pairs in text.items():

@@ -10,14 +10,13 @@ are small hand-written traces shaped like torch.profiler's.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import perfgate as run_perfgate
 
 from perfgate.advisor import msprof
 from perfgate.advisor.cluster import cluster_view
@@ -60,16 +59,7 @@ def _ops(base: float) -> list[dict[str, Any]]:
 
 
 def perfgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PERFGATE_DATABASE_URL": f"sqlite:///{cwd / 'store.db'}"}
-    return subprocess.run(
-        [sys.executable, "-m", "perfgate", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_perfgate(cwd, *args, db=f"sqlite:///{cwd / 'store.db'}")
 
 
 # --------------------------------------------------------------------------- torch trace

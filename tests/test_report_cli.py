@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from conftest import fill, record
 from fake_forge import FakeForge
+from helpers import (
+    HEAD,
+    TOKEN,
+    Done,
+    ci_env,
+    fill,
+    github_env,
+    gitlab_env,
+    marked,
+    perfgate,
+    record,
+)
 
-from perfgate.cli import cli
 from perfgate.models import RunRecord
 from perfgate.reporters.forges.api import RetryPolicy
-
-TOKEN = "good-token-123"
-HEAD = "c0ffee" + "0" * 34
 
 
 @pytest.fixture
@@ -45,75 +50,21 @@ def db(tmp_path: Path) -> str:
     return url
 
 
-def ci_env(**values: str) -> dict[str, str | None]:
-    """The environment of a CI job: the runner's own CI variables removed, then ``values``."""
-    env: dict[str, str | None] = {
-        k: None
-        for k in os.environ
-        if k.startswith(("GITHUB_", "GITLAB_", "CI_", "RUNNER_")) or k in ("CI", "GITLAB_CI")
-    }
-    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        env[k] = None
-    env.update(
-        PERFGATE_HTTP_BACKOFF_S="0.01",
-        PERFGATE_HTTP_TIMEOUT_S="0.25",
-        PERFGATE_HTTP_BUDGET_S="0.8",
-    )
-    env.update(values)
-    return env
+def invoke(env: dict[str, str | None], *args: str) -> Done:
+    return perfgate(None, *args, env=env)
 
 
-def github_env(forge: FakeForge, tmp_path: Path, **extra: str) -> dict[str, str | None]:
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 7, "head": {"sha": HEAD}}}))
-    values = dict(
-        GITHUB_ACTIONS="true",
-        GITHUB_API_URL=forge.url,
-        GITHUB_REPOSITORY="o/r",
-        GITHUB_EVENT_PATH=str(event),
-        GITHUB_SHA="merge" + "0" * 35,
-        GITHUB_TOKEN=TOKEN,
-        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
-        GITHUB_SERVER_URL="https://github.com",
-        GITHUB_RUN_ID="99",
-    )
-    values.update(extra)
-    return ci_env(**values)
-
-
-def gitlab_env(forge: FakeForge, **extra: str) -> dict[str, str | None]:
-    values = dict(
-        GITLAB_CI="true",
-        CI_API_V4_URL=forge.gitlab_url,
-        CI_PROJECT_ID="grp/proj",
-        CI_MERGE_REQUEST_IID="3",
-        CI_COMMIT_SHA=HEAD,
-        GITLAB_TOKEN=TOKEN,
-        CI_JOB_URL="https://gitlab.example/grp/proj/-/jobs/5",
-    )
-    values.update(extra)
-    return ci_env(**values)
-
-
-def invoke(env: dict[str, str | None], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-
-
-def gate(db: str, env: dict[str, str | None], *args: str, branch: str = "feat") -> Result:
+def gate(db: str, env: dict[str, str | None], *args: str, branch: str = "feat") -> Done:
     return invoke(env, "gate", "--db", db, "--branch", branch, "--against", "main", *args)
 
 
-def no_token_anywhere(result: Result, *paths: Path) -> None:
+def no_token_anywhere(result: Done, *paths: Path) -> None:
     assert TOKEN not in result.stdout and TOKEN not in result.stderr
     for path in paths:
         if path.is_file():
             assert TOKEN not in path.read_text(encoding="utf-8"), path
         for file in path.glob("*") if path.is_dir() else ():
             assert TOKEN not in file.read_text(encoding="utf-8"), file
-
-
-def marked(bodies: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [c for c in bodies if str(c["body"]).startswith("<!-- perfgate:report ")]
 
 
 def test_github_gate_comments_once_and_edits_it_on_the_next_run(
@@ -123,7 +74,7 @@ def test_github_gate_comments_once_and_edits_it_on_the_next_run(
         forge.add_comment("o/r", 7, f"review comment {i}")
     env = github_env(forge, tmp_path)
     first = gate(db, env, "--comment")
-    assert first.exit_code == 1, first.stderr
+    assert first.returncode == 1, first.stderr
     assert "perfgate: comment created on PR #7" in first.stderr
     assert f"perfgate: status failure set on {HEAD[:12]}" in first.stderr
     comments = forge.comments[("o/r", 7)]
@@ -139,7 +90,7 @@ def test_github_gate_comments_once_and_edits_it_on_the_next_run(
     forge.requests.clear()
 
     second = gate(db, env, "--comment")
-    assert second.exit_code == 1
+    assert second.returncode == 1
     assert "perfgate: comment updated on PR #7" in second.stderr
     assert len(forge.comments[("o/r", 7)]) == 6 and marked(forge.comments[("o/r", 7)]) == [mine]
     gets = [r for r in forge.requests if r.method == "GET"]
@@ -158,13 +109,13 @@ def test_a_person_quoting_the_comment_is_not_mistaken_for_it(
     forge: FakeForge, db: str, tmp_path: Path
 ) -> None:
     env = github_env(forge, tmp_path)
-    assert gate(db, env, "--comment").exit_code == 1
+    assert gate(db, env, "--comment").returncode == 1
     (mine,) = marked(forge.comments[("o/r", 7)])
     quoted = "\n".join(f"> {line}" for line in str(mine["body"]).splitlines()[:3])
     human = forge.add_comment("o/r", 7, f"{quoted}\n\nIs this real?")
     forge.comments[("o/r", 7)].reverse()  # the quote now comes first
     again = gate(db, env, "--comment")
-    assert again.exit_code == 1 and "comment updated on PR #7" in again.stderr
+    assert again.returncode == 1 and "comment updated on PR #7" in again.stderr
     bodies = {c["id"]: c["body"] for c in forge.comments[("o/r", 7)]}
     assert bodies[human["id"]] == f"{quoted}\n\nIs this real?"
     assert any(r.method == "PATCH" and r.path.endswith(f"/comments/{mine['id']}")
@@ -177,7 +128,7 @@ def test_gitlab_gate_upserts_one_mr_note_and_a_status(forge: FakeForge, db: str)
     env = gitlab_env(forge)
     for expected in ("created", "updated"):
         result = gate(db, env, "--comment")
-        assert result.exit_code == 1, result.stderr
+        assert result.returncode == 1, result.stderr
         assert f"perfgate: comment {expected} on MR !3" in result.stderr
     notes = forge.notes[("grp/proj", 3)]
     assert len(notes) == 6 and len(marked(notes)) == 1
@@ -192,12 +143,12 @@ def test_comment_mode_skips_a_new_comment_but_keeps_an_old_one_current(
 ) -> None:
     env = github_env(forge, tmp_path)
     quiet = gate(db, env, "--comment", "--comment-mode", "regression", branch="calm")
-    assert quiet.exit_code == 0
+    assert quiet.returncode == 0
     assert "comment skipped on PR #7 (comment mode regression)" in quiet.stderr
     assert ("o/r", 7) not in forge.comments
     assert forge.statuses[-1]["state"] == "success"
     loud = gate(db, env, "--comment", "--comment-mode", "regression")
-    assert loud.exit_code == 1 and "comment created" in loud.stderr
+    assert loud.returncode == 1 and "comment created" in loud.stderr
     fixed = gate(db, env, "--comment", "--comment-mode", "regression", branch="calm")
     assert "comment updated" in fixed.stderr  # a stale regression comment is not left behind
     (mine,) = marked(forge.comments[("o/r", 7)])
@@ -250,7 +201,7 @@ def test_a_posting_failure_keeps_the_exit_code_and_the_report(
     setup(forge, env)
     out = tmp_path / "out"
     result = gate(db, env, "--comment", "--report-dir", str(out), "--json", branch=branch)
-    assert result.exit_code == verdict_code, result.stderr
+    assert result.returncode == verdict_code, result.stderr
     # Bounded, not timed: no request was tried more often than the retry policy allows.
     attempts = RetryPolicy.from_env({k: v for k, v in env.items() if v is not None}).attempts
     tries = Counter((r.method, r.path) for r in forge.requests)
@@ -274,7 +225,7 @@ def test_429_and_500_are_retried_and_then_posted(forge: FakeForge, db: str, tmp_
     forge.fail("POST", r"/comments$", 500)
     forge.fail("POST", r"/statuses/", 503)
     result = gate(db, github_env(forge, tmp_path), "--comment")
-    assert result.exit_code == 1 and "warning" not in result.stderr, result.stderr
+    assert result.returncode == 1 and "warning" not in result.stderr, result.stderr
     assert len(marked(forge.comments[("o/r", 7)])) == 1 and len(forge.statuses) == 1
     assert sum(r.method == "GET" for r in forge.requests) == 2
 
@@ -285,7 +236,7 @@ def test_fork_pr_report_dir_then_comment_from_a_privileged_job(
     out = tmp_path / "out"
     fork = github_env(forge, tmp_path, GITHUB_TOKEN="")
     written = gate(db, fork, "--report-dir", str(out))
-    assert written.exit_code == 1 and "warning" not in written.stderr
+    assert written.returncode == 1 and "warning" not in written.stderr
     assert not forge.requests  # the fork's job never calls the API
     target = json.loads((out / "target.json").read_text(encoding="utf-8"))
     assert set(target) >= {"forge", "repo", "number", "sha", "marker", "verdict", "state"}
@@ -299,10 +250,10 @@ def test_fork_pr_report_dir_then_comment_from_a_privileged_job(
     privileged = ci_env(GITHUB_ACTIONS="true", GITHUB_TOKEN=TOKEN, GITHUB_API_URL=forge.url)
     fork_job = ("--conclusion", "failure")  # github.event.workflow_run.conclusion
     wrong = invoke(privileged, "comment", "--from", str(out), "--expect-sha", "f" * 40, *fork_job)
-    assert wrong.exit_code == 2 and "not posted" in wrong.stderr
+    assert wrong.returncode == 2 and "not posted" in wrong.stderr
     forge.pulls[("o/r", 7)] = HEAD
     posted = invoke(privileged, "comment", "--from", str(out), "--expect-sha", HEAD, *fork_job)
-    assert posted.exit_code == 0, posted.stderr
+    assert posted.returncode == 0, posted.stderr
     assert "perfgate: comment created on PR #7" in posted.stderr
     (mine,) = marked(forge.comments[("o/r", 7)])
     assert str(mine["body"]).splitlines()[0] == target["marker"]
@@ -314,7 +265,7 @@ def test_fork_pr_report_dir_then_comment_from_a_privileged_job(
     denied = invoke(
         dict(privileged, GITHUB_TOKEN="read-token-456"), "comment", "--from", str(out), *fork_job
     )
-    assert denied.exit_code == 3
+    assert denied.returncode == 3
     assert denied.stderr.startswith("perfgate: error: comment not posted: GitHub: PATCH")
     assert "403 Forbidden" in denied.stderr
     no_token_anywhere(denied)
@@ -326,7 +277,7 @@ def test_comment_from_a_tampered_dir_is_refused(tmp_path: Path) -> None:
     (out / "report.md").write_text("hello @everyone\n")
     (out / "target.json").write_text(json.dumps({"format_version": 1, "marker": "x"}))
     result = invoke(ci_env(GITHUB_TOKEN=TOKEN), "comment", "--from", str(out), "--no-status")
-    assert result.exit_code == 2 and "not perfgate's marker" in result.stderr
+    assert result.returncode == 2 and "not perfgate's marker" in result.stderr
 
 
 def sha(i: int) -> str:
@@ -351,12 +302,12 @@ def test_nightly_alert_keeps_one_tracking_issue_and_reports_each_change_once(
         {"number": 1, "title": "unrelated", "body": "x", "labels": [{"name": "perfgate"}]},
     ]
 
-    def analyze() -> Result:
+    def analyze() -> Done:
         return invoke(env, "history", "analyze", "--db", url, "--branch", "main", "--alert")
 
     fill(url, main_runs(0, 30, 20.0) + main_runs(30, 42, 24.0))
     first = analyze()
-    assert first.exit_code == 0, first.stderr
+    assert first.returncode == 0, first.stderr
     assert "tracking issue 101 opened with 1 change point(s)" in first.stderr
     (issue,) = [i for i in forge.issues["o/r"] if i["number"] != 1]
     assert issue["labels"] == [{"name": "perfgate"}]
@@ -398,5 +349,5 @@ def test_alert_failure_is_an_infrastructure_error(forge: FakeForge, tmp_path: Pa
     fill(url, [record(i, 20.0) for i in range(12)])
     env = github_env(forge, tmp_path, GITHUB_TOKEN="wrong-token-789")
     result = invoke(env, "history", "analyze", "--db", url, "--branch", "main", "--alert")
-    assert result.exit_code == 3 and "401" in result.stderr
+    assert result.returncode == 3 and "401" in result.stderr
     assert "wrong-token-789" not in result.stderr

@@ -1,9 +1,10 @@
 """The JSON Schemas shipped in ``perfgate/schemas/`` hold for what perfgate really writes:
 ``gate``, ``compare`` and ``check --json`` (a real check run of a small torch step),
 ``history --json``, ``ingest --json`` of real Ascend and torch.profiler fixtures and
-``advise --json``; ``suite.schema.json`` accepts the README's suites, rejects what perfgate
-rejects, and names exactly the keys perfgate's loader knows. Validated the two ways a user
-would: the ``check-jsonschema`` command and the ``jsonschema`` library."""
+``advise --json``; ``suite.schema.json`` accepts the suites of the README and docs/,
+rejects what perfgate rejects, and names exactly the keys perfgate's loader knows.
+Validated the two ways a user would: the ``check-jsonschema`` command and the
+``jsonschema`` library."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 from jsonschema import Draft202012Validator
 
 from perfgate import config as suite_config
@@ -222,7 +223,9 @@ def test_check_json_is_a_gate_document(tmp_path: Path) -> None:
 
 
 def _readme_suites() -> list[dict[str, Any]]:
-    text = (ROOT / "README.md").read_text("utf-8")
+    """The suites the README and the docs site show (their ```toml blocks)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text("utf-8") for page in pages)
     blocks = re.findall(r"^```toml\n(.*?)^```", text, flags=re.S | re.M)
     suites = []
     for block in blocks:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from conftest import (
+from helpers import (
     RUN_T0,
     count,
     default_measurements,

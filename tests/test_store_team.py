@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import (
+from helpers import (
     T0,
     count,
     fingerprint,

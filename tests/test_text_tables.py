@@ -3,7 +3,7 @@ names take two columns a character."""
 
 from __future__ import annotations
 
-from conftest import make_run
+from helpers import make_run
 
 from perfgate.reporters.render import display_width, pad, render_runs_text
 

@@ -16,12 +16,8 @@ from perfgate.parsers.ascend import parse_ascend_rank
 from perfgate.parsers.timeline import MAX_SPANS, ascend_timeline, torch_timeline
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = Path("/work/shared/fixtures/ascend")
-if not FIXTURES.is_dir():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ascend"
-RANK0 = FIXTURES / "msinsight_pt_text_level1_2rank" / "rank0_ascend_pt"
+RANK0 = DATA / "ascend" / "msinsight_pt_text_level1_2rank" / "rank0_ascend_pt"  # PROVENANCE.md
 TRACE = RANK0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
-needs_fixture = pytest.mark.skipif(not TRACE.is_file(), reason="shared Ascend fixtures absent")
 
 
 def _lanes(timeline: Timeline) -> dict[str, tuple[bool, list[SpanKind]]]:
@@ -36,7 +32,6 @@ def _assert_well_formed(timeline: Timeline) -> None:
         assert all(s.start_us + s.dur_us <= timeline.duration_us + 1e-6 for s in lane.spans)
 
 
-@needs_fixture
 def test_the_real_trace_view_gives_streams_hccl_and_host_lanes_inside_the_step() -> None:
     summary = parse_ascend_rank(RANK0)
     timeline = summary.timeline

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import fill, record
+from helpers import fill, record
 
 from perfgate.app.measure import measurement
 from perfgate.cli import cli

@@ -75,6 +75,7 @@ def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path, st
     url = f"sqlite:///{tmp_path / 'store.db'}"
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     env.pop("PERFGATE_DATABASE_URL", None)
+    # A process of its own, not helpers.perfgate: the test signals it while it runs.
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfgate", "run", "--suite", str(tmp_path / "perfgate.toml")]
         + ["--db", url, "--branch", "main", *extra],
