@@ -458,8 +458,13 @@ SPARSE: tuple[tuple[str, type[Any], Mapping[str, Any]], ...] = (
 )
 
 
+ROOT = str(Path(__file__).resolve().parent.parent) + "/"
+
+
 def _text(data: Mapping[str, Any]) -> str:
-    return json.dumps(data)
+    """The JSON text, with this checkout's place (in the profiles' raw file paths) as
+    ``<repo>/``: the golden output holds where the files are, not where the clone is."""
+    return json.dumps(data).replace(ROOT, "<repo>/")
 
 
 def _entry(text: str) -> dict[str, str]:
