@@ -384,8 +384,8 @@ def _pct(x: float) -> float:
     return 100.0 * math.expm1(x)
 
 
-def _excursions(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Runs beyond ``OUTLIER_MADS`` robust SDs of the window's median (from
+def _excursions(z: np.ndarray, centre: float, robust: float) -> tuple[np.ndarray, np.ndarray]:
+    """Runs beyond ``OUTLIER_MADS`` robust SDs ``robust`` of the window's median ``centre`` (from
     ``TRIM_MIN_RUNS`` runs on), with their neighbours on the same side beyond half that
     (the same excursion, measured with noise), and which of them are lone ones. Two or
     more in a row are an excursion of the level (a regression merged and reverted, a
@@ -395,10 +395,9 @@ def _excursions(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     out = np.zeros(k, dtype=bool)
     if k < TRIM_MIN_RUNS:
         return out, out
-    robust = MAD_TO_SD * mad(z)
     if robust <= 0:
         return out, out
-    dev = (z - median(z)) / robust
+    dev = (z - centre) / robust
     out = np.abs(dev) > OUTLIER_MADS
     near = np.abs(dev) > OUTLIER_MADS / 2.0
     grown = True
@@ -435,7 +434,9 @@ def _fit_level(
     modes and pools are common, not excursions) only where main moved is taken out.
     """
     k = z.size
-    out, lone = _excursions(z)
+    robust = MAD_TO_SD * mad(z) if k else 0.0
+    centre = median(z) if k else 0.0
+    out, lone = _excursions(z, centre, robust)
     if disturbed is not None and disturbed.size == k:
         lone = lone & ~disturbed  # a neighbour's doing, not the runner's tail
     rare = lone.copy()  # the rank guard's: lone outliers, in the noise or not
@@ -444,8 +445,6 @@ def _fit_level(
         out = np.arange(k) >= last
         lone = np.zeros(k, dtype=bool)
         rare &= ~out
-    robust = MAD_TO_SD * mad(z) if k else 0.0
-    centre = median(z) if k else 0.0
     if k >= TRIM_MIN_RUNS and robust > 0:
         # the current run is the last runs' neighbour: where it and they stand beyond half
         # the bound on one side, they are one excursion (main moved, measured with noise)
