@@ -293,6 +293,15 @@ def _rows() -> list[Row]:
     ]
     rows = [Row(f"A/A: {name}", "aa", shape, weight=w) for name, shape, w in nuisances]
     rows.append(Row("A/A: short, 3 runs x 1 repeat", "aa", short))
+    rows.append(Row("A/A: new suite of 10, 2 runs x 3 repeats", "aa", r(base, runs=2)))
+    rows.append(Row("A/A: new suite of 10, 2 runs x 1 repeat", "aa", r(base, runs=2, repeats=1)))
+    rows.append(
+        Row(
+            "A/A: new suite of 10, 2 runs x 3 repeats, benchmark mode +8% in 30%",
+            "aa",
+            r(base, runs=2, bench_mode=0.3),
+        )
+    )
 
     p8 = "power +8%: no nuisance"
     p5 = "power +5%, gate 20, CoV 1%: no nuisance"
@@ -367,6 +376,21 @@ def _rows() -> list[Row]:
         Row("short: 3 runs x 1 repeat, +30%", "power", r(short, runs=3, change=math.log(1.3))),
         Row("short: 2 runs x 1 repeat, +50%", "power", r(short, runs=2, change=math.log(1.5))),
         Row("short: 1 run x 1 repeat, +50%", "power", r(short, runs=1, change=math.log(1.5))),
+        Row(
+            "short: new suite of 10, 2 runs x 3 repeats, +30%",
+            "power",
+            r(base, runs=2, change=math.log(1.3)),
+        ),
+        Row(
+            "short: new suite of 10, 2 runs x 1 repeat, +30%",
+            "power",
+            r(base, runs=2, repeats=1, change=math.log(1.3)),
+        ),
+        Row(
+            "short: new suite of 10, 1 run x 3 repeats, +30%",
+            "power",
+            r(base, runs=1, change=math.log(1.3)),
+        ),
     ]
     return rows
 

@@ -111,6 +111,19 @@ def test_a_whole_job_move_is_still_called_and_said() -> None:
     assert all("whole job moved" in v.reason for v in verdicts.values())
 
 
+def test_a_change_hidden_by_a_whole_job_move_is_not_called_unchanged() -> None:
+    """The whole job 4% faster and one benchmark 5% slower than its job: the benchmark's
+    total reads about 1% and its interval (the job's SD in it) fits inside 3%; but net of
+    the job it moved 5%. A runner that moved and a change to every benchmark read the
+    same, so "unchanged" must hold under both readings (on the tree before: unchanged)."""
+    baseline, current = _gate(5, benchmarks=20)
+    current = {b: [v * 0.96 for v in values] for b, values in current.items()}
+    current["b0"] = [v * 1.05 for v in current["b0"]]
+    b0 = perfgate.judge(baseline, current)["b0"]
+    assert b0.verdict == "inconclusive"
+    assert "the whole job moved" in b0.reason and "net of the job's move" in b0.reason
+
+
 def test_a_drift_on_main_is_modelled_not_a_reason_to_refuse() -> None:
     rng = np.random.default_rng(13)
     runs = [
@@ -184,6 +197,31 @@ def test_one_or_two_runs_are_judged_on_the_runners_noise() -> None:
     assert "would be called now" in small.reason
     alone = perfgate.judge({"new": baseline["new"]}, {"new": [75.0, 75.0, 75.0]})["new"]
     assert alone.verdict == "no_baseline"
+
+
+def test_a_new_suite_of_two_runs_calls_a_change_far_beyond_its_runner_s_noise() -> None:
+    """Every benchmark of a new suite has two runs: net of the job factor the others show,
+    each one is judged with the gate's benchmarks' spread pooled, known with their degrees
+    of freedom together (on the tree before: no_baseline, whatever the change)."""
+    baseline, current = _gate(3, runs=2, change=0.40)
+    judged = perfgate.judge(baseline, current)
+    assert judged["b0"].verdict == "regression"
+    assert all(j.verdict == "no_baseline" for b, j in judged.items() if b != "b0")
+    failed = sum(
+        any(j.verdict == "regression" for j in perfgate.judge(*_gate(1000 + s, runs=2)).values())
+        for s in range(100)
+    )
+    assert failed <= 4  # about 1 expected at alpha 0.01; 4 or more has chance 2%
+
+
+def test_the_gate_s_prior_lends_no_more_than_it_was_estimated_from() -> None:
+    """Ten variances of one degree of freedom each that happen to agree: their common
+    scale is known with ten degrees of freedom, not the cap for a long history's (50)."""
+    from perfgate.stats.compare import fit_prior
+
+    prior = fit_prior([1.0e-4, 1.1e-4, 0.9e-4, 1.05e-4, 0.95e-4] * 2, [1] * 10)
+    assert 0 < prior.dof <= 10
+    assert fit_prior([1.0e-4, 1.1e-4, 0.9e-4] * 10, [29] * 30).dof == 50
 
 
 def test_three_short_runs_and_a_large_slowdown_fail_the_gate(tmp_path: Path) -> None:

@@ -41,15 +41,22 @@ Assumptions, in plain words:
   5 runs spread more than the rest (an F test at alpha), the runner became noisier and the
   current run is judged with their spread.
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
-  others show (an empirical prior, weighted by how much the metrics agree), so a new
-  benchmark with three runs of history is not blind when its neighbours have thirty.
+  others show (an empirical prior, weighted by how much the metrics agree, and lending no
+  more degrees of freedom than it was estimated from), so a new benchmark with three runs
+  of history is not blind when its neighbours have thirty. One or two runs show next to
+  nothing of a benchmark's own spread: net of the job factor, such a benchmark is judged
+  with the spread of the gate's benchmarks pooled (with their degrees of freedom), and only
+  a change that is called stands; anything else is ``no_baseline``, saying what a change
+  would have to be to be called now. One run of each benchmark says nothing of the noise.
 * Heavy tails are each series' own: its standardised residuals (the lone outliers among
-  them) are fitted with a Student t, with the gate's other series lending one series'
-  worth of evidence (the median of their likelihood ratios), so a runner whose benchmarks
-  all have heavy tails is seen in each and one benchmark's outlier widens no other
-  benchmark's test. Of the t's a likelihood-ratio test does not rule out at the gate's
-  level (alpha over its tests) the heaviest is taken: far out where the gate decides, the
-  body of the distribution does not show the tail.
+  them) are fitted with a Student t, each of the gate's other series lending the evidence
+  of a typical one (their log-likelihood ratios' upper quartile, so a quarter of them with
+  outliers, however far, lend nothing of their own), so a runner whose benchmarks all have
+  heavy tails is seen in each and one benchmark's outlier widens no other benchmark's
+  test. A t must beat the normal by a clear margin (3 in log-likelihood, about what a
+  one-parameter test at 1.4% would need); then of the t's a likelihood-ratio test does
+  not rule out at the gate's level (alpha over its tests) the heaviest is taken: far out
+  where the gate decides, the body of the distribution does not show the tail.
 * A metric that never varied in its window is judged as a deterministic one and is not a
   test of the false-discovery family; a throughput echoes the step time it is the
   reciprocal of and is shown, not tested again.

@@ -63,8 +63,9 @@ from perfgate.stats.decide import (
     MIN_BASELINE_RUNS,
     POWER,
     Outcome,
-    change_verdict,
+    Words,
     classify_change,
+    decided,
     deterministic_verdict,
     numerics_verdict,
     relative_change_pct,
@@ -197,6 +198,9 @@ class _Prior:
     typical_dof: float = 0.0
     """The degrees of freedom ``typical`` is known with: half the variances' together (a
     median is about half as efficient as a mean)."""
+    pooled: float = 0.0
+    """The variances pooled (weighted by their degrees of freedom)."""
+    pooled_dof: float = 0.0
 
 
 _NO_PRIOR = _Prior(0.0, 0.0)
@@ -221,6 +225,10 @@ class Evidence:
     metric together), or ''."""
     notes: str = ""
     """What the window's model saw (main moved before the fork, a drift, noisier lately)."""
+    own: tuple[float, float] | None = None
+    """When the whole job moved and ``change`` holds the job's part: the benchmark's own
+    change net of it and that change's SD. A runner that moved and a change to every
+    benchmark read the same, so a claim of no change must hold under both readings."""
 
     def pct(self, x: float) -> float:
         """``x`` (log ratio, or fraction) in %; an end beyond any ratio (an interval of a
@@ -603,13 +611,14 @@ def fit_prior(variances: Sequence[float], dofs: Sequence[int]) -> _Prior:
     e = np.log(v) - special.digamma(d / 2.0) + np.log(d / 2.0)
     mean = float(np.mean(e))
     excess = float(np.var(e, ddof=1) - np.mean(special.polygamma(1, d / 2.0)))
-    if excess <= 0:
-        dof = PRIOR_MAX_DOF
-    else:
-        dof = min(2.0 * _trigamma_inverse(excess), PRIOR_MAX_DOF)
+    # the prior lends no more degrees of freedom than it was estimated from: ten series of
+    # two runs agree by chance as often as not, and their scale is known with ten
+    cap = min(PRIOR_MAX_DOF, float(np.sum(d)))
+    dof = cap if excess <= 0 else min(2.0 * _trigamma_inverse(excess), cap)
     var = math.exp(mean + float(special.digamma(dof / 2.0)) - math.log(dof / 2.0))
     typical = median((v * d / special.chdtri(d, 0.5)).tolist())
-    return _Prior(dof, var, typical, float(np.sum(d)) / 2.0)
+    total = float(np.sum(d))
+    return _Prior(dof, var, typical, total / 2.0, float(np.sum(v * d)) / total, total)
 
 
 def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
@@ -715,6 +724,11 @@ def _evidence(
     """The change of the current run ``zc`` (the job factor taken out where the gate has
     one) against ``fit``, and its SD from the noise components."""
     var_b, dof_b = _moderate(fit.var, fit.dof, between)
+    if s.z.size < MIN_BASELINE_RUNS and between.pooled_dof > 0:
+        # one or two runs show next to nothing of this benchmark's own spread: it is
+        # judged with the spread of the runner's benchmarks pooled (a bimodal or noisy
+        # one among them counts in full, as this one may be such), with their freedom
+        var_b, dof_b = between.pooled, between.pooled_dof
     var_w, dof_w = (0.0, 0.0)
     if s.dof_within > 0:
         var_w, dof_w = _moderate(s.ss_within / s.dof_within, s.dof_within, within)
@@ -824,6 +838,7 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
         dof=dof,
         p_value=float(2.0 * special.stdtr(dof, -abs(change) / sd)),
         job_move=words,
+        own=(ev.change, ev.sd),
     )
 
 
@@ -848,7 +863,9 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
         removed = jobs is not None and _job_explains(group, jobs[2])
         fits, currents = [], []
         for j, s in enumerate(group):
-            if jobs is None or not removed:
+            # a series of 1-2 runs knows no job part of its own: judged only net of the
+            # job factor, what is left is its own noise, which the gate's series share
+            if jobs is None or not (removed or s.z.size < MIN_BASELINE_RUNS):
                 fits.append(_fit_level(s.z, s.zc, disturbed=s.disturbed))
                 currents.append(s.zc)
             else:
@@ -995,10 +1012,7 @@ def _judge(
         word = "higher" if change_pct > 0 else "lower"
     low, high = (x if math.isfinite(x) else None for x in ev.interval(level))
     mde = ev.detectable(tests, alpha, min_effect)
-    sign = worse_sign(cur.direction)
-    bound = ev.worse_bound(sign, alpha)
-    size = f"{abs(change_pct):.1f}% {word} than the level of its {k} baseline runs"
-    evidence = f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})"
+    bound = ev.worse_bound(worse_sign(cur.direction), alpha)
     outcome = classify_change(
         change_pct=change_pct,
         p_adjusted=p_adjusted,
@@ -1007,31 +1021,36 @@ def _judge(
         worse_bound_pct=bound,
         direction=cur.direction,
     )
-    power = f"{int(POWER * 100)}% power"
-    if outcome is Outcome.CHANGE:
-        verdict = change_verdict(cur.direction, change_pct)
-        reason = f"{size}, {evidence}, beyond the {_effect_words(policy, min_effect)}"
-    elif outcome is Outcome.UNSURE:
-        verdict = Verdict.INCONCLUSIVE
-        reason = (
-            f"{size}, but not significant ({evidence}); with this noise a change of "
-            f"{size_text(mde)} is caught with {power}"
-        )
-    elif outcome is Outcome.BLIND:
-        verdict = Verdict.INCONCLUSIVE
-        reason = (
-            f"{abs(change_pct):.1f}% {word}, but it cannot be called unchanged: it may be "
-            f"up to {abs(bound):.1f}% worse, beyond the "
-            f"{_effect_words(policy, min_effect)} (bound at alpha {alpha:g}; {evidence}); a "
-            f"change of {size_text(mde)} is caught with {power}"
-        )
-    else:
-        verdict = Verdict.UNCHANGED
-        reason = (
-            f"{abs(change_pct):.1f}% {word}: at most {abs(bound):.1f}% worse (bound at alpha "
-            f"{alpha:g}), within the {_effect_words(policy, min_effect)} ({evidence}); a change "
-            f"of {size_text(mde)} is caught with {power}"
-        )
+    blind = ""
+    if outcome is Outcome.UNCHANGED and ev.own is not None:
+        own = replace(ev, change=ev.own[0], sd=ev.own[1])
+        own_bound = own.worse_bound(worse_sign(cur.direction), alpha)
+        if (
+            classify_change(
+                change_pct=own.change_pct,
+                p_adjusted=1.0,
+                min_effect_pct=min_effect,
+                alpha=alpha,
+                worse_bound_pct=own_bound,
+                direction=cur.direction,
+            )
+            is not Outcome.UNCHANGED
+        ):
+            outcome = Outcome.BLIND
+            blind = (
+                f"{ev.job_move}; net of the job's move it is {own.change_pct:+.1f}% and may "
+                f"be up to {abs(own_bound):.1f}% worse, beyond the "
+                f"{_effect_words(policy, min_effect)}"
+            )
+    words = Words(
+        moved=f"{abs(change_pct):.1f}% {word}",
+        against=f"than the level of its {k} baseline runs",
+        evidence=f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})",
+        effect=_effect_words(policy, min_effect),
+        caught=f"a change of {size_text(mde)} is caught with {int(POWER * 100)}% power",
+        blind=blind,
+    )
+    verdict, reason = decided(outcome, cur.direction, change_pct, bound, alpha, words)
     if ev.noisy_now and verdict is Verdict.INCONCLUSIVE:
         reason += f" ({ev.noisy_now})"
     if ev.job_move and outcome is Outcome.CHANGE:
@@ -1090,9 +1109,7 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     # a series of 1-2 runs is judged on its runner's noise: the gate's other benchmarks of
     # its metric with a history of their own (the empirical prior needs three)
     known = Counter(
-        candidates[i].current.metric
-        for i in tested
-        if len(candidates[i].baseline) >= MIN_BASELINE_RUNS
+        candidates[i].current.metric for i in tested if len(candidates[i].baseline) >= 2
     )
     for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
         cand = candidates[i]

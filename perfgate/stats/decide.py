@@ -8,10 +8,11 @@ text / JSON / markdown / HTML headlines, baselines-as-code, the comment policy a
   is worse when positive), through :func:`change_verdict`.
 * A statistical comparison: :func:`classify_change` — significant after adjustment (at
   ``alpha``) and at least the minimum effect, on the ratio scale (a 10% slower time and a
-  9.1% lower throughput are the same size), is a change unless a guard holds (a baseline run
-  already as far out, main moved before it); ``unchanged`` only when the interval's worse end
-  lies inside the minimum effect (an equivalence test); otherwise inconclusive. The smallest
-  detectable change is stated at ``POWER``.
+  9.1% lower throughput are the same size), is a change; ``unchanged`` only when the
+  interval's worse end lies inside the minimum effect (an equivalence test); otherwise
+  inconclusive. :func:`decided` turns the outcome into the verdict and its reason, for the
+  history and the A/B comparisons alike. The smallest detectable change is stated at
+  ``POWER``.
 * A deterministic metric: :func:`deterministic_verdict` — any change beyond the tolerance.
 * A result that must not move (the loss on a fixed seed): :func:`numerics_verdict` — a
   change beyond the tolerance either way is a regression, whatever the speed did.
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 from perfgate.models import Comparison, Direction, Verdict
@@ -63,10 +65,6 @@ def size_text(pct: float) -> str:
     return f"{pct:.1f}%" if pct <= MDE_SHOWN_UP_TO else f"over {MDE_SHOWN_UP_TO:.0f}%"
 
 
-BLIND_FACTOR = 4.0
-"""Only where a comparison has no interval (a paired run without one): a small change is
-``unchanged`` when the data could have seen one of BLIND_FACTOR times the minimum effect."""
-
 _OVERALL_ORDER = (
     Verdict.OVER_BUDGET,
     Verdict.REGRESSION,
@@ -81,7 +79,6 @@ class Outcome(str, Enum):
     """What :func:`classify_change` found, before the direction is applied."""
 
     CHANGE = "change"
-    RANK_BLOCKED = "rank_blocked"
     UNSURE = "unsure"
     BLIND = "blind"
     UNCHANGED = "unchanged"
@@ -112,40 +109,83 @@ def classify_change(
     p_adjusted: float,
     min_effect_pct: float,
     alpha: float,
-    worse_bound_pct: float | None = None,
-    direction: Direction | None = None,
-    guarded: bool = False,
-    mde_pct: float | None = None,
+    worse_bound_pct: float,
+    direction: Direction,
 ) -> Outcome:
     """The statistical decision rule.
 
     A change must be significant after adjustment and at least the minimum effect (on the
-    ratio scale); ``guarded`` (the data show a reason not to blame this change: a baseline run
-    already as far out, main moved before it) makes it inconclusive instead. Otherwise a
-    change is ``unchanged`` only when ``worse_bound_pct``, the interval's end on the worse
-    side of ``direction``, lies inside the minimum effect (equivalence); else inconclusive
-    (``UNSURE`` when the change itself reaches the minimum effect, ``BLIND`` when it does not).
-    Without a bound (a comparison that has no interval), a small change is ``unchanged``
-    when ``mde_pct`` is below ``BLIND_FACTOR`` times the minimum effect.
+    ratio scale). Otherwise a change is ``unchanged`` only when ``worse_bound_pct``, the
+    interval's end on the worse side of ``direction``, lies inside the minimum effect
+    (equivalence); else inconclusive (``UNSURE`` when the change itself
+    reaches the minimum effect, ``BLIND`` when it does not).
     """
-    significant = p_adjusted < alpha
     limit = math.log1p(max(min_effect_pct, 0.0) / 100.0)
     big_enough = ratio_size(change_pct) >= limit - 1e-12
-    if significant and big_enough:
-        return Outcome.RANK_BLOCKED if guarded else Outcome.CHANGE
-    if worse_bound_pct is not None and direction is not None:
-        if worse_bound_pct <= -100.0:
-            worse = -math.inf
-        else:
-            worse = worse_sign(direction) * math.log1p(worse_bound_pct / 100.0)
-        if worse < limit and not big_enough:
-            return Outcome.UNCHANGED
-        return Outcome.UNSURE if big_enough else Outcome.BLIND
+    if p_adjusted < alpha and big_enough:
+        return Outcome.CHANGE
     if big_enough:
         return Outcome.UNSURE
-    if mde_pct is None or mde_pct > BLIND_FACTOR * max(min_effect_pct, 1.0):
-        return Outcome.BLIND
-    return Outcome.UNCHANGED
+    if worse_bound_pct <= -100.0:
+        worse = -math.inf
+    else:
+        worse = worse_sign(direction) * math.log1p(worse_bound_pct / 100.0)
+    return Outcome.UNCHANGED if worse < limit else Outcome.BLIND
+
+
+@dataclass(frozen=True)
+class Words:
+    """What a comparison knows to say about its change; :func:`decided` words the reason."""
+
+    moved: str
+    """How far and which way: ``5.6% slower``."""
+    against: str
+    """Against what: ``than the level of its 30 baseline runs``."""
+    evidence: str
+    """The p-values: ``p=0.0017 after FDR adjustment (raw 0.00017, alpha 0.01)``."""
+    effect: str
+    """The minimum effect: ``3% minimum effect``."""
+    caught: str
+    """What this noise can see: ``a change of 6.1% is caught with 80% power``."""
+    advice: str = ""
+    """What more data would settle it (A/B: more pairs), said when it stays inconclusive."""
+    blind: str = ""
+    """Why it cannot be called unchanged when the bound alone does not say it."""
+
+
+def decided(
+    outcome: Outcome,
+    direction: Direction,
+    change_pct: float,
+    bound_pct: float,
+    alpha: float,
+    words: Words,
+) -> tuple[Verdict, str]:
+    """The verdict an :class:`Outcome` of :func:`classify_change` gives and its reason: the
+    one place a history or an A/B comparison turns its outcome into words."""
+    w, bound = words, abs(bound_pct)
+    advice = f"; {w.advice}" if w.advice else ""
+    if outcome is Outcome.CHANGE:
+        return change_verdict(direction, change_pct), (
+            f"{w.moved} {w.against}, {w.evidence}, beyond the {w.effect}"
+        )
+    if outcome is Outcome.UNSURE:
+        return Verdict.INCONCLUSIVE, (
+            f"{w.moved} {w.against}, but not significant ({w.evidence}); with this noise "
+            f"{w.caught}{advice}"
+        )
+    if outcome is Outcome.BLIND:
+        why = w.blind or (
+            f"it may be up to {bound:.1f}% worse, beyond the {w.effect} (bound at alpha "
+            f"{alpha:g}; {w.evidence})"
+        )
+        return Verdict.INCONCLUSIVE, (
+            f"{w.moved}, but it cannot be called unchanged: {why}; {w.caught}{advice}"
+        )
+    return Verdict.UNCHANGED, (
+        f"{w.moved}: at most {bound:.1f}% worse (bound at alpha {alpha:g}), within the "
+        f"{w.effect} ({w.evidence}); {w.caught}"
+    )
 
 
 def deterministic_verdict(direction: Direction, change_pct: float, tolerance_pct: float) -> Verdict:

@@ -80,8 +80,9 @@ from perfgate.stats.decide import (
     ALPHA,
     POWER,
     Outcome,
-    change_verdict,
+    Words,
     classify_change,
+    decided,
     deterministic_verdict,
     numerics_verdict,
     relative_change_pct,
@@ -542,67 +543,52 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
     min_effect = ev.policy.min_effect_pct
     borrowed = ev.noise_from not in ("", "pairs")
     note = f"; pair noise from {ev.noise_from}" if borrowed else ""
-    size = f"{_words(ev, change)} than the base measured alongside it ({_pairs(ev.n_pairs)}{note})"
     evidence = (
         f"p={p_adjusted:.2g} after FDR adjustment (raw: t test {ev.p_t:.2g}, pair-order "
         f"test {ev.p_order:.2g}; alpha {ev.alpha:g})"
     )
-    mde = ev.mde_pct if ev.mde_pct is not None else float("inf")
-    bound = ev.worse_bound_pct
+    bound = ev.worse_bound_pct if ev.worse_bound_pct is not None else math.inf
     if ev.mde_pct is None:
         caught = (
             f"no change of any size can be shown with fewer than {pairs_to_decide(ev.alpha)} "
             "pairs (the pair-order test)"
         )
     else:
-        caught = (
-            f"with this noise a change of {size_text(mde)} is caught with {int(POWER * 100)}% power"
-        )
+        caught = f"a change of {size_text(ev.mde_pct)} is caught with {int(POWER * 100)}% power"
+    # the t bound may lie inside the minimum effect while the pair-order test, which holds
+    # without a noise model, cannot rule it out: then it is not shown unchanged
     outcome = classify_change(
         change_pct=change,
         p_adjusted=p_adjusted,
-        mde_pct=mde,
         min_effect_pct=min_effect,
         alpha=ev.alpha,
         worse_bound_pct=bound,
         direction=ev.direction,
     )
     order_blind = outcome is Outcome.UNCHANGED and not (ev.p_equivalence or 1.0) < ev.alpha
-    if order_blind:
-        outcome = Outcome.BLIND  # the pair-order test cannot rule out the minimum effect
-    if outcome is Outcome.CHANGE:
-        verdict = change_verdict(ev.direction, change)
-        reason = f"{size}, {evidence}, beyond the {min_effect:g}% minimum effect"
-    elif outcome is Outcome.UNSURE:
-        verdict = Verdict.INCONCLUSIVE
-        reason = f"{size}, but not significant ({evidence}); {caught}; " + _more_pairs(
-            ev, "would settle a change this size"
-        )
-    elif order_blind:
-        verdict = Verdict.INCONCLUSIVE
-        reason = (
-            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but it cannot be called "
-            f"unchanged: the t bound puts it at most {abs(bound or 0.0):.1f}% worse, yet the "
-            f"pair-order test cannot rule out the {min_effect:g}% minimum effect (p="
-            f"{ev.p_equivalence or 1.0:.2g}, alpha {ev.alpha:g}; "
-            f"{pairs_to_decide(ev.alpha, one_sided=True)} pairs at least); {caught}; "
-            + _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
-        )
-    elif outcome is Outcome.BLIND:
-        verdict = Verdict.INCONCLUSIVE
-        reason = (
-            f"{_words(ev, change)} ({_pairs(ev.n_pairs)}{note}), but it cannot be called "
-            f"unchanged: it may be up to {abs(bound or 0.0):.1f}% worse, beyond the "
-            f"{min_effect:g}% minimum effect ({evidence}); {caught}; "
-            + _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
-        )
-    else:
-        verdict = Verdict.UNCHANGED
-        reason = (
-            f"{_words(ev, change)}: at most {abs(bound or 0.0):.1f}% worse (bound at alpha "
-            f"{ev.alpha:g}), within the {min_effect:g}% minimum effect "
-            f"({evidence}, {_pairs(ev.n_pairs)}{note}); {caught}"
-        )
+    blind, advice = "", ""
+    if outcome is Outcome.UNSURE:
+        advice = _more_pairs(ev, "would settle a change this size")
+    elif outcome is Outcome.BLIND or order_blind:
+        outcome = Outcome.BLIND
+        advice = _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
+        if order_blind:
+            blind = (
+                f"the t bound puts it at most {abs(bound):.1f}% worse, yet the pair-order test "
+                f"cannot rule out the {min_effect:g}% minimum effect (p="
+                f"{ev.p_equivalence or 1.0:.2g}, alpha {ev.alpha:g}; "
+                f"{pairs_to_decide(ev.alpha, one_sided=True)} pairs at least)"
+            )
+    words = Words(
+        moved=_words(ev, change),
+        against=f"than the base measured alongside it ({_pairs(ev.n_pairs)}{note})",
+        evidence=evidence,
+        effect=f"{min_effect:g}% minimum effect",
+        caught=caught,
+        advice=advice,
+        blind=blind,
+    )
+    verdict, reason = decided(outcome, ev.direction, change, bound, ev.alpha, words)
     return _comparison(ev, verdict, reason, p_adjusted)
 
 

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 
 from perfgate.models import Comparison, RunPoint, Verdict
 from perfgate.stats.compare import change_sd
-from perfgate.stats.decide import ALPHA, deciding
+from perfgate.stats.decide import ALPHA, deciding, second_look
 
 MIN_VARIANCE_CUT = 0.02
 """Confirm only when the extra repeats cut the run's prediction variance by this share."""
@@ -208,9 +208,9 @@ def needs_confirming(look0: Sequence[Comparison], *, method: str = "history") ->
     confirmed, or '' when it is: a regression at look 0 stands (confirming can only add
     detections), and only an inconclusive comparison (``history``, or ``paired`` for more
     A/B pairs) has anything to gain."""
-    history = [c for c in deciding(look0) if c.method == method]
-    if any(c.verdict is Verdict.REGRESSION for c in history):
+    if second_look(look0, method=method, regression_stands=True):
+        return ""
+    mine = deciding(look0)
+    if any(c.verdict is Verdict.REGRESSION and c.method == method for c in mine):
         return "regression at look 0 stands (confirming only adds detections)"
-    if not any(c.verdict is Verdict.INCONCLUSIVE for c in history):
-        return "nothing to confirm"
-    return ""
+    return "nothing to confirm"
