@@ -209,6 +209,56 @@ def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
     assert "budget spent at look 2, 8 pairs (5 added)" in check_app.remeasured_line(outcome)
 
 
+def test_ab_mode_s_budget_is_the_whole_check_s_the_first_pairs_spend_it_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same check, but the first pairs (and the base's worktree) took 60 s of the 100 s
+    budget: the looks get the 40 s left, 2 more pairs of a, so the check ends within its
+    budget (on the tree before, the looks had the whole 100 s again: 5 pairs, 160 s)."""
+    pairs = [
+        (
+            _lasting(record(1, 10.0, branch="feat:base"), name, 60.0),
+            _lasting(record(2, 10.0, branch="feat"), name, 60.0),
+        )
+        for name in ("a", "b")
+    ]
+    extended: list[tuple[str, int]] = []
+    now = [0.0]
+
+    def first_pairs(*a: Any, **k: Any) -> object:
+        now[0] += 60.0
+        return pairs
+
+    def extend(
+        config: Config, store: object, pair: tuple[RunRecord, RunRecord], **kw: Any
+    ) -> object:
+        extended.append((kw["spec"].name, kw["extra"]))
+        now[0] += 20.0 * kw["extra"]
+        base, head = pair
+        spec = replace(head.spec, confirm_alpha=kw["alpha"], repeats=head.spec.repeats + 2)
+        return base, replace(head, spec=spec)
+
+    monkeypatch.setattr(check_app, "run_ab_and_record", first_pairs)
+    monkeypatch.setattr(
+        check_app,
+        "compare_records",
+        _fake_gate({"a": Verdict.INCONCLUSIVE, "b": Verdict.UNCHANGED}, "paired"),
+    )
+    monkeypatch.setattr(check_app, "extend_pairs_and_record", extend)
+    specs = [BenchmarkSpec(name=n, workload="mlp") for n in ("a", "b")]
+    check_app.run_check(
+        Config(),
+        specs,
+        cast(SqlStore, None),
+        mode="ab",
+        ab_ref="HEAD~1",
+        clock=lambda: now[0],
+        **_check_args(Budget(seconds=100.0)),
+    )
+    assert extended == [("a", 2)]
+    assert now[0] <= 100.0
+
+
 def test_what_would_settle_pairs_left_open_says_what_was_spent_and_what_is_missing() -> None:
     """A paired benchmark the looks left open: the note says the pairs spent, the smallest
     change they can see, what stopped them, and about how many more pairs would settle it
@@ -254,7 +304,9 @@ def test_the_report_names_the_commit_it_is_given_not_the_checkouts(
 ) -> None:
     """``check --commit SHA`` hands its commit to the report: where the judged runs do not
     name one, the report says SHA, not the commit checked out where the job runs."""
-    from perfgate.cli.gate import delivery_options, report_result
+    from perfgate import app
+    from perfgate.app.gate_job import CiOutputs
+    from perfgate.cli.gate import delivery_options
 
     checkout = tmp_path / "repo"
     checkout.mkdir()
@@ -280,7 +332,14 @@ def test_the_report_names_the_commit_it_is_given_not_the_checkouts(
         report_url=None,
     )
     result = GateResult("feat", "main", Verdict.NO_BASELINE, ())
-    report_result(config, result, False, delivery, None, "feat", commit="abcdef0123456789")
+    app.conclude_gate(
+        config,
+        result,
+        delivery=delivery,
+        outputs=CiOutputs(annotations=False),
+        commit="abcdef0123456789",
+        branch="feat",
+    )
     report = (tmp_path / "report" / "report.md").read_text()
     assert "@ abcdef0" in report, report
 

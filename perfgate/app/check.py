@@ -79,12 +79,10 @@ from perfgate.stats.paired import pairs_to_decide
 from perfgate.store import SqlStore
 
 MODES = ("history", "ab")
-DEFAULT_BUDGET = "10m"
 MAX_EXTRA = 12
 """Extra repeats one benchmark gets at most in ``history`` mode: past a dozen the gain of one
 round is small against the job's time (the detectable change shrinks as 1/sqrt(n)). ``ab``
 mode's looks are capped by :data:`perfgate.stats.looks.MAX_PAIRS` instead."""
-MIN_BASELINE_FOR_SPLIT = sequential.MIN_RUNS
 
 
 @dataclass(frozen=True)
@@ -205,6 +203,35 @@ def _seconds_per_repeat(record: RunRecord) -> float:
     return max((record.finished_at - record.started_at).total_seconds(), 0.0) / repeats
 
 
+@dataclass(frozen=True)
+class _Check:
+    """What both modes of one check share: its settings, and the gate that judges its runs."""
+
+    config: Config
+    specs: Sequence[BenchmarkSpec]
+    store: SqlStore
+    budget: Budget
+    git: GitContext
+    ci: CIContext
+    against: str
+    trace_root: Path
+    base_sha: str
+    history: GitHistory | None
+    progress: ProgressFn | None
+    warn: ProgressFn | None
+
+    def judge(self, runs: Sequence[RunRecord]) -> GateResult:
+        return compare_records(
+            self.config,
+            self.store,
+            runs,
+            branch=self.git.branch,
+            against=self.against,
+            base_sha=self.base_sha,
+            git=self.history,
+        )
+
+
 def run_check(
     config: Config,
     specs: Sequence[BenchmarkSpec],
@@ -245,43 +272,26 @@ def run_check(
         # a base branch without runs fails the gate: say so before measuring, not after
         check_base_branch(config, store, against)
     began = datetime.now(timezone.utc)
+    job = _Check(
+        config,
+        specs,
+        store,
+        budget,
+        git,
+        ci,
+        against,
+        trace_root,
+        base_sha,
+        history,
+        progress,
+        warn,
+    )
     try:
         if mode == "ab":
             ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
-            outcome = _check_ab(
-                config,
-                specs,
-                store,
-                budget=budget,
-                git=git,
-                ci=ci,
-                against=against,
-                ref=ref,
-                trace_root=trace_root,
-                repo=repo,
-                base_sha=base_sha,
-                history=history,
-                progress=progress,
-                warn=warn,
-                clock=clock,
-            )
+            outcome = _check_ab(job, ref=ref, repo=repo, clock=clock)
         else:
-            outcome = _check_history(
-                config,
-                specs,
-                store,
-                budget=budget,
-                git=git,
-                ci=ci,
-                against=against,
-                trace_root=trace_root,
-                sys_path=sys_path,
-                base_sha=base_sha,
-                history=history,
-                progress=progress,
-                warn=warn,
-                launch=launch,
-            )
+            outcome = _check_history(job, sys_path=sys_path, launch=launch)
     except Interrupted as exc:
         # the first pass's runs (and any re-measured one) are recorded as each finishes: say
         # which, rather than the runner's "nothing recorded"
@@ -330,135 +340,88 @@ def stopped_line(exc: Interrupted, recorded: Sequence[tuple[str, str, str]]) -> 
 
 
 def _check_history(
-    config: Config,
-    specs: Sequence[BenchmarkSpec],
-    store: SqlStore,
-    *,
-    budget: Budget,
-    git: GitContext,
-    ci: CIContext,
-    against: str,
-    trace_root: Path,
-    sys_path: Sequence[str],
-    base_sha: str,
-    history: GitHistory | None,
-    progress: ProgressFn | None,
-    warn: ProgressFn | None,
-    launch: LaunchOptions | None,
+    job: _Check, *, sys_path: Sequence[str], launch: LaunchOptions | None
 ) -> CheckOutcome:
     """``history`` mode: the head's runs, the gate, then more repeats for the benchmarks the
     plain gate left open, both looks at the level of the confirmation
     (:func:`perfgate.app.record.confirm_and_record`)."""
     records = run_and_record(
-        config,
-        specs,
-        store,
-        git=git,
-        ci=ci,
-        trace_root=trace_root,
+        job.config,
+        job.specs,
+        job.store,
+        git=job.git,
+        ci=job.ci,
+        trace_root=job.trace_root,
         sys_path=sys_path,
-        progress=progress,
-        warn=warn,
+        progress=job.progress,
+        warn=job.warn,
         launch=launch,
     )
-
-    def judge(runs: Sequence[RunRecord]) -> GateResult:
-        return compare_records(
-            config, store, runs, branch=git.branch, against=against, base_sha=base_sha, git=history
-        )
-
-    plain = judge(records)
-    by_name = {s.name: s for s in specs}
+    plain = job.judge(records)
+    by_name = {s.name: s for s in job.specs}
     looked = second_look(plain.comparisons, method="history", regression_stands=False)
     open_ = {b for b in looked if _remeasurable(by_name[b])}
     if not open_:
-        return CheckOutcome(
-            _with_notes(plain, unsettled_notes(plain, records, (), 0)), tuple(records), "history"
-        )
-    extra = budget.extra([_seconds_per_repeat(r) for r in records if r.benchmark in open_])
+        return _as_judged(plain, records, "history")
+    extra = job.budget.extra([_seconds_per_repeat(r) for r in records if r.benchmark in open_])
     if extra < 1:
-        notes = unsettled_notes(
-            plain, records, (), 0, budget_note=_too_small(budget, records, open_)
-        )
-        return CheckOutcome(_with_notes(plain, notes), tuple(records), "history")
+        return _as_judged(plain, records, "history", _too_small(job.budget, records, open_))
     # the open benchmarks go in (the budget was sized on them), judged at the level of the
     # whole gate's tests; only those inconclusive at that level get the repeats
-    confirmable = [s for s in specs if s.name in open_]
+    confirmable = [s for s in job.specs if s.name in open_]
     recorded = {r.benchmark: r for r in records}
     confirmations = confirm_and_record(
-        config,
+        job.config,
         confirmable,
-        store,
-        branch=git.branch,
-        against=against,
+        job.store,
+        branch=job.git.branch,
+        against=job.against,
         extra=extra,
         sys_path=sys_path,
-        progress=progress,
-        base_sha=base_sha,
-        git=history,
+        progress=job.progress,
+        base_sha=job.base_sha,
+        git=job.history,
         runs=[recorded[s.name] for s in confirmable],
         gate_tests=_tests(plain),
     )
     folded = {c.benchmark: c.folded for c in confirmations if c.folded is not None}
     final_records = [folded.get(r.benchmark, r) for r in records]
-    final = judge(final_records)
+    final = job.judge(final_records)
     notes = unsettled_notes(final, final_records, confirmations, extra)
     return CheckOutcome(
         _with_notes(final, notes), tuple(final_records), "history", extra, tuple(sorted(folded))
     )
 
 
-def _check_ab(
-    config: Config,
-    specs: Sequence[BenchmarkSpec],
-    store: SqlStore,
-    *,
-    budget: Budget,
-    git: GitContext,
-    ci: CIContext,
-    against: str,
-    ref: str,
-    trace_root: Path,
-    repo: Path,
-    base_sha: str,
-    history: GitHistory | None,
-    progress: ProgressFn | None,
-    warn: ProgressFn | None,
-    clock: Callable[[], float] = time.monotonic,
-) -> CheckOutcome:
+def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) -> CheckOutcome:
     """``ab`` mode: pairs, the gate, then looks that add pairs to every benchmark left open
     until it is decided or the budget is spent (:mod:`perfgate.stats.looks`)."""
+    budget = job.budget
+    started = clock()  # the budget is the whole check's: the first pairs spend it too
     pairs = run_ab_and_record(
-        config,
-        specs,
-        store,
+        job.config,
+        job.specs,
+        job.store,
         ref=ref,
         repo=repo,
-        git=git,
-        ci=ci,
-        trace_root=trace_root,
-        progress=progress,
-        warn=warn,
+        git=job.git,
+        ci=job.ci,
+        trace_root=job.trace_root,
+        progress=job.progress,
+        warn=job.warn,
     )
     heads = [head for _, head in pairs]
-    by_name = {s.name: s for s in specs}
-
-    def judge(runs: Sequence[RunRecord]) -> GateResult:
-        return compare_records(
-            config, store, runs, branch=git.branch, against=against, base_sha=base_sha, git=history
-        )
-
-    plain = judge(heads)
+    by_name = {s.name: s for s in job.specs}
+    plain = job.judge(heads)
     open_ = set(second_look(plain.comparisons, method="paired", regression_stands=False))
     if not open_:
-        return CheckOutcome(
-            _with_notes(plain, unsettled_notes(plain, heads, (), 0)), tuple(heads), "ab"
-        )
+        return _as_judged(plain, heads, "ab")
     # a head run's span is its pairs': the seconds of one pair, both sides
     seconds = {h.benchmark: _seconds_per_repeat(h) for h in heads if h.benchmark in open_}
-    if budget.seconds is not None and all(v > budget.seconds for v in seconds.values()):
-        notes = unsettled_notes(plain, heads, (), 0, budget_note=_too_small(budget, heads, open_))
-        return CheckOutcome(_with_notes(plain, notes), tuple(heads), "ab")
+    used = clock() - started
+    left = None if budget.seconds is None else max(budget.seconds - used, 0.0)
+    if left is not None and all(v > left for v in seconds.values()):
+        return _as_judged(plain, heads, "ab", _too_small(budget, heads, open_, left))
     # the plain gate was no look: every open benchmark's looks start at its first pairs
     current = {head.benchmark: (base, head) for base, head in pairs}
 
@@ -473,25 +436,25 @@ def _check_ab(
             at(h, levels_now[h.benchmark]) if h.benchmark in levels_now else h
             for h in (current[b][1] for b in current)
         ]
-        result = judge(runs)
+        result = job.judge(runs)
         return {b for b in levels if _decided(result, b)}
 
     def measure(benchmark: str, k: int, level: float) -> None:
         current[benchmark] = extend_pairs_and_record(
-            config,
-            store,
+            job.config,
+            job.store,
             current[benchmark],
             spec=by_name[benchmark],
             extra=k,
             alpha=level,
             repo=repo,
-            progress=progress,
+            progress=job.progress,
         )
 
     stops = looks.measure_until_decided(
         {h.benchmark: max(h.spec.repeats, 1) for h in heads if h.benchmark in open_},
         seconds_per_pair=seconds,
-        budget=looks.Budget(seconds=budget.seconds, pairs=budget.repeats),
+        budget=looks.Budget(seconds=left, pairs=budget.repeats),
         measure=measure,
         judge=look,
         clock=clock,
@@ -500,7 +463,7 @@ def _check_ab(
     final_heads = [
         at(current[h.benchmark][1], last[h.benchmark]) if h.benchmark in last else h for h in heads
     ]
-    final = judge(final_heads)
+    final = job.judge(final_heads)
     remeasured = tuple(sorted(s.benchmark for s in stops if s.extra > 0))
     still_open = _open(final, "paired")
     spent = tuple(
@@ -532,16 +495,27 @@ def _tests(result: GateResult) -> int:
     return sum(1 for c in deciding(result.comparisons) if c.p_value is not None) or 1
 
 
-def _too_small(budget: Budget, records: Sequence[RunRecord], open_: set[str]) -> str:
+def _too_small(
+    budget: Budget, records: Sequence[RunRecord], open_: set[str], left: float | None = None
+) -> str:
     need = sum(_seconds_per_repeat(r) for r in records if r.benchmark in open_)
+    spent = "" if left is None else f", {left:.0f} s of it left after the first pairs,"
     return (
-        f"the budget ({budget.text()}) buys no extra repeat: one more of each inconclusive "
-        f"benchmark takes about {need:.0f} s"
+        f"the budget ({budget.text()}){spent} buys no extra repeat: one more of each "
+        f"inconclusive benchmark takes about {need:.0f} s"
     )
 
 
 def _with_notes(result: GateResult, notes: Sequence[str]) -> GateResult:
     return replace(result, notes=(*result.notes, *notes)) if notes else result
+
+
+def _as_judged(
+    plain: GateResult, runs: Sequence[RunRecord], mode: str, budget_note: str = ""
+) -> CheckOutcome:
+    """The plain gate as the check's outcome, nothing re-measured (``budget_note``: why)."""
+    notes = unsettled_notes(plain, runs, (), 0, budget_note=budget_note)
+    return CheckOutcome(_with_notes(plain, notes), tuple(runs), mode)
 
 
 def unsettled_notes(
@@ -619,7 +593,7 @@ def _why(
         return f"{sees}; the noise is in the baseline between jobs: {not_confirmed}"
     if not_confirmed:
         return f"{sees}; {not_confirmed}"
-    if not paired and runs < 2 * MIN_BASELINE_FOR_SPLIT:
+    if not paired and runs < 2 * sequential.MIN_RUNS:
         return (
             f"{sees}; only {runs} baseline run{'s' if runs != 1 else ''}: every run recorded "
             "on the base branch narrows it, or measure with --mode ab"
