@@ -52,7 +52,6 @@ __all__ = [
     "LatencyStats",
     "is_ais_bench_summary",
     "parse_ais_bench",
-    "parse_ais_bench_text",
 ]
 
 COMPUTE = "NPU_compute_time"
@@ -147,11 +146,6 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
         raise ParseError(f"{path}: not JSON (not UTF-8 text)") from None
     except OSError as exc:
         raise ParseError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return parse_ais_bench_text(text, path)
-
-
-def parse_ais_bench_text(text: str, path: Path) -> AisBenchSummary:
-    """:func:`parse_ais_bench` on text already read (``path`` names it in messages)."""
     if not text.strip():
         raise ParseError(f"{path}: empty file, not an ais_bench summary")
     try:

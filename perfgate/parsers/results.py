@@ -122,21 +122,10 @@ _ASV_VERSION = 2
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 _TO_MS = {
-    "s": 1000.0,
-    "sec": 1000.0,
-    "second": 1000.0,
-    "seconds": 1000.0,
-    "ms": 1.0,
-    "msec": 1.0,
-    "millisecond": 1.0,
-    "milliseconds": 1.0,
-    "us": 1e-3,
-    "µs": 1e-3,
-    "usec": 1e-3,
-    "microseconds": 1e-3,
-    "ns": 1e-6,
-    "nsec": 1e-6,
-    "nanoseconds": 1e-6,
+    **dict.fromkeys(("s", "sec", "second", "seconds"), 1000.0),
+    **dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1.0),
+    **dict.fromkeys(("us", "µs", "usec", "microseconds"), 1e-3),
+    **dict.fromkeys(("ns", "nsec", "nanoseconds"), 1e-6),
 }
 """Time units a metrics file may give for a ``*_ms`` metric, as a factor to ms."""
 
@@ -199,7 +188,6 @@ class ResultFile:
     """The commit the file says it measured; "" when it does not say."""
     branch: str = ""
     notes: tuple[str, ...] = ()
-    tool_version: str = ""
 
 
 # --- detection ------------------------------------------------------------------------------
@@ -416,6 +404,23 @@ def _unique(names: Sequence[str], fallbacks: Sequence[str]) -> tuple[list[str], 
     return out, sorted(n for n, k in seen.items() if k > 1)
 
 
+def _implementation(meta: Mapping[str, Any]) -> dict[str, ParamValue]:
+    """``python_implementation`` (lower-cased) as a fingerprint param, when the file says."""
+    implementation = _str(meta.get("python_implementation")).lower()
+    return {"python_implementation": implementation} if implementation else {}
+
+
+def _first_three(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _lower_is_better(name: str, metric: str, unit: str, repeats: Any) -> ResultBenchmark:
+    """A benchmark of one lower-is-better metric."""
+    return ResultBenchmark(
+        name, (ResultMetric(metric, unit, Direction.LOWER_IS_BETTER, tuple(repeats)),)
+    )
+
+
 def _check_unique(names: Sequence[str], path: Path, key: str) -> None:
     seen: set[str] = set()
     for n in names:
@@ -473,10 +478,9 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
         )
     _check_unique(unique, path, "benchmarks")
     if no_data:
-        shown = ", ".join(no_data[:3]) + (", ..." if len(no_data) > 3 else "")
         notes.append(
             f"no stats.data (saved without --benchmark-save-data): the median alone, one "
-            f"sample, for {shown}"
+            f"sample, for {_first_three(no_data)}"
         )
     machine = _object(doc, "machine_info", path)
     raw_cpu = machine.get("cpu")
@@ -490,10 +494,7 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
         python_version=_python_minor(machine.get("python_version")),
         device_kind="cpu",
     )
-    file_params: dict[str, ParamValue] = {}
-    implementation = _str(machine.get("python_implementation")).lower()
-    if implementation:
-        file_params["python_implementation"] = implementation
+    file_params = _implementation(machine)
     info = _object(doc, "commit_info", path)
     commit = _commit(info.get("id"))
     branch = _str(info.get("branch"))
@@ -512,7 +513,6 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
         commit=commit,
         branch=branch,
         notes=tuple(notes),
-        tool_version=_str(doc.get("version")),
     )
 
 
@@ -572,19 +572,8 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
         if not repeats:
             raise ParseError(f"{path}: {where}.runs: no run with values ({name})")
         metric, shown_unit, factor = _PYPERF_UNITS[unit]
-        benchmarks.append(
-            ResultBenchmark(
-                name,
-                (
-                    ResultMetric(
-                        metric,
-                        shown_unit,
-                        Direction.LOWER_IS_BETTER,
-                        tuple(tuple(v * factor for v in rep) for rep in repeats),
-                    ),
-                ),
-            )
-        )
+        scaled = (tuple(v * factor for v in rep) for rep in repeats)
+        benchmarks.append(_lower_is_better(name, metric, shown_unit, scaled))
         first = first or metadata
     _check_unique([b.name for b in benchmarks], path, "benchmarks")
     system_arch, release = _platform_os(_str(first.get("platform")))
@@ -596,18 +585,13 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
         python_version=_python_minor(first.get("python_version")),
         device_kind="cpu",
     )
-    params: dict[str, ParamValue] = {}
-    implementation = _str(first.get("python_implementation")).lower()
-    if implementation:
-        params["python_implementation"] = implementation
+    params = _implementation(first)
     return ResultFile(
         format=FORMAT_PYPERF,
         path=path,
         benchmarks=tuple(benchmarks),
         host=host,
         params=params,
-        notes=(),
-        tool_version=_str(first.get("perf_version")),
     )
 
 
@@ -724,36 +708,21 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
                 raw = [_number(value, path, f"{where}: result[{j}]")]
                 if kind == "time":
                     without_samples.append(label)
-            benchmarks.append(
-                ResultBenchmark(
-                    label,
-                    (
-                        ResultMetric(
-                            metric,
-                            unit,
-                            Direction.LOWER_IS_BETTER,
-                            (tuple(x * factor for x in raw),),
-                        ),
-                    ),
-                )
-            )
+            scaled = tuple(x * factor for x in raw)
+            benchmarks.append(_lower_is_better(label, metric, unit, (scaled,)))
     if untyped:
         notes.append(
             f"not recorded, type unknown (no benchmarks.json beside the results and no "
-            f"time_/mem_/peakmem_/track_ prefix): {', '.join(untyped[:3])}"
-            + (", ..." if len(untyped) > 3 else "")
+            f"time_/mem_/peakmem_/track_ prefix): {_first_three(untyped)}"
         )
     if skipped:
-        notes.append(
-            f"not recorded, no result (failed or skipped in asv): {', '.join(skipped[:3])}"
-            + (", ..." if len(skipped) > 3 else "")
-        )
+        notes.append(f"not recorded, no result (failed or skipped in asv): {_first_three(skipped)}")
     if not benchmarks:
         raise ParseError(f"{path}: results: no benchmark with a result to record")
     if without_samples:
         notes.append(
             "no samples (asv run without --record-samples): the result, asv's median, alone "
-            f"for {', '.join(without_samples[:3])}" + (", ..." if len(without_samples) > 3 else "")
+            f"for {_first_three(without_samples)}"
         )
     notes.append("asv pools its processes' samples: each benchmark is one repeat")
     machine = _object(doc, "params", path)
@@ -941,7 +910,6 @@ def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
     if "name" not in columns or value_col not in columns:
         raise ParseError(f"{path}: header: no name and value columns (name,value,unit,direction)")
     index = {c: i for i, c in enumerate(columns)}
-    order: list[str] = []
     samples: dict[str, dict[int, list[float]]] = {}
     units: dict[str, str | None] = {}
     directions: dict[str, str | None] = {}
@@ -978,7 +946,6 @@ def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
                     f"{path}: {where}: repeat ({name}): {repeat_cell!r}, not a whole number"
                 )
             if name not in samples:
-                order.append(name)
                 samples[name] = {}
                 first_line[name] = n
                 units[name], directions[name] = get("unit") or None, get("direction") or None
@@ -995,7 +962,7 @@ def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
             samples[name].setdefault(int(repeat_cell), []).extend(values)
     except csv.Error as exc:
         raise ParseError(f"{path}: not CSV ({exc})") from None
-    if not order:
+    if not samples:
         raise ParseError(f"{path}: no metric rows under the header")
     metrics = tuple(
         _metric(
@@ -1006,7 +973,7 @@ def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
             units[name],
             directions[name],
         )
-        for name in order
+        for name in samples
     )
     return ResultFile(
         format=FORMAT_METRICS,

@@ -34,7 +34,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -385,17 +385,12 @@ def _summarise(
 
     gpu = bool(t.device)
     compute_gpu, comm_gpu = _account_device(t, windows, ops, op_types)
-
-    if gpu:
-        compute = _merge(compute_gpu)
-        comm = _merge(comm_gpu) if comm_gpu else _merge(comm_cpu + t.cpu_comm)
-    else:
-        compute = _merge(compute_cpu)
-        comm = _merge(comm_cpu + t.cpu_comm)
-    data_loading = _merge(t.data_loading)
+    compute = merge_intervals(compute_gpu if gpu else compute_cpu)
+    comm = merge_intervals(comm_gpu if gpu and comm_gpu else comm_cpu + t.cpu_comm)
+    data_loading = merge_intervals(t.data_loading)
 
     step_us = compute_us = comm_us = overlap_us = loading_us = 0.0
-    overlapped = _intersect(comm, compute)
+    overlapped = intersect_intervals(comm, compute)
     for lo, hi in windows.spans:
         step_us += hi - lo
         compute_us += _coverage(compute, lo, hi)
@@ -510,7 +505,7 @@ def _utilisation(
         if capacity is not None or t.device:
             notes.append("device_busy_pct, sm_occupancy_pct: no kernels in the trace")
         return out, capacity
-    busy = _merge(kernels)
+    busy = merge_intervals(kernels)
     if step_us > 0:
         covered = sum(_coverage(busy, lo, hi) for lo, hi in windows.spans)
         out["device_busy_pct"] = 100.0 * covered / step_us
@@ -793,8 +788,8 @@ def _memory(t: _Trace, windows: _Windows | None) -> tuple[int | None, tuple[floa
 # --------------------------------------------------------------------------- intervals
 
 
-def _merge(intervals: list[Interval]) -> list[Interval]:
-    """Sorted union of intervals."""
+def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted union of intervals (also of the Ascend db export's ns ones)."""
     out: list[Interval] = []
     for lo, hi in sorted(intervals):
         if out and lo <= out[-1][1]:
@@ -805,7 +800,7 @@ def _merge(intervals: list[Interval]) -> list[Interval]:
     return out
 
 
-def _intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
+def intersect_intervals(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
     """Intersection of two merged interval lists (itself merged)."""
     out: list[Interval] = []
     i = j = 0

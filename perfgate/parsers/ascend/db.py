@@ -69,8 +69,9 @@ from perfgate.models import (
     ProfileSummary,
     StepBreakdown,
 )
-from perfgate.parsers.ascend.discovery import OUTPUT_DIR, read_collection
-from perfgate.parsers.ascend.text import PmuTotals, ascend_utilisation
+from perfgate.parsers.ascend.discovery import OUTPUT_DIR, relative, start_rank
+from perfgate.parsers.ascend.text import PmuTotals, ascend_utilisation, op_type_stats
+from perfgate.parsers.torch_trace import intersect_intervals, merge_intervals
 
 __all__ = ["SOURCE_DB", "parse_ascend_db_rank"]
 
@@ -129,17 +130,10 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
             The message is one line and names the file.
     """
     rank_dir = Path(rank_dir)
-    notes: list[str] = []
-    raw_files: list[str] = []
-    collection, collection_notes = read_collection(rank_dir)
-    notes.extend(collection_notes)
-    for info in sorted(rank_dir.glob("profiler_info*.json"))[:1]:
-        raw_files.append(_relative(info, rank_dir))
-    if (rank_dir / "profiler_metadata.json").is_file():
-        raw_files.append("profiler_metadata.json")
+    collection, notes, raw_files = start_rank(rank_dir)
 
     profiler_db = _find_profiler_db(rank_dir, collection.get("rank"), notes)
-    raw_files.append(_relative(profiler_db, rank_dir))
+    raw_files.append(relative(profiler_db, rank_dir))
     analysis_path = profiler_db.parent / _ANALYSIS_DB
     for db_path in (profiler_db, analysis_path):
         wal_note = _wal_note(db_path)
@@ -156,7 +150,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         tasks = _read_compute_tasks(db, strings, device_id, notes)
         comm_ops = _read_communication_ops(db, strings, notes)
         windows = _read_step_windows(db)
-        memory = _read_memory(db, strings, device_id, notes)
+        peak, reserved, growth = _read_memory(db, strings, device_id, notes)
         hbm = _read_hbm(db, device_id, windows, notes)
         llc_note = _llc_note(db)
 
@@ -177,7 +171,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
             notes.append(f"communication: {_ANALYSIS_DB} {reason}")
             step_rows, comm_source, bandwidth_source = [], None, None
         else:
-            raw_files.append(_relative(analysis_path, rank_dir))
+            raw_files.append(relative(analysis_path, rank_dir))
             notes.extend(analysis_notes)
             if step_rows:
                 notes.append(f"breakdown: from {_ANALYSIS_DB} StepTraceTime")
@@ -236,7 +230,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         steps=steps,
         ops=ops,
         breakdown=breakdown,
-        peak_memory_bytes=memory.peak_allocated,
+        peak_memory_bytes=peak,
         device_busy_fraction=busy,
         op_calls_per_step=calls,
         kernel_launches_per_step=launches,
@@ -246,8 +240,8 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         op_types=op_types,
         step_times_ms=step_times,
         communication=communication,
-        peak_reserved_bytes=memory.peak_reserved,
-        memory_growth_bytes=memory.growth,
+        peak_reserved_bytes=reserved,
+        memory_growth_bytes=growth,
         collection=collection,
         utilisation=utilisation,
     )
@@ -352,13 +346,6 @@ def _number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
-
-
-def _relative(path: Path, rank_dir: Path) -> str:
-    try:
-        return path.relative_to(rank_dir).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 # --- files, rank and collection -----------------------------------------------------------
@@ -604,33 +591,8 @@ def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> 
     return out
 
 
-def _union(intervals: Iterable[Interval]) -> list[Interval]:
-    out: list[Interval] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
-def _length(intervals: Sequence[Interval]) -> int:
+def _length(intervals: Sequence[tuple[float, float]]) -> float:
     return sum(end - start for start, end in intervals)
-
-
-def _overlap(a: Sequence[Interval], b: Sequence[Interval]) -> int:
-    """Length of the intersection of two sorted, disjoint interval lists."""
-    total, i, j = 0, 0, 0
-    while i < len(a) and j < len(b):
-        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if high > low:
-            total += high - low
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def _derive_steps(
@@ -664,12 +626,12 @@ def _derive_steps(
         def clip(items: Iterable[_Task], begin: int = start, stop: int = end) -> list[Interval]:
             return [(t.start_ns, min(t.end_ns, stop)) for t in items if begin <= t.start_ns < stop]
 
-        compute = _union(clip(tasks))
-        comm = _union(clip(comm_ops))
-        receive = _union(clip(t for t in comm_ops if t.name.startswith(_RECEIVE_PREFIX)))
-        busy = _union(compute + comm)
+        compute = merge_intervals(clip(tasks))
+        comm = merge_intervals(clip(comm_ops))
+        receive = merge_intervals(clip(t for t in comm_ops if t.name.startswith(_RECEIVE_PREFIX)))
+        busy = merge_intervals(compute + comm)
         computing = _length(compute)
-        not_overlapped = _length(comm) - _overlap(comm, compute)
+        not_overlapped = _length(comm) - _length(intersect_intervals(comm, compute))
         free = (busy[-1][1] - busy[0][0] - _length(busy)) if busy else 0
         preparing = (compute[0][0] - start) / _NS_PER_US if compute else None
         out.append(
@@ -768,25 +730,11 @@ def _op_stats(tasks: list[_Task], comm_ops: list[_Task], steps: int) -> tuple[Op
 
 
 def _op_type_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
-    groups: dict[tuple[str, str], list[_Task]] = defaultdict(list)
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for task in tasks:
-        groups[(task.op_type, task.core)].append(task)
-    out = []
-    for (op_type, core), members in groups.items():
-        time_ms = sum(t.duration_ns for t in members) / _NS_PER_MS / steps
-        out.append(
-            OpStat(
-                name=op_type,
-                device="npu",
-                calls_per_step=len(members) / steps,
-                self_time_ms_per_step=time_ms,
-                total_time_ms_per_step=time_ms,
-                op_type=op_type,
-                core=core,
-            )
-        )
-    out.sort(key=lambda o: (-o.total_time_ms_per_step, o.name, o.core))
-    return tuple(out)
+        totals[(task.op_type, task.core)][0] += 1
+        totals[(task.op_type, task.core)][1] += task.duration_ns
+    return op_type_stats(totals, steps, _NS_PER_MS)
 
 
 # --- utilisation --------------------------------------------------------------------------
@@ -905,15 +853,8 @@ def _read_comm_time(db: _Database, notes: list[str]) -> list[_CommRow] | None:
         f"FROM {db.table('CommAnalyzerTime')}"
     )
     return [
-        _CommRow(
-            op="" if op is None else str(op),
-            elapse=_number(elapse) or 0.0,
-            transit=_number(transit) or 0.0,
-            wait=_number(wait) or 0.0,
-            synchronization=_number(sync) or 0.0,
-            idle=_number(idle) or 0.0,
-        )
-        for op, elapse, transit, wait, sync, idle in rows
+        _CommRow("" if op is None else str(op), *(_number(v) or 0.0 for v in times))
+        for op, *times in rows
     ]
 
 
@@ -1001,22 +942,16 @@ def _summarise_communication(
 # --- memory -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Memory:
-    peak_allocated: int | None = None
-    peak_reserved: int | None = None
-    growth: int | None = None
-
-
 def _read_memory(
     db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
-) -> _Memory:
-    """The PTA (torch allocator) records of MEMORY_RECORD; bytes, in time order."""
+) -> tuple[int | None, int | None, int | None]:
+    """Peak allocated, peak reserved and growth of allocated bytes, from the PTA (torch
+    allocator) records of MEMORY_RECORD in time order."""
     if not db.has("MEMORY_RECORD", "component", "totalAllocated"):
         notes.append("peak_memory_bytes: no MEMORY_RECORD table (profile_memory=False?)")
         notes.append("peak_reserved_bytes: no MEMORY_RECORD table")
         notes.append("memory_growth_bytes: no MEMORY_RECORD table")
-        return _Memory()
+        return None, None, None
     where, params = "", []
     if device_id is not None and db.has("MEMORY_RECORD", "deviceId"):
         where, params = "WHERE deviceId = ?", [device_id]
@@ -1044,8 +979,4 @@ def _read_memory(
         notes.append("peak_memory_bytes: MEMORY_RECORD has no totalAllocated values")
     if not reserved:
         notes.append("peak_reserved_bytes: MEMORY_RECORD has no totalReserved values")
-    return _Memory(
-        peak_allocated=max(allocated) if allocated else None,
-        peak_reserved=max(reserved) if reserved else None,
-        growth=growth,
-    )
+    return max(allocated, default=None), max(reserved, default=None), growth

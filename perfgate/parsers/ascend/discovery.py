@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ __all__ = [
     "as_rank_dir",
     "find_rank_dirs",
     "is_ascend_profile",
-    "json_problem",
+    "load_json",
     "read_collection",
+    "relative",
+    "start_rank",
 ]
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -111,15 +113,18 @@ def _config_text(value: Any) -> str | None:
     return str(value)
 
 
-def json_problem(exc: json.JSONDecodeError) -> str:
+def _json_problem(exc: json.JSONDecodeError) -> str:
     """Say whether a JSON error means the file was cut short or is otherwise broken."""
     if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
         return f"truncated JSON ({exc.msg}, line {exc.lineno})"
     return f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
 
 
-def _load_small_json(path: Path) -> tuple[Any, str | None]:
-    """A small JSON file's document, or ``(None, why)`` when it cannot be read."""
+def load_json(
+    path: Path, hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+) -> tuple[Any, str | None]:
+    """A JSON file's document (``hook`` as ``object_pairs_hook``), or ``(None, why)`` when
+    it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
@@ -127,9 +132,9 @@ def _load_small_json(path: Path) -> tuple[Any, str | None]:
     except UnicodeDecodeError:
         return None, "not UTF-8 text"
     try:
-        return json.loads(text), None
+        return json.loads(text, object_pairs_hook=hook), None
     except json.JSONDecodeError as exc:
-        return None, json_problem(exc)
+        return None, _json_problem(exc)
     except RecursionError:
         return None, "JSON nested too deeply"
 
@@ -159,7 +164,7 @@ def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
     for path in infos[:1] + [rank_dir / "profiler_metadata.json"]:
         if not path.is_file():
             continue
-        doc, why = _load_small_json(path)
+        doc, why = load_json(path)
         if why is not None:
             notes.append(f"collection: {path.name} {why}")
         elif isinstance(doc, dict):
@@ -193,3 +198,21 @@ def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
         if match:
             out["rank"] = match.group(1)
     return out, tuple(notes)
+
+
+def relative(path: Path, rank_dir: Path) -> str:
+    """``path`` relative to ``rank_dir`` (POSIX separators), or whole when outside it."""
+    try:
+        return path.relative_to(rank_dir).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def start_rank(rank_dir: Path) -> tuple[dict[str, str], list[str], list[str]]:
+    """What both exports' readers start from: :func:`read_collection`'s mapping, its notes
+    (a list to add to) and the collection files there are (the start of ``raw_files``)."""
+    collection, notes = read_collection(rank_dir)
+    raw = [relative(info, rank_dir) for info in sorted(rank_dir.glob("profiler_info*.json"))[:1]]
+    if (rank_dir / "profiler_metadata.json").is_file():
+        raw.append("profiler_metadata.json")
+    return collection, list(notes), raw

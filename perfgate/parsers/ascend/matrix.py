@@ -77,6 +77,8 @@ _TOTAL = "total"
 
 _GroupKey = tuple[str, str, str, str]
 """(step, kind, op type, group)."""
+_Row = tuple[_GroupKey, str, int, int, str, float, float, str]
+"""(group, class, src, dst, link, size MB, time ms, op name): one matrix entry."""
 
 
 def op_type(op_name: str) -> str:
@@ -200,7 +202,7 @@ def _pairs(
 
 def _add_rows(
     accs: dict[tuple[int, int, str], _Acc],
-    rows: Iterable[tuple[_GroupKey, str, int, int, str, float, float, str]],
+    rows: Iterable[_Row],
 ) -> bool:
     """Sum (group, class, src, dst, link, size, time, op name) rows into ``accs``: a group's
     ``total`` rows when it has them, else its distinct sampled ops. Returns whether some
@@ -254,7 +256,7 @@ def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str
     if why is not None:
         return (), (f"rank_pairs: {MATRIX_FILE} {why}",)
     notes: list[str] = []
-    rows: list[tuple[_GroupKey, str, int, int, str, float, float, str]] = []
+    rows: list[_Row] = []
     try:
         if not isinstance(doc, Mapping) or not doc:
             raise ValueError("no steps (expected an object keyed by step)")
@@ -275,18 +277,11 @@ def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str
                         if not isinstance(info, Mapping):
                             raise ValueError(f"{where} is not an object")
                         src, dst = _link_key(str(link_key), where)
-                        rows.append(
-                            (
-                                g,
-                                cls,
-                                src,
-                                dst,
-                                str(info.get("Transport Type", "")),
-                                _number(info.get("Transit Size(MB)", 0.0), where),
-                                _number(info.get("Transit Time(ms)", 0.0), where),
-                                str(info.get("Op Name", "")),
-                            )
-                        )
+                        link = str(info.get("Transport Type", ""))
+                        size = _number(info.get("Transit Size(MB)", 0.0), where)
+                        time = _number(info.get("Transit Time(ms)", 0.0), where)
+                        op = str(info.get("Op Name", ""))
+                        rows.append((g, cls, src, dst, link, size, time, op))
     except ValueError as exc:
         return (), (f"rank_pairs: {MATRIX_FILE} unexpected content ({exc})",)
     accs: dict[tuple[int, int, str], _Acc] = {}
@@ -339,7 +334,7 @@ def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[s
     if not matrix:
         return (), (f"rank_pairs: {path.name} CommAnalyzerMatrix is empty",)
     notes: list[str] = []
-    rows: list[tuple[_GroupKey, str, int, int, str, float, float, str]] = []
+    rows: list[_Row] = []
     steps: set[str] = set()
     try:
         for step, kind, hccl_op, group, src, dst, link, size, time, op in matrix:
@@ -348,18 +343,9 @@ def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[s
             g = (str(step), str(kind), op_kind or str(hccl_op), str(group))
             steps.add(str(step))
             src_i, dst_i = _link_key(f"{src}-{dst}", where)
-            rows.append(
-                (
-                    g,
-                    cls,
-                    src_i,
-                    dst_i,
-                    str(link or ""),
-                    _number(size if size is not None else 0.0, where),
-                    _number(time if time is not None else 0.0, where),
-                    str(op or ""),
-                )
-            )
+            size_mb = _number(size if size is not None else 0.0, where)
+            time_ms = _number(time if time is not None else 0.0, where)
+            rows.append((g, cls, src_i, dst_i, str(link or ""), size_mb, time_ms, str(op or "")))
         ops: _Ops | None = None
         if times is None:
             notes.append(f"rank_pairs: wait_ms unknown, {path.name} has no CommAnalyzerTime")

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -61,7 +60,7 @@ from perfgate.models import (
     ProfileSummary,
     StepBreakdown,
 )
-from perfgate.parsers.ascend.discovery import json_problem, read_collection
+from perfgate.parsers.ascend.discovery import load_json, relative, start_rank
 from perfgate.parsers.ascend.trace_view import breakdown_from_trace_view
 
 __all__ = ["SOURCE_TEXT", "PmuTotals", "ascend_utilisation", "parse_ascend_text_rank"]
@@ -149,13 +148,10 @@ def _csv_rows(path: Path, label: str) -> Iterator[tuple[list[str], Iterator[list
 def _check_complete(path: Path, label: str) -> None:
     """Raise ParseError unless ``path`` is a non-empty file ending with a line end."""
     try:
-        size = path.stat().st_size
         with path.open("rb") as raw:
-            if size:
-                raw.seek(size - 1)
-                last = raw.read(1)
-            else:
-                last = b""
+            size = raw.seek(0, os.SEEK_END)
+            raw.seek(max(size - 1, 0))
+            last = raw.read(1)
     except OSError as exc:
         raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
     if size == 0:
@@ -169,18 +165,24 @@ def _check_complete(path: Path, label: str) -> None:
 def _col(header: Sequence[str], *names: str) -> int | None:
     """Index of the first of ``names`` in ``header`` (case-insensitive), or None."""
     lowered = [h.lower() for h in header]
-    for name in names:
-        try:
-            return lowered.index(name.lower())
-        except ValueError:
-            continue
-    return None
+    return next((lowered.index(n.lower()) for n in names if n.lower() in lowered), None)
 
 
 def _short_row(label: str, line: int, got: int, want: int) -> ParseError:
     return ParseError(
         f"{label}: row {line} has {got} fields, the header has {want} (truncated or malformed)"
     )
+
+
+def _rows(reader: Iterator[list[str]], label: str, width: int) -> Iterator[tuple[int, list[str]]]:
+    """``reader``'s rows with their line numbers, blank ones skipped; a short row is an
+    error."""
+    for line, row in enumerate(reader, start=2):
+        if len(row) < width:
+            if not any(row):
+                continue
+            raise _short_row(label, line, len(row), width)
+        yield line, row
 
 
 def _float(cell: str) -> float | None:
@@ -210,60 +212,46 @@ def _mean(values: Sequence[float]) -> float:
 # --------------------------------------------------------------------------- step trace
 
 _STEP_COLUMNS = {
-    # StepBreakdown field: the step_trace_time.csv header names that feed it
-    "compute_ms": ("Computing",),
-    "communication_not_overlapped_ms": ("Communication(Not Overlapped)",),
-    "communication_overlapped_ms": ("Overlapped",),
-    "free_ms": ("Free",),
-    "bubble_ms": ("Bubble",),
-    "preparing_ms": ("Preparing",),
+    # StepBreakdown field: the step_trace_time.csv header that feeds it
+    "compute_ms": "Computing",
+    "communication_not_overlapped_ms": "Communication(Not Overlapped)",
+    "communication_overlapped_ms": "Overlapped",
+    "free_ms": "Free",
+    "bubble_ms": "Bubble",
+    "preparing_ms": "Preparing",
 }
+_STEP_PARTS = ("compute_ms", "communication_not_overlapped_ms", "free_ms")
+"""The fields whose sum is a step's time (msprof-analyze's E2E)."""
 
 
-@dataclass
-class _StepTrace:
-    step_times_ms: tuple[float, ...]
-    breakdown: StepBreakdown
-    notes: list[str]
+def _read_step_trace(
+    path: Path, label: str, notes: list[str]
+) -> tuple[tuple[float, ...], StepBreakdown]:
+    """Each step's time (ms) and the mean breakdown; adds notes on what is missing.
 
-
-def _read_step_trace(path: Path, label: str) -> _StepTrace:
-    notes: list[str] = []
+    A negative duration cell is an error: it is not a measurement (a broken export or a
+    hand-edited file), and summing it would print a negative step time and gate on it.
+    """
     with _csv_rows(path, label) as (header, reader):
         width = len(header)
         i_step = _col(header, "Step", "Step Id")
         i_dev = _col(header, "Device_id", "Device ID", "Device Id")
-        cols = {f: _col(header, *names) for f, names in _STEP_COLUMNS.items()}
         i_stage = _col(header, "Stage")
-        parts = (
-            cols["compute_ms"],
-            cols["communication_not_overlapped_ms"],
-            cols["free_ms"],
-        )
-        if any(i is None for i in parts) and (i_stage is None or cols["bubble_ms"] is None):
-            missing = [
-                names[0]
-                for f, names in _STEP_COLUMNS.items()
-                if f in ("compute_ms", "communication_not_overlapped_ms", "free_ms")
-                and cols[f] is None
-            ]
-            raise ParseError(
-                f"{label}: no {', '.join(missing)} column; cannot compute the step time"
-            )
-        # (device, step, order, {field: value}, step_us)
+        cols = {f: _col(header, name) for f, name in _STEP_COLUMNS.items()}
+        e2e = all(cols[f] is not None for f in _STEP_PARTS)
+        if not e2e and (i_stage is None or cols["bubble_ms"] is None):
+            missing = ", ".join(_STEP_COLUMNS[f] for f in _STEP_PARTS if cols[f] is None)
+            raise ParseError(f"{label}: no {missing} column; cannot compute the step time")
+        # (device, step, line, {field: value}, step time in µs)
         rows: list[tuple[str, int | None, int, dict[str, float | None], float]] = []
         for line, row in enumerate(reader, start=2):
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             if len(row) < width:
                 raise _short_row(label, line, len(row), width)
-            values: dict[str, float | None] = {}
-            for f, i in cols.items():
-                values[f] = None if i is None else _float(row[i])
-            if all(i is not None for i in parts):
-                comp = values["compute_ms"]
-                cno = values["communication_not_overlapped_ms"]
-                free = values["free_ms"]
+            values = {f: None if i is None else _float(row[i]) for f, i in cols.items()}
+            if e2e:
+                comp, cno, free = (values[f] for f in _STEP_PARTS)
                 if comp is None or cno is None or free is None:
                     raise ParseError(
                         f"{label}: row {line}: Computing, Communication(Not Overlapped) "
@@ -271,69 +259,42 @@ def _read_step_trace(path: Path, label: str) -> _StepTrace:
                     )
                 step_us = comp + cno + free
             else:
-                stage = _float(row[cast(int, i_stage)])
-                bubble = values["bubble_ms"]
+                stage, bubble = _float(row[cast(int, i_stage)]), values["bubble_ms"]
                 if stage is None or bubble is None:
                     raise ParseError(f"{label}: row {line}: Stage and Bubble must be numbers")
                 step_us = stage + bubble
-            step_cell = row[i_step].strip() if i_step is not None else ""
-            step_f = _float(step_cell) if step_cell else None
-            step = int(step_f) if step_f is not None else None
+            for i in (*cols.values(), i_stage):
+                if i is not None and (value := _float(row[i])) is not None and value < 0:
+                    raise ParseError(
+                        f"{label}:{line}: {header[i].strip()} is negative ({row[i].strip()} us); "
+                        "step durations cannot be below zero"
+                    )
+            step = _float(row[i_step]) if i_step is not None else None
             device = row[i_dev].strip() if i_dev is not None else ""
-            _reject_negative(label, line, header, row, cols, i_stage)
-            rows.append((device, step, line, values, step_us))
+            rows.append((device, None if step is None else int(step), line, values, step_us))
     if not rows:
         raise ParseError(f"{label}: no step rows (header only)")
     devices = sorted({r[0] for r in rows}, key=lambda d: (_float(d) is None, _float(d) or 0, d))
-    device = devices[0]
     if len(devices) > 1:
         notes.append(
             f"steps: step_trace_time.csv has {len(devices)} devices "
-            f"({', '.join(devices)}); using Device_id {device}"
+            f"({', '.join(devices)}); using Device_id {devices[0]}"
         )
-        rows = [r for r in rows if r[0] == device]
-    rows.sort(key=lambda r: (r[1] is None, r[1] if r[1] is not None else 0, r[2]))
+        rows = [r for r in rows if r[0] == devices[0]]
+    rows.sort(key=lambda r: (r[1] is None, r[1] or 0, r[2]))
     step_times = tuple(r[4] / _US_PER_MS for r in rows)
-    means: dict[str, float | None] = {}
-    for f, names in _STEP_COLUMNS.items():
-        if cols[f] is None:
-            means[f] = None
-            notes.append(f"{f}: step_trace_time.csv has no {names[0]} column")
-            continue
+    means: dict[str, float | None] = dict.fromkeys(_STEP_COLUMNS)
+    for f, name in _STEP_COLUMNS.items():
         vals = [v for r in rows if (v := r[3][f]) is not None]
-        if len(vals) < len(rows):
-            means[f] = None
-            notes.append(f"{f}: step_trace_time.csv {names[0]} is not a number in every row")
+        if cols[f] is None:
+            notes.append(f"{f}: step_trace_time.csv has no {name} column")
+        elif len(vals) < len(rows):
+            notes.append(f"{f}: step_trace_time.csv {name} is not a number in every row")
         else:
             means[f] = _mean(vals) / _US_PER_MS
-    breakdown = StepBreakdown(step_ms=_mean(step_times), **means)
-    if any(i is None for i in parts):
+    if not e2e:
         notes.append("step_times_ms: step_trace_time.csv step time taken as Stage + Bubble")
-    return _StepTrace(step_times, breakdown, notes)
-
-
-def _reject_negative(
-    label: str,
-    line: int,
-    header: Sequence[str],
-    row: Sequence[str],
-    cols: Mapping[str, int | None],
-    i_stage: int | None,
-) -> None:
-    """Raise ParseError when a duration cell of a step_trace_time.csv row is negative.
-
-    A duration below zero is not a measurement (a broken export or a hand-edited file);
-    summing it would print a negative step time and gate on it.
-    """
-    for i in (*cols.values(), i_stage):
-        if i is None:
-            continue
-        value = _float(row[i])
-        if value is not None and value < 0:
-            raise ParseError(
-                f"{label}:{line}: {header[i].strip()} is negative ({row[i].strip()} us); "
-                "step durations cannot be below zero"
-            )
+    return step_times, StepBreakdown(step_ms=_mean(step_times), **means)
 
 
 # --------------------------------------------------------------------------- kernels
@@ -353,25 +314,15 @@ class _Kernels:
     notes: list[str] = field(default_factory=list)
 
 
-def _metric_columns(
-    header: Sequence[str], head: Sequence[Sequence[str]], width: int
-) -> list[tuple[int, str]]:
+def _metric_columns(header: Sequence[str], head: Sequence[Sequence[str]]) -> list[tuple[int, str]]:
     """Non-standard columns that are not plainly text in the first rows (every cell that is
     neither empty nor N/A fails to parse while none parses)."""
     out: list[tuple[int, str]] = []
-    for i, name in enumerate(header[:width]):
+    for i, name in enumerate(header):
         if not name or name.lower() in _KERNEL_STANDARD:
             continue
-        numbers = texts = 0
-        for row in head:
-            cell = row[i].strip() if i < len(row) else ""
-            if not cell or cell == _NA:
-                continue
-            if _float(cell) is None:
-                texts += 1
-            else:
-                numbers += 1
-        if numbers or not texts:
+        filled = [c for row in head if i < len(row) and (c := row[i].strip()) not in ("", _NA)]
+        if not filled or any(_float(c) is not None for c in filled):
             out.append((i, name))
     return out
 
@@ -409,14 +360,10 @@ class _Window(io.RawIOBase):
         return self.handle.read(self.size) + self.handle.readline()
 
 
-def _decoded(lines: Iterable[bytes]) -> Iterator[str]:
+def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
     """``lines`` as text for :mod:`csv`, without the byte order mark torch_npu may write."""
-    first = True
-    for line in lines:
-        if first:
-            line = line.removeprefix(b"\xef\xbb\xbf")
-            first = False
-        yield line.decode("utf-8")
+    first = next(lines, b"").removeprefix(b"\xef\xbb\xbf")
+    return (line.decode("utf-8") for line in chain([first], lines))
 
 
 class _KernelScan:
@@ -678,12 +625,10 @@ class _KernelScan:
     def _grow(self, n: int) -> None:
         extra = n - len(self.calls)
         if extra > 0:
-            self.calls = np.concatenate([self.calls, np.zeros(extra)])
-            self.dur = np.concatenate([self.dur, np.zeros(extra)])
-            pad = np.zeros((extra, self.nm))
-            self.msum = np.concatenate([self.msum, pad])
-            self.mweight = np.concatenate([self.mweight, pad])
-            self.mcount = np.concatenate([self.mcount, pad])
+            self.calls, self.dur = (np.pad(a, (0, extra)) for a in (self.calls, self.dur))
+            self.msum, self.mweight, self.mcount = (
+                np.pad(a, ((0, extra), (0, 0))) for a in (self.msum, self.mweight, self.mcount)
+            )
 
     def _add(
         self,
@@ -783,7 +728,7 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
         if i_core is None:
             notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core")
         return result
-    metric_cols = _metric_columns(header, [row for _, row in head], width)
+    metric_cols = _metric_columns(header, [row for _, row in head])
     names = [n for _, n in metric_cols]
     lowered = [n.lower() for n in names]
     busy_cols = [lowered.index(c) for c in (_AIC_TIME, _AIV_TIME) if c in lowered]
@@ -872,22 +817,22 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
             "(record_shapes=False or Level0 profile)"
         )
     if any_type:
-        result.op_types = _op_type_stats(by_type, steps)
+        result.op_types = op_type_stats(by_type, steps)
     return result
 
 
-def _op_type_stats(
-    totals: Mapping[tuple[str, str], Sequence[float]], steps: int
+def op_type_stats(
+    totals: Mapping[tuple[str, str], Sequence[float]], steps: int, per_ms: float = _US_PER_MS
 ) -> tuple[OpStat, ...]:
-    """Per (op type, core): (calls, total µs) over the window -> OpStats per step, the
-    largest total first."""
+    """Per (op type, core): (calls, total time in units ``per_ms`` to the ms, µs by default)
+    over the window -> OpStats per step, the largest total first."""
     stats = [
         OpStat(
             name=t,
             device="npu",
             calls_per_step=calls / steps,
-            self_time_ms_per_step=total / _US_PER_MS / steps,
-            total_time_ms_per_step=total / _US_PER_MS / steps,
+            self_time_ms_per_step=total / per_ms / steps,
+            total_time_ms_per_step=total / per_ms / steps,
             op_type=t,
             core=c,
         )
@@ -1085,11 +1030,7 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
             return f"op_statistic.csv has no {', '.join(missing)} column"
         assert i_type is not None and i_count is not None and i_total is not None
         acc: dict[tuple[str, str], list[float]] = {}
-        for line, row in enumerate(reader, start=2):
-            if len(row) < width:
-                if not any(row):
-                    continue
-                raise _short_row(label, line, len(row), width)
+        for line, row in _rows(reader, label, width):
             count = _float(row[i_count])
             total = _float(row[i_total])
             if count is None or total is None:
@@ -1098,7 +1039,7 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
             slot = acc.setdefault((row[i_type].strip(), "" if core == _NA else core), [0.0, 0.0])
             slot[0] += count
             slot[1] += total
-    return _op_type_stats(acc, steps)
+    return op_type_stats(acc, steps)
 
 
 # --------------------------------------------------------------------------- communication
@@ -1118,17 +1059,9 @@ def _num(block: Mapping[str, Any], key: str) -> float:
 
 def _read_communication(path: Path) -> CommunicationSummary | str:
     """The per-step communication of communication.json, or why it could not be read."""
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            doc = json.load(handle, object_pairs_hook=_drop_size_distribution)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    except json.JSONDecodeError as exc:
-        return json_problem(exc)
-    except RecursionError:
-        return "JSON nested too deeply"
+    doc, why = load_json(path, _drop_size_distribution)
+    if why is not None:
+        return why
     if not isinstance(doc, dict) or not doc:
         return "no steps (expected an object keyed by step)"
     time_keys = (
@@ -1228,52 +1161,45 @@ def _read_memory_record(path: Path, label: str) -> _Memory:
                 "peak_memory_bytes: memory_record.csv has no Total Allocated(MB) column"
             )
             return out
-        # [peak alloc, peak reserved, (first ts, first alloc), (last ts, last alloc)]
-        pta: list[Any] = [None, None, None, None]
-        every: list[Any] = [None, None]
-        for line, row in enumerate(reader, start=2):
-            if len(row) < width:
-                if not any(row):
-                    continue
-                raise _short_row(label, line, len(row), width)
-            if i_dev is not None:
-                device = row[i_dev].strip()
-                if device and not device.upper().startswith("NPU"):
-                    continue
-            alloc = _float(row[i_alloc]) if i_alloc is not None and row[i_alloc] else None
-            res = _float(row[i_res]) if i_res is not None and row[i_res] else None
+        # The largest (allocated, reserved) of the PTA rows and of every row (-inf: none),
+        # and the PTA rows' first and last (timestamp, allocated).
+        pta, every = [-math.inf, -math.inf], [-math.inf, -math.inf]
+        first: tuple[float, float] | None = None
+        last: tuple[float, float] | None = None
+        for _, row in _rows(reader, label, width):
+            device = row[i_dev].strip() if i_dev is not None else ""
+            if device and not device.upper().startswith("NPU"):
+                continue
+            alloc = _float(row[i_alloc]) if i_alloc is not None else None
+            res = _float(row[i_res]) if i_res is not None else None
             is_pta = i_comp is not None and row[i_comp].strip() == "PTA"
-            for slot in (pta, every) if is_pta else (every,):
-                if alloc is not None and (slot[0] is None or alloc > slot[0]):
-                    slot[0] = alloc
-                if res is not None and (slot[1] is None or res > slot[1]):
-                    slot[1] = res
-            if is_pta and alloc is not None and i_ts is not None:
-                ts = _float(row[i_ts])
-                if ts is not None:
-                    if pta[2] is None or ts < pta[2][0]:
-                        pta[2] = (ts, alloc)
-                    if pta[3] is None or ts >= pta[3][0]:
-                        pta[3] = (ts, alloc)
-    if pta[0] is not None:
+            for peaks in (pta, every) if is_pta else (every,):
+                peaks[0] = peaks[0] if alloc is None else max(peaks[0], alloc)
+                peaks[1] = peaks[1] if res is None else max(peaks[1], res)
+            ts = _float(row[i_ts]) if is_pta and i_ts is not None else None
+            if ts is not None and alloc is not None:
+                if first is None or ts < first[0]:
+                    first = (ts, alloc)
+                if last is None or ts >= last[0]:
+                    last = (ts, alloc)
+    if pta[0] > -math.inf:
         chosen = pta
-        if pta[2] is not None and pta[3] is not None:
-            out.growth = _bytes(pta[3][1]) - _bytes(pta[2][1])
+        if first is not None and last is not None:
+            out.growth = _bytes(last[1]) - _bytes(first[1])
         else:
             out.notes.append("memory_growth_bytes: memory_record.csv has no Timestamp(us)")
     else:
         chosen = every
-        if every[0] is not None:
-            out.notes.append(
-                "peak_memory_bytes: memory_record.csv has no PTA (torch allocator) rows; "
-                "peak over all components"
-            )
-        else:
-            out.notes.append("peak_memory_bytes: memory_record.csv has no Total Allocated values")
+        out.notes.append(
+            "peak_memory_bytes: memory_record.csv has no PTA (torch allocator) rows; "
+            "peak over all components"
+            if every[0] > -math.inf
+            else "peak_memory_bytes: memory_record.csv has no Total Allocated values"
+        )
         out.notes.append("memory_growth_bytes: memory_record.csv has no PTA rows")
-    if chosen[0] is not None:
+    if chosen[0] > -math.inf:
         out.peak = _bytes(chosen[0])
-    if chosen[1] is not None:
+    if chosen[1] > -math.inf:
         out.reserved = _bytes(chosen[1])
     else:
         out.notes.append("peak_reserved_bytes: memory_record.csv has no Total Reserved values")
@@ -1289,11 +1215,7 @@ def _read_module_mem(path: Path, label: str) -> int | str:
         if i_ts is None or i_res is None:
             return "npu_module_mem.csv has no Timestamp(us) or Total Reserved(MB) column"
         per_ts: dict[str, float] = {}
-        for line, row in enumerate(reader, start=2):
-            if len(row) < width:
-                if not any(row):
-                    continue
-                raise _short_row(label, line, len(row), width)
+        for _, row in _rows(reader, label, width):
             value = _float(row[i_res])
             if value is not None:
                 ts = row[i_ts].strip()
@@ -1307,22 +1229,16 @@ def _read_module_mem(path: Path, label: str) -> int | str:
 
 
 def _optional(
-    notes: list[str], metric: str, path: Path, label: str, read: Callable[[], Any]
+    notes: list[str], metric: str, path: Path, read: Callable[..., Any], *args: Any
 ) -> Any:
-    """Run ``read`` on an optional file; a ParseError becomes a note and None."""
+    """``read(path, str(path), *args)`` on an optional file; a ParseError becomes a note and
+    None."""
     try:
-        return read()
+        return read(path, str(path), *args)
     except ParseError as exc:
-        reason = str(exc).removeprefix(f"{label}: ")
+        reason = str(exc).removeprefix(f"{path}: ")
         notes.append(f"{metric}: {path.name} {reason}")
         return None
-
-
-def _rel(rank_dir: Path, path: Path) -> str:
-    try:
-        return path.relative_to(rank_dir).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
@@ -1332,26 +1248,16 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     ``ASCEND_PROFILER_OUTPUT``. Raises ParseError when no step time can be read (neither
     ``step_trace_time.csv`` nor ``trace_view.json``), or a required file is broken.
     """
-    notes: list[str] = []
-    raw: list[str] = []
-    collection, collection_notes = read_collection(rank_dir)
-    notes.extend(collection_notes)
-    for info in sorted(rank_dir.glob("profiler_info*.json"))[:1]:
-        raw.append(_rel(rank_dir, info))
-    if (rank_dir / "profiler_metadata.json").is_file():
-        raw.append("profiler_metadata.json")
+    collection, notes, raw = start_rank(rank_dir)
     rank = int(collection["rank"]) if "rank" in collection else None
 
     # Steps: step_trace_time.csv, else the trace view.
     step_path = out_dir / "step_trace_time.csv"
-    step_label = str(step_path)
     step_times: tuple[float, ...]
     breakdown: StepBreakdown | None
     if step_path.is_file():
-        trace = _read_step_trace(step_path, step_label)
-        raw.append(_rel(rank_dir, step_path))
-        step_times, breakdown = trace.step_times_ms, trace.breakdown
-        notes.extend(trace.notes)
+        step_times, breakdown = _read_step_trace(step_path, str(step_path), notes)
+        raw.append(relative(step_path, rank_dir))
     else:
         step_times, breakdown = _steps_from_trace_view(rank_dir, out_dir, notes, raw)
     steps = len(step_times)
@@ -1361,17 +1267,11 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     kernels_read = False
     kernel_path = out_dir / "kernel_details.csv"
     if kernel_path.is_file():
-        got = _optional(
-            notes,
-            "ops",
-            kernel_path,
-            str(kernel_path),
-            lambda: _read_kernels(kernel_path, str(kernel_path), steps),
-        )
+        got = _optional(notes, "ops", kernel_path, _read_kernels, steps)
         if got is not None:
             kernels = got
             kernels_read = True
-            raw.append(_rel(rank_dir, kernel_path))
+            raw.append(relative(kernel_path, rank_dir))
             notes.extend(kernels.notes)
     else:
         notes.append("ops: kernel_details.csv absent (no NPU activity collected)")
@@ -1379,16 +1279,10 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     stat_path = out_dir / "op_statistic.csv"
     stat_why: str | None = None
     if stat_path.is_file():
-        got = _optional(
-            notes,
-            "op_types",
-            stat_path,
-            str(stat_path),
-            lambda: _read_op_statistic(stat_path, str(stat_path), steps),
-        )
+        got = _optional(notes, "op_types", stat_path, _read_op_statistic, steps)
         if isinstance(got, tuple):
             op_types = got
-            raw.append(_rel(rank_dir, stat_path))
+            raw.append(relative(stat_path, rank_dir))
         elif isinstance(got, str):
             stat_why = got
     else:
@@ -1413,7 +1307,7 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
             notes.append(f"communication: communication.json {got_comm}")
         else:
             communication = got_comm
-            raw.append(_rel(rank_dir, comm_path))
+            raw.append(relative(comm_path, rank_dir))
     else:
         notes.append("communication: communication.json absent (single-card or Level0 profile)")
 
@@ -1422,31 +1316,19 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     mem_path = out_dir / "memory_record.csv"
     module_path = out_dir / "npu_module_mem.csv"
     if mem_path.is_file():
-        got_mem = _optional(
-            notes,
-            "peak_memory_bytes",
-            mem_path,
-            str(mem_path),
-            lambda: _read_memory_record(mem_path, str(mem_path)),
-        )
+        got_mem = _optional(notes, "peak_memory_bytes", mem_path, _read_memory_record)
         if got_mem is not None:
             memory = got_mem
-            raw.append(_rel(rank_dir, mem_path))
+            raw.append(relative(mem_path, rank_dir))
             notes.extend(memory.notes)
     else:
         notes.append("peak_memory_bytes: memory_record.csv absent (profile_memory=False?)")
         notes.append("memory_growth_bytes: memory_record.csv absent")
         if module_path.is_file():
-            got_res = _optional(
-                notes,
-                "peak_reserved_bytes",
-                module_path,
-                str(module_path),
-                lambda: _read_module_mem(module_path, str(module_path)),
-            )
+            got_res = _optional(notes, "peak_reserved_bytes", module_path, _read_module_mem)
             if isinstance(got_res, int):
                 memory.reserved = got_res
-                raw.append(_rel(rank_dir, module_path))
+                raw.append(relative(module_path, rank_dir))
             elif isinstance(got_res, str):
                 notes.append(f"peak_reserved_bytes: {got_res}")
         else:
@@ -1458,16 +1340,34 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     else:
         notes.append("device_busy_fraction: no compute time or zero step time")
 
-    utilisation = _text_utilisation(
-        out_dir,
-        rank_dir,
-        kernels if kernels_read else None,
+    # Utilisation: that of the kernel_details.csv sums, plus l2_hit_pct from l2_cache.csv.
+    utilisation, util_notes = ascend_utilisation(
+        kernels.pmu,
         breakdown,
         step_times,
-        collection,
-        notes,
-        raw,
+        "kernel_details.csv" if kernels_read else "the profile (no kernel_details.csv)",
+        collection.get("aic_metrics", ""),
     )
+    notes.extend(util_notes)
+    l2_path = out_dir / "l2_cache.csv"
+    l2_setting = collection.get("l2_cache", "unknown")
+    if l2_path.is_file():
+        mean_us = _kernel_mean_us(kernels.ops)
+        got = _optional(notes, "l2_hit_pct", l2_path, _read_l2_cache, mean_us, l2_setting)
+        if got is not None:
+            value, why = got
+            if value is not None:
+                utilisation["l2_hit_pct"] = value
+                raw.append(relative(l2_path, rank_dir))
+            if why:
+                notes.append(f"l2_hit_pct: {why}")
+    else:
+        notes.append(f"l2_hit_pct: no l2_cache.csv (l2_cache={l2_setting})")
+    notes.append(
+        "hbm_bandwidth_gb_s: the text export has no HBM bandwidth file "
+        "(trace_view.json's HBM counter track is not read)"
+    )
+    notes.append("device_memory_capacity_bytes: the text export does not record it")
 
     return ProfileSummary(
         source=SOURCE_TEXT,
@@ -1491,58 +1391,6 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     )
 
 
-def _text_utilisation(
-    out_dir: Path,
-    rank_dir: Path,
-    kernels: _Kernels | None,
-    breakdown: StepBreakdown | None,
-    step_times: Sequence[float],
-    collection: Mapping[str, str],
-    notes: list[str],
-    raw: list[str],
-) -> dict[str, float]:
-    """:func:`ascend_utilisation` of the kernel_details.csv sums, plus l2_hit_pct from
-    ``l2_cache.csv``; notes for the rest (the text export has no HBM bandwidth file and no
-    memory capacity)."""
-    source = "kernel_details.csv" if kernels is not None else "the profile (no kernel_details.csv)"
-    utilisation, util_notes = ascend_utilisation(
-        None if kernels is None else kernels.pmu,
-        breakdown,
-        step_times,
-        source,
-        collection.get("aic_metrics", ""),
-    )
-    notes.extend(util_notes)
-    l2_path = out_dir / "l2_cache.csv"
-    if l2_path.is_file():
-        mean_us = _kernel_mean_us(kernels.ops) if kernels is not None else {}
-        l2_setting = collection.get("l2_cache", "unknown")
-        got = _optional(
-            notes,
-            "l2_hit_pct",
-            l2_path,
-            str(l2_path),
-            lambda: _read_l2_cache(l2_path, str(l2_path), mean_us, l2_setting),
-        )
-        if got is not None:
-            value, why = got
-            if value is not None:
-                utilisation["l2_hit_pct"] = value
-                raw.append(_rel(rank_dir, l2_path))
-            if why:
-                notes.append(f"l2_hit_pct: {why}")
-    else:
-        notes.append(
-            f"l2_hit_pct: no l2_cache.csv (l2_cache={collection.get('l2_cache', 'unknown')})"
-        )
-    notes.append(
-        "hbm_bandwidth_gb_s: the text export has no HBM bandwidth file "
-        "(trace_view.json's HBM counter track is not read)"
-    )
-    notes.append("device_memory_capacity_bytes: the text export does not record it")
-    return utilisation
-
-
 def _steps_from_trace_view(
     rank_dir: Path, out_dir: Path, notes: list[str], raw: list[str]
 ) -> tuple[tuple[float, ...], StepBreakdown | None]:
@@ -1555,5 +1403,5 @@ def _steps_from_trace_view(
         raise ParseError(f"{trace_path}: no steps found (and step_trace_time.csv is absent)")
     notes.append("steps: step_trace_time.csv absent; step times from trace_view.json")
     notes.extend(trace_notes)
-    raw.append(_rel(rank_dir, trace_path))
+    raw.append(relative(trace_path, rank_dir))
     return tuple(step_times), breakdown
