@@ -45,7 +45,7 @@ def neutralize(text: str, *, at_line_start: bool = True) -> str:
         if at_line_start and body.startswith("::"):
             line = line[: len(line) - len(body)] + "%3A%3A" + body[2:]
         out.append(line.replace("##[", "##%5B"))
-        at_line_start = line.rstrip(_LINE_ENDS) != line
+        at_line_start = ends_line(line)
     return "".join(out)
 
 

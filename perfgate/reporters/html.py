@@ -1,6 +1,7 @@
 """The HTML history report: a static site, pure given its data (see :mod:`perfgate.app.site`).
 
-``render_site`` returns every page as text, keyed by its path relative to the site root:
+:func:`render_index` and :func:`render_benchmark_pages` return the pages as text, the latter
+keyed by its path relative to the site root:
 
 * ``index.html``: every benchmark with the latest verdict on the base branch and, beside it,
   the metric that decides it (:func:`headline_comparison`: a training step's CPU time on the
@@ -44,6 +45,7 @@ import html
 import math
 import re
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -369,7 +371,7 @@ def chart_scale(unit: str, values: Sequence[float]) -> tuple[float, str]:
 def _verdict_html(verdict: Verdict | None) -> str:
     if verdict is None:
         return '<span class="muted">no run</span>'
-    return f'<span class="{_VERDICT_CLASS[verdict]}">{esc(verdict.value.replace("_", " "))}</span>'
+    return f'<span class="{_VERDICT_CLASS[verdict]}">{esc(_verdict_text(verdict))}</span>'
 
 
 def sparkline_svg(values: Sequence[float], width: int = 140, height: int = 28) -> str:
@@ -541,23 +543,20 @@ def render_index(site: SiteView, rows: Sequence[IndexRow] | None = None) -> str:
     if rows is None:
         rows = [index_row(b, site.branch) for b in site.benchmarks]
     rows = sorted(rows, key=lambda r: r.name)
-    counts: dict[str, int] = {}
-    for r in rows:
-        key = r.verdict.value if r.verdict else "no run"
-        counts[key] = counts.get(key, 0) + 1
-    summary = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(counts.items()))
-    over = sum(r.over_budget for r in rows)
-    if over:
-        summary = f"<span class='over'>{over} over budget</span> · {summary}"
-    theirs: dict[str, int] = {}
-    for r in rows:
-        for v in r.branch_verdicts:
-            key = v.value if v else "not judged"
-            theirs[key] = theirs.get(key, 0) + 1
-    other = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in sorted(theirs.items()))
-    theirs_over = sum(r.branches_over_budget for r in rows)
-    if theirs_over:
-        other = f"<span class='over'>{theirs_over} over budget</span> · {other}"
+
+    def tally(keys: Iterable[str], over: int) -> str:
+        counts = sorted(Counter(keys).items())
+        said = ", ".join(f"{n} {esc(k.replace('_', ' '))}" for k, n in counts)
+        return f"<span class='over'>{over} over budget</span> · {said}" if over else said
+
+    summary = tally(
+        (r.verdict.value if r.verdict else "no run" for r in rows),
+        sum(r.over_budget for r in rows),
+    )
+    other = tally(
+        (v.value if v else "not judged" for r in rows for v in r.branch_verdicts),
+        sum(r.branches_over_budget for r in rows),
+    )
     body = f"""<h1>perfgate: {esc(site.project)}</h1>
 <p>Latest verdict of each benchmark on <b>{esc(site.branch)}</b> (its latest run against the
 runs before it) · {len(rows)} benchmarks: {summary or "none"} ·
@@ -583,14 +582,18 @@ its change and 95% interval.</p>
 # --- a benchmark's history -------------------------------------------------------------------
 
 
+def _runs_in_order(points: Iterable[RunPoint]) -> list[RunPoint]:
+    """One point per run, oldest first."""
+    seen: dict[str, RunPoint] = {}
+    for p in points:
+        seen.setdefault(p.run_id, p)
+    return sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
+
+
 def _run_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int], list[datetime]]:
     """The page's base-branch runs, oldest first: [[run id, commit]], row of each id, and
     their start times (to place other branches' runs beside them)."""
-    seen: dict[str, RunPoint] = {}
-    for m in view.metrics:
-        for p in m.base:
-            seen.setdefault(p.run_id, p)
-    ordered = sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
+    ordered = _runs_in_order(p for m in view.metrics for p in m.base)
     table = [[p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown"] for p in ordered]
     rows = {p.run_id: i for i, p in enumerate(ordered)}
     return table, rows, [p.started_at for p in ordered]
@@ -598,11 +601,7 @@ def _run_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int], li
 
 def _other_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int]]:
     """The page's other-branch runs: [[run id, commit, branch]] and the row of each id."""
-    seen: dict[str, RunPoint] = {}
-    for m in view.metrics:
-        for p in m.others:
-            seen.setdefault(p.run_id, p)
-    ordered = sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
+    ordered = _runs_in_order(p for m in view.metrics for p in m.others)
     table = [
         [p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown", _label(p.branch, 40)]
         for p in ordered
@@ -1118,27 +1117,34 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
     if len(ranks) < 2:
         return []
     names = _unique_labels([f"rank {p.rank}" if p.rank is not None else "?" for p in ranks])
+
+    def heatmap(
+        z: Sequence[Sequence[float | None]], x: list[str], scale: str, unit: str, title: str
+    ) -> go.Figure:
+        fig = go.Figure(
+            go.Heatmap(
+                z=z,
+                x=x,
+                y=names,
+                colorscale=scale,
+                texttemplate="%{z:.3g}",
+                hovertemplate=f"%{{y}} %{{x}}: %{{z:.4g}} {unit}<extra></extra>",
+                colorbar={"title": {"text": unit.removesuffix("/step")}},
+            )
+        )
+        fig.update_layout(
+            title={"text": title, "font": {"size": 14}},
+            height=140 + 40 * len(ranks),
+            margin={"l": 90, "r": 20, "t": 40, "b": 40},
+            yaxis={"autorange": "reversed"},
+            **_LAYOUT,
+        )
+        return fig
+
     kinds = ("transit_ms", "wait_ms", "synchronization_ms", "idle_ms")
     z = [[getattr(p.communication, k) for k in kinds] for p in ranks]
-    times = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=[k.removesuffix("_ms") for k in kinds],
-            y=names,
-            colorscale="Reds",
-            texttemplate="%{z:.3g}",
-            hovertemplate="%{y} %{x}: %{z:.4g} ms/step<extra></extra>",
-            colorbar={"title": {"text": "ms"}},
-        )
-    )
-    times.update_layout(
-        title={"text": "communication per rank (ms per step)", "font": {"size": 14}},
-        height=140 + 40 * len(ranks),
-        margin={"l": 90, "r": 20, "t": 40, "b": 40},
-        yaxis={"autorange": "reversed"},
-        **_LAYOUT,
-    )
-    out = [times]
+    x = [k.removesuffix("_ms") for k in kinds]
+    out = [heatmap(z, x, "Reds", "ms/step", "communication per rank (ms per step)")]
     links = sorted({link.link for p in ranks if p.communication for link in p.communication.links})
     if links:
         bw: list[list[float | None]] = []
@@ -1146,25 +1152,8 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
             held = p.communication.links if p.communication else ()
             by = {x.link: x.bandwidth_gb_s for x in held}
             bw.append([by.get(link) for link in links])
-        band = go.Figure(
-            go.Heatmap(
-                z=bw,
-                x=[_label(link) for link in links],
-                y=names,
-                colorscale="Blues",
-                texttemplate="%{z:.3g}",
-                hovertemplate="%{y} %{x}: %{z:.4g} GB/s<extra></extra>",
-                colorbar={"title": {"text": "GB/s"}},
-            )
-        )
-        band.update_layout(
-            title={"text": "link bandwidth per rank (GB/s)", "font": {"size": 14}},
-            height=140 + 40 * len(ranks),
-            margin={"l": 90, "r": 20, "t": 40, "b": 40},
-            yaxis={"autorange": "reversed"},
-            **_LAYOUT,
-        )
-        out.append(band)
+        x = [_label(link) for link in links]
+        out.append(heatmap(bw, x, "Blues", "GB/s", "link bandwidth per rank (GB/s)"))
     return out
 
 
@@ -1872,9 +1861,7 @@ def render_run(
     figures.append(
         ("memory", _memory_figure(profiles), "The profile has no per-step memory readings.")
     )
-    comm = _communication_figures(profiles)
-    for i, fig in enumerate(comm):
-        figures.append((f"comm-{i}", fig, ""))
+    figures += [(f"comm-{i}", fig, "") for i, fig in enumerate(_communication_figures(profiles))]
     plots = []
     for name, fig, missing in figures:
         if fig is not None:
@@ -1927,15 +1914,6 @@ x{fp.device_count} · testbed <code>{esc(fp.key())}</code></p>
 <h2>Findings</h2>
 {_findings_html(run.findings)}"""
     return _page(f"{run.benchmark} {run.id} · perfgate", body, depth=1)
-
-
-def render_site(site: SiteView) -> dict[str, str]:
-    """Every page of the site, by its path relative to the site root (``plotly.min.js``,
-    which every page loads from the root, is not included: see :func:`plotly_js`)."""
-    pages = {"index.html": render_index(site)}
-    for b in site.benchmarks:
-        pages.update(render_benchmark_pages(b, site))
-    return pages
 
 
 def render_benchmark_pages(view: BenchmarkView, site: SiteView) -> dict[str, str]:

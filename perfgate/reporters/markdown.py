@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -171,18 +172,20 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
     return posts_comment(mode, result.comparisons)
 
 
+def _tally(found: Sequence[Comparison], order: Iterable[Verdict]) -> list[str]:
+    """``2 regressions``, ``1 improvement``, ...: each verdict of ``found``, in ``order``."""
+    counts = Counter(c.verdict for c in found)
+    return [f"{n} {_NOUN[v][n != 1]}" for v in order if (n := counts[v])]
+
+
 def _counts(result: GateResult) -> str:
     """'1 over budget, 2 regressions in 3 benchmarks (18 metrics)': a budget kept is not
     counted (the Budgets section shows it), nor is it one of the metrics."""
     every = deciding(result.comparisons)
     over = [c for c in every if is_budget(c) and c.verdict is Verdict.OVER_BUDGET]
     decided = [*over, *(c for c in every if not is_budget(c))]
-    parts = []
-    for verdict in sorted(_RANK, key=_RANK.__getitem__):
-        n = sum(1 for c in decided if c.verdict is verdict)
-        if n and verdict is not Verdict.UNCHANGED:
-            one, many = _NOUN[verdict]
-            parts.append(f"{n} {one if n == 1 else many}")
+    changed = [c for c in decided if c.verdict is not Verdict.UNCHANGED]
+    parts = _tally(changed, sorted(_RANK, key=_RANK.__getitem__))
     benchmarks = len({c.benchmark for c in every})
     found = ", ".join(parts) or ("no change" if decided else "nothing compared")
     noun = "benchmark" if benchmarks == 1 else "benchmarks"
@@ -277,12 +280,7 @@ def _budget_lines(result: GateResult) -> list[str]:
 
 
 def _not_shown(dropped: Sequence[Comparison]) -> str:
-    parts = []
-    for verdict in sorted(_RANK, key=lambda v: -_RANK[v]):
-        n = sum(1 for c in dropped if c.verdict is verdict and c.decides)
-        if n:
-            one, many = _NOUN[verdict]
-            parts.append(f"{n} {one if n == 1 else many}")
+    parts = _tally([c for c in dropped if c.decides], sorted(_RANK, key=lambda v: -_RANK[v]))
     beside = sum(1 for c in dropped if not c.decides)
     if beside:
         parts.append(f"{beside} shown, not deciding")

@@ -11,7 +11,7 @@ from typing import Any
 from perfgate.models import ReferenceRow
 from perfgate.reporters.render import _table
 
-__all__ = ["reference_to_dict", "render_reference_lines", "render_reference_text"]
+__all__ = ["reference_to_dict", "render_reference_lines"]
 
 
 def _number(value: float) -> str:
@@ -46,10 +46,6 @@ def render_reference_lines(rows: Sequence[ReferenceRow], source: Path | str | No
             ]
         )
     return [f"against reference{where} (a report, not a verdict):", *_table(table)]
-
-
-def render_reference_text(rows: Sequence[ReferenceRow], source: Path | str | None) -> str:
-    return "\n".join(render_reference_lines(rows, source)) + "\n"
 
 
 def reference_to_dict(rows: Sequence[ReferenceRow], source: Path | str | None) -> dict[str, Any]:

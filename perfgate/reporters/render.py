@@ -30,10 +30,11 @@ from perfgate.models import (
     Verdict,
     WorkChange,
 )
+from perfgate.serial import to_dict
 from perfgate.stats import decide
 
 if TYPE_CHECKING:
-    from perfgate.models import AcrossReport, DetectedChange, NoiseRow, OpRow
+    from perfgate.models import AcrossReport, DetectedChange, NoiseRow
 
 TOP_OP_TYPES = 10
 
@@ -401,14 +402,8 @@ def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
                 current = hang
                 continue
             # a word wider than the line: cut it where the line ends
-            room = width - display_width(current)
-            head = ""
-            for ch in word:
-                if display_width(head + ch) > room:
-                    break
-                head += ch
-            if not head:  # nothing fits (a wide character in one column): take one
-                head = word[0]
+            # nothing fits (a wide character in one column): take one
+            head = _cut(word, width - display_width(current)) or word[0]
             out.append(current + head)
             current, word = hang, word[len(head) :]
             if not word:
@@ -604,17 +599,7 @@ def render_history_text(points: Sequence[RunPoint]) -> str:
 def noise_to_dict(rows: Sequence[NoiseRow]) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
-        "metrics": [
-            {
-                "benchmark": r.benchmark,
-                "metric": r.metric,
-                "runs": r.runs,
-                "mde_pct": r.mde_pct,
-                "min_effect_pct": r.min_effect_pct,
-                "too_noisy": r.too_noisy,
-            }
-            for r in rows
-        ],
+        "metrics": [{**to_dict(r), "too_noisy": r.too_noisy} for r in rows],
     }
 
 
@@ -772,14 +757,17 @@ SUGGESTION_CELL = 300
 def short_name(name: str, width: int = NAME_CELL) -> str:
     """``name`` cut to ``width`` terminal columns with an ellipsis, for table cells (a CJK
     character takes two)."""
-    if display_width(name) <= width:
-        return name
+    return name if display_width(name) <= width else _cut(name, width - 1) + "…"
+
+
+def _cut(text: str, width: int) -> str:
+    """The longest start of ``text`` within ``width`` terminal columns."""
     out = ""
-    for ch in name:
-        if display_width(out + ch) > width - 1:
+    for ch in text:
+        if display_width(out + ch) > width:
             break
         out += ch
-    return out + "…"
+    return out
 
 
 def _top_types(profile: ProfileSummary, n: int = TOP_OP_TYPES) -> list[OpStat]:
@@ -837,8 +825,6 @@ def _result_run_dict(result: IngestResult) -> dict[str, Any]:
     """One run recorded from a result file: how it was measured, its measurements (with
     their samples: a harness's rounds or values, one list per repeat), findings and
     reference rows."""
-    from perfgate.reporters.reference import reference_to_dict
-
     r = result.record
     return {
         "kind": r.spec.kind,
@@ -854,10 +840,17 @@ def _result_run_dict(result: IngestResult) -> dict[str, Any]:
             for m in r.measurements
         },
         "findings": [f.to_dict() for f in result.findings],
-        "reference": reference_to_dict(result.reference, result.reference_path)
-        if result.reference_path is not None
-        else None,
+        "reference": _reference_dict(result),
     }
+
+
+def _reference_dict(result: IngestResult) -> dict[str, Any] | None:
+    """The run beside the official figures, when ``--reference`` was given."""
+    if result.reference_path is None:
+        return None
+    from perfgate.reporters.reference import reference_to_dict
+
+    return reference_to_dict(result.reference, result.reference_path)
 
 
 def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
@@ -867,20 +860,12 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
     the top and ``runs``, every run it recorded (one per benchmark in the file), each with
     its measurements and samples, and what was missing. With ``--reference``, each run beside
     the official figures."""
-    from perfgate.reporters.reference import reference_to_dict
-
     r = result.record
     head: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "perfgate_version": __version__,
         "run": _run_head(r),
     }
-    reference = (
-        reference_to_dict(result.reference, result.reference_path)
-        if result.reference_path is not None
-        else None
-    )
-    measurements = {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements}
     if result.profiled is None:
         return {
             **head,
@@ -907,7 +892,7 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         "top_op_types": [_op_type_dict(o) for o in _top_types(slowest)],
         "communication": None if slowest.communication is None else slowest.communication.to_dict(),
         "utilisation": dict(slowest.utilisation),
-        "measurements": measurements,
+        "measurements": {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements},
         "ranks": [
             {
                 "rank": p.rank,
@@ -928,7 +913,7 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         }
         if result.profiled.format == "ascend"
         else None,
-        "reference": reference,
+        "reference": _reference_dict(result),
         "notes": list(slowest.notes),
     }
 
@@ -1277,10 +1262,6 @@ def render_advise_text(advice: Advice) -> str:
 
 def across_to_dict(report: AcrossReport) -> dict[str, Any]:
     """``perfgate compare --across A B --json``: versioned, numbers unrounded."""
-
-    def ops(rows: Sequence[OpRow]) -> list[dict[str, Any]]:
-        return [{"name": o.name, "a_ms": o.a_ms, "b_ms": o.b_ms} for o in rows]
-
     return {
         "format_version": FORMAT_VERSION,
         "perfgate_version": __version__,
@@ -1298,19 +1279,10 @@ def across_to_dict(report: AcrossReport) -> dict[str, Any]:
                 "run_a": b.run_a,
                 "run_b": b.run_b,
                 "metrics": [
-                    {
-                        "metric": m.metric,
-                        "unit": m.unit,
-                        "direction": m.direction.value,
-                        "a": m.a,
-                        "b": m.b,
-                        "ratio": m.ratio,
-                        "better": m.better,
-                    }
-                    for m in b.metrics
+                    {**to_dict(m), "ratio": m.ratio, "better": m.better} for m in b.metrics
                 ],
-                "top_ops_a": ops(b.top_ops_a),
-                "top_ops_b": ops(b.top_ops_b),
+                "top_ops_a": [to_dict(o) for o in b.top_ops_a],
+                "top_ops_b": [to_dict(o) for o in b.top_ops_b],
             }
             for b in report.benchmarks
         ],

@@ -8,7 +8,7 @@ is imported only when a delivery actually posts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,28 +72,97 @@ class Response:
     data: Any
 
 
-def upsert_marked(
-    client: ForgeClient,
-    found: Mapping[str, Any] | None,
-    *,
-    body: str,
-    create: bool,
-    what: str,
-    edit: Callable[[int], tuple[str, str]],
-    post: str,
-) -> str:
-    """The one upsert of a forge's marked comment: edit ``found`` (the comment carrying the
-    marker; ``edit(id)`` gives the method and path), else (when ``create``) post a new one
-    at ``post``. ``what`` names the id in an error. Returns ``updated``, ``created`` or
-    ``skipped``."""
-    if found is not None:
-        method, path = edit(api_int(found.get("id"), what))
-        client.request(method, path, {"body": body})
-        return "updated"
-    if not create:
-        return "skipped"
-    client.request("POST", post, {"body": body})
-    return "created"
+PER_PAGE = 100
+MAX_PAGES = 50
+FALLBACK_PAGES = 5
+"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
+
+
+class Poster:
+    """What every forge's poster shares: its marked comment found and upserted, and the
+    tracking issue found by its label, else among all open issues (labels may be dropped
+    at creation). A forge names its paths and the words its API uses."""
+
+    client: ForgeClient
+    COMMENT = "comment"
+    """What the forge calls a comment on a change request (``note`` on GitLab)."""
+    REFERENCE = "!"
+    """How a change request is referenced in an error message (``#`` on GitHub)."""
+    OPEN = "open"
+    ISSUE_BODY = "body"
+    ISSUE_NUMBER = "number"
+
+    def _pages(
+        self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
+    ) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _comments(self, number: int) -> str:
+        """The path of change request ``number``'s comments."""
+        raise NotImplementedError
+
+    def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
+        """The method and path that edit one comment on change request ``number``."""
+        raise NotImplementedError
+
+    def _issues(self) -> str:
+        """The path that lists the open issues."""
+        raise NotImplementedError
+
+    def _is_issue(self, item: Mapping[str, Any]) -> bool:
+        """Whether an item the issue listing returned is an issue (GitHub lists PRs too)."""
+        return True
+
+    def _seen(self, number: int, item: Mapping[str, Any]) -> None:
+        """Called with the tracking issue found (GitCode keeps its title)."""
+
+    def _new_issue(self, path: str, payload: Mapping[str, Any]) -> int:
+        """POST a new issue at ``path``; its number, 0 when the answer has none."""
+        data = self.client.request("POST", path, payload).data
+        if isinstance(data, dict) and self.ISSUE_NUMBER in data:
+            what = f"{self.client.name}: the new issue's {self.ISSUE_NUMBER}"
+            return api_int(data[self.ISSUE_NUMBER], what)
+        return 0
+
+    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
+        """The first comment on change request ``number`` that carries ``marker``."""
+        for item in self._pages(self._comments(number), {"per_page": PER_PAGE}):
+            if carries_marker(str(item.get("body") or ""), marker):
+                return item
+        return None
+
+    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
+        """Edit the comment carrying ``marker`` or (when ``create``) post a new one.
+
+        Returns ``updated``, ``created`` or ``skipped``.
+        """
+        found = self.find_comment(number, marker)
+        if found is not None:
+            what = f"{self.client.name}: the id of a {self.COMMENT} on {self.REFERENCE}{number}"
+            method, path = self._edit(number, api_int(found.get("id"), what))
+            self.client.request(method, path, {"body": body})
+            return "updated"
+        if not create:
+            return "skipped"
+        self.client.request("POST", self._comments(number), {"body": body})
+        return "created"
+
+    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
+        """(number, body) of the open issue labelled ``label`` whose body carries ``marker``;
+        falls back to all open issues when the label was not applied."""
+        queries: tuple[tuple[dict[str, str | int], int], ...] = (
+            ({"state": self.OPEN, "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
+            ({"state": self.OPEN, "per_page": PER_PAGE}, FALLBACK_PAGES),
+        )
+        what = f"{self.client.name}: the tracking issue's {self.ISSUE_NUMBER}"
+        for query, pages in queries:
+            for item in self._pages(self._issues(), query, pages):
+                body = str(item.get(self.ISSUE_BODY) or "")
+                if self._is_issue(item) and carries_marker(body, marker):
+                    number = api_int(item.get(self.ISSUE_NUMBER), what)
+                    self._seen(number, item)
+                    return number, body
+        return None
 
 
 def api_int(value: Any, what: str) -> int:

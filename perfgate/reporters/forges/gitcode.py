@@ -38,12 +38,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.api import (
-    RetryPolicy,
-    api_int,
-    carries_marker,
-    upsert_marked,
-)
+from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
     from perfgate.reporters.forges.http import ForgeClient
@@ -51,10 +46,6 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.gitcode.com/api/v5"
 MAX_CHARS = 65_536
 """The longest comment body posted (GitCode documents no limit; GitHub's is used)."""
-PER_PAGE = 100
-MAX_PAGES = 50
-FALLBACK_PAGES = 5
-"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
 TOKEN_VARIABLES = ("GITCODE_TOKEN", "ATOMGIT_TOKEN")
 API_URL_VARIABLE = "GITCODE_API_URL"
 SERVER_URL_VARIABLE = "GITCODE_SERVER_URL"
@@ -94,7 +85,7 @@ def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
     )
 
 
-class GitCodeReporter:
+class GitCodeReporter(Poster):
     """Posts to one repository (``owner/name``) through ``client``."""
 
     def __init__(self, client: ForgeClient, repo: str) -> None:
@@ -121,28 +112,17 @@ class GitCodeReporter:
                 return
             full = len(response.data)
 
-    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
-        """The first comment on pull request ``number`` that starts with ``marker``."""
-        path = f"{self._repo}/pulls/{number}/comments"
-        for item in self._pages(path, {"per_page": PER_PAGE}):
-            if carries_marker(str(item.get("body") or ""), marker):
-                return item
-        return None
+    def _comments(self, number: int) -> str:
+        return f"{self._repo}/pulls/{number}/comments"
 
-    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
-        """Edit the comment carrying ``marker`` or (when ``create``) post a new one.
+    def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
+        return "PATCH", f"{self._repo}/pulls/comments/{comment_id}"
 
-        Returns ``updated``, ``created`` or ``skipped``.
-        """
-        return upsert_marked(
-            self.client,
-            self.find_comment(number, marker),
-            body=body,
-            create=create,
-            what=f"GitCode: the id of a comment on !{number}",
-            edit=lambda i: ("PATCH", f"{self._repo}/pulls/comments/{i}"),
-            post=f"{self._repo}/pulls/{number}/comments",
-        )
+    def _issues(self) -> str:
+        return f"{self._repo}/issues"
+
+    def _seen(self, number: int, item: Mapping[str, Any]) -> None:
+        self._titles[number] = str(item.get("title") or "")
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
@@ -156,39 +136,18 @@ class GitCodeReporter:
         head = data.get("head") if isinstance(data, dict) else None
         return str(head.get("sha", "")) if isinstance(head, dict) else ""
 
-    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
-        """(number, body) of the open issue labelled ``label`` whose body starts with
-        ``marker``; falls back to all open issues when the label was not applied."""
-        queries: tuple[tuple[dict[str, str | int], int], ...] = (
-            ({"state": "open", "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
-            ({"state": "open", "per_page": PER_PAGE}, FALLBACK_PAGES),
-        )
-        for query, pages in queries:
-            for item in self._pages(f"{self._repo}/issues", dict(query), pages):
-                body = str(item.get("body") or "")
-                if carries_marker(body, marker):
-                    number = api_int(item.get("number"), "GitCode: the tracking issue's number")
-                    self._titles[number] = str(item.get("title") or "")
-                    return number, body
-        return None
-
     def create_issue(self, title: str, body: str, label: str) -> int:
-        data = self.client.request(
-            "POST",
-            f"repos/{self.owner}/issues",
-            {"repo": self.name, "title": title, "body": body, "labels": label},
-        ).data
-        if isinstance(data, dict) and "number" in data:
-            number = api_int(data["number"], "GitCode: the new issue's number")
+        payload = {"repo": self.name, "title": title, "body": body, "labels": label}
+        number = self._new_issue(f"repos/{self.owner}/issues", payload)
+        if number:
             self._titles[number] = title
-            return number
-        return 0
+        return number
 
     def update_issue(self, number: int, body: str) -> None:
         """Replace the issue's body (its title, which the API requires, is kept)."""
         title = self._titles.get(number)
         if title is None:
-            data = self.client.request("GET", f"{self._repo}/issues/{number}").data
+            data = self.client.request("GET", f"{self._issues()}/{number}").data
             title = str(data.get("title") or "") if isinstance(data, dict) else ""
         self.client.request(
             "PATCH",
@@ -197,7 +156,7 @@ class GitCodeReporter:
         )
 
     def comment_issue(self, number: int, body: str) -> None:
-        self.client.request("POST", f"{self._repo}/issues/{number}/comments", {"body": body})
+        self.client.request("POST", f"{self._issues()}/{number}/comments", {"body": body})
 
 
 def connect(

@@ -12,13 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.api import (
-    Response,
-    RetryPolicy,
-    api_int,
-    carries_marker,
-    upsert_marked,
-)
+from perfgate.reporters.forges.api import MAX_PAGES, Poster, Response, RetryPolicy
 
 if TYPE_CHECKING:
     from perfgate.reporters.forges.http import ForgeClient
@@ -26,10 +20,6 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 MAX_CHARS = 65_536
 """The longest comment body GitHub accepts."""
-PER_PAGE = 100
-MAX_PAGES = 50
-FALLBACK_PAGES = 5
-"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 STATES = ("success", "failure", "error")
@@ -97,8 +87,10 @@ def client_for(api_url: str, token: str, **kwargs: Any) -> ForgeClient:
     )
 
 
-class GitHubReporter:
+class GitHubReporter(Poster):
     """Posts to one repository (``owner/name``) through ``client``."""
+
+    REFERENCE = "#"
 
     def __init__(self, client: ForgeClient, repo: str) -> None:
         if not _REPO.match(repo):
@@ -121,28 +113,17 @@ class GitHubReporter:
             yield from (item for item in response.data if isinstance(item, dict))
             url = next_link(response)
 
-    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
-        """The first comment on issue/PR ``number`` whose body contains ``marker``."""
-        path = f"repos/{self.repo}/issues/{number}/comments"
-        for item in self._pages(path, {"per_page": PER_PAGE}):
-            if carries_marker(str(item.get("body") or ""), marker):
-                return item
-        return None
+    def _comments(self, number: int) -> str:
+        return f"repos/{self.repo}/issues/{number}/comments"
 
-    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
-        """Update the comment carrying ``marker`` or (when ``create``) post a new one.
+    def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
+        return "PATCH", f"repos/{self.repo}/issues/comments/{comment_id}"
 
-        Returns ``updated``, ``created`` or ``skipped``.
-        """
-        return upsert_marked(
-            self.client,
-            self.find_comment(number, marker),
-            body=body,
-            create=create,
-            what=f"GitHub: the id of a comment on #{number}",
-            edit=lambda i: ("PATCH", f"repos/{self.repo}/issues/comments/{i}"),
-            post=f"repos/{self.repo}/issues/{number}/comments",
-        )
+    def _issues(self) -> str:
+        return f"repos/{self.repo}/issues"
+
+    def _is_issue(self, item: Mapping[str, Any]) -> bool:
+        return "pull_request" not in item
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
@@ -161,37 +142,16 @@ class GitHubReporter:
         head = data.get("head") if isinstance(data, dict) else None
         return str(head.get("sha", "")) if isinstance(head, dict) else ""
 
-    def head_sha(self, number: int) -> str | None:
-        """The head commit of pull request ``number`` (see :meth:`pull_head_sha`)."""
-        return self.pull_head_sha(number)
-
-    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
-        """(number, body) of the open issue (not a PR) labelled ``label`` whose body holds
-        ``marker``; falls back to all open issues when labels were dropped at creation."""
-        queries: tuple[tuple[dict[str, str | int], int], ...] = (
-            ({"state": "open", "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
-            ({"state": "open", "per_page": PER_PAGE}, FALLBACK_PAGES),
-        )
-        for query, pages in queries:
-            for item in self._pages(f"repos/{self.repo}/issues", dict(query), pages):
-                body = str(item.get("body") or "")
-                if "pull_request" not in item and carries_marker(body, marker):
-                    return api_int(item.get("number"), "GitHub: the tracking issue's number"), body
-        return None
+    head_sha = pull_head_sha
 
     def create_issue(self, title: str, body: str, label: str) -> int:
-        data = self.client.request(
-            "POST", f"repos/{self.repo}/issues", {"title": title, "body": body, "labels": [label]}
-        ).data
-        if isinstance(data, dict) and "number" in data:
-            return api_int(data["number"], "GitHub: the new issue's number")
-        return 0
+        return self._new_issue(self._issues(), {"title": title, "body": body, "labels": [label]})
 
     def update_issue(self, number: int, body: str) -> None:
-        self.client.request("PATCH", f"repos/{self.repo}/issues/{number}", {"body": body})
+        self.client.request("PATCH", f"{self._issues()}/{number}", {"body": body})
 
     def comment_issue(self, number: int, body: str) -> None:
-        self.client.request("POST", f"repos/{self.repo}/issues/{number}/comments", {"body": body})
+        self.client.request("POST", self._comments(number), {"body": body})
 
 
 def connect(

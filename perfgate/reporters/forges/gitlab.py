@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.api import (
-    RetryPolicy,
-    api_int,
-    carries_marker,
-    upsert_marked,
-)
+from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
     from perfgate.reporters.forges.http import ForgeClient
@@ -23,10 +18,6 @@ DEFAULT_API_URL = "https://gitlab.com/api/v4"
 MAX_CHARS = 1_000_000
 """The longest note body GitLab accepts."""
 JOB_TOKEN_VARIABLE = "CI_JOB_TOKEN"
-PER_PAGE = 100
-MAX_PAGES = 50
-FALLBACK_PAGES = 5
-"""Unlabelled open issues scanned for the tracking issue when the label finds none."""
 STATES = {"success": "success", "failure": "failed", "error": "failed"}
 
 
@@ -57,8 +48,13 @@ def client_for(api_url: str, token: str, *, job_token: bool = False, **kwargs: A
     )
 
 
-class GitLabReporter:
+class GitLabReporter(Poster):
     """Posts to one project (numeric id or ``group/name`` path) through ``client``."""
+
+    COMMENT = "note"
+    OPEN = "opened"
+    ISSUE_BODY = "description"
+    ISSUE_NUMBER = "iid"
 
     def __init__(self, client: ForgeClient, project: str) -> None:
         if not project.strip():
@@ -79,30 +75,14 @@ class GitLabReporter:
             if not page.isdigit():
                 return
 
-    def _notes(self, number: int) -> str:
+    def _comments(self, number: int) -> str:
         return f"projects/{self.project}/merge_requests/{number}/notes"
 
-    def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
-        """The first note on merge request ``number`` whose body contains ``marker``."""
-        for item in self._pages(self._notes(number), {"per_page": PER_PAGE}):
-            if carries_marker(str(item.get("body") or ""), marker):
-                return item
-        return None
+    def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
+        return "PUT", f"{self._comments(number)}/{comment_id}"
 
-    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> str:
-        """Update the note carrying ``marker`` or (when ``create``) add a new one.
-
-        Returns ``updated``, ``created`` or ``skipped``.
-        """
-        return upsert_marked(
-            self.client,
-            self.find_comment(number, marker),
-            body=body,
-            create=create,
-            what=f"GitLab: the id of a note on !{number}",
-            edit=lambda i: ("PUT", f"{self._notes(number)}/{i}"),
-            post=self._notes(number),
-        )
+    def _issues(self) -> str:
+        return f"projects/{self.project}/issues"
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
@@ -119,38 +99,15 @@ class GitLabReporter:
         """None: the merge request's head is not checked on GitLab."""
         return None
 
-    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None:
-        """(iid, description) of the open issue labelled ``label`` holding ``marker``."""
-        queries: tuple[tuple[dict[str, str | int], int], ...] = (
-            ({"state": "opened", "labels": label, "per_page": PER_PAGE}, MAX_PAGES),
-            ({"state": "opened", "per_page": PER_PAGE}, FALLBACK_PAGES),
-        )
-        for query, pages in queries:
-            for item in self._pages(f"projects/{self.project}/issues", dict(query), pages):
-                body = str(item.get("description") or "")
-                if carries_marker(body, marker):
-                    return api_int(item.get("iid"), "GitLab: the tracking issue's iid"), body
-        return None
-
     def create_issue(self, title: str, body: str, label: str) -> int:
-        data = self.client.request(
-            "POST",
-            f"projects/{self.project}/issues",
-            {"title": title, "description": body, "labels": label},
-        ).data
-        if isinstance(data, dict) and "iid" in data:
-            return api_int(data["iid"], "GitLab: the new issue's iid")
-        return 0
+        payload = {"title": title, "description": body, "labels": label}
+        return self._new_issue(self._issues(), payload)
 
     def update_issue(self, number: int, body: str) -> None:
-        self.client.request(
-            "PUT", f"projects/{self.project}/issues/{number}", {"description": body}
-        )
+        self.client.request("PUT", f"{self._issues()}/{number}", {"description": body})
 
     def comment_issue(self, number: int, body: str) -> None:
-        self.client.request(
-            "POST", f"projects/{self.project}/issues/{number}/notes", {"body": body}
-        )
+        self.client.request("POST", f"{self._issues()}/{number}/notes", {"body": body})
 
 
 def connect(
