@@ -17,6 +17,7 @@ not deciding (:attr:`perfgate.models.MetricPolicy.decides`).
 from __future__ import annotations
 
 import math
+import operator
 import os
 import re
 import sys
@@ -47,30 +48,14 @@ DEFAULT_DATABASE_URL = "sqlite:///.perfgate/perfgate.db"
 
 
 _TOP_KEYS = {
-    "project",
-    "database_url",
-    "base_branch",
-    "host_label",
-    "fail_on",
-    "baseline_window",
-    "defaults",
-    "metrics",
-    "benchmarks",
-    "advisor",
-    "budgets",
+    *("project", "database_url", "base_branch", "host_label", "fail_on", "baseline_window"),
+    *("defaults", "metrics", "benchmarks", "advisor", "budgets"),
 }
 _DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
 _BENCH_KEYS = {
-    "name",
-    "workload",
-    "entry",
-    "params",
-    "treatment_params",
-    "kind",
-    "nproc",
-    "nnodes",
-    "timeout",
-} | _DEFAULT_KEYS
+    *("name", "workload", "entry", "params", "treatment_params", "kind", "nproc", "nnodes"),
+    *("timeout", *_DEFAULT_KEYS),
+}
 _KINDS = ("training", "inference")
 _METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic", "decides"}
 _DEVICES = {"cpu", "cuda", "npu"}
@@ -83,7 +68,8 @@ budget. A suite that sets ``fail_on`` gets exactly what it lists: ``fail_on =
 ALL_BENCHMARKS = "*"
 """The key of the budgets (and reference values) that apply to every benchmark."""
 
-BUDGET_OPERATORS = ("<=", "<", ">=", ">")
+_COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+"""A budget's operator and the comparison of a run's value with the limit it makes."""
 
 
 @dataclass(frozen=True)
@@ -108,12 +94,7 @@ class Budget:
 
     def allows(self, value: float, limit: float) -> bool:
         """Whether ``value`` keeps this budget with its limit resolved to ``limit``."""
-        return {
-            "<=": value <= limit,
-            "<": value < limit,
-            ">=": value >= limit,
-            ">": value > limit,
-        }[self.operator]
+        return bool(_COMPARE[self.operator](value, limit))
 
 
 @dataclass(frozen=True)
@@ -196,6 +177,12 @@ def _str(value: Any, source: str, path: str) -> str:
     return value
 
 
+def _device(value: Any, source: str, path: str) -> str:
+    if value not in _DEVICES:
+        raise ConfigError(f"{_where(source, path)}: expected one of cpu, cuda, npu, got {value!r}")
+    return str(value)
+
+
 def _params(value: Any, source: str, path: str) -> dict[str, str | int | float | bool]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{_where(source, path)}: expected a table of parameters")
@@ -228,11 +215,7 @@ def parse_benchmark(
         )
     if workload is not None:
         _str(workload, source, f"{path}.workload")
-    device = merged.get("device", "cpu")
-    if device not in _DEVICES:
-        raise ConfigError(
-            f"{_where(source, path + '.device')}: expected one of cpu, cuda, npu, got {device!r}"
-        )
+    device = _device(merged.get("device", "cpu"), source, f"{path}.device")
     treatment = merged.get("treatment_params", list(TREATMENT_PARAMS))
     if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
         raise ConfigError(f"{_where(source, path + '.treatment_params')}: expected a list of names")
@@ -259,10 +242,14 @@ def parse_benchmark(
     )
 
 
+def _number(value: Any) -> bool:
+    """Whether ``value`` is a finite number >= 0 (TOML's true and false are not numbers)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
+
+
 def _timeout(value: Any, source: str, path: str) -> float:
     """A benchmark's ``timeout``: seconds one repeat may take, a finite number > 0."""
-    bad = isinstance(value, bool) or not isinstance(value, int | float)
-    if bad or not 0 < value < float("inf"):
+    if not _number(value) or value == 0:
         raise ConfigError(
             f"{_where(source, path)}: expected a number of seconds > 0, got {value!r}"
         )
@@ -284,7 +271,7 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
             f"got {direction!r}"
         ) from None
     effect = table.get("min_effect_pct", base.min_effect_pct)
-    if isinstance(effect, bool) or not isinstance(effect, int | float) or not 0 <= effect < 1000:
+    if not _number(effect) or effect >= 1000:
         raise ConfigError(
             f"{_where(source, path + '.min_effect_pct')}: expected a percentage, got {effect!r}"
         )
@@ -320,8 +307,7 @@ def _parse_number_table(
         raise ConfigError(f"{_where(source, path)}: expected a table of name = number")
     merged = {name.upper(): value for name, value in default}
     for name, value in table.items():
-        bad = isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0
-        if bad or value == float("inf"):
+        if not _number(value):
             raise ConfigError(
                 f"{_where(source, path + '.' + name)}: expected a number >= 0, got {value!r}"
             )
@@ -344,8 +330,7 @@ def _parse_advisor(table: Any, source: str) -> Thresholds:
             )
             continue
         whole = isinstance(getattr(defaults, key), int)
-        bad = isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0
-        if bad or value == float("inf") or (whole and not float(value).is_integer()):
+        if not _number(value) or (whole and not float(value).is_integer()):
             kind = "an integer" if whole else "a number"
             raise ConfigError(
                 f"{_where(source, 'advisor.' + key)}: expected {kind} >= 0, got {value!r}"
@@ -466,11 +451,8 @@ def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
     for key, least in minimum.items():
         if key in defaults:
             _int(defaults[key], source, f"defaults.{key}", least)
-    if "device" in defaults and defaults["device"] not in _DEVICES:
-        raise ConfigError(
-            f"{_where(source, 'defaults.device')}: expected one of cpu, cuda, npu, "
-            f"got {defaults['device']!r}"
-        )
+    if "device" in defaults:
+        _device(defaults["device"], source, "defaults.device")
 
 
 def config_from_mapping(

@@ -27,13 +27,6 @@ class PerfgateError(Exception):
 
     exit_code: ExitCode = ExitCode.INTERNAL
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
 
 class ConfigError(PerfgateError):
     """A suite file, flag or environment variable is wrong."""

@@ -92,6 +92,20 @@ class MetricSpec:
         )
 
 
+def _utilisation(name: str, description: str) -> MetricSpec:
+    """A utilisation percentage from a profile: higher is better, judged in points
+    (:data:`UTILISATION_POINTS`), never in % of its baseline."""
+    return MetricSpec(
+        name,
+        "%",
+        HIGHER,
+        0.0,
+        description,
+        min_effect_abs=UTILISATION_POINTS,
+        samples=Samples.PER_RUN,
+    )
+
+
 _ENTRIES = (
     # Training, measured by the runner (profiler off).
     MetricSpec(
@@ -226,54 +240,29 @@ _ENTRIES = (
     ),
     # Utilisation, from a profile (2.4): percentages judged in points, so that a drop from
     # 80% to 64% (16 points) is a change and one to 70% (10 points) is not.
-    MetricSpec(
+    _utilisation(
         "device_busy_pct",
-        "%",
-        HIGHER,
-        0.0,
         "share of the profiled step the device was running something (compute or "
         "communication), per step",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
-    MetricSpec(
+    _utilisation(
         "aicore_util_pct",
-        "%",
-        HIGHER,
-        0.0,
         "Ascend: AI Core busy share of the step, time-weighted over its kernels' "
         "aicore_time / duration",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
-    MetricSpec(
+    _utilisation(
         "cube_util_pct",
-        "%",
-        HIGHER,
-        0.0,
         "Ascend: Cube (matrix) unit utilisation, time-weighted over the kernels that report "
         "it (aic_mac_ratio, cube_utilization(%))",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
-    MetricSpec(
+    _utilisation(
         "vector_util_pct",
-        "%",
-        HIGHER,
-        0.0,
         "Ascend: Vector unit utilisation, time-weighted over the kernels that report it "
         "(aiv_vec_ratio)",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
-    MetricSpec(
+    _utilisation(
         "l2_hit_pct",
-        "%",
-        HIGHER,
-        0.0,
         "Ascend: L2 cache hit rate, weighted by the tasks' durations (l2_cache.csv)",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
     MetricSpec(
         "hbm_bandwidth_gb_s",
@@ -283,14 +272,9 @@ _ENTRIES = (
         "mean HBM read + write bandwidth over the profiled window, where collected",
         samples=Samples.PER_RUN,
     ),
-    MetricSpec(
+    _utilisation(
         "sm_occupancy_pct",
-        "%",
-        HIGHER,
-        0.0,
         "CUDA: the kernels' est. achieved occupancy, weighted by their durations",
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
     ),
     MetricSpec(
         "peak_memory_pct_of_capacity",
@@ -322,11 +306,7 @@ _ENTRIES = (
         samples=Samples.PER_STEP,
     ),
     MetricSpec(
-        "latency_p90_ms",
-        "ms",
-        LOWER,
-        5.0,
-        "the 90th percentile of each repeat's request latencies",
+        "latency_p90_ms", "ms", LOWER, 5.0, "the 90th percentile of each repeat's request latencies"
     ),
     MetricSpec(
         "latency_p99_ms",
@@ -429,11 +409,8 @@ def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[s
     did then); and each of :data:`ECHOES` whose original is ``usable``. The one place this is
     decided (the gate, ``run --confirm`` and ``history analyze`` ask it)."""
     primary = PRIMARY_TIME.get(device_kind)
-    if primary is not None and usable(primary):
-        times = frozenset(WALL_TIMES)
-    else:
-        times = frozenset(PRIMARY_TIME.values())
-    return times | {echo for echo, original in ECHOES.items() if usable(original)}
+    times = WALL_TIMES if primary is not None and usable(primary) else PRIMARY_TIME.values()
+    return frozenset(times) | {echo for echo, original in ECHOES.items() if usable(original)}
 
 
 TIME_UNIT = "ms"

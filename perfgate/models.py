@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -55,10 +56,6 @@ class Severity(str, Enum):
     INFO = "info"
 
 
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
 @dataclass(frozen=True)
 class Fingerprint(Serial):
     """The environment a run was measured in.
@@ -94,22 +91,8 @@ class Fingerprint(Serial):
         *("cuda_version", "cann_version", "driver_version", "perfgate_version"),
         *("timing_method", "params", "host_label"),
     )
-    COMPARABLE_FIELDS: ClassVar[tuple[str, ...]] = (
-        "device_kind",
-        "device_model",
-        "device_count",
-        "cpu_model",
-        "cpu_cores",
-        "os",
-        "python_version",
-        "torch_version",
-        "torch_npu_version",
-        "cuda_version",
-        "cann_version",
-        "driver_version",
-        "timing_method",
-        "params",
-        "host_label",
+    COMPARABLE_FIELDS: ClassVar[tuple[str, ...]] = tuple(
+        k for k in KEYS if k not in ("os_release", "perfgate_version")
     )
 
     def comparable(self) -> dict[str, Any]:
@@ -118,8 +101,10 @@ class Fingerprint(Serial):
 
     def key(self) -> str:
         """Stable hash of the comparable part (16 hex digits)."""
-        digest = hashlib.sha256(_canonical_json(self.comparable()).encode()).hexdigest()
-        return digest[:16]
+        canonical = json.dumps(
+            self.comparable(), sort_keys=True, separators=(",", ":"), default=str
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable list of comparable fields that differ, ``field: mine != theirs``."""
@@ -127,8 +112,7 @@ class Fingerprint(Serial):
         out: list[str] = []
         for name in self.COMPARABLE_FIELDS:
             if name == "params":
-                keys = sorted(set(mine["params"]) | set(theirs["params"]))
-                for k in keys:
+                for k in sorted(set(mine["params"]) | set(theirs["params"])):
                     a, b = mine["params"].get(k), theirs["params"].get(k)
                     if a != b:
                         out.append(f"param {k}: {b!r} in baseline, {a!r} now")
@@ -168,13 +152,8 @@ class MetricPolicy:
 
 
 TREATMENT_PARAMS: tuple[str, ...] = (
-    "slowdown",
-    "straggler_rank",
-    "straggler_extra",
-    "extra_allreduce",
-    "bucket_cap_mb",
-    "tail_every",
-    "tail_factor",
+    *("slowdown", "straggler_rank", "straggler_extra", "extra_allreduce", "bucket_cap_mb"),
+    *("tail_every", "tail_factor"),
 )
 """The built-in workloads' knobs that stand in for a code change (extra work, a straggler,
 extra communication, smaller gradient buckets, a latency tail): kept out of the fingerprint
@@ -497,10 +476,7 @@ class Profiled:
     @property
     def slowest(self) -> ProfileSummary:
         """The rank whose mean step is longest (the only one for a single-rank profile)."""
-        timed = [r for r in self.ranks if r.breakdown is not None]
-        if not timed:
-            return self.ranks[0]
-        return max(timed, key=lambda r: r.breakdown.step_ms if r.breakdown else 0.0)
+        return max(self.ranks, key=lambda r: r.breakdown.step_ms if r.breakdown else -math.inf)
 
 
 @dataclass(frozen=True)
@@ -544,10 +520,7 @@ class RunRecord:
     """What the advisors (perfgate's rules, msprof-analyze) said about this run's profile."""
 
     def measurement(self, metric: str) -> Measurement | None:
-        for m in self.measurements:
-            if m.metric == metric:
-                return m
-        return None
+        return next((m for m in self.measurements if m.metric == metric), None)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ SORTED: Mapping[str, Any] = types.MappingProxyType({"sorted": True})
 T = TypeVar("T")
 S = TypeVar("S", bound="Serial")
 
-_SCALARS = (str, int, float, bool, type(None))
 Code = Callable[[Any], Any]
 
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import fields
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from perfgate.errors import StoreError
 from perfgate.store.connect import WRITE_OPTION, Target, first_line, sqlite_error_code
-from perfgate.store.schema import runs
+from perfgate.store.schema import runs, triage_events
 
 #: Write transactions tried at most this often when the database is locked or busy.
 WRITE_ATTEMPTS = 5
@@ -113,23 +114,20 @@ class StoreBase:
 
     @contextmanager
     def _read(self, action: str) -> Iterator[Connection]:
-        if self._pinned is not None:
-            try:
-                yield self._pinned
-            except SQLAlchemyError as exc:
-                raise self._failure(action, exc) from exc
-            except (ValueError, KeyError) as exc:
-                raise self._damaged(action, exc) from exc
-            return
+        """A read transaction (the open :meth:`snapshot`'s, if any); a failure to read, or a
+        stored document that does not decode, is a StoreError naming ``action``."""
         try:
-            with self._engine.connect() as conn:
-                if conn.dialect.name == "postgresql":
-                    # One snapshot per read, as SQLite's read transaction is: a read of
-                    # several statements (runs, then their metrics) agrees with itself
-                    # while other jobs commit runs.
-                    conn.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
+            with ExitStack() as stack:
+                conn = self._pinned
+                if conn is None:
+                    conn = stack.enter_context(self._engine.connect())
+                    if conn.dialect.name == "postgresql":
+                        # One snapshot per read, as SQLite's read transaction is: a read of
+                        # several statements (runs, then their metrics) agrees with itself
+                        # while other jobs commit runs.
+                        conn.execution_options(isolation_level="REPEATABLE READ")
+                    stack.enter_context(conn.begin())
+                yield conn
         except SQLAlchemyError as exc:
             raise self._failure(action, exc) from exc
         except (ValueError, KeyError) as exc:
@@ -166,3 +164,19 @@ def finite_or_none(value: float | None, where: str) -> float | None:
     if not math.isfinite(value):
         raise StoreError(f"{where} has a non-finite standard error")
     return float(value)
+
+
+def row_to(cls: type[_T], row: Mapping[Any, Any], **coerced: Any) -> _T:
+    """The ``cls`` (a dataclass) of a row whose columns are named as its fields, the values
+    in ``coerced`` taken over the row's."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(**{n: row[n] for n in names} | coerced)
+
+
+def log_event(conn: Connection, **event: Any) -> None:
+    """Add one entry to the triage trail (``triage_events``): the action, who did it, when
+    (``at``) and why, with the alert, run, benchmark and state it concerns (None: none)."""
+    conn.execute(
+        insert(triage_events),
+        {"alert_id": None, "run_id": None, "benchmark": None, "state": None, **event},
+    )

@@ -64,10 +64,6 @@ class Target:
     sqlite: SqliteSettings | None = field(default=None)
 
     @property
-    def is_sqlite(self) -> bool:
-        return self.sqlite is not None
-
-    @property
     def is_postgres(self) -> bool:
         return self.engine.dialect.name == "postgresql"
 
@@ -164,8 +160,7 @@ def open_failure(target: Target, exc: SQLAlchemyError) -> StoreError:
             )
         if code == _SQLITE_CANTOPEN:
             return StoreError(f"cannot open SQLite database {target.where}: {first_line(exc)}")
-        return StoreError(f"cannot open store {target.where}: {first_line(exc)}")
-    if isinstance(exc, OperationalError):
+    elif isinstance(exc, OperationalError):
         # psycopg reports an unreachable, refusing or unknown server/database this way.
         return StoreError(f"cannot connect to {target.where}: {first_line(exc)}")
     return StoreError(f"cannot open store {target.where}: {first_line(exc)}")
@@ -216,16 +211,8 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
                 f"cannot create the directory for SQLite database {path}: {exc.strerror or exc}"
             ) from exc
         url = url.set(database=str(path))
-    settings = SqliteSettings(path=path)
-    engine = create_engine(url)
-    _install_sqlite_hooks(engine, settings)
     shown = f"sqlite:///{path}" if path is not None else f"sqlite:///{database}"
-    return Target(
-        engine=engine,
-        url=shown,
-        where=str(path) if path is not None else shown,
-        sqlite=settings,
-    )
+    return _sqlite_engine(url, SqliteSettings(path), shown, str(path) if path else shown)
 
 
 def _writable(path: Path) -> bool:
@@ -262,13 +249,14 @@ def _read_only_target(url: URL, path: Path) -> Target:
     ):
         query["immutable"] = "1"
     ro_url = url.set(database=path.as_uri(), query=query)
-    settings = SqliteSettings(path=path, read_only=True)
-    engine = create_engine(ro_url)
-    _install_sqlite_hooks(engine, settings)
-    return Target(engine=engine, url=f"sqlite:///{path}", where=str(path), sqlite=settings)
+    settings = SqliteSettings(path, read_only=True)
+    return _sqlite_engine(ro_url, settings, f"sqlite:///{path}", str(path))
 
 
-def _install_sqlite_hooks(engine: Engine, settings: SqliteSettings) -> None:
+def _sqlite_engine(url: URL, settings: SqliteSettings, shown: str, where: str) -> Target:
+    """The engine of ``url`` with perfgate's SQLite connection hooks."""
+    engine = create_engine(url)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         # Let SQLAlchemy, not the sqlite3 module, decide when a transaction begins.
@@ -290,6 +278,8 @@ def _install_sqlite_hooks(engine: Engine, settings: SqliteSettings) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             conn.exec_driver_sql("BEGIN")
+
+    return Target(engine=engine, url=shown, where=where, sqlite=settings)
 
 
 def enable_wal(target: Target, conn: Connection) -> None:

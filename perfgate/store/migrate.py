@@ -157,9 +157,7 @@ def upgrade(conn: Connection) -> None:
         command.upgrade(alembic_config(conn), "head")
     except CommandError as exc:
         raise MigrationError(str(exc)) from exc
-    except SQLAlchemyError:
-        raise
-    except StoreError:
+    except (SQLAlchemyError, StoreError):
         raise
     except Exception as exc:  # a revision's own code failed: still all or nothing
         raise MigrationError(f"{type(exc).__name__}: {exc}") from exc

@@ -36,14 +36,13 @@ from perfgate.models import (
     RunRecord,
     Summary,
 )
-from perfgate.store.base import StoreBase, finite_or_none, require_aware
+from perfgate.store.base import StoreBase, finite_or_none, log_event, require_aware
 from perfgate.store.schema import (
     findings,
     measurements,
     profiles,
     rank_profiles,
     runs,
-    triage_events,
 )
 
 #: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
@@ -171,7 +170,7 @@ class RunStore(StoreBase):
             if row is None:
                 hint = "" if len(run_id) >= MIN_ID_PREFIX else f" (prefixes need {MIN_ID_PREFIX}+)"
                 raise NotFoundError(f"no run {run_id!r} in {self._target.where}{hint}")
-            return _load_run(conn, row)
+            return _load_runs(conn, [row])[0]
 
     def profiles(self, run_ids: Sequence[str]) -> dict[str, ProfileSummary]:
         """The profile summaries of the runs ``run_ids`` (exact ids, excluded runs too) that
@@ -186,29 +185,14 @@ class RunStore(StoreBase):
                     profiles.c.run_id.in_(part)
                 )
                 docs.update((str(run_id), doc) for run_id, doc in conn.execute(query).all())
-        return {run_id: ProfileSummary.from_dict(json.loads(doc)) for run_id, doc in docs.items()}
+        return {run_id: _profile(doc) for run_id, doc in docs.items()}
 
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
         """The most recently recorded run of ``benchmark`` on ``branch`` that is not
         excluded: the last one the store's sequence numbered, whatever its start time says
         (a runner's clock may be wrong)."""
-        with self._read(f"read the latest run of {benchmark}") as conn:
-            row = (
-                conn.execute(
-                    _run_select()
-                    .where(
-                        runs.c.project == project,
-                        runs.c.benchmark == benchmark,
-                        runs.c.branch == branch,
-                        runs.c.excluded.is_(False),
-                    )
-                    .order_by(runs.c.recorded_seq.desc())
-                    .limit(1)
-                )
-                .mappings()
-                .first()
-            )
-            return None if row is None else _load_run(conn, row)
+        found = self.latest_runs(project=project, benchmarks=[benchmark], branch=branch)
+        return found.get(benchmark)
 
     def latest_runs(
         self, *, project: str, benchmarks: Sequence[str], branch: str
@@ -358,34 +342,25 @@ class RunStore(StoreBase):
             newest = set(run_ids[-limit:]) if limit > 0 else set()
             scanned = set(run_ids[-scan:]) if scan > 0 else set()
             for run_id, run_branch, commit, key, started_at in recent:
-                for (
-                    _,
-                    metric,
-                    unit,
-                    direction,
-                    deterministic,
-                    centre,
-                    repeat_centres,
-                    centre_se,
-                ) in by_run.get(run_id, ()):
+                for row in by_run.get(run_id, ()):
                     if run_id in scanned:
-                        centres.setdefault(metric, []).append((run_id, float(centre)))
+                        centres.setdefault(row.metric, []).append((run_id, float(row.centre)))
                     if run_id in newest:
                         points.append(
                             RunPoint(
                                 run_id=run_id,
                                 benchmark=benchmark,
-                                metric=metric,
-                                unit=unit,
-                                direction=Direction(direction),
+                                metric=row.metric,
+                                unit=row.unit,
+                                direction=Direction(row.direction),
                                 branch=run_branch,
                                 commit=commit,
                                 fingerprint_key=key,
                                 started_at=started_at,
-                                centre=float(centre),
-                                repeat_centres=tuple(float(x) for x in json.loads(repeat_centres)),
-                                deterministic=bool(deterministic),
-                                centre_se=None if centre_se is None else float(centre_se),
+                                centre=float(row.centre),
+                                repeat_centres=tuple(map(float, json.loads(row.repeat_centres))),
+                                deterministic=bool(row.deterministic),
+                                centre_se=None if row.centre_se is None else float(row.centre_se),
                             )
                         )
         return points, centres
@@ -396,13 +371,7 @@ class RunStore(StoreBase):
         """Each fingerprint key seen for ``benchmark`` on ``branch`` (any if ``None``), with
         the fingerprint of its most recent non-excluded run."""
         r = runs.c
-        conditions: list[ColumnElement[bool]] = [
-            r.project == project,
-            r.benchmark == benchmark,
-            r.excluded.is_(False),
-        ]
-        if branch is not None:
-            conditions.append(r.branch == branch)
+        conditions = _history_conditions(project, benchmark, branch, None, (), None)
         found: dict[str, Fingerprint] = {}
         with self._read(f"read the fingerprints of {benchmark}") as conn:
             for key in sorted(_distinct(conn, r.fingerprint_key, conditions)):
@@ -425,19 +394,16 @@ class RunStore(StoreBase):
 
         def write(conn: Connection) -> None:
             conn.execute(update(runs).where(runs.c.id == run.id).values(excluded=True))
-            conn.execute(
-                insert(triage_events),
-                {
-                    "project": run.project,
-                    "action": "exclude",
-                    "alert_id": None,
-                    "run_id": run.id,
-                    "benchmark": run.benchmark,
-                    "state": "excluded",
-                    "by": by,
-                    "at": now,
-                    "reason": reason,
-                },
+            log_event(
+                conn,
+                project=run.project,
+                action="exclude",
+                run_id=run.id,
+                benchmark=run.benchmark,
+                state="excluded",
+                by=by,
+                at=now,
+                reason=reason,
             )
 
         try:
@@ -509,10 +475,7 @@ def _rows_of(run: RunRecord) -> _Rows:
         "id": run.id,
         "project": run.project,
         "benchmark": run.benchmark,
-        "branch": run.git.branch,
-        "commit": run.git.commit,
-        "base_branch": run.git.base_branch,
-        "pr_number": run.git.pr_number,
+        **run.git.to_dict(),  # commit, branch, base_branch, pr_number
         "fingerprint_key": run.fingerprint.key(),
         "fingerprint": _dumps(run.fingerprint.to_dict(), run.id, "the fingerprint"),
         "spec": _dumps(run.spec.to_dict(), run.id, "the benchmark spec"),
@@ -524,10 +487,8 @@ def _rows_of(run: RunRecord) -> _Rows:
         "paired_with": run.paired_with,
     }
 
-    rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for seq, m in enumerate(run.measurements):
-        rows.append(_measurement_row(run.id, seq, m, seen))
+    rows = [_measurement_row(run.id, seq, m, seen) for seq, m in enumerate(run.measurements)]
 
     profile_row = None
     if run.profile is not None:
@@ -575,7 +536,7 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
     for name in _SUMMARY_COLUMNS:
         if not math.isfinite(float(summary[name])):
             raise StoreError(f"{where} has a non-finite summary value ({name})")
-    row: dict[str, Any] = {
+    return {
         "run_id": run_id,
         "metric": m.metric,
         "seq": seq,
@@ -591,15 +552,13 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
         "dropped": int(m.summary.dropped),
         "centre_se": finite_or_none(m.summary.centre_se, where),
         "samples": _dumps(repeats, run_id, f"metric {m.metric!r}"),
+        **{name: float(summary[name]) for name in _SUMMARY_COLUMNS},
     }
-    for name in _SUMMARY_COLUMNS:
-        row[name] = float(summary[name])
-    return row
 
 
 def _run_select() -> Select[Any]:
     """The runs row with, in the same round trip, its profile summary and whether it has
-    rank profiles and findings (most runs have neither: :func:`_load_run` then skips
+    rank profiles and findings (most runs have neither: :func:`_load_runs` then skips
     those two queries)."""
     run_id = runs.c.id
     profile = select(profiles.c.summary).where(profiles.c.run_id == run_id).scalar_subquery()
@@ -613,48 +572,10 @@ def _run_select() -> Select[Any]:
     )
 
 
-def _load_run(conn: Connection, row: RowMapping) -> RunRecord:
-    """The full run of a :func:`_run_select` row (a plain runs row works too)."""
-    run_id = str(row["id"])
-    measurement_rows = (
-        conn.execute(
-            select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.seq)
-        )
-        .mappings()
-        .all()
-    )
-    if "_profile" in row:
-        profile_doc = row["_profile"]
-    else:
-        profile_doc = conn.execute(
-            select(profiles.c.summary).where(profiles.c.run_id == run_id)
-        ).scalar()
-    rank_docs: Sequence[str] = []
-    if row.get("_has_ranks", True):
-        rank_docs = (
-            conn.execute(
-                select(rank_profiles.c.summary)
-                .where(rank_profiles.c.run_id == run_id)
-                .order_by(rank_profiles.c.seq)
-            )
-            .scalars()
-            .all()
-        )
-    finding_rows: Sequence[RowMapping] = []
-    if row.get("_has_findings", True):
-        finding_rows = (
-            conn.execute(
-                select(findings).where(findings.c.run_id == run_id).order_by(findings.c.seq)
-            )
-            .mappings()
-            .all()
-        )
-    return _record_of(row, profile_doc, measurement_rows, rank_docs, finding_rows)
-
-
 def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
-    """The full runs of :func:`_run_select` rows, as :func:`_load_run` reads each, with one
-    query per table for all of them (at most ``_IDS_PER_QUERY`` rows)."""
+    """The full runs of :func:`_run_select` rows, with one query per table for all of them
+    (at most ``_IDS_PER_QUERY`` rows); rank profiles and findings are read only for the runs
+    that have some (most have neither)."""
     ids = [str(row["id"]) for row in rows]
     if not ids:
         return []
@@ -684,40 +605,31 @@ def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
         ).mappings():
             found[str(f["run_id"])].append(f)
     return [
-        _record_of(row, row["_profile"], by_run[i], ranks[i], found[i])
+        RunRecord(
+            id=i,
+            project=row["project"],
+            benchmark=row["benchmark"],
+            fingerprint=Fingerprint.from_dict(json.loads(row["fingerprint"])),
+            git=GitContext.from_dict(dict(row)),
+            ci=CIContext.from_dict(json.loads(row["ci"])),
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            measurements=tuple(_measurement_of(m) for m in by_run[i]),
+            spec=BenchmarkSpec.from_dict(json.loads(row["spec"])),
+            profile=None if row["_profile"] is None else _profile(row["_profile"]),
+            excluded=bool(row["excluded"]),
+            paired_with=row["paired_with"],
+            rank_profiles=tuple(map(_profile, ranks[i])),
+            findings=tuple(
+                Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in found[i]
+            ),
+        )
         for row, i in zip(rows, ids, strict=True)
     ]
 
 
-def _record_of(
-    row: RowMapping,
-    profile_doc: str | None,
-    measurement_rows: Sequence[RowMapping],
-    rank_docs: Sequence[str],
-    finding_rows: Sequence[RowMapping],
-) -> RunRecord:
-    """A run from its runs row and the rows of its measurements, profile, rank profiles and
-    findings (each in its ``seq`` order)."""
-    run_id = str(row["id"])
-    return RunRecord(
-        id=run_id,
-        project=row["project"],
-        benchmark=row["benchmark"],
-        fingerprint=Fingerprint.from_dict(json.loads(row["fingerprint"])),
-        git=GitContext.from_dict(dict(row)),
-        ci=CIContext.from_dict(json.loads(row["ci"])),
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        measurements=tuple(_measurement_of(m) for m in measurement_rows),
-        spec=BenchmarkSpec.from_dict(json.loads(row["spec"])),
-        profile=None if profile_doc is None else ProfileSummary.from_dict(json.loads(profile_doc)),
-        excluded=bool(row["excluded"]),
-        paired_with=row["paired_with"],
-        rank_profiles=tuple(ProfileSummary.from_dict(json.loads(doc)) for doc in rank_docs),
-        findings=tuple(
-            Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in finding_rows
-        ),
-    )
+def _profile(doc: str) -> ProfileSummary:
+    return ProfileSummary.from_dict(json.loads(doc))
 
 
 def _measurement_of(row: RowMapping) -> Measurement:

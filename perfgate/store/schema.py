@@ -103,12 +103,7 @@ runs = Table(
     Index("ix_runs_history", "project", "benchmark", "started_at", "id"),
     Index("ix_runs_branch_history", "project", "benchmark", "branch", "started_at", "id"),
     Index(
-        "ix_runs_fingerprint_history",
-        "project",
-        "benchmark",
-        "fingerprint_key",
-        "started_at",
-        "id",
+        "ix_runs_fingerprint_history", "project", "benchmark", "fingerprint_key", "started_at", "id"
     ),
     # The gate's window query (revision 0005): every equality it filters on, then the order.
     Index(

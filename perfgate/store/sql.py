@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -76,21 +76,17 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
                         except SQLAlchemyError as exc:
                             raise MigrationError(first_line(exc)) from exc
             enable_wal(target, conn)
-    except StoreError:
+    except (StoreError, SQLAlchemyError, MigrationError) as exc:
         target.engine.dispose()
         _discard(new)
+        if isinstance(exc, SQLAlchemyError):
+            raise open_failure(target, exc) from exc
+        if isinstance(exc, MigrationError):
+            raise StoreError(
+                f"cannot migrate store {target.where}: {first_line(exc)} "
+                "(rolled back: the database is as it was)"
+            ) from exc
         raise
-    except SQLAlchemyError as exc:
-        target.engine.dispose()
-        _discard(new)
-        raise open_failure(target, exc) from exc
-    except MigrationError as exc:
-        target.engine.dispose()
-        _discard(new)
-        raise StoreError(
-            f"cannot migrate store {target.where}: {first_line(exc)} "
-            "(rolled back: the database is as it was)"
-        ) from exc
     store = SqlStore(target)
     store.created = new
     return store
@@ -114,7 +110,7 @@ class NewSqliteFile:
         except Exception:  # noqa: BLE001 - make_target reports a bad URL
             return None
         database = parsed.database or ""
-        if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
             return None
         if database.startswith("file:"):
             return None
@@ -184,14 +180,7 @@ class StoreStatus:
     runs: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "url": self.url,
-            "engine": self.engine,
-            "revision": self.revision,
-            "head": self.head,
-            "state": self.state,
-            "runs": self.runs,
-        }
+        return asdict(self)
 
 
 def store_status(url: str) -> StoreStatus:

@@ -4,7 +4,9 @@ retention (prune). Runs themselves are :mod:`perfgate.store.runs`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, delete, insert, select, update
@@ -13,7 +15,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from perfgate.errors import NotFoundError, StoreError
 from perfgate.models import Alert, BaselineReset, NewAlert, PrunePlan, TriageEvent, Verdict
-from perfgate.store.base import StoreBase, finite_or_none, require_aware
+from perfgate.store.base import StoreBase, finite_or_none, log_event, require_aware, row_to
 from perfgate.store.schema import (
     ALERT_STATES,
     OPEN_ALERT_STATES,
@@ -43,30 +45,16 @@ class TeamStore(StoreBase):
                 ).first()
                 if exists is not None or not self._has_run(conn, run_id):
                     continue
-                created.append(
-                    int(
-                        conn.execute(
-                            insert(alerts).returning(alerts.c.id),
-                            {
-                                "project": a.project,
-                                "benchmark": a.benchmark,
-                                "metric": a.metric,
-                                "run_id": a.run_id,
-                                "previous_run_id": a.previous_run_id,
-                                "branch": a.branch,
-                                "fingerprint_key": a.fingerprint_key,
-                                "verdict": Verdict(a.verdict).value,
-                                "source": a.source,
-                                "change_pct": finite_or_none(a.change_pct, "alert"),
-                                "commit_before": a.commit_before,
-                                "commit_after": a.commit_after,
-                                "status": "untriaged",
-                                "created_at": now,
-                                "updated_at": now,
-                            },
-                        ).scalar_one()
-                    )
-                )
+                row = {
+                    **asdict(a),
+                    "verdict": Verdict(a.verdict).value,
+                    "change_pct": finite_or_none(a.change_pct, "alert"),
+                    "status": "untriaged",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                new_id = conn.execute(insert(alerts).returning(alerts.c.id), row).scalar_one()
+                created.append(int(new_id))
             return created
 
         for attempt in range(2):
@@ -148,19 +136,17 @@ class TeamStore(StoreBase):
             conn.execute(
                 update(alerts).where(alerts.c.id == alert_id).values(status=state, updated_at=now)
             )
-            conn.execute(
-                insert(triage_events),
-                {
-                    "project": project,
-                    "action": action,
-                    "alert_id": alert_id,
-                    "run_id": row[0],
-                    "benchmark": row[1],
-                    "state": state,
-                    "by": by,
-                    "at": now,
-                    "reason": reason,
-                },
+            log_event(
+                conn,
+                project=project,
+                action=action,
+                alert_id=alert_id,
+                run_id=row[0],
+                benchmark=row[1],
+                state=state,
+                by=by,
+                at=now,
+                reason=reason,
             )
             return True
 
@@ -187,21 +173,7 @@ class TeamStore(StoreBase):
                 .order_by(t.at.desc(), t.id.desc())
                 .limit(limit)
             ).mappings()
-            return [
-                TriageEvent(
-                    id=int(r["id"]),
-                    project=r["project"],
-                    action=r["action"],
-                    alert_id=r["alert_id"],
-                    run_id=r["run_id"],
-                    benchmark=r["benchmark"],
-                    state=r["state"],
-                    by=r["by"],
-                    at=r["at"],
-                    reason=r["reason"],
-                )
-                for r in rows
-            ]
+            return [row_to(TriageEvent, r) for r in rows]
 
     # -- baseline resets -----------------------------------------------------------------
 
@@ -262,19 +234,15 @@ class TeamStore(StoreBase):
                     insert(baseline_resets).returning(baseline_resets.c.id), values
                 ).scalar_one()
             )
-            conn.execute(
-                insert(triage_events),
-                {
-                    "project": project,
-                    "action": "reset",
-                    "alert_id": None,
-                    "run_id": run_id,
-                    "benchmark": benchmark,
-                    "state": None,
-                    "by": by,
-                    "at": now,
-                    "reason": reason,
-                },
+            log_event(
+                conn,
+                project=project,
+                action="reset",
+                run_id=run_id,
+                benchmark=benchmark,
+                by=by,
+                at=now,
+                reason=reason,
             )
             return new_id
 
@@ -298,7 +266,7 @@ class TeamStore(StoreBase):
                 .mappings()
                 .first()
             )
-        return None if row is None else _reset_of(row)
+        return None if row is None else row_to(BaselineReset, row)
 
     def baseline_resets(self, *, project: str) -> dict[str, BaselineReset]:
         """:meth:`baseline_reset` of every benchmark of ``project`` that has one, by
@@ -310,7 +278,8 @@ class TeamStore(StoreBase):
                 .mappings()
                 .all()
             )
-        return {str(row["benchmark"]): _reset_of(row) for row in rows}  # the latest wins
+        # Ordered by id: the latest of a benchmark wins.
+        return {str(row["benchmark"]): row_to(BaselineReset, row) for row in rows}
 
     # -- retention -----------------------------------------------------------------------
 
@@ -388,16 +357,10 @@ class TeamStore(StoreBase):
             if status in OPEN_ALERT_STATES:
                 protect["alert"].update(i for i in (run_id, previous) if i)
         candidate_set = set(candidates)
-        kept_heads = {pw for rid, *_, pw in rows if pw and rid not in candidate_set}
-        protect["paired"] = kept_heads
-        reasons: dict[str, int] = {}
-        doomed: list[str] = []
-        for run_id in candidates:
-            why = next((name for name, ids in protect.items() if run_id in ids), None)
-            if why is None:
-                doomed.append(run_id)
-            else:
-                reasons[why] = reasons.get(why, 0) + 1
+        protect["paired"] = {pw for rid, *_, pw in rows if pw and rid not in candidate_set}
+        why = {c: next((name for name, ids in protect.items() if c in ids), "") for c in candidates}
+        doomed = [run_id for run_id, kept in why.items() if not kept]
+        reasons = dict(Counter(kept for kept in why.values() if kept))
         if doomed and not dry_run:
 
             def write(conn: Connection) -> None:
@@ -419,35 +382,4 @@ class TeamStore(StoreBase):
 
 
 def _alert_of(row: RowMapping) -> Alert:
-    return Alert(
-        id=int(row["id"]),
-        project=row["project"],
-        benchmark=row["benchmark"],
-        metric=row["metric"],
-        run_id=row["run_id"],
-        previous_run_id=row["previous_run_id"],
-        branch=row["branch"],
-        fingerprint_key=row["fingerprint_key"],
-        verdict=Verdict(row["verdict"]),
-        source=row["source"],
-        change_pct=None if row["change_pct"] is None else float(row["change_pct"]),
-        commit_before=row["commit_before"],
-        commit_after=row["commit_after"],
-        status=row["status"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-
-
-def _reset_of(row: RowMapping) -> BaselineReset:
-    return BaselineReset(
-        id=int(row["id"]),
-        project=row["project"],
-        benchmark=row["benchmark"],
-        commit=row["commit"],
-        run_id=row["run_id"],
-        starts_at=row["starts_at"],
-        by=row["by"],
-        at=row["at"],
-        reason=row["reason"],
-    )
+    return row_to(Alert, row, verdict=Verdict(row["verdict"]))
