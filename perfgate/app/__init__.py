@@ -18,11 +18,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _NAMES = {
-    "AcrossReport": "perfgate.models",
-    "Alert": "perfgate.models",
-    "Comparison": "perfgate.models",
-    "GateResult": "perfgate.models",
-    "Verdict": "perfgate.models",
+    "parse_budget": "perfgate.app.check",
+    "CheckRequest": "perfgate.app.check_job",
+    "run_check_job": "perfgate.app.check_job",
+    "detect_ci_context": "perfgate.app.context",
+    "detect_git_context": "perfgate.app.context",
+    "baseline_window": "perfgate.app.gate",
+    "compare": "perfgate.app.gate",
+    "compare_records": "perfgate.app.gate",
+    "gate_failed": "perfgate.app.gate",
+    "noise": "perfgate.app.gate",
     "CiOutputs": "perfgate.app.gate_job",
     "CiReport": "perfgate.app.gate_job",
     "GateOutcome": "perfgate.app.gate_job",
@@ -32,175 +37,65 @@ _NAMES = {
     "delivery_for": "perfgate.app.gate_job",
     "parse_fail_on": "perfgate.app.gate_job",
     "run_gate": "perfgate.app.gate_job",
-    "CheckJobOutcome": "perfgate.app.check_job",
-    "CheckRequest": "perfgate.app.check_job",
-    "run_check_job": "perfgate.app.check_job",
+    "analyze_history": "perfgate.app.history",
+    "detect_series": "perfgate.app.history",
+    "metric_history": "perfgate.app.history",
+    "build_record": "perfgate.app.record",
+    "confirm_and_record": "perfgate.app.record",
+    "run_ab_and_record": "perfgate.app.record",
+    "run_and_record": "perfgate.app.record",
     "IngestRequest": "perfgate.app.run_job",
     "Measure": "perfgate.app.run_job",
-    "RunOutcome": "perfgate.app.run_job",
     "RunRequest": "perfgate.app.run_job",
     "ingest_file": "perfgate.app.run_job",
     "run_benchmarks": "perfgate.app.run_job",
-    "Confirmation": "perfgate.models",
-    "DetectedChange": "perfgate.models",
-    "NoiseRow": "perfgate.models",
-    "TRIAGE_ACTIONS": "perfgate.app.triage",
-    "analyze_history": "perfgate.app.history",
-    "baseline_window": "perfgate.app.gate",
-    "build_record": "perfgate.app.record",
-    "run_check": "perfgate.app.check",
-    "compare": "perfgate.app.gate",
-    "compare_records": "perfgate.app.gate",
-    "confirm_and_record": "perfgate.app.record",
-    "default_actor": "perfgate.app.context",
-    "detect_ci_context": "perfgate.app.context",
-    "detect_git_context": "perfgate.app.context",
-    "detect_series": "perfgate.app.history",
-    "exclude_run": "perfgate.app.triage",
-    "gate_failed": "perfgate.app.gate",
-    "latest_runs": "perfgate.app.gate",
     "list_alerts": "perfgate.app.triage",
-    "metric_history": "perfgate.app.history",
-    "noise": "perfgate.app.gate",
-    "open_store": "perfgate.store",
-    "parse_budget": "perfgate.app.check",
     "prune": "perfgate.app.triage",
     "record_alerts": "perfgate.app.triage",
     "reset_baseline": "perfgate.app.triage",
-    "run_ab_and_record": "perfgate.app.record",
-    "run_and_record": "perfgate.app.record",
-    "series_changes": "perfgate.app.history",
     "triage_alert": "perfgate.app.triage",
-    "triage_trail": "perfgate.app.triage",
-    "with_advisor_findings": "perfgate.app.record",
-    "with_triage": "perfgate.app.history",
+    "open_store": "perfgate.store",
 }
-
-__all__ = [
-    "AcrossReport",
-    "Alert",
-    "Comparison",
-    "GateResult",
-    "Verdict",
-    "CiOutputs",
-    "CiReport",
-    "GateOutcome",
-    "GateRequest",
-    "compare_environments",
-    "conclude_gate",
-    "delivery_for",
-    "parse_fail_on",
-    "run_gate",
-    "CheckJobOutcome",
-    "CheckRequest",
-    "run_check_job",
-    "IngestRequest",
-    "Measure",
-    "RunOutcome",
-    "RunRequest",
-    "ingest_file",
-    "run_benchmarks",
-    "Confirmation",
-    "DetectedChange",
-    "NoiseRow",
-    "TRIAGE_ACTIONS",
-    "analyze_history",
-    "baseline_window",
-    "build_record",
-    "compare",
-    "compare_records",
-    "confirm_and_record",
-    "default_actor",
-    "detect_ci_context",
-    "detect_git_context",
-    "detect_series",
-    "exclude_run",
-    "gate_failed",
-    "latest_runs",
-    "list_alerts",
-    "metric_history",
-    "noise",
-    "open_store",
-    "parse_budget",
-    "prune",
-    "record_alerts",
-    "reset_baseline",
-    "run_ab_and_record",
-    "run_check",
-    "run_and_record",
-    "series_changes",
-    "triage_alert",
-    "triage_trail",
-    "with_advisor_findings",
-    "with_triage",
-]
+__all__ = list(_NAMES)
 
 if TYPE_CHECKING:
-    from perfgate.app.check import parse_budget, run_check
-    from perfgate.app.check_job import CheckJobOutcome, CheckRequest, run_check_job
-    from perfgate.app.context import default_actor, detect_ci_context, detect_git_context
-    from perfgate.app.gate import (
-        baseline_window,
-        compare,
-        compare_records,
-        gate_failed,
-        latest_runs,
-        noise,
-    )
-    from perfgate.app.gate_job import (
-        CiOutputs,
-        CiReport,
-        GateOutcome,
-        GateRequest,
-        compare_environments,
-        conclude_gate,
-        delivery_for,
-        parse_fail_on,
-        run_gate,
-    )
-    from perfgate.app.history import (
-        analyze_history,
-        detect_series,
-        metric_history,
-        series_changes,
-        with_triage,
-    )
-    from perfgate.app.record import (
-        build_record,
-        confirm_and_record,
-        run_ab_and_record,
-        run_and_record,
-        with_advisor_findings,
-    )
-    from perfgate.app.run_job import (
-        IngestRequest,
-        Measure,
-        RunOutcome,
-        RunRequest,
-        ingest_file,
-        run_benchmarks,
-    )
-    from perfgate.app.triage import (
-        TRIAGE_ACTIONS,
-        exclude_run,
-        list_alerts,
-        prune,
-        record_alerts,
-        reset_baseline,
-        triage_alert,
-        triage_trail,
-    )
-    from perfgate.models import (
-        AcrossReport,
-        Alert,
-        Comparison,
-        Confirmation,
-        DetectedChange,
-        GateResult,
-        NoiseRow,
-        Verdict,
-    )
-    from perfgate.store import open_store
+    from perfgate.app.check import parse_budget as parse_budget
+    from perfgate.app.check_job import CheckRequest as CheckRequest
+    from perfgate.app.check_job import run_check_job as run_check_job
+    from perfgate.app.context import detect_ci_context as detect_ci_context
+    from perfgate.app.context import detect_git_context as detect_git_context
+    from perfgate.app.gate import baseline_window as baseline_window
+    from perfgate.app.gate import compare as compare
+    from perfgate.app.gate import compare_records as compare_records
+    from perfgate.app.gate import gate_failed as gate_failed
+    from perfgate.app.gate import noise as noise
+    from perfgate.app.gate_job import CiOutputs as CiOutputs
+    from perfgate.app.gate_job import CiReport as CiReport
+    from perfgate.app.gate_job import GateOutcome as GateOutcome
+    from perfgate.app.gate_job import GateRequest as GateRequest
+    from perfgate.app.gate_job import compare_environments as compare_environments
+    from perfgate.app.gate_job import conclude_gate as conclude_gate
+    from perfgate.app.gate_job import delivery_for as delivery_for
+    from perfgate.app.gate_job import parse_fail_on as parse_fail_on
+    from perfgate.app.gate_job import run_gate as run_gate
+    from perfgate.app.history import analyze_history as analyze_history
+    from perfgate.app.history import detect_series as detect_series
+    from perfgate.app.history import metric_history as metric_history
+    from perfgate.app.record import build_record as build_record
+    from perfgate.app.record import confirm_and_record as confirm_and_record
+    from perfgate.app.record import run_ab_and_record as run_ab_and_record
+    from perfgate.app.record import run_and_record as run_and_record
+    from perfgate.app.run_job import IngestRequest as IngestRequest
+    from perfgate.app.run_job import Measure as Measure
+    from perfgate.app.run_job import RunRequest as RunRequest
+    from perfgate.app.run_job import ingest_file as ingest_file
+    from perfgate.app.run_job import run_benchmarks as run_benchmarks
+    from perfgate.app.triage import list_alerts as list_alerts
+    from perfgate.app.triage import prune as prune
+    from perfgate.app.triage import record_alerts as record_alerts
+    from perfgate.app.triage import reset_baseline as reset_baseline
+    from perfgate.app.triage import triage_alert as triage_alert
+    from perfgate.store import open_store as open_store
 
 
 def __getattr__(name: str) -> Any:

@@ -30,8 +30,6 @@ from perfgate.models import (
 )
 from perfgate.store import SqlStore
 
-__all__ = ["compare_across"]
-
 TOP_OPS = 10
 
 

@@ -23,19 +23,10 @@ from pathlib import Path
 
 from perfgate.advisor.cluster import cluster_view
 from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_ranks_and_links
+from perfgate.app.measure import spread_pct
 from perfgate.config import Config
 from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
 from perfgate.store import SqlStore
-
-__all__ = [
-    "advise_path",
-    "advise_run",
-    "base_run",
-    "findings_for",
-    "read_job",
-    "run_findings",
-    "timed_cluster",
-]
 
 _RANK_STEP = "step_time_ms.rank"
 _RANK_OWN = "own_step_ms.rank"
@@ -215,16 +206,11 @@ def timed_cluster(record: RunRecord) -> ClusterView | None:
         if p.rank is not None and b is not None and b.communication_not_overlapped_ms is not None:
             waits[p.rank] = b.communication_not_overlapped_ms
     known = [waits[r] for r in ranks if r in waits]
-    fastest = min(step_ms)
     return ClusterView(
         ranks=ranks,
         step_ms=step_ms,
         slowest_rank=ranks[max(range(len(ranks)), key=lambda i: step_ms[i])],
-        step_spread_pct=(max(step_ms) - fastest) / fastest * 100.0 if fastest > 0 else 0.0,
+        step_spread_pct=spread_pct(step_ms),
         comm_wait_ms=tuple(waits.get(r) for r in ranks) if known else (),
-        comm_wait_spread_pct=(
-            (max(known) - min(known)) / min(known) * 100.0
-            if len(known) >= 2 and min(known) > 0
-            else None
-        ),
+        comm_wait_spread_pct=spread_pct(known) if len(known) >= 2 and min(known) > 0 else None,
     )

@@ -20,7 +20,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,6 @@ from perfgate.models import (
     RunPoint,
     RunRecord,
     Summary,
-    Verdict,
 )
 from perfgate.stats.decide import overall_verdict
 from perfgate.stats.window import Window
@@ -308,11 +307,9 @@ def gate_from_baseline_files(
     comparisons = _compared(judged)
     ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""
-    result = GateResult(
-        branch=branch, against=against, verdict=Verdict.UNCHANGED, comparisons=ordered
-    )
+    result = GateResult(branch, against, overall_verdict(ordered), ordered)
     # The suite's budgets hold against files as against the store.
-    return with_budgets(config, records, replace(result, verdict=overall_verdict(ordered)))
+    return with_budgets(config, records, result)
 
 
 # --- importing --------------------------------------------------------------------------------
@@ -354,7 +351,7 @@ def _imported_measurement(points: Sequence[RunPoint], metric: str) -> Measuremen
     )
 
 
-def records_of(baseline: BaselineFile, *, project: str | None = None) -> list[RunRecord]:
+def records_of(baseline: BaselineFile) -> list[RunRecord]:
     """The runs of a baseline file as records to store, marked as imported."""
     out = []
     for run in baseline.runs:
@@ -370,7 +367,7 @@ def records_of(baseline: BaselineFile, *, project: str | None = None) -> list[Ru
         out.append(
             RunRecord(
                 id=run_id,
-                project=project or baseline.project,
+                project=baseline.project,
                 benchmark=baseline.benchmark,
                 fingerprint=baseline.fingerprint,
                 git=GitContext(commit=str(run["commit"]), branch=baseline.branch),
@@ -386,9 +383,7 @@ def records_of(baseline: BaselineFile, *, project: str | None = None) -> list[Ru
     return out
 
 
-def import_baselines(
-    store: SqlStore, files: Path | Iterable[Path], *, project: str | None = None
-) -> ImportResult:
+def import_baselines(store: SqlStore, files: Path | Iterable[Path]) -> ImportResult:
     """Load baseline files into ``store`` (one transaction per file); runs already stored
     (by id) are left as they are, so importing twice adds nothing.
 
@@ -401,7 +396,7 @@ def import_baselines(
         raise ParseError(f"no baseline files (*.json) in {files}")
     added = already = 0
     for path in paths:
-        records = records_of(read_baseline(path), project=project)
+        records = records_of(read_baseline(path))
         fresh = [r for r in records if not store.has_run(r.id)]
         already += len(records) - len(fresh)
         if fresh:

@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -85,12 +85,12 @@ UNDECIDED = "undecided"
 SKIPPED = "skipped"
 
 MAX_TRIES = 2
+"""Times one midpoint is measured (fresh pairs each time) before bisect stops there."""
 FIRST_FAMILY = 4
 """A midpoint's first pairs let one metric decide alone among this many tested ones: the
 gate adjusts its p-values across its deciding metrics (Benjamini-Hochberg), so with 8 pairs
 (the fewest whose pair-order test reaches alpha, 2/256) a +100% CPU time beside an
 unchanged peak memory is left inconclusive; 10 pairs (2/1024) decide it among 4."""
-"""Times one midpoint is measured (fresh pairs each time) before bisect stops there."""
 _STEP_METRICS = ("step_cpu_ms", "step_device_ms", "step_time_ms")
 """The metric a step's change is reported on, where several decide: the first present."""
 
@@ -123,16 +123,10 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "sha": self.sha,
-            "subject": self.subject,
-            "verdict": self.verdict,
-            "against": self.against,
+            **asdict(self),
             "metric": self.metric or None,
-            "change_pct": self.change_pct,
             "ci": list(self.ci) if self.ci is not None else None,
-            "pairs": self.pairs,
             "seconds": round(self.seconds, 3),
-            "note": self.note,
         }
 
 
@@ -234,9 +228,6 @@ def halve(
             if tries[m] >= MAX_TRIES:
                 why = UNDECIDED
                 break
-            if seconds_left() <= 0:
-                why = BUDGET
-                break
     return BisectOutcome(
         benchmark=benchmark,
         good=chain[lo],
@@ -311,17 +302,6 @@ def checkout_of(suite: Path) -> tuple[Path, Path]:
 # --- measuring one midpoint ------------------------------------------------------------------
 
 
-@dataclass
-class _Sides:
-    """The repeats measured so far of the good side (base) and the midpoint (head)."""
-
-    base_spec: BenchmarkSpec
-    head_spec: BenchmarkSpec
-    base: list[RepeatResult] = field(default_factory=list)
-    head: list[RepeatResult] = field(default_factory=list)
-    started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-
-
 def _outcome(
     spec: BenchmarkSpec, repeats: Sequence[RepeatResult], started: datetime
 ) -> BenchmarkOutcome:
@@ -346,27 +326,22 @@ def _with_min_effect(config: Config, record: RunRecord, pct: float | None) -> Co
 def step_verdict(result: GateResult, benchmark: str) -> tuple[str, Comparison | None]:
     """A midpoint's verdict from the paired gate of it against the good side: ``bad`` on a
     regression, ``inconclusive`` while any deciding comparison is, else ``good``; with the
-    comparison its change is reported on."""
+    comparison its change is reported on (of several, the first of :data:`_STEP_METRICS`)."""
     mine = [
         c for c in deciding(result.comparisons) if c.benchmark == benchmark and c.method == "paired"
     ]
     worse = [c for c in mine if c.verdict is Verdict.REGRESSION]
     open_ = [c for c in mine if c.verdict is Verdict.INCONCLUSIVE]
-    shown = worse or open_ or mine
-    timed = sorted(
-        shown,
+    main = min(
+        worse or open_ or mine,
         key=lambda c: _STEP_METRICS.index(c.metric) if c.metric in _STEP_METRICS else 99,
+        default=None,
     )
-    main = timed[0] if timed else None
     if worse:
         return BAD, main
     if open_ or not mine:
         return INCONCLUSIVE, main
     return GOOD, main
-
-
-def _side_failed(exc: Exception) -> str:
-    return "base" if "(base)" in str(exc) else "head"
 
 
 @contextmanager
@@ -378,6 +353,10 @@ def _scratch_store() -> Iterator[Any]:
     with tempfile.TemporaryDirectory(prefix="perfgate-bisect-") as tmp:
         with open_store(f"sqlite:///{Path(tmp) / 'bisect.db'}") as store:
             yield store
+
+
+class _Skip(Exception):
+    """A midpoint stopped running while more pairs were added."""
 
 
 def paired_measure(
@@ -392,14 +371,13 @@ def paired_measure(
     progress: ProgressFn | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> MeasureFn:
-    """The real ``measure``: ``sha`` against ``against`` in worktrees, pairs until decided."""
+    """The real ``measure``: ``sha`` against ``against`` in worktrees, pairs until decided.
+    A run that fails names its side: ``(base)``, the good commit, stops the bisection."""
     from perfgate.runner.ab import base_worktree, run_pairs
 
     subjects = {c.sha: c.subject for c in chain}
     attempts: dict[str, int] = {}
     first = max(spec.repeats, pairs_to_decide(ALPHA / FIRST_FAMILY))
-    git = GitContext(commit="", branch="bisect")
-    ci = CIContext()
 
     def measure(sha: str, against: str, seconds: float) -> Step:
         began = clock()
@@ -407,57 +385,61 @@ def paired_measure(
         with ExitStack() as stack:
             base_dir = stack.enter_context(base_worktree(root, against))
             head_dir = stack.enter_context(base_worktree(root, sha))
-            sides = _Sides(
-                base_spec=base_side_spec(spec, config, head_dir=root, base_dir=base_dir),
-                head_spec=base_side_spec(spec, config, head_dir=root, base_dir=head_dir),
-            )
-            seed = [int(uuid.uuid4().hex[:8], 16)]
+            # the good side (base) and the midpoint (head), each its own tree's suite, and
+            # the repeats measured so far of each
+            base_spec = base_side_spec(spec, config, head_dir=root, base_dir=base_dir)
+            head_spec = base_side_spec(spec, config, head_dir=root, base_dir=head_dir)
+            base: list[RepeatResult] = []
+            head: list[RepeatResult] = []
+            started = datetime.now(timezone.utc)
+            seed = int(uuid.uuid4().hex[:8], 16)
 
             def more(k: int) -> None:
-                seed[0] += 1
+                nonlocal seed
+                seed += 1
                 base_out, head_out, _ = run_pairs(
-                    replace(sides.head_spec, repeats=k, profiled=0),
+                    replace(head_spec, repeats=k, profiled=0),
                     head_dir=head_dir,
                     base_dir=base_dir,
                     suite_dir=suite_dir,
                     trace_dir=None,
-                    seed=seed[0],
+                    seed=seed,
                     progress=progress,
-                    base_spec=replace(sides.base_spec, repeats=k, profiled=0),
+                    base_spec=replace(base_spec, repeats=k, profiled=0),
                 )
-                sides.base.extend(base_out.repeats)
-                sides.head.extend(head_out.repeats)
+                base.extend(base_out.repeats)
+                head.extend(head_out.repeats)
+
+            def record(
+                side: BenchmarkSpec, repeats: list[RepeatResult], git: GitContext
+            ) -> RunRecord:
+                return build_record(
+                    _outcome(side, repeats, started),
+                    run_id=uuid.uuid4().hex,
+                    project=config.project,
+                    git=git,
+                    ci=CIContext(),
+                    host_label=config.host_label,
+                )
 
             def judge(level: float) -> GateResult:
-                base = build_record(
-                    _outcome(sides.base_spec, sides.base, sides.started),
-                    run_id=uuid.uuid4().hex,
-                    project=config.project,
-                    git=replace(git, commit=against, branch=f"bisect{AB_BASE_SUFFIX}"),
-                    ci=ci,
-                    host_label=config.host_label,
+                base_run = record(base_spec, base, GitContext(against, f"bisect{AB_BASE_SUFFIX}"))
+                head_run = record(head_spec, head, GitContext(sha, "bisect"))
+                head_run = replace(
+                    head_run,
+                    paired_with=base_run.id,
+                    spec=replace(head_run.spec, confirm_alpha=level),
                 )
-                head = build_record(
-                    _outcome(sides.head_spec, sides.head, sides.started),
-                    run_id=uuid.uuid4().hex,
-                    project=config.project,
-                    git=replace(git, commit=sha),
-                    ci=ci,
-                    host_label=config.host_label,
-                )
-                head = replace(
-                    head, paired_with=base.id, spec=replace(head.spec, confirm_alpha=level)
-                )
-                store.save_runs([base])
-                judged = _with_min_effect(config, head, min_effect_pct)
+                store.save_runs([base_run])
+                judged = _with_min_effect(config, head_run, min_effect_pct)
                 return compare_records(
-                    judged, store, [head], branch="bisect", against="bisect-good"
+                    judged, store, [head_run], branch="bisect", against="bisect-good"
                 )
 
             try:
                 more(first)
             except (RunnerError, ConfigError) as exc:
-                if _side_failed(exc) == "base":
+                if "(base)" in str(exc):
                     raise RunnerError(
                         f"bisect: the good commit {against[:12]} does not run: {exc}"
                     ) from exc
@@ -474,7 +456,6 @@ def paired_measure(
                 else looks.Budget(seconds=max(seconds - (clock() - began), 0.0))
             )
             verdict, row = INCONCLUSIVE, None
-            skip_note: list[str] = []
 
             def look(asked: Mapping[str, float]) -> set[str]:
                 nonlocal verdict, row
@@ -485,27 +466,24 @@ def paired_measure(
                 try:
                     more(k)
                 except (RunnerError, ConfigError) as exc:
-                    if _side_failed(exc) == "base":
+                    if "(base)" in str(exc):
                         raise
-                    skip_note.append(str(exc))
-                    raise _Skip from exc
+                    raise _Skip(str(exc)) from exc
 
             try:
                 looks.measure_until_decided(
-                    {spec.name: len(sides.head)},
-                    seconds_per_pair={spec.name: took / max(len(sides.head), 1)},
+                    {spec.name: len(head)},
+                    seconds_per_pair={spec.name: took / max(len(head), 1)},
                     budget=extra,
                     measure=add,
                     judge=look,
                     clock=clock,
                 )
-            except _Skip:
-                return Step(sha, subject, SKIP, against, seconds=clock() - began, note=skip_note[0])
-        ci_pair = (
-            (row.ci_low_pct, row.ci_high_pct)
-            if row is not None and row.ci_low_pct is not None and row.ci_high_pct is not None
-            else None
-        )
+            except _Skip as exc:
+                return Step(sha, subject, SKIP, against, seconds=clock() - began, note=str(exc))
+        ci = None
+        if row is not None and row.ci_low_pct is not None and row.ci_high_pct is not None:
+            ci = (row.ci_low_pct, row.ci_high_pct)
         return Step(
             sha,
             subject,
@@ -513,17 +491,13 @@ def paired_measure(
             against,
             metric=row.metric if row else "",
             change_pct=row.change_pct if row else None,
-            ci=ci_pair,
-            pairs=len(sides.head),
+            ci=ci,
+            pairs=len(head),
             seconds=clock() - began,
             note=row.reason if row is not None and verdict == INCONCLUSIVE else "",
         )
 
     return measure
-
-
-class _Skip(Exception):
-    """A midpoint stopped running while more pairs were added."""
 
 
 # --- the use case ----------------------------------------------------------------------------
@@ -630,7 +604,7 @@ def suspects(
         if not isinstance(row, dict) or row.get("verdict") != Verdict.REGRESSION.value:
             continue
         before, after = (list(row.get("commit_range") or []) + ["", ""])[:2]
-        name = str(row.get("benchmark", ""))
+        name, metric = str(row.get("benchmark", "")), str(row.get("metric", ""))
         if name not in benchmarks or not before or not after:
             continue
         if not (history.resolve(before) and history.resolve(after)):
@@ -643,7 +617,7 @@ def suspects(
         key = change_key(
             DetectedChange(
                 benchmark=name,
-                metric=str(row.get("metric", "")),
+                metric=metric,
                 unit="",
                 direction=Direction.LOWER_IS_BETTER,
                 branch="",
@@ -658,16 +632,8 @@ def suspects(
         )
         if bisected_key(key) in done:
             continue
-        found.append(
-            Suspect(
-                benchmark=name,
-                metric=str(row.get("metric", "")),
-                good=before,
-                bad=after,
-                change_pct=float(row.get("change_pct") or 0.0),
-                key=key,
-            )
-        )
+        change_pct = float(row.get("change_pct") or 0.0)
+        found.append(Suspect(name, metric, before, after, change_pct, key))
     return sorted(found, key=lambda s: -abs(s.change_pct))
 
 
@@ -740,7 +706,6 @@ def bisect_changes(
 def render_culprit_markdown(outcome: BisectOutcome, suspect: Suspect | None = None) -> str:
     """The tracking issue's comment: the culprit (or the range narrowed to), its author
     line, the measured change and each step."""
-    short = {c.sha: c.sha[:10] for c in (outcome.good, outcome.bad, *outcome.candidates)}
     lines = []
     what = escape(outcome.benchmark)
     if suspect is not None:
@@ -769,7 +734,7 @@ def render_culprit_markdown(outcome: BisectOutcome, suspect: Suspect | None = No
             f"**perfgate bisect**: {what}: not narrowed to one commit ({why_text(outcome)})",
             "",
             f"- the first bad commit is one of {len(outcome.candidates)}: "
-            + ", ".join(short.get(c.sha, c.sha[:10]) for c in outcome.candidates),
+            + ", ".join(c.sha[:10] for c in outcome.candidates),
         ]
     lines += [
         f"- {outcome.rounds} round(s) in {outcome.seconds / 60:.1f} min",

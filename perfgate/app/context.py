@@ -12,19 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.errors import ConfigError
-from perfgate.models import (
-    CIContext,
-    GitContext,
-)
+from perfgate.models import CIContext, GitContext
+
+
+def _run_git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` in ``cwd``; a git that cannot be started or hangs is exit status -1."""
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return subprocess.CompletedProcess(args, -1, "", "")
 
 
 def _git(cwd: Path, *args: str) -> str:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    out = _run_git(cwd, *args)
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
@@ -92,15 +94,6 @@ class GitHistory:
         self._resolved: dict[str, str] = {}
         self._merge_bases: dict[tuple[str, str], str] = {}
 
-    def _status(self, *args: str) -> int | None:
-        try:
-            out = subprocess.run(
-                ["git", *args], cwd=self.cwd, capture_output=True, timeout=10, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.returncode
-
     def resolve(self, rev: str) -> str:
         """The full commit id of ``rev`` (a sha, a prefix, a ref), or "" when unknown here."""
         if rev not in self._resolved:
@@ -118,18 +111,8 @@ class GitHistory:
         )
         if not todo:
             return
-        try:
-            out = subprocess.run(
-                ["git", "cat-file", "--batch-check"],
-                cwd=self.cwd,
-                input="".join(f"{r}^{{commit}}\n" for r in todo),
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return
+        stdin = "".join(f"{r}^{{commit}}\n" for r in todo)
+        out = _run_git(self.cwd, "cat-file", "--batch-check", stdin=stdin)
         answers = out.stdout.splitlines()
         if out.returncode != 0 or len(answers) != len(todo):
             return  # left to resolve(), one at a time
@@ -144,8 +127,8 @@ class GitHistory:
         if key not in self._ancestor:
             answer: bool | None = None
             if commit and of and self.resolve(commit) and self.resolve(of):  # shallow: unknown
-                code = self._status("merge-base", "--is-ancestor", commit, of)
-                answer = {0: True, 1: False}.get(code) if code is not None else None
+                code = _run_git(self.cwd, "merge-base", "--is-ancestor", commit, of).returncode
+                answer = {0: True, 1: False}.get(code)
             self._ancestor[key] = answer
         return self._ancestor[key]
 

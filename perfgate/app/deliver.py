@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -73,16 +73,6 @@ class ForgeTarget:
     sha: str = ""
     job_url: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "forge": self.forge,
-            "api_url": self.api_url,
-            "repo": self.repo,
-            "number": self.number,
-            "sha": self.sha,
-            "job_url": self.job_url,
-        }
-
 
 @dataclass(frozen=True)
 class TargetOverrides:
@@ -99,18 +89,12 @@ class TargetOverrides:
             forge_named(self.forge)  # an unknown --forge is refused before any work is done
 
 
-def _forge(env: Mapping[str, str], name: str | None) -> Forge | None:
-    """The forge named (``--forge``; UsageError if unknown), else the one whose CI this job
-    runs in, else None."""
-    return forge_named(name) if name else detect_forge(env)
-
-
 def resolve_target(
     env: Mapping[str, str], overrides: TargetOverrides, *, job_url: str = ""
 ) -> ForgeTarget:
     """The target from flags over the forge's CI variables; ReportError if the forge or
-    the repository cannot be told."""
-    forge = _forge(env, overrides.forge)
+    the repository cannot be told (UsageError: an unknown ``--forge``)."""
+    forge = forge_named(overrides.forge) if overrides.forge else detect_forge(env)
     if forge is None:
         names = "|".join(forge_names())
         cis = " or ".join(f.ci for f in FORGES)
@@ -153,18 +137,6 @@ class Report:
     state: str
     description: str
     context: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "marker": self.marker,
-            "verdict": self.verdict,
-            "failed": self.failed,
-            "post": self.post,
-            "mode": self.mode.value,
-            "state": self.state,
-            "description": self.description,
-            "context": self.context,
-        }
 
 
 def _trends(
@@ -255,9 +227,11 @@ def write_report_dir(directory: Path, report: Report, target: ForgeTarget | None
     directory.mkdir(parents=True, exist_ok=True)
     data = {
         "format_version": FORMAT_VERSION,
-        **(target.to_dict() if target else {"forge": None}),
-        **report.to_dict(),
+        **(asdict(target) if target else {"forge": None}),
+        **asdict(report),
+        "mode": report.mode.value,
     }
+    del data["markdown"]
     write_atomic(directory / REPORT_FILE, report.markdown)
     write_atomic(directory / TARGET_FILE, json.dumps(data, indent=2) + "\n")
 
@@ -390,10 +364,8 @@ def deliver_gate(
     summary = options.summary
     if summary is None:
         summary = options.comment or options.report_dir is not None
-    if summary:
-        problem = append_summary(env, report.markdown)
-        if problem:
-            warnings.append(problem)
+    if summary and (problem := append_summary(env, report.markdown)):
+        warnings.append(problem)
     if posting and target is not None:
         try:
             reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
@@ -449,7 +421,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 """The fields of ``target.json`` that are read, and their types. ``state``, ``context`` and
 ``description`` are written there too (for a person reading the file) but never read: what a
 status says comes from the trusted job alone."""
-_REQUIRED = ("marker",)
 
 
 def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
@@ -469,9 +440,8 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
     def bad(key: str, what: str) -> UsageError:
         return UsageError(f"{where}: {key}: {what}, not {_show(data[key])}")
 
-    for key in _REQUIRED:
-        if key not in data:
-            raise UsageError(f"{where}: missing {key!r}")
+    if "marker" not in data:
+        raise UsageError(f"{where}: missing 'marker'")
     for key, types in _FIELD_TYPES.items():
         if key not in data:
             continue
@@ -497,9 +467,8 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
         raise bad("mode", "expected " + "|".join(m.value for m in CommentMode))
     if "verdict" in data and data["verdict"] not in {v.value for v in Verdict} | {""}:
         raise bad("verdict", "expected " + "|".join(v.value for v in Verdict))
-    for key, most in (("job_url", 2000),):
-        if len(data.get(key) or "") > most:
-            raise UsageError(f"{where}: {key}: longer than {most} characters")
+    if len(data.get("job_url") or "") > 2000:
+        raise UsageError(f"{where}: job_url: longer than 2000 characters")
     return markdown, data
 
 

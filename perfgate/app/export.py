@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.app.files import write_atomic
+from perfgate.app.history import select_benchmarks
 from perfgate.config import Config
-from perfgate.errors import UsageError
 from perfgate.exporters.prometheus import push_prometheus as push_prometheus
 from perfgate.exporters.prometheus import split_credentials as split_credentials
 from perfgate.exporters.tensorboard import Scalar
@@ -33,24 +33,6 @@ _BREAKDOWN = (
 )
 
 
-def _names(
-    config: Config, store: SqlStore, benchmarks: Sequence[str], branch: str | None
-) -> list[str]:
-    names = store.benchmarks(project=config.project, branch=branch)
-    if benchmarks:
-        missing = sorted(set(benchmarks) - set(names))
-        if missing:
-            where = f" on branch {branch!r}" if branch else ""
-            raise UsageError(
-                f"no runs of {', '.join(missing)}{where} in project {config.project!r}"
-            )
-        names = [n for n in names if n in set(benchmarks)]
-    if not names:
-        where = f" on branch {branch!r}" if branch else ""
-        raise UsageError(f"no runs{where} in project {config.project!r}")
-    return names
-
-
 @dataclass(frozen=True)
 class TensorBoardExport:
     """What an export wrote: one event file per (benchmark, branch), and how many scalars."""
@@ -59,21 +41,20 @@ class TensorBoardExport:
     scalars: int
 
 
-def _profile_scalars(run: RunRecord, step: int, wall: float) -> list[tuple[str, int, float, float]]:
+def _profile_scalars(run: RunRecord, step: int) -> list[Scalar]:
     from perfgate.exporters.tensorboard import tag
 
-    out: list[tuple[str, int, float, float]] = []
-    profile = run.profile
+    profile, wall = run.profile, run.started_at.timestamp()
     if profile is None:
-        return out
-    for op in profile.top_ops(TOP_OPS):
-        out.append((tag("top_ops_ms_per_step", op.name), step, op.self_time_ms_per_step, wall))
-    if profile.breakdown is not None:
-        data = profile.breakdown.to_dict()
-        for field in _BREAKDOWN:
-            value = data.get(field)
-            if value is not None:
-                out.append((tag("breakdown", field), step, float(value), wall))
+        return []
+    out = [
+        Scalar(tag("top_ops_ms_per_step", op.name), step, op.self_time_ms_per_step, wall)
+        for op in profile.top_ops(TOP_OPS)
+    ]
+    data = profile.breakdown.to_dict() if profile.breakdown is not None else {}
+    for field in _BREAKDOWN:
+        if data.get(field) is not None:
+            out.append(Scalar(tag("breakdown", field), step, float(data[field]), wall))
     return out
 
 
@@ -102,7 +83,7 @@ def export_tensorboard(
 
     files: list[Path] = []
     count = 0
-    for name in _names(config, store, benchmarks, branch):
+    for name in select_benchmarks(config, store, benchmarks, branch):
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
         by_branch: dict[str, list[RunPoint]] = {}
         for p in points:
@@ -119,9 +100,7 @@ def export_tensorboard(
             ]
             if profiles:
                 for run_id, step in order.items():
-                    run = store.get_run(run_id)
-                    wall = run.started_at.timestamp()
-                    scalars += [Scalar(*s) for s in _profile_scalars(run, step, wall)]
+                    scalars += _profile_scalars(store.get_run(run_id), step)
             files.append(write_events(run_dir(logdir, name, run_branch), scalars))
             count += len(scalars)
     return TensorBoardExport(tuple(files), count)
@@ -152,7 +131,7 @@ def latest_values(
 
     on = branch or config.base_branch
     out: list[LatestValue] = []
-    for name in _names(config, store, benchmarks, on):
+    for name in select_benchmarks(config, store, benchmarks, on):
         environments = store.fingerprints(project=config.project, benchmark=name, branch=on)
         for key, fp in environments.items():
             points = store.history(

@@ -15,9 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 
 
-def write_atomic(
-    path: Path, data: str | bytes, *, encoding: str = "utf-8", durable: bool = True
-) -> int:
+def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> int:
     """Write ``data`` to ``path`` through a temporary file beside it; the bytes written.
 
     The new file gets the mode a plain ``open(path, "w")`` would give it (``0o666`` less
@@ -29,7 +27,7 @@ def write_atomic(
         OSError: the directory cannot be written, or the disk is full (``filename`` is
             ``path``); ``path`` is then as it was.
     """
-    payload = data.encode(encoding) if isinstance(data, str) else data
+    payload = data.encode() if isinstance(data, str) else data
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

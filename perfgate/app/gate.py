@@ -153,31 +153,31 @@ class GateReads:
     invalid: frozenset[tuple[str, str]]
 
     @classmethod
-    def read(cls, config: Config, store: SqlStore) -> GateReads:
-        statuses = store.alert_statuses(project=config.project, benchmark=None)
+    def read(cls, config: Config, store: SqlStore, benchmark: str | None = None) -> GateReads:
+        """Those of every benchmark, or of ``benchmark`` alone."""
+        statuses = store.alert_statuses(project=config.project, benchmark=benchmark)
+        if benchmark is None:
+            resets = store.baseline_resets(project=config.project)
+        else:
+            reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+            resets = {} if reset is None else {benchmark: reset}
         return cls(
-            resets=store.baseline_resets(project=config.project),
-            invalid=frozenset(key for key, status in statuses.items() if status == "invalid"),
+            resets, frozenset(key for key, status in statuses.items() if status == "invalid")
         )
 
 
 def _selection(
     config: Config,
-    store: SqlStore,
-    *,
+    reads: GateReads,
     benchmark: str,
     fingerprint_key: str,
     against: str,
     before: datetime | None,
     exclude_run_ids: Sequence[str],
-    reads: GateReads | None = None,
 ) -> dict[str, Any]:
     """The store's selection of a benchmark's comparable runs on ``against``: the same
     fingerprint key, not excluded, since its latest baseline reset."""
-    if reads is not None:
-        reset = reads.resets.get(benchmark)
-    else:
-        reset = store.baseline_reset(project=config.project, benchmark=benchmark)
+    reset = reads.resets.get(benchmark)
     return {
         "project": config.project,
         "benchmark": benchmark,
@@ -205,33 +205,17 @@ def baseline_window(
     started at or after the benchmark's latest baseline reset and, per metric, after the
     last change point of its series that was not triaged invalid (``reads``: the resets
     and triage a gate over many benchmarks read once, else read here)."""
+    reads = reads or GateReads.read(config, store, benchmark)
     selection = _selection(
-        config,
-        store,
-        benchmark=benchmark,
-        fingerprint_key=fingerprint_key,
-        against=against,
-        before=before,
-        exclude_run_ids=exclude_run_ids,
-        reads=reads,
+        config, reads, benchmark, fingerprint_key, against, before, exclude_run_ids
     )
     points, centres = store.history_and_centres(
         **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
     )
-    if reads is not None:
-        invalid = reads.invalid
-    else:
-        invalid = frozenset(
-            key
-            for key, status in store.alert_statuses(
-                project=config.project, benchmark=benchmark
-            ).items()
-            if status == "invalid"
-        )
     since = runs_since_last_change(
         centres,
         deterministic=lambda metric: config.policy(metric).deterministic,
-        invalid=invalid,
+        invalid=reads.invalid,
     )
     others: dict[str, Fingerprint] = {}
     if not points:
@@ -275,7 +259,7 @@ def _merge_base_anchor(
     against: str,
     base_sha: str,
     git: GitHistory | None,
-    reads: GateReads | None = None,
+    reads: GateReads,
 ) -> tuple[_Anchor | None, str]:
     """The run a PR's window on ``against`` ends at, or ``None`` and why not in words ("" when
     nothing could be asked: no base commit given and no git history knowing the run's commit,
@@ -290,16 +274,8 @@ def _merge_base_anchor(
     head_known = git is not None and bool(head) and bool(git.resolve(head))
     if not base_sha and not head_known:
         return None, ""  # nothing tells where the PR left: no history to read for it
-    selection = _selection(
-        config,
-        store,
-        benchmark=record.benchmark,
-        fingerprint_key=record.fingerprint.key(),
-        against=against,
-        before=None,
-        exclude_run_ids=(record.id,),
-        reads=reads,
-    )
+    key = record.fingerprint.key()
+    selection = _selection(config, reads, record.benchmark, key, against, None, (record.id,))
     runs = store.recent_runs(**selection, limit=HISTORY_SCAN_RUNS)  # newest first
     if not runs:
         return None, ""
@@ -383,13 +359,12 @@ NOTE_BENCHMARKS_SHOWN = 5
 
 def _grouped(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     """``(benchmark, note)`` pairs as one line per distinct note, naming its benchmarks."""
-    by_note: dict[str, list[str]] = {}
+    by_note: dict[str, dict[str, None]] = {}  # each note's benchmarks, in order, once each
     for benchmark, note in notes:
-        names = by_note.setdefault(note, [])
-        if benchmark not in names:
-            names.append(benchmark)
+        by_note.setdefault(note, {})[benchmark] = None
     out = []
-    for note, names in by_note.items():
+    for note, named in by_note.items():
+        names = list(named)
         shown = ", ".join(names[:NOTE_BENCHMARKS_SHOWN])
         if len(names) > NOTE_BENCHMARKS_SHOWN:
             shown += f" and {len(names) - NOTE_BENCHMARKS_SHOWN} more"
@@ -485,6 +460,7 @@ def gate_window(
     the one place both ``gate`` and ``run --confirm`` draw it."""
     anchor: _Anchor | None = None
     why = ""
+    reads = reads or GateReads.read(config, store, record.benchmark)
     if branch != against and (base_sha or git is not None):
         anchor, why = _merge_base_anchor(
             config, store, record, against=against, base_sha=base_sha, git=git, reads=reads
@@ -550,7 +526,6 @@ def compare_records(
         for record in records:
             if record.paired_with:
                 paired.append(record)
-            anchor: _Anchor | None = None
             window, anchor, why = gate_window(
                 config,
                 store,
@@ -711,14 +686,9 @@ def _advice(
         ]
         for record in records
     }
-    attributed = {
-        record.id: [c for c in mine[record.id] if _attributable(c)]
-        for record in records
-        if record.profile is not None
-    }
-    worked = {
-        record.id: _work_window(mine[record.id]) for record in records if record.profile is not None
-    }
+    profiled = [r for r in records if r.profile is not None]
+    attributed = {r.id: [c for c in mine[r.id] if _attributable(c)] for r in profiled}
+    worked = {r.id: _work_window(mine[r.id]) for r in profiled}
     # the window runs' profiles, all in one read (an attribution needs nothing else of them)
     profiles = store.profiles(
         [
@@ -740,20 +710,15 @@ def _advice(
             changed = work_change(record.benchmark, record.profile, window_profiles)
             if changed is not None:
                 work.append(changed)
-        for c in attributed.get(record.id, ()):
-            assert record.profile is not None
-            assert c.current_centre is not None and c.baseline_centre is not None
-            window = [profiles.get(i) for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]]
-            delta = c.current_centre - c.baseline_centre
-            attributions.append(
-                attribute(
-                    record.benchmark,
-                    c.metric,
-                    delta,
-                    record.profile,
-                    [p for p in window if p is not None],
+            for c in attributed[record.id]:
+                assert c.current_centre is not None and c.baseline_centre is not None
+                delta = c.current_centre - c.baseline_centre
+                window = [
+                    profiles[i] for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:] if i in profiles
+                ]
+                attributions.append(
+                    attribute(record.benchmark, c.metric, delta, record.profile, window)
                 )
-            )
         if record.profile is None and not record.findings and timed_cluster(record) is None:
             continue
         found.extend(

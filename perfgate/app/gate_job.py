@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -255,43 +256,27 @@ def conclude_gate(
     ci = write_ci_outputs(config, result, outputs, env=env)
     done: Delivery | None = None
     if delivery is not None and delivery.wanted:
-        if commit is None:
-            from perfgate.app.context import detect_git_context
-
-            cwd = Path.cwd() if cwd is None else cwd
-            commit = detect_git_context(env, cwd, branch=branch).commit
-        done = _deliver(config, result, failed, delivery, env, commit, store)
-    return GateOutcome(result=result, failed=failed, fail_on=config.fail_on, delivery=done, ci=ci)
-
-
-def _deliver(
-    config: Config,
-    result: GateResult,
-    failed: bool,
-    options: DeliveryOptions,
-    env: Mapping[str, str],
-    commit: str,
-    store: SqlStore | None,
-) -> Delivery:
-    """:func:`perfgate.app.deliver.deliver_gate` in ``store``, or in the config's store."""
-    from perfgate.app.context import detect_ci_context
-    from perfgate.app.deliver import deliver_gate
-
-    if store is None:
+        from perfgate.app.context import detect_ci_context, detect_git_context
+        from perfgate.app.deliver import deliver_gate
         from perfgate.store import open_store
 
-        with open_store(config.database_url) as opened:
-            return _deliver(config, result, failed, options, env, commit, opened)
-    return deliver_gate(
-        config,
-        store,
-        result,
-        failed=failed,
-        env=env,
-        options=options,
-        commit=commit,
-        job_url=detect_ci_context(env).job_url,
-    )
+        if commit is None:
+            cwd = Path.cwd() if cwd is None else cwd
+            commit = detect_git_context(env, cwd, branch=branch).commit
+        with ExitStack() as stack:
+            if store is None:
+                store = stack.enter_context(open_store(config.database_url))
+            done = deliver_gate(
+                config,
+                store,
+                result,
+                failed=failed,
+                env=env,
+                options=delivery,
+                commit=commit,
+                job_url=detect_ci_context(env).job_url,
+            )
+    return GateOutcome(result=result, failed=failed, fail_on=config.fail_on, delivery=done, ci=ci)
 
 
 def write_ci_outputs(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate.config import Config
+from perfgate.errors import UsageError
 from perfgate.metrics import not_deciding
 from perfgate.models import (
     Alert,
@@ -27,6 +28,22 @@ from perfgate.stats.decide import MIN_BASELINE_RUNS
 
 if TYPE_CHECKING:
     from perfgate.store import SqlStore
+
+
+def select_benchmarks(
+    config: Config, store: SqlStore, benchmarks: Sequence[str], branch: str | None = None
+) -> list[str]:
+    """The benchmarks a report or an export shows: ``benchmarks`` (each must have runs on
+    ``branch``, default: any), else all."""
+    names = store.benchmarks(project=config.project, branch=branch)
+    where = f"{f' on branch {branch!r}' if branch else ''} in project {config.project!r}"
+    missing = sorted(set(benchmarks) - set(names))
+    if missing:
+        raise UsageError(f"no runs of {', '.join(missing)}{where}")
+    names = [n for n in names if n in set(benchmarks)] if benchmarks else names
+    if not names:
+        raise UsageError(f"no runs{where}: record one with 'perfgate run'")
+    return names
 
 
 def noisy_series(points: Sequence[RunPoint]) -> list[tuple[tuple[str, str], list[RunPoint]]]:
@@ -193,14 +210,6 @@ def shown_series(
     return frozenset(out)
 
 
-def _shown_note(benchmark: str, shown: frozenset[tuple[str, str]]) -> str:
-    names = ", ".join(sorted({metric for metric, _ in shown}))
-    return (
-        f"{benchmark}: {names} not analysed (shown, not deciding: its gate decides on the CPU "
-        "or device time, and on the peak memory in bytes)"
-    )
-
-
 def _drift_alert(alerts: Sequence[Alert], d: DetectedChange) -> Alert | None:
     """The alert a drift found again keeps: the newest drift alert of its series, the same
     way (a regression's alert does not swallow a later improvement), not triaged fixed (a
@@ -260,7 +269,11 @@ def analyze_history(
         if shown:
             points = [p for p in points if (p.metric, p.fingerprint_key) not in shown]
             if note is not None:
-                note(_shown_note(name, shown))
+                metrics = ", ".join(sorted({metric for metric, _ in shown}))
+                note(
+                    f"{name}: {metrics} not analysed (shown, not deciding: its gate decides on "
+                    "the CPU or device time, and on the peak memory in bytes)"
+                )
         policy = judged_as(config, points)
         changes = series_changes(name, points, branch=branch, direction=directions_of(policy))
         drifts = series_drifts(name, points, branch=branch, policy=policy, changes=changes)
@@ -309,16 +322,12 @@ def metric_history(
 ) -> list[RunPoint]:
     """The last ``limit`` runs' values of ``metric``, oldest first, for one or all benchmarks."""
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
-    points: list[RunPoint] = []
-    for name in names:
-        points.extend(
-            p
-            for p in store.history(
-                project=config.project, benchmark=name, branch=branch, limit=limit
-            )
-            if p.metric == metric
-        )
-    return points
+    return [
+        p
+        for name in names
+        for p in store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
+        if p.metric == metric
+    ]
 
 
 def detect_series(path: Path) -> tuple[list[float], list[ChangePoint], Drift | None]:

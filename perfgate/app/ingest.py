@@ -123,19 +123,6 @@ from perfgate.runner.fingerprint import collect_fingerprint
 from perfgate.stats.summary import summarize
 from perfgate.store import SqlStore
 
-__all__ = [
-    "IngestResult",
-    "ais_bench_measurements",
-    "build_ais_bench_record",
-    "build_ingest_record",
-    "build_result_records",
-    "ReadIngest",
-    "ingest_and_record",
-    "read_ingest",
-    "read_step_times",
-    "record_ingest",
-]
-
 # Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
 # (wall clock around synchronised steps), nor with each other.
 TIMING_METHODS = {
@@ -271,7 +258,6 @@ def build_ingest_record(
     host_label: str = "",
     step_times: Sequence[float] | None = None,
     findings: Sequence[Finding] = (),
-    now: datetime | None = None,
 ) -> RunRecord:
     """The run recorded for ``profiled`` (pure).
 
@@ -279,27 +265,25 @@ def build_ingest_record(
         ParseError: the profile has no step time and no step-times file was given.
     """
     times = tuple(step_times) if step_times else job_step_times(profiled.ranks)
-    if not times:
-        slowest = profiled.slowest
-        if slowest.breakdown is not None and slowest.breakdown.step_ms > 0:
-            times = (slowest.breakdown.step_ms,)
+    slowest = profiled.slowest
+    if not times and slowest.breakdown is not None and slowest.breakdown.step_ms > 0:
+        times = (slowest.breakdown.step_ms,)
     if not times:
         raise ParseError(
             f"{profiled.path}: no step time in the profile (no step_trace_time and no step "
             "markers); pass --step-times FILE"
         )
-    stamp = now or datetime.now(timezone.utc)
+    stamp = datetime.now(timezone.utc)
     fingerprint = _fingerprint(profiled, host_label)
     spec = BenchmarkSpec(
         name=benchmark,
         device=fingerprint.device_kind,
         warmup=0,
         measured=len(times),
-        profiled=profiled.slowest.steps,
+        profiled=slowest.steps,
         repeats=1,
         params=dict(fingerprint.params),
     )
-    rank_profiles = profiled.ranks if len(profiled.ranks) > 1 else ()
     return RunRecord(
         id=uuid.uuid4().hex,
         project=project,
@@ -311,8 +295,8 @@ def build_ingest_record(
         finished_at=stamp,
         measurements=_measurements(profiled, times),
         spec=spec,
-        profile=profiled.slowest,
-        rank_profiles=rank_profiles,
+        profile=slowest,
+        rank_profiles=profiled.ranks if len(profiled.ranks) > 1 else (),
         findings=tuple(findings),
     )
 
@@ -399,13 +383,12 @@ def build_ais_bench_record(
     host_label: str = "",
     ais_bench_version: str = "",
     cann_version: str = "",
-    now: datetime | None = None,
 ) -> tuple[RunRecord, tuple[str, ...]]:
     """The inference run recorded for an ais_bench summary, and the notes on what it did not
     say or what was not recorded (pure)."""
     measurements, notes = ais_bench_measurements(summary)
     fingerprint = _ais_bench_fingerprint(summary, host_label, ais_bench_version, cann_version)
-    stamp = now or datetime.now(timezone.utc)
+    stamp = datetime.now(timezone.utc)
     spec = BenchmarkSpec(
         name=benchmark,
         kind="inference",
@@ -428,15 +411,12 @@ def build_ais_bench_record(
         measurements=measurements,
         spec=spec,
     )
-    missing = (
-        []
-        if ais_bench_version
-        else [
+    if not ais_bench_version:
+        notes += (
             f"{AIS_BENCH_PACKAGE} is not installed where perfgate ingests: its version is not "
-            "recorded"
-        ]
-    )
-    return record, (*summary.notes, *notes, *missing)
+            "recorded",
+        )
+    return record, (*summary.notes, *notes)
 
 
 # --- another harness's result file ---------------------------------------------------------
@@ -469,16 +449,14 @@ def _result_git(git: GitContext, result: ResultFile) -> tuple[GitContext, tuple[
     notes: list[str] = []
     commit = git.commit
     if result.commit:
-        if git.commit and not _same_commit(git.commit, result.commit):
+        same = bool(git.commit) and _same_commit(git.commit, result.commit)
+        if git.commit and not same:
             notes.append(
                 f"recorded at commit {result.commit[:12]}, which the file says it measured, "
                 f"not at {git.commit[:12]} (--commit or the checkout)"
             )
         # The same commit both ways: the longer name of it.
-        if not git.commit or not _same_commit(git.commit, result.commit):
-            commit = result.commit
-        elif len(result.commit) > len(git.commit):
-            commit = result.commit
+        commit = max(git.commit, result.commit, key=len) if same else result.commit
     return replace(git, commit=commit, branch=git.branch or result.branch), tuple(notes)
 
 
@@ -508,14 +486,13 @@ def build_result_records(
     git: GitContext,
     ci: CIContext,
     host_label: str = "",
-    now: datetime | None = None,
 ) -> tuple[tuple[RunRecord, ...], tuple[str, ...]]:
     """One run per benchmark of a result file, named as the file names it, under the prefix
     ``benchmark`` when one is given (``<benchmark>/<its name>``; a metrics file's one run,
     which the file does not name: ``benchmark``), and the notes on what the file did not say
     (pure apart from the host fields the file does not name)."""
     git, notes = _result_git(git, result)
-    stamp = now or datetime.now(timezone.utc)
+    stamp = datetime.now(timezone.utc)
     records = []
     for bench in result.benchmarks:
         name = f"{benchmark}/{bench.name}" if benchmark and bench.name else bench.name or benchmark
@@ -601,15 +578,19 @@ def read_ingest(
     ``progress`` gets a line before and after reading a large profile
     (:data:`LONG_INGEST_BYTES`) and before the advisor runs.
     """
-    fmt = detect_format(Path(path))
+    path = Path(path)
+    fmt = detect_format(path)
     if not benchmark and fmt not in RESULT_FORMATS:
         raise UsageError("--benchmark NAME is required: which benchmark does this profile time?")
+    if step_times_file is not None and (fmt in RESULT_FORMATS or fmt == FORMAT_AIS_BENCH):
+        own = (
+            "an ais_bench summary has its own latencies"
+            if fmt == FORMAT_AIS_BENCH
+            else "a result file has its own samples"
+        )
+        raise UsageError(f"{path}: --step-times applies to a profile; {own}")
     if fmt in RESULT_FORMATS:
-        if step_times_file is not None:
-            raise UsageError(
-                f"{path}: --step-times applies to a profile; a result file has its own samples"
-            )
-        result = parse_results(Path(path), fmt)
+        result = parse_results(path, fmt)
         if not benchmark and any(not b.name for b in result.benchmarks):
             raise UsageError(
                 f"{path}: a metrics file does not name its benchmark: pass --benchmark NAME"
@@ -624,18 +605,13 @@ def read_ingest(
         )
         if not records[0].git.branch:
             raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
-        return ReadIngest(records[0], None, None, None, fmt, Path(path), notes, others=records[1:])
+        return ReadIngest(records[0], None, None, None, fmt, path, notes, others=records[1:])
     if not git.branch:
         raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
     if fmt == FORMAT_AIS_BENCH:
-        if step_times_file is not None:
-            raise UsageError(
-                f"{path}: --step-times applies to a profile; an ais_bench summary has its "
-                "own latencies"
-            )
         from perfgate.runner.npu import cann_version
 
-        summary = parse_ais_bench(Path(path))
+        summary = parse_ais_bench(path)
         record, notes = build_ais_bench_record(
             summary,
             benchmark=benchmark,
@@ -646,9 +622,9 @@ def read_ingest(
             ais_bench_version=_installed_version(AIS_BENCH_PACKAGE),
             cann_version=cann_version(os.environ),
         )
-        return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, Path(path), notes)
+        return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, path, notes)
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
-    size = _input_bytes(Path(path)) if progress is not None else 0
+    size = _input_bytes(path) if progress is not None else 0
     if progress is not None and size >= LONG_INGEST_BYTES:
         progress(f"reading {path} ({size / 1e6:.1f} MB)")
     profiled = read_job(path, config.advisor)
@@ -696,10 +672,7 @@ def record_ingest(
     """Store the run :func:`read_ingest` built, with its findings against the base run, and
     set it beside the official figures of ``reference`` (:func:`perfgate.app.reference.
     read_reference`) when given."""
-    if read.others:
-        saved = store.save_runs([read.record, *read.others])
-    else:
-        saved = store.save_run(read.record)
+    saved = store.save_runs([read.record, *read.others])
 
     def result(record: RunRecord, notes: tuple[str, ...]) -> IngestResult:
         return IngestResult(

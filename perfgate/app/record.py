@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from perfgate.app.context import GitHistory
@@ -36,6 +37,7 @@ from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import sequential
 from perfgate.stats.decide import deciding
+from perfgate.stats.window import Window
 from perfgate.store import SqlStore
 
 ProgressFn = Callable[[str], None]
@@ -241,6 +243,7 @@ def run_ab_and_record(
     base_git = GitContext(
         commit=base_commit, branch=f"{git.branch}{AB_BASE_SUFFIX}", base_branch=ref
     )
+    build = partial(build_record, project=config.project, ci=ci, host_label=config.host_label)
     pairs = []
     with base_worktree(repo, base_commit) as base_dir:
         for spec in specs:
@@ -257,23 +260,8 @@ def run_ab_and_record(
                     spec, config, head_dir=head_dir, base_dir=base_dir, warn=warn
                 ),
             )
-            base = build_record(
-                base_out,
-                run_id=base_id,
-                project=config.project,
-                git=base_git,
-                ci=ci,
-                host_label=config.host_label,
-            )
-            head = build_record(
-                head_out,
-                run_id=head_id,
-                project=config.project,
-                git=git,
-                ci=ci,
-                host_label=config.host_label,
-            )
-            head = replace(head, paired_with=base.id)
+            base = build(base_out, run_id=base_id, git=base_git)
+            head = replace(build(head_out, run_id=head_id, git=git), paired_with=base.id)
             store.save_runs([base, head])
             pairs.append((base, head))
     return pairs
@@ -374,37 +362,28 @@ def confirm_and_record(
             raise UsageError(f"nothing to confirm: no run of {spec.name} on branch {branch!r}")
         originals.append(original)
     # a PR's windows end at its merge-base, as the gate's do
-    plain = compare_records(
-        config, store, originals, branch=branch, against=against, base_sha=base_sha, git=git
+    judge = partial(
+        compare_records, config, store, branch=branch, against=against, base_sha=base_sha, git=git
     )
+    plain = judge(originals)
     tests = gate_tests or sum(
         1 for c in deciding(plain.comparisons) if c.method == "history" and c.p_value is not None
     )
     plans = [
         _confirm_plan(
             config,
-            store,
             o,
-            branch=branch,
-            against=against,
+            gate_window(config, store, o, **judge.keywords)[0],
             extra=extra,
             tests=tests,
-            base_sha=base_sha,
-            git=git,
             shown=frozenset(
                 c.metric for c in plain.comparisons if c.benchmark == o.benchmark and not c.decides
             ),
         )
         for o in originals
     ]
-    look0 = compare_records(
-        config,
-        store,
-        [_at_level(o, p.alpha) if p.confirm else o for o, p in zip(originals, plans, strict=True)],
-        branch=branch,
-        against=against,
-        base_sha=base_sha,
-        git=git,
+    look0 = judge(
+        [_at_level(o, p.alpha) if p.confirm else o for o, p in zip(originals, plans, strict=True)]
     )
     done: list[Confirmation] = []
     folded: dict[str, float] = {}
@@ -421,15 +400,7 @@ def confirm_and_record(
         done.append(Confirmation(spec.name, original, record, extra, ""))
     if not folded:
         return done
-    final = compare_records(
-        config,
-        store,
-        [c.folded or c.original for c in done],
-        branch=branch,
-        against=against,
-        base_sha=base_sha,
-        git=git,
-    )
+    final = judge([c.folded or c.original for c in done])
     doubtful = {
         (c.benchmark, c.metric)
         for c in look0.comparisons
@@ -454,23 +425,16 @@ def confirm_and_record(
 
 def _confirm_plan(
     config: Config,
-    store: SqlStore,
     record: RunRecord,
+    window: Window,
     *,
-    branch: str,
-    against: str,
     extra: int,
     tests: int,
-    base_sha: str = "",
-    git: GitHistory | None = None,
-    shown: frozenset[str] = frozenset(),
+    shown: frozenset[str],
 ) -> sequential.ConfirmPlan:
     """The confirmation plan of one run, from its baseline window (as the gate draws it),
     over its deciding metrics (not those ``shown`` beside them: a wall time where the CPU
     time decides)."""
-    window, _, _ = gate_window(
-        config, store, record, branch=branch, against=against, base_sha=base_sha, git=git
-    )
     initial = _initial_repeats(record)
     rhos: list[float | None] = []
     for m in record.measurements:

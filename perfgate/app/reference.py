@@ -33,8 +33,6 @@ from perfgate.errors import ParseError, UsageError
 from perfgate.metrics import lookup
 from perfgate.models import ReferenceRow, RunRecord
 
-__all__ = ["ANY_BENCHMARK", "compare_to_reference", "read_reference"]
-
 ANY_BENCHMARK = "*"
 """The key of the figures an entry gives for every benchmark (an entry without ``benchmark``)."""
 
@@ -115,23 +113,23 @@ def _kind(value: Any) -> str:
 
 
 def _entry(item: Any, where: str, path: Path, out: dict[str, dict[str, float]]) -> None:
-    at = where or "the entry"
+    at, prefix = where or "the entry", f"{where}." if where else ""
     if not isinstance(item, dict):
         raise ParseError(f"{path}: {at}: an entry is an object, not {_kind(item)}")
     unknown = sorted(set(item) - _ENTRY_KEYS)
     if unknown:
         raise ParseError(
-            f"{path}: {where + '.' if where else ''}{unknown[0]}: not a key of a reference "
+            f"{path}: {prefix}{unknown[0]}: not a key of a reference "
             "entry (benchmark, source, metrics)"
         )
     if "metrics" not in item:
         raise ParseError(f"{path}: {at}: no metrics")
     benchmark = item.get("benchmark", ANY_BENCHMARK)
     if not isinstance(benchmark, str) or not benchmark.strip():
-        raise ParseError(f"{path}: {where + '.' if where else ''}benchmark: not a name")
+        raise ParseError(f"{path}: {prefix}benchmark: not a name")
     if "source" in item and not isinstance(item["source"], str):
-        raise ParseError(f"{path}: {where + '.' if where else ''}source: not text")
-    _metrics(item["metrics"], benchmark, f"{where + '.' if where else ''}metrics", path, out)
+        raise ParseError(f"{path}: {prefix}source: not text")
+    _metrics(item["metrics"], benchmark, f"{prefix}metrics", path, out)
 
 
 def _metrics(

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfgate.errors import ConfigError
 from perfgate.models import Confirmation, IngestResult, LaunchOptions, ParamValue, RunRecord
@@ -64,21 +64,13 @@ class Measure:
         """
         from perfgate.app.specs import benchmark_specs
 
-        flags: dict[str, Any] = {
-            "device": self.device,
-            "repeats": self.repeats,
-            "warmup": self.warmup,
-            "measured": self.measured,
-            "profiled": self.profiled,
-            "nproc": self.nproc,
-            "nnodes": self.nnodes,
-            "timeout_s": self.timeout_s,
-        }
+        flags = ("device", "repeats", "warmup", "measured", "profiled", "nproc", "nnodes")
+        overrides = {k: v for k in (*flags, "timeout_s") if (v := getattr(self, k)) is not None}
         return benchmark_specs(
             config,
             workloads=self.workloads,
             benchmarks=self.benchmarks,
-            overrides={k: v for k, v in flags.items() if v is not None},
+            overrides=overrides,
             params=dict(self.params),
         )
 

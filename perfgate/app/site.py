@@ -5,7 +5,7 @@ per benchmark, the last ``limit`` runs on the base branch and the other branches
 beside them, the latest run judged against the runs before it (:func:`perfgate.app.compare`,
 exactly as ``perfgate compare --branch main --against main``), its baseline window's noise
 band (:func:`perfgate.stats.band.prediction_band`), the change points of each series
-(:func:`perfgate.app.series_changes`, as ``history analyze`` finds them, with their alerts'
+(:func:`perfgate.app.history.series_changes`, as ``history analyze`` finds them, with their alerts'
 triage) and the full records of the runs that get a page (the latest on the base branch,
 then the latest of the most recent other branches), each with every finding on it
 (:func:`perfgate.app.advise.findings_for`, as ``advise``, ``ingest`` and the gate list them).
@@ -32,14 +32,20 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
 from perfgate.app.gate import compare
-from perfgate.app.history import directions_of, judged_as, series_changes, with_triage
+from perfgate.app.history import (
+    directions_of,
+    judged_as,
+    select_benchmarks,
+    series_changes,
+    with_triage,
+)
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.models import (
@@ -72,19 +78,6 @@ from perfgate.store import SqlStore
 
 OTHER_BRANCH_PAGES = 3
 """Other branches (most recent first) whose latest run of a benchmark gets a page."""
-
-
-def select_benchmarks(config: Config, store: SqlStore, benchmarks: Sequence[str]) -> list[str]:
-    """The benchmarks a site shows: ``benchmarks`` (each must have runs), else all."""
-    names = store.benchmarks(project=config.project)
-    if benchmarks:
-        missing = sorted(set(benchmarks) - set(names))
-        if missing:
-            raise UsageError(f"no runs of {', '.join(missing)} in project {config.project!r}")
-        names = [n for n in names if n in set(benchmarks)]
-    if not names:
-        raise UsageError(f"no runs in project {config.project!r}: record one with 'perfgate run'")
-    return names
 
 
 def latest_verdicts(
@@ -131,7 +124,6 @@ def gather_site(
     branch: str | None = None,
     benchmarks: Sequence[str] = (),
     limit: int = 1000,
-    other_branch_pages: int = OTHER_BRANCH_PAGES,
     now: datetime | None = None,
     comparisons: Sequence[Comparison] | None = None,
     work_changes: Sequence[WorkChange] = (),
@@ -184,16 +176,10 @@ def gather_site(
             series_changes(name, base_points, branch=base, direction=directions_of(policy))
         )
     changes = with_triage(config, store, found)
-    by_branch: dict[str, tuple[Comparison, ...]] = {}
-
-    def judged_on(b: str) -> tuple[Comparison, ...]:
-        if b not in by_branch:
-            by_branch[b] = branch_verdicts(config, store, b, base)
-        return by_branch[b]
-
+    judged_on = cache(partial(branch_verdicts, config, store, base=base))
     for name in names:
         base_points, others = points_of[name]
-        newest = _newest_branches(others, other_branch_pages)
+        newest = _newest_branches(others, OTHER_BRANCH_PAGES)
         theirs_judged = {
             b: [c for c in judged_on(b) if c.benchmark == name] if name in on_base else []
             for b in newest
@@ -284,9 +270,8 @@ def _paged_runs(
     newest: Sequence[str],
 ) -> tuple[RunRecord, ...]:
     runs: list[RunRecord] = []
-    branches = [base, *newest]
     on_base: RunRecord | None = None
-    for b in branches:
+    for b in [base, *newest]:
         run = store.latest_run(project=config.project, benchmark=name, branch=b)
         if run is None:
             continue
@@ -311,12 +296,6 @@ _PAGE = re.compile(r"^[A-Za-z0-9._-]*-[0-9a-f]{8}\.html$")
 """The name of a page perfgate writes under ``benchmarks/`` and ``runs/`` (see ``slug``)."""
 
 
-def _prepare(directory: Path) -> None:
-    """Create ``directory``. Pages of an earlier report are replaced one by one and the
-    stale ones deleted only once the whole new site is written (:func:`_finish`)."""
-    directory.mkdir(parents=True, exist_ok=True)
-
-
 def _remove_stale(directory: Path, keep: set[str]) -> None:
     """Delete the pages an earlier report wrote that this one did not; nothing else is
     touched (``--html .`` must not wipe a project's own ``benchmarks/``)."""
@@ -329,15 +308,19 @@ def _remove_stale(directory: Path, keep: set[str]) -> None:
                     page.unlink()
 
 
-def _write_pages(directory: Path, pages: Mapping[str, str]) -> int:
-    """Write ``pages`` (each replaced atomically: a page that cannot be written keeps its
-    previous content); their bytes."""
-    total = 0
-    for rel, text in pages.items():
-        path = directory / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        total += write_atomic(path, text, durable=False)
-    return total
+def _write_pages(directory: Path, site: SiteView) -> tuple[list[IndexRow], int, int, list[str]]:
+    """Write the pages of ``site``'s benchmarks (each replaced atomically: a page that cannot
+    be written keeps its previous content); their overview rows, the number of pages, their
+    bytes and their names."""
+    size = 0
+    written: list[str] = []
+    for b in site.benchmarks:
+        for rel, text in render_benchmark_pages(b, site).items():
+            path = directory / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            size += write_atomic(path, text, durable=False)
+            written.append(rel)
+    return [index_row(b, site.branch) for b in site.benchmarks], len(written), size, written
 
 
 def _finish(
@@ -350,24 +333,19 @@ def _finish(
 ) -> SiteWritten:
     js = plotly_js()
     size += write_atomic(directory / PLOTLY_JS, js, durable=False)
-    size += _write_pages(directory, {"index.html": render_index(site, rows)})
+    size += write_atomic(directory / "index.html", render_index(site, rows), durable=False)
     _remove_stale(directory, written)
     return SiteWritten(directory / "index.html", files + 2, size)
 
 
 def write_site(directory: Path, site: SiteView) -> SiteWritten:
     """Render ``site`` into ``directory`` (created if needed; perfgate's pages in it are
-    replaced), with ``plotly.min.js`` copied beside ``index.html``."""
-    _prepare(directory)
-    files = size = 0
-    written: set[str] = set()
-    for b in site.benchmarks:
-        pages = render_benchmark_pages(b, site)
-        files += len(pages)
-        size += _write_pages(directory, pages)
-        written.update(pages)
-    rows = [index_row(b, site.branch) for b in site.benchmarks]
-    return _finish(directory, site, rows, files, size, written)
+    replaced), with ``plotly.min.js`` copied beside ``index.html``. Pages of an earlier
+    report are replaced one by one and the stale ones deleted only once the whole new site is
+    written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows, files, size, written = _write_pages(directory, site)
+    return _finish(directory, site, rows, files, size, set(written))
 
 
 @dataclass(frozen=True)
@@ -401,14 +379,7 @@ def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int, list[str]]:
         )
     finally:
         store.close()
-    files = size = 0
-    written: list[str] = []
-    for b in site.benchmarks:
-        pages = render_benchmark_pages(b, site)
-        files += len(pages)
-        size += _write_pages(chunk.directory, pages)
-        written += pages
-    return [index_row(b, site.branch) for b in site.benchmarks], files, size, written
+    return _write_pages(chunk.directory, site)
 
 
 PARALLEL_MIN_BENCHMARKS = 16
@@ -446,7 +417,7 @@ def build_site(
     if jobs <= 1 or in_memory or url is None or len(names) < PARALLEL_MIN_BENCHMARKS:
         site = gather_site(config, store, branch=branch, benchmarks=names, limit=limit, now=now)
         return write_site(directory, site)
-    _prepare(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     base = branch or config.base_branch
     on_base = set(store.benchmarks(project=config.project, branch=base))
     judged = latest_verdicts(config, store, base, [x for x in names if x in on_base])

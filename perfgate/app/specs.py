@@ -107,11 +107,7 @@ def base_side_spec(
     ours = next((b for b in config.benchmarks if b.name == spec.name), None)
     if not config.source or ours is None:
         return spec
-    if (spec.workload, spec.entry, dict(spec.params)) != (
-        ours.workload,
-        ours.entry,
-        dict(ours.params),
-    ):
+    if (spec.workload, spec.entry, spec.params) != (ours.workload, ours.entry, ours.params):
         return spec
     try:
         relative = Path(config.source).resolve().relative_to(head_dir.resolve())

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -332,11 +333,10 @@ def triage(
 
 
 def trail(config: Config) -> list[TriageEvent]:
-    """``perfgate alerts trail``: :func:`perfgate.app.triage.triage_trail`."""
-    from perfgate.app.triage import triage_trail
-
+    """``perfgate alerts trail``: who triaged, reset or excluded what, when and why (newest
+    first)."""
     with _store(config) as store:
-        return triage_trail(config, store)
+        return list(store.triage_events(project=config.project))
 
 
 def reset(
@@ -399,9 +399,9 @@ def exclude(
     reason: str,
     env: Mapping[str, str] | None = None,
 ) -> RunRecord:
-    """``perfgate runs exclude``: :func:`perfgate.app.triage.exclude_run` by ``by`` (None:
-    the CI's user)."""
-    from perfgate.app.triage import exclude_run
-
+    """``perfgate runs exclude``: leave a run (its id or a 6+ character prefix) out of every
+    history and window, by ``by`` (None: the CI's user)."""
     with _store(config) as store:
-        return exclude_run(store, run_id, by=_actor(by, env), reason=reason)
+        return store.exclude_run(
+            run_id, by=_actor(by, env), reason=reason, now=datetime.now(timezone.utc)
+        )

@@ -16,7 +16,6 @@ from perfgate.models import (
     NewAlert,
     PrunePlan,
     RunRecord,
-    TriageEvent,
 )
 from perfgate.stats.decide import alerts_raised
 from perfgate.store import SqlStore
@@ -94,11 +93,8 @@ def record_alerts(
     return store.record_alerts(found, now=_utcnow(now))
 
 
-#: ``perfgate alerts`` actions and the state each moves an alert to.
-
-
 TRIAGE_ACTIONS = {"ack": "acknowledged", "fixed": "fixed", "reopen": "untriaged"}
-
+"""``perfgate alerts`` actions and the state each moves an alert to."""
 
 IGNORE_STATES = ("invalid", "wontfix")
 
@@ -176,11 +172,6 @@ def list_alerts(
     return list(store.alerts(project=config.project, status=wanted, benchmark=benchmark))
 
 
-def triage_trail(config: Config, store: SqlStore) -> list[TriageEvent]:
-    """Who triaged, reset or excluded what, when and why (newest first)."""
-    return list(store.triage_events(project=config.project))
-
-
 def reset_baseline(
     config: Config,
     store: SqlStore,
@@ -202,10 +193,3 @@ def reset_baseline(
         reason=reason,
         now=_utcnow(now),
     )
-
-
-def exclude_run(
-    store: SqlStore, run_id: str, *, by: str, reason: str, now: datetime | None = None
-) -> RunRecord:
-    """Leave a run (its id or a 6+ character prefix) out of every history and window."""
-    return store.exclude_run(run_id, by=by, reason=reason, now=_utcnow(now))
