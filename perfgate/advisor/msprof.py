@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,7 @@ def _command() -> list[str] | None:
 
 
 def run(
-    profile_dir: Path,
-    *,
-    location: str = "",
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    profile_dir: Path, *, location: str = "", timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> AdvisorOutcome:
     """Run the advisor on one ``*_ascend_pt`` directory (or the parent of several ranks).
 
@@ -185,9 +182,8 @@ def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Findin
     if not isinstance(raw_headers, list) or not isinstance(raw_rows, list):
         return ()
     headers = [str(h).strip().lower() for h in raw_headers]
-    rows: Sequence[Any] = raw_rows
     out: list[Finding] = []
-    for row in rows:
+    for row in raw_rows:
         if not isinstance(row, list) or not row:
             continue
         cells = dict(zip(headers, row, strict=False))

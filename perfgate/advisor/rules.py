@@ -30,18 +30,9 @@ from perfgate.models import (
     RankPair,
     Severity,
     Thresholds,
-    threshold_names,
 )
 
-__all__ = [
-    "RULES",
-    "SOURCE",
-    "Thresholds",
-    "advise",
-    "merge_findings",
-    "rank_pair_findings",
-    "threshold_names",
-]
+__all__ = ["RULES", "SOURCE", "Thresholds", "advise", "merge_findings", "rank_pair_findings"]
 
 SOURCE = "perfgate"
 
@@ -165,7 +156,6 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
             message=message,
             suggestion=advice,
             evidence=evidence,
-            source=SOURCE,
             impact_ms=min(exposed, hideable),
         )
     ]
@@ -213,8 +203,6 @@ def host_sync(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
                 "calls from Adam/AdamW step counters go away with fused=True."
             ),
             evidence=evidence,
-            source=SOURCE,
-            impact_ms=None,
         )
     ]
 
@@ -294,7 +282,6 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
             message=message,
             suggestion=advice,
             evidence=evidence,
-            source=SOURCE,
             impact_ms=b.free_ms,
         )
     ]
@@ -349,7 +336,6 @@ def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
                 "loops over tensor elements with batched tensor ops."
             ),
             evidence={"calls_per_step": count, "median_call_us": median},
-            source=SOURCE,
             impact_ms=impact,
         )
     ]
@@ -389,7 +375,6 @@ def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Findin
                     "the CANN op support list for an AI Core variant or a fused replacement."
                 ),
                 evidence={"aicpu_ms": aicpu_ms, "op_ms": total, "share": aicpu_ms / total},
-                source=SOURCE,
                 impact_ms=aicpu_ms,
             )
         )
@@ -420,7 +405,6 @@ def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Findin
                     "(autocast instead of scattered .half()/.float())."
                 ),
                 evidence={"time_ms": ms, "op_ms": total, "share": share, "calls": calls[kind]},
-                source=SOURCE,
                 impact_ms=ms,
             )
         )
@@ -489,8 +473,6 @@ def low_unit_utilization(profile: ProfileSummary, t: Thresholds) -> list[Finding
                 ),
                 suggestion=advice,
                 evidence=evidence,
-                source=SOURCE,
-                impact_ms=None,
             )
         )
     return out
@@ -537,7 +519,6 @@ def memory(
                         "expandable_segments:True against fragmentation."
                     ),
                     evidence={"peak_bytes": peak, "capacity_bytes": device_memory_bytes},
-                    source=SOURCE,
                 )
             )
     series = profile.memory_per_step_bytes
@@ -565,7 +546,6 @@ def memory(
                     "growth_bytes_per_step": per_step,
                     "steps": float(len(series)),
                 },
-                source=SOURCE,
             )
         )
     elif len(series) < t.leak_min_steps and profile.memory_growth_bytes is not None and peaks:
@@ -585,7 +565,6 @@ def memory(
                         "growing every step, a warm-up cache levels off."
                     ),
                     evidence={"growth_bytes": growth},
-                    source=SOURCE,
                 )
             )
     return out
@@ -629,7 +608,6 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
                     "bound per rank."
                 ),
                 evidence=evidence,
-                source=SOURCE,
                 impact_ms=slowest_ms - statistics.median(others) if others else None,
             )
         )
@@ -648,7 +626,6 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
                     "job shares it."
                 ),
                 evidence={"link": link},
-                source=SOURCE,
             )
         )
     return out
@@ -715,7 +692,6 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
                     "on the same link points at a degraded link."
                 ),
                 evidence=evidence,
-                source=SOURCE,
             )
         )
     waiting = sorted(
@@ -753,7 +729,6 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
                     "the collective, host-side stalls) rather than at the link."
                 ),
                 evidence=evidence_w,
-                source=SOURCE,
                 impact_ms=max(p.wait_ms or 0.0 for p in waiting),
             )
         )
@@ -774,10 +749,7 @@ def _job_pairs(profile: ProfileSummary, ranks: Sequence[ProfileSummary]) -> list
 
 
 def _wait_evidence(
-    view: ClusterView,
-    slowest_ms: float,
-    others: list[float],
-    evidence: dict[str, float | str],
+    view: ClusterView, slowest_ms: float, others: list[float], evidence: dict[str, float | str]
 ) -> str:
     """What the ranks' time blocked in collectives says about the slowest rank.
 
@@ -831,7 +803,6 @@ def profile_window(
                     "(torch.profiler.schedule(wait=1, warmup=1, active=3))."
                 ),
                 evidence={"steps": float(profile.steps)},
-                source=SOURCE,
             )
         )
     step = _step(profile)
@@ -852,7 +823,6 @@ def profile_window(
                     "Level0, aic_metrics off)."
                 ),
                 evidence={"profiled_step_ms": step, "measured_step_ms": measured_step_ms},
-                source=SOURCE,
             )
         )
     return out
@@ -947,9 +917,7 @@ def _without_duplicates(own: Sequence[Finding], msprof: Iterable[Finding]) -> li
 
 
 def merge_findings(
-    own: Iterable[Finding],
-    msprof: Iterable[Finding],
-    baseline_findings: Iterable[Finding] = (),
+    own: Iterable[Finding], msprof: Iterable[Finding], baseline_findings: Iterable[Finding] = ()
 ) -> tuple[Finding, ...]:
     """perfgate's and msprof-analyze's findings as one list.
 

@@ -5,18 +5,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
 from perfgate import __version__
 from perfgate.errors import ConfigError, ExitCode, PerfgateError
 from perfgate.models import ParamValue
+
+if TYPE_CHECKING:
+    from perfgate.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,10 +80,9 @@ class _ClosedStdoutGuard:
             os.dup2(devnull, self._stream.fileno())
         finally:
             os.close(devnull)
-        try:  # what the closed pipe refused is still buffered: let it go to the null device
+        # what the closed pipe refused is still buffered: let it go to the null device
+        with contextlib.suppress(OSError):
             self._stream.flush()
-        except OSError:
-            pass
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -96,9 +101,30 @@ def guard_stdout() -> None:
     sys.stdout = cast(TextIO, _ClosedStdoutGuard(stream))
 
 
+@dataclass(frozen=True)
+class StoreFlags:
+    """The flags of :func:`store_options` as given."""
+
+    suite: Path | None
+    db_url: str | None
+    project: str | None
+
+    def config(self, **more: Any) -> Config:
+        """The configuration these flags (and ``more`` of :func:`~perfgate.config.load_config`'s
+        arguments) select."""
+        return _config(self.suite, self.db_url, self.project, **more)
+
+
 def store_options(func: F) -> F:
-    """Options every command that reads the store shares."""
-    options = [
+    """Options every command that reads the store shares, handed to ``func`` as one
+    ``store`` (:class:`StoreFlags`)."""
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        flags = StoreFlags(kwargs.pop("suite"), kwargs.pop("db_url"), kwargs.pop("project"))
+        return func(*args, store=flags, **kwargs)
+
+    return options(
         click.option(
             "--db",
             "db_url",
@@ -111,13 +137,21 @@ def store_options(func: F) -> F:
             help="Suite file (default ./perfgate.toml or [tool.perfgate] in ./pyproject.toml).",
         ),
         click.option("--project", help="Project name (env PERFGATE_PROJECT)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    )(cast(F, command))
 
 
-def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: Any) -> Any:
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator of click's option ``decorators``, the first on top."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: Any) -> Config:
     from perfgate.config import load_config
 
     if suite is not None and not suite.is_file():
@@ -147,14 +181,6 @@ def parse_param(text: str) -> tuple[str, ParamValue]:
 def warn_line(line: str) -> None:
     """A use case's warning (``warn=``), one line on stderr."""
     click.echo(f"perfgate: warning: {line}", err=True)
-
-
-def _progress_fn() -> Callable[[str], None] | None:
-    """One line per finished repeat or pair on stderr, in a CI log as on a terminal; None
-    under ``--quiet`` (see :mod:`perfgate.cli.progress`)."""
-    from perfgate.cli.progress import progress_for_command
-
-    return progress_for_command()
 
 
 class _CommandGuard:
@@ -245,17 +271,25 @@ def cli(ctx: click.Context) -> None:
     _guard_workflow_commands(ctx)
 
 
+def echo_report(
+    value: Any, as_json: bool, to_dict: Callable[[Any], Any], to_text: Callable[[Any], str]
+) -> None:
+    """Print ``value`` as versioned JSON (``to_dict``) with ``as_json``, else as ``to_text``."""
+    from perfgate.reporters.render import render_json
+
+    click.echo(render_json(to_dict(value)) if as_json else to_text(value), nl=False)
+
+
 def _echo_json(data: dict[str, Any]) -> None:
     import json
 
     click.echo(json.dumps({"format_version": 1, **data}, indent=2, allow_nan=False))
 
 
-def _by_option(func: F) -> F:
-    func = click.option(
+_by_option = options(
+    click.option("--by", help="Who (default: GITLAB_USER_LOGIN, GITHUB_ACTOR or USER)."),
+    click.option(
         "--reason", required=True, help="Why (recorded with the action; shown in the trail)."
-    )(func)
-    return click.option(
-        "--by",
-        help="Who (default: GITLAB_USER_LOGIN, GITHUB_ACTOR or USER).",
-    )(func)
+    ),
+)
+"""``--by`` and ``--reason`` of a triage action."""

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from perfgate.cli.base import _config, _progress_fn, cli
+from perfgate.cli.base import _config, cli
+from perfgate.cli.progress import progress_for_command
 from perfgate.errors import ConfigError, ExitCode, UsageError
 
 
@@ -94,8 +95,40 @@ def bisect(
         perfgate bisect --changes changes.json --alert        # the nightly
     """
     from perfgate.app import bisect as use_case
+
+    seconds = _budget_seconds(changes, benchmark, good, bad, budget)
+    config = _config(suite, None, project)
+    specs = _suite_specs(config, benchmark)
+    reporter, fresh_reporter = _alert_reporters(alert, forge, forge_url, repo)
+    common = _search_options(config, suite, seconds)
+    branch = branch or config.base_branch
+    if changes is not None:
+        nightly = use_case.bisect_changes(
+            config,
+            specs,
+            changes=changes,
+            branch=branch,
+            reporter=reporter,
+            reporter_after=fresh_reporter,
+            **common,
+        )
+        if nightly.outcome is None:
+            return _nothing_to_bisect(as_json=as_json)
+        outcome, delivered = nightly.outcome, nightly.delivered
+    else:
+        assert benchmark is not None and good is not None and bad is not None
+        outcome = use_case.bisect(
+            config, specs[benchmark], good=good, bad=bad, min_effect_pct=min_effect, **common
+        )
+        delivered = _alert_culprit(config.project, branch, outcome, f"{good} {bad}", reporter)
+    _show(outcome, delivered, as_json=as_json)
+
+
+def _budget_seconds(
+    changes: Path | None, benchmark: str | None, good: str | None, bad: str | None, budget: str
+) -> float:
+    """The search's budget in seconds, once the range options are known to make sense."""
     from perfgate.app.check import parse_budget
-    from perfgate.app.specs import benchmark_specs
 
     given = [o for o, v in (("--benchmark", benchmark), ("--good", good), ("--bad", bad)) if v]
     if changes is None and len(given) < 3:
@@ -106,72 +139,73 @@ def bisect(
     plan = parse_budget(budget)
     if plan.seconds is None:
         raise ConfigError(f"--budget {budget!r}: bisect's budget is a time (600s, 20m, 1h)")
-    config = _config(suite, None, project)
+    return plan.seconds
+
+
+def _suite_specs(config: Any, benchmark: str | None) -> dict[str, Any]:
+    """The suite's benchmarks by name (only ``--benchmark``, which must be one of them)."""
+    from perfgate.app.specs import benchmark_specs
+
     specs = {s.name: s for s in benchmark_specs(config)}
     if benchmark is not None and benchmark not in specs:
         known = ", ".join(sorted(specs)) or "none"
         raise UsageError(f"bisect: --benchmark {benchmark}: not in the suite (it has: {known})")
-    reporter = None
-    fresh_reporter: Callable[[], Any] | None = None
-    if alert:
-        from perfgate.app import deliver
+    return specs if benchmark is None else {benchmark: specs[benchmark]}
 
-        target = deliver.resolve_target(
-            os.environ, deliver.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
-        )
 
-        def make_reporter() -> Any:
-            # one client per delivery: a client's HTTP budget (PERFGATE_HTTP_BUDGET_S)
-            # starts at its first request, and the search between them takes minutes
-            return deliver.make_reporter(target, os.environ)
-
-        reporter, fresh_reporter = make_reporter(), make_reporter
-    progress = _progress_fn()
-
-    def note(step: use_case.Step) -> None:
-        click.echo(f"perfgate: bisect: {_step_line(step)}", err=True)
-
-    common: dict[str, Any] = dict(
+def _search_options(config: Any, suite: Path | None, seconds: float) -> dict[str, Any]:
+    """What both searches take: the suite file, the budget and the progress callbacks."""
+    return dict(
         suite=Path(config.source) if config.source else (suite or Path("perfgate.toml")),
-        seconds=plan.seconds,
-        progress=progress,
-        note=note,
+        seconds=seconds,
+        progress=progress_for_command(),
+        note=lambda step: click.echo(f"perfgate: bisect: {_step_line(step)}", err=True),
     )
-    delivered = ""
-    if changes is not None:
-        if benchmark is not None:
-            specs = {benchmark: specs[benchmark]}
-        nightly = use_case.bisect_changes(
-            config,
-            specs,
-            changes=changes,
-            branch=branch or config.base_branch,
-            reporter=reporter,
-            reporter_after=fresh_reporter,
-            **common,
-        )
-        if nightly.outcome is None:
-            line = "nothing to bisect: no new regression spans more than one commit"
-            if as_json:
-                click.echo(json.dumps({"culprit": None, "steps": [], "why": line}, indent=2))
-            click.echo(f"perfgate: {line}", err=True)
-            return
-        outcome, delivered = nightly.outcome, nightly.delivered
-    else:
-        assert benchmark is not None and good is not None and bad is not None
-        outcome = use_case.bisect(
-            config, specs[benchmark], good=good, bad=bad, min_effect_pct=min_effect, **common
-        )
-        if reporter is not None:
-            from perfgate.app.deliver import alert_culprit
 
-            delivered = alert_culprit(
-                config.project,
-                branch or config.base_branch,
-                use_case.render_culprit_markdown(outcome),
-                use_case.bisected_key(f"{outcome.benchmark} {good} {bad}"),
-                reporter,
-            )
+
+def _alert_reporters(
+    alert: bool, forge: str | None, forge_url: str | None, repo: str | None
+) -> tuple[Any, Callable[[], Any] | None]:
+    """With ``--alert``: a reporter for the tracking issue, and a maker of fresh ones."""
+    if not alert:
+        return None, None
+    from perfgate.app import deliver
+
+    target = deliver.resolve_target(
+        os.environ, deliver.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
+    )
+
+    def make_reporter() -> Any:
+        # one client per delivery: a client's HTTP budget (PERFGATE_HTTP_BUDGET_S)
+        # starts at its first request, and the search between them takes minutes
+        return deliver.make_reporter(target, os.environ)
+
+    return make_reporter(), make_reporter
+
+
+def _alert_culprit(project: str, branch: str, outcome: Any, span: str, reporter: Any) -> str:
+    """Name the culprit of ``--good``/``--bad`` (``span``) on the tracking issue, with
+    ``--alert`` (a ``reporter``); what was done, "" without."""
+    if reporter is None:
+        return ""
+    from perfgate.app import bisect as use_case
+    from perfgate.app.deliver import alert_culprit
+
+    key = use_case.bisected_key(f"{outcome.benchmark} {span}")
+    return alert_culprit(project, branch, use_case.render_culprit_markdown(outcome), key, reporter)
+
+
+def _nothing_to_bisect(*, as_json: bool) -> None:
+    line = "nothing to bisect: no new regression spans more than one commit"
+    if as_json:
+        click.echo(json.dumps({"culprit": None, "steps": [], "why": line}, indent=2))
+    click.echo(f"perfgate: {line}", err=True)
+
+
+def _show(outcome: Any, delivered: str, *, as_json: bool) -> None:
+    """Print the outcome; exit 3 when it names no culprit."""
+    from perfgate.app import bisect as use_case
+
     if as_json:
         click.echo(json.dumps({"format_version": 1, **outcome.to_dict()}, indent=2))
     else:

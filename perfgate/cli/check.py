@@ -11,8 +11,9 @@ import click
 from perfgate import app
 from perfgate.app.check_job import CheckRequest
 from perfgate.app.gate_job import CiOutputs, parse_fail_on
-from perfgate.cli.base import _config, _progress_fn, cli, warn_line
+from perfgate.cli.base import StoreFlags, cli, warn_line
 from perfgate.cli.gate import _ci_output_options, _report_options, delivery_options, show_outcome
+from perfgate.cli.progress import progress_for_command
 from perfgate.cli.run import MeasureFlags, measure_options
 from perfgate.errors import ExitCode
 
@@ -59,9 +60,7 @@ from perfgate.errors import ExitCode
 @_report_options
 @_ci_output_options
 def check(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     host_label: str | None,
     measure: MeasureFlags,
     mode: str,
@@ -96,19 +95,19 @@ def check(
         perfgate check --workload mlp --branch feat --against main --budget 4
     """
     request = CheckRequest(
-        config=_config(suite, db_url, project, host_label=host_label),
+        config=store.config(host_label=host_label),
         budget=app.parse_budget(budget),
         fail_on=None if fail_on is None else parse_fail_on(fail_on),  # before the suite runs
         measure=measure.measure(),
-        suite=suite,
+        suite=store.suite,
         mode=mode,
         ab_ref=ab_ref,
         against=against,
         base_sha=base_sha,
-        delivery=delivery_options(suite, **report),  # the flags of _report_options
+        delivery=delivery_options(store.suite, **report),  # the flags of _report_options
         outputs=CiOutputs(junit, gitlab_metrics, annotations),
     )
-    outcome = app.run_check_job(request, progress=_progress_fn(), warn=warn_line)
+    outcome = app.run_check_job(request, progress=progress_for_command(), warn=warn_line)
     click.echo(f"perfgate: {outcome.remeasured}", err=True)
     show_outcome(outcome.gate, as_json=as_json)
     if outcome.failed:

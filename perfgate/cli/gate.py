@@ -4,59 +4,48 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from perfgate import app
-from perfgate.app.gate_job import CiOutputs as CiOutputs  # check builds its outputs with it
-from perfgate.app.gate_job import GateOutcome, GateRequest, parse_fail_on
-from perfgate.cli.base import F, _config, cli, echo_command, store_options
+from perfgate.app.gate_job import CiOutputs, GateOutcome, GateRequest, parse_fail_on
+from perfgate.cli.base import StoreFlags, cli, echo_command, echo_report, options, store_options
 from perfgate.errors import ExitCode
 
 if TYPE_CHECKING:
     from perfgate.app.deliver import DeliveryOptions
-    from perfgate.config import Config
-    from perfgate.models import GateResult
 
 
-def _gate_common(func: F) -> F:
-    func = click.option(
-        "--verbose",
-        is_flag=True,
-        help="Under each comparison of the text report, also its statistics (p-values, FDR, "
-        "alpha, minimum effect, detectable change, method) and its reason whole (--json always "
-        "has them).",
-    )(func)
-    func = click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")(func)
-    func = click.option("--benchmark", "benchmarks", multiple=True, help="Only these.")(func)
-    func = click.option(
+_gate_common = options(
+    store_options,
+    click.option("--branch", help="Branch whose latest runs are judged (default: git)."),
+    click.option(
+        "--against", help="Base branch whose history is the baseline (default: base_branch)."
+    ),
+    click.option(
         "--base-sha",
         metavar="SHA",
         help="The base-branch commit this branch is measured on top of: the baseline is the "
         "base branch's runs up to the merge-base with it (default: the CI's base commit, "
         "GitHub's pull_request.base.sha or GitLab's CI_MERGE_REQUEST_DIFF_BASE_SHA; else "
         "the git history; else the latest runs).",
-    )(func)
-    func = click.option(
-        "--against", help="Base branch whose history is the baseline (default: base_branch)."
-    )(func)
-    func = click.option("--branch", help="Branch whose latest runs are judged (default: git).")(
-        func
-    )
-    return store_options(func)
+    ),
+    click.option("--benchmark", "benchmarks", multiple=True, help="Only these."),
+    click.option("--json", "as_json", is_flag=True, help="Print versioned JSON."),
+    click.option(
+        "--verbose",
+        is_flag=True,
+        help="Under each comparison of the text report, also its statistics (p-values, FDR, "
+        "alpha, minimum effect, detectable change, method) and its reason whole (--json always "
+        "has them).",
+    ),
+)
+"""The options of ``compare`` and ``gate``: the store, the runs judged and the output."""
 
 
-def _apply(options: tuple[Callable[[F], F], ...], func: F) -> F:
-    """``func`` with ``options`` (click decorators), the first on top."""
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-_REPORT_OPTIONS = (
+_report_options = options(
     click.option(
         "--comment",
         is_flag=True,
@@ -134,18 +123,13 @@ _REPORT_OPTIONS = (
 """The gate's reporting flags (PR/MR comment, status, job summary, report directory)."""
 
 
-def _report_options(func: F) -> F:
-    """The gate's reporting flags (PR/MR comment, status, job summary, report directory)."""
-    return _apply(_REPORT_OPTIONS, func)
-
-
 def delivery_options(suite: Path | None, **flags: Any) -> DeliveryOptions:
     """The delivery :func:`_report_options`' flags ask for (``gate`` and ``check``): the
     flags by their parameter names (``comment``, ``comment_mode``, ``forge``, ...)."""
     return app.delivery_for(str(suite) if suite is not None else "", **flags)
 
 
-_CI_OUTPUT_OPTIONS = (
+_ci_output_options = options(
     click.option(
         "--junit",
         "junit",
@@ -175,11 +159,6 @@ _CI_OUTPUT_OPTIONS = (
 """The flags of :class:`~perfgate.app.gate_job.CiOutputs`."""
 
 
-def _ci_output_options(func: F) -> F:
-    """The flags of :class:`~perfgate.app.gate_job.CiOutputs`."""
-    return _apply(_CI_OUTPUT_OPTIONS, func)
-
-
 def show_outcome(outcome: GateOutcome, *, as_json: bool, verbose: bool = False) -> None:
     """Print a gate's outcome: what could not be done first, then the report (text, or JSON
     with ``as_json``), its annotations (on stderr with ``as_json``, so stdout stays JSON),
@@ -205,34 +184,6 @@ def show_outcome(outcome: GateOutcome, *, as_json: bool, verbose: bool = False) 
             click.echo(f"perfgate: warning: {line}", err=True)
 
 
-def report_result(
-    config: Config,
-    result: GateResult,
-    as_json: bool,
-    delivery: DeliveryOptions | None,
-    fail_on: str | None,
-    branch: str | None,
-    outputs: CiOutputs | None = None,
-    commit: str | None = None,
-) -> bool:
-    """Print a gate decided elsewhere, write its CI outputs, deliver it where asked
-    (:func:`perfgate.app.gate_job.conclude_gate`, which ``check``'s use case calls itself),
-    and say whether the policy (the config's ``fail_on`` or ``--fail-on``) fails it.
-    ``commit``: the one the report names when the judged runs do not share one (None:
-    detected)."""
-    outcome = app.conclude_gate(
-        config,
-        result,
-        fail_on=None if fail_on is None else parse_fail_on(fail_on),
-        delivery=delivery,
-        outputs=outputs if outputs is not None else CiOutputs(annotations=False),
-        commit=commit,
-        branch=branch,
-    )
-    show_outcome(outcome, as_json=as_json)
-    return outcome.failed
-
-
 @cli.command()
 @_gate_common
 @click.option(
@@ -244,9 +195,7 @@ def report_result(
     "ops; a report, never a gate. --branch narrows both sides to one branch.",
 )
 def compare(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     branch: str | None,
     against: str | None,
     benchmarks: tuple[str, ...],
@@ -262,17 +211,14 @@ def compare(
         perfgate compare --branch feat --against main
         perfgate compare --across device:cuda device:npu   # GPU vs NPU, a report
     """
-    config = _config(suite, db_url, project)
+    config = store.config()
     if across:
-        from perfgate.reporters.render import across_to_dict, render_across_text, render_json
+        from perfgate.reporters.render import across_to_dict, render_across_text
 
         report = app.compare_environments(
             config, across[0], across[1], branch=branch, benchmarks=benchmarks
         )
-        if as_json:
-            click.echo(render_json(across_to_dict(report)), nl=False)
-        else:
-            click.echo(render_across_text(report), nl=False)
+        echo_report(report, as_json, across_to_dict, render_across_text)
         return
     request = GateRequest(
         config=config,
@@ -286,7 +232,7 @@ def compare(
     show_outcome(app.run_gate(request), as_json=as_json, verbose=verbose)
 
 
-_GATE_POLICY_OPTIONS = (
+_gate_policy_options = options(
     click.option(
         "--fail-on",
         metavar="VERDICTS",
@@ -304,20 +250,13 @@ _GATE_POLICY_OPTIONS = (
 """``gate``'s policy flags: what fails it, and what it is judged against."""
 
 
-def _gate_policy_options(func: F) -> F:
-    """:data:`_GATE_POLICY_OPTIONS`."""
-    return _apply(_GATE_POLICY_OPTIONS, func)
-
-
 @cli.command()
 @_gate_common
 @_gate_policy_options
 @_report_options
 @_ci_output_options
 def gate(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     branch: str | None,
     against: str | None,
     benchmarks: tuple[str, ...],
@@ -345,14 +284,14 @@ def gate(
         perfgate gate --junit perfgate-junit.xml --gitlab-metrics metrics.txt
     """
     request = GateRequest(
-        config=_config(suite, db_url, project),
+        config=store.config(),
         branch=branch,
         against=against,
         benchmarks=benchmarks,
         base_sha=base_sha,
         baseline_file=baseline_file,
         fail_on=None if fail_on is None else parse_fail_on(fail_on),
-        delivery=delivery_options(suite, **report),  # the flags of _report_options
+        delivery=delivery_options(store.suite, **report),  # the flags of _report_options
         outputs=CiOutputs(junit, gitlab_metrics, annotations),
     )
     outcome = app.run_gate(request)
@@ -361,7 +300,7 @@ def gate(
         sys.exit(int(ExitCode.REGRESSION))
 
 
-_COMMENT_FROM_OPTIONS = (
+_comment_from_options = options(
     click.option(
         "--from",
         "from_dir",
@@ -397,11 +336,6 @@ _COMMENT_FROM_OPTIONS = (
     ),
 )
 """``comment``'s flags: the report directory, overrides of its target, what to trust."""
-
-
-def _comment_from_options(func: F) -> F:
-    """:data:`_COMMENT_FROM_OPTIONS`."""
-    return _apply(_COMMENT_FROM_OPTIONS, func)
 
 
 @cli.command()

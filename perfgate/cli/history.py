@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import _config, cli, store_options
+from perfgate.cli.base import StoreFlags, cli, echo_report, store_options
 
 
 @cli.group(invoke_without_command=True)
@@ -22,9 +22,7 @@ from perfgate.cli.base import _config, cli, store_options
 @click.pass_context
 def history(
     ctx: click.Context,
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     benchmark: str | None,
     branch: str | None,
     metric: str,
@@ -40,16 +38,12 @@ def history(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from perfgate.reporters.render import history_to_dict, render_history_text, render_json
+    from perfgate.reporters.render import history_to_dict, render_history_text
 
-    config = _config(suite, db_url, project)
     points = stored.show_history(
-        config, benchmark=benchmark, branch=branch, metric=metric, limit=limit
+        store.config(), benchmark=benchmark, branch=branch, metric=metric, limit=limit
     )
-    if as_json:
-        click.echo(render_json(history_to_dict(points)), nl=False)
-    else:
-        click.echo(render_history_text(points), nl=False)
+    echo_report(points, as_json, history_to_dict, render_history_text)
 
 
 @history.command("analyze")
@@ -77,9 +71,7 @@ def history(
 )
 @click.option("--repo", help="GitHub/GitCode owner/name or GitLab project id (default: from CI).")
 def history_analyze(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     benchmark: str | None,
     branch: str | None,
     limit: int,
@@ -105,17 +97,14 @@ def history_analyze(
         perfgate history analyze --branch main --benchmark mlp
         perfgate history analyze --alert          # nightly, on the base branch
     """
-    from perfgate.reporters.render import changes_to_dict, render_changes_text, render_json
+    from perfgate.reporters.render import changes_to_dict, render_changes_text
 
     request = stored.AnalyzeRequest(
-        _config(suite, db_url, project), branch, benchmark, limit, alert, forge, forge_url, repo
+        store.config(), branch, benchmark, limit, alert, forge, forge_url, repo
     )
     outcome = stored.analyze(request, note=lambda line: click.echo(f"perfgate: {line}", err=True))
     changes = list(outcome.changes)
-    if as_json:
-        click.echo(render_json(changes_to_dict(changes)), nl=False)
-    else:
-        click.echo(render_changes_text(changes), nl=False)
+    echo_report(changes, as_json, changes_to_dict, render_changes_text)
     if outcome.alert_failed is not None:
         raise outcome.alert_failed
     if outcome.alerted is not None:
@@ -173,19 +162,14 @@ def detect(series: Path, direction: str, as_json: bool) -> None:
 @store_options
 @click.option("--branch", help="Branch whose history is measured (default: base_branch).")
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
-def noise(
-    suite: Path | None, db_url: str | None, project: str | None, branch: str | None, as_json: bool
-) -> None:
+def noise(store: StoreFlags, branch: str | None, as_json: bool) -> None:
     """List how small a change each benchmark can detect, and which are too noisy to gate.
 
     \b
     Example:
         perfgate noise --branch main
     """
-    from perfgate.reporters.render import noise_to_dict, render_json, render_noise_text
+    from perfgate.reporters.render import noise_to_dict, render_noise_text
 
-    rows = stored.noise_report(_config(suite, db_url, project), branch=branch)
-    if as_json:
-        click.echo(render_json(noise_to_dict(rows)), nl=False)
-    else:
-        click.echo(render_noise_text(rows), nl=False)
+    rows = stored.noise_report(store.config(), branch=branch)
+    echo_report(rows, as_json, noise_to_dict, render_noise_text)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import _config, cli, store_options
+from perfgate.cli.base import StoreFlags, cli, echo_report, store_options
 
 
 @cli.command("report")
@@ -31,9 +31,7 @@ from perfgate.cli.base import _config, cli, store_options
     help="Worker processes (default 0: one per CPU, at most 8; 1: none).",
 )
 def report_command(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     html_dir: Path,
     branch: str | None,
     benchmarks: tuple[str, ...],
@@ -53,12 +51,7 @@ def report_command(
         perfgate report --html out/perf-report
     """
     written = stored.write_report_site(
-        _config(suite, db_url, project),
-        html_dir,
-        branch=branch,
-        benchmarks=benchmarks,
-        limit=limit,
-        jobs=jobs,
+        store.config(), html_dir, branch=branch, benchmarks=benchmarks, limit=limit, jobs=jobs
     )
     click.echo(str(written.index))
     click.echo(
@@ -98,9 +91,7 @@ def export_group() -> None:
     help="Also export each profiled run's top ops and step breakdown.",
 )
 def export_tensorboard(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     logdir: Path,
     benchmarks: tuple[str, ...],
     branch: str | None,
@@ -115,12 +106,7 @@ def export_tensorboard(
         perfgate export tensorboard tb-logs/ --benchmark mlp
     """
     done = stored.write_tensorboard(
-        _config(suite, db_url, project),
-        logdir,
-        benchmarks=benchmarks,
-        branch=branch,
-        limit=limit,
-        profiles=profiles,
+        store.config(), logdir, benchmarks=benchmarks, branch=branch, limit=limit, profiles=profiles
     )
     for path in done.files:
         click.echo(str(path))
@@ -139,9 +125,7 @@ def export_tensorboard(
 )
 @click.option("--job", default="perfgate", show_default=True, help="Pushgateway job name.")
 def export_prometheus(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     branch: str | None,
     benchmarks: tuple[str, ...],
     push_gateway: str | None,
@@ -160,11 +144,7 @@ def export_prometheus(
     from perfgate.reporters.prometheus import render_prometheus
 
     done = stored.export_prometheus(
-        _config(suite, db_url, project),
-        branch=branch,
-        benchmarks=benchmarks,
-        push_gateway=push_gateway,
-        job=job,
+        store.config(), branch=branch, benchmarks=benchmarks, push_gateway=push_gateway, job=job
     )
     if done.pushed_to is not None:
         click.echo(
@@ -194,9 +174,7 @@ def export_prometheus(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
 def advise_command(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     target: str,
     no_advisor: bool,
     advisor_timeout: float,
@@ -213,21 +191,18 @@ def advise_command(
         perfgate advise ./prof/rank0_ascend_pt --no-advisor
         perfgate advise 3f9c2a1b --json
     """
-    from perfgate.reporters.render import advise_to_dict, render_advise_text, render_json
+    from perfgate.reporters.render import advise_to_dict, render_advise_text
 
     advice = stored.advise_target(
-        _config(suite, db_url, project),
+        store.config(),
         target,
         msprof=not no_advisor,
         msprof_timeout_s=advisor_timeout,
         device_memory_gib=device_memory_gib,
     )
-    if as_json:
-        if advice.advisor_problem:
-            click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
-        click.echo(render_json(advise_to_dict(advice)), nl=False)
-    else:
-        click.echo(render_advise_text(advice), nl=False)
+    if as_json and advice.advisor_problem:
+        click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
+    echo_report(advice, as_json, advise_to_dict, render_advise_text)
 
 
 # --- team store: db, alerts, baseline, runs -------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,17 @@ import click
 
 from perfgate import app
 from perfgate.app.run_job import IngestRequest, Measure, RunRequest
-from perfgate.cli.base import F, _config, _progress_fn, cli, parse_param, store_options, warn_line
-from perfgate.cli.progress import quiet_option
+from perfgate.cli.base import (
+    F,
+    StoreFlags,
+    cli,
+    echo_report,
+    options,
+    parse_param,
+    store_options,
+    warn_line,
+)
+from perfgate.cli.progress import progress_for_command, quiet_option
 from perfgate.models import LaunchOptions
 
 _MEASURE_OPTIONS = (
@@ -60,20 +70,11 @@ _MEASURE_OPTIONS = (
 """What to measure and how to record it (:class:`~perfgate.app.run_job.Measure`); all but
 ``--host-label``, which is the config's."""
 
-_MEASURE_FIELDS = (
-    "workloads",
-    "benchmarks",
-    "device",
-    "repeats",
-    "warmup",
-    "measured",
-    "profiled",
-    "branch",
-    "commit",
-    "base_branch",
-    "trace_dir",
-    "timeout_s",
+_MEASURE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Measure) if f.name not in ("params", "nproc", "nnodes")
 )
+"""The fields of :class:`~perfgate.app.run_job.Measure` that :data:`_MEASURE_OPTIONS` give
+as they are (``--param`` is parsed first; ``nproc`` and ``nnodes`` are ``run``'s own)."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,7 @@ def measure_options(func: F) -> F:
         flags = MeasureFlags(tuple(kwargs.pop("params")), fields)
         return func(*args, measure=flags, **kwargs)
 
-    wrapped = cast(F, command)
-    for option in reversed(_MEASURE_OPTIONS):
-        wrapped = option(wrapped)
-    return store_options(quiet_option(wrapped))
+    return options(store_options, quiet_option, *_MEASURE_OPTIONS)(cast(F, command))
 
 
 @cli.command()
@@ -141,9 +139,7 @@ def measure_options(func: F) -> F:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded runs as JSON.")
 def run(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     host_label: str | None,
     measure: MeasureFlags,
     ab_ref: str | None,
@@ -165,24 +161,22 @@ def run(
         perfgate run --workload mlp --confirm 5              # settle an inconclusive gate
         perfgate run --workload ddp_mlp --nproc 8            # one torchrun job per repeat
     """
-    from perfgate.reporters.render import render_json, render_runs_text, runs_to_dict
+    from perfgate.reporters.render import render_runs_text, runs_to_dict
 
     request = RunRequest(
-        config=_config(suite, db_url, project, host_label=host_label),
+        config=store.config(host_label=host_label),
         measure=measure.measure(nproc=nproc, nnodes=nnodes),
-        suite=suite,
+        suite=store.suite,
         ab_ref=ab_ref,
         confirm=confirm,
         against=against,
         launch=LaunchOptions(nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint),
     )
-    outcome = app.run_benchmarks(request, progress=_progress_fn(), warn=warn_line)
+    outcome = app.run_benchmarks(request, progress=progress_for_command(), warn=warn_line)
     for c in outcome.confirmations:
         click.echo(f"{c.benchmark}: {c.note}", err=True)
-    if as_json:
-        click.echo(render_json(runs_to_dict(outcome.records)), nl=False)
-    else:
-        click.echo(render_runs_text(outcome.records), nl=False)
+    echo_report(outcome.records, as_json, runs_to_dict, render_runs_text)
+    if not as_json:
         for r in outcome.records:
             click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
 
@@ -229,13 +223,7 @@ def run(
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")
 @quiet_option
 def ingest(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    host_label: str | None,
-    no_advisor: bool,
-    as_json: bool,
-    **request: Any,
+    store: StoreFlags, host_label: str | None, no_advisor: bool, as_json: bool, **request: Any
 ) -> None:
     """Record a run from a profile or result file your own job wrote.
 
@@ -264,15 +252,12 @@ def ingest(
         perfgate ingest .benchmarks.json --benchmark unit    # unit/test_sort, ...
         perfgate ingest train_metrics.csv --benchmark llama-7b-pretrain
     """
-    from perfgate.reporters.render import ingest_to_dict, render_ingest_text, render_json
+    from perfgate.reporters.render import ingest_to_dict, render_ingest_text
 
-    config = _config(suite, db_url, project, host_label=host_label)
+    config = store.config(host_label=host_label)
     # ``request``: the flags named as IngestRequest's fields (path, benchmark, ...)
     asked = IngestRequest(config=config, advisor=not no_advisor, **request)
-    result = app.ingest_file(asked, progress=_progress_fn())
-    if as_json:
-        if result.advisor_problem:
-            click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)
-        click.echo(render_json(ingest_to_dict(result)), nl=False)
-    else:
-        click.echo(render_ingest_text(result), nl=False)
+    result = app.ingest_file(asked, progress=progress_for_command())
+    if as_json and result.advisor_problem:
+        click.echo(f"perfgate: warning: {result.advisor_problem}", err=True)
+    echo_report(result, as_json, ingest_to_dict, render_ingest_text)

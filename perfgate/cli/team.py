@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import _by_option, _config, _echo_json, cli, store_options
+from perfgate.cli.base import StoreFlags, _by_option, _echo_json, cli, store_options
 
 
 @cli.group()
@@ -25,12 +25,12 @@ def db() -> None:
 @db.command("status")
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def db_status(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+def db_status(store: StoreFlags, as_json: bool) -> None:
     """Show the store's schema revision, this perfgate's head, the engine and the run count.
 
     Reads only: an empty or older database is reported, not created or upgraded.
     """
-    status = stored.db_status(_config(suite, db_url, project))
+    status = stored.db_status(store.config())
     if as_json:
         _echo_json({"store": status.to_dict()})
         return
@@ -50,10 +50,10 @@ def db_status(suite: Path | None, db_url: str | None, project: str | None, as_js
 @db.command("upgrade")
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def db_upgrade(suite: Path | None, db_url: str | None, project: str | None, as_json: bool) -> None:
+def db_upgrade(store: StoreFlags, as_json: bool) -> None:
     """Create the store or migrate it to this perfgate's schema (one transaction: a failed
     migration leaves the database as it was; a newer schema is refused untouched)."""
-    before, after = stored.db_upgrade(_config(suite, db_url, project))
+    before, after = stored.db_upgrade(store.config())
     if as_json:
         _echo_json({"before": before.to_dict(), "after": after.to_dict()})
         return
@@ -74,13 +74,7 @@ def db_upgrade(suite: Path | None, db_url: str | None, project: str | None, as_j
 @click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def db_prune(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    keep_days: int | None,
-    keep_runs: int | None,
-    dry_run: bool,
-    as_json: bool,
+    store: StoreFlags, keep_days: int | None, keep_runs: int | None, dry_run: bool, as_json: bool
 ) -> None:
     """Delete old runs with their measurements, profiles and findings.
 
@@ -88,7 +82,7 @@ def db_prune(
     the runs around a recorded change point, an open alert's run, a baseline reset's run.
     """
     plan = stored.prune_store(
-        _config(suite, db_url, project), keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run
+        store.config(), keep_days=keep_days, keep_runs=keep_runs, dry_run=dry_run
     )
     if as_json:
         _echo_json(
@@ -136,18 +130,14 @@ def alerts() -> None:
 @click.option("--benchmark", help="One benchmark.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def alerts_list(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     statuses: tuple[str, ...],
     show_all: bool,
     benchmark: str | None,
     as_json: bool,
 ) -> None:
     """List alerts, newest first."""
-    found = stored.alerts_of(
-        _config(suite, db_url, project), statuses=statuses, every=show_all, benchmark=benchmark
-    )
+    found = stored.alerts_of(store.config(), statuses=statuses, every=show_all, benchmark=benchmark)
     if as_json:
         _echo_json({"alerts": [a.to_dict() for a in found]})
         return
@@ -163,17 +153,16 @@ def alerts_list(
 
 
 def _triage(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
+    store: StoreFlags,
     alert_id: int,
     action: str,
     by: str | None,
     reason: str,
     state: str | None = None,
 ) -> None:
-    config = _config(suite, db_url, project)
-    alert = stored.triage(config, alert_id, action=action, by=by, reason=reason, state=state)
+    alert = stored.triage(
+        store.config(), alert_id, action=action, by=by, reason=reason, state=state
+    )
     click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
 
 
@@ -181,16 +170,9 @@ def _triage(
 @store_options
 @click.argument("alert_id", type=int)
 @_by_option
-def alerts_ack(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    alert_id: int,
-    by: str | None,
-    reason: str,
-) -> None:
+def alerts_ack(store: StoreFlags, alert_id: int, by: str | None, reason: str) -> None:
     """Acknowledge an alert: the change is real and someone is on it."""
-    _triage(suite, db_url, project, alert_id, "ack", by, reason)
+    _triage(store, alert_id, "ack", by, reason)
 
 
 @alerts.command("ignore")
@@ -205,42 +187,27 @@ def alerts_ack(
 )
 @_by_option
 def alerts_ignore(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    alert_id: int,
-    state: str,
-    by: str | None,
-    reason: str,
+    store: StoreFlags, alert_id: int, state: str, by: str | None, reason: str
 ) -> None:
     """Close an alert as invalid (noise, infrastructure) or wontfix (accepted change)."""
-    _triage(suite, db_url, project, alert_id, "ignore", by, reason, state)
+    _triage(store, alert_id, "ignore", by, reason, state)
 
 
 @alerts.command("fixed")
 @store_options
 @click.argument("alert_id", type=int)
 @_by_option
-def alerts_fixed(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    alert_id: int,
-    by: str | None,
-    reason: str,
-) -> None:
+def alerts_fixed(store: StoreFlags, alert_id: int, by: str | None, reason: str) -> None:
     """Close an alert as fixed."""
-    _triage(suite, db_url, project, alert_id, "fixed", by, reason)
+    _triage(store, alert_id, "fixed", by, reason)
 
 
 @alerts.command("trail")
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def alerts_trail(
-    suite: Path | None, db_url: str | None, project: str | None, as_json: bool
-) -> None:
+def alerts_trail(store: StoreFlags, as_json: bool) -> None:
     """Show who triaged, reset or excluded what, when and why (newest first)."""
-    events = stored.trail(_config(suite, db_url, project))
+    events = stored.trail(store.config())
     if as_json:
         _echo_json({"events": [e.to_dict() for e in events]})
         return
@@ -275,23 +242,11 @@ def baseline() -> None:
 @click.option("--branch", help="Find the commit's first run on this branch only.")
 @_by_option
 def baseline_reset(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    benchmark: str,
-    commit: str,
-    branch: str | None,
-    by: str | None,
-    reason: str,
+    store: StoreFlags, benchmark: str, commit: str, branch: str | None, by: str | None, reason: str
 ) -> None:
     """Accept a change: BENCHMARK's baseline window starts at the first run of COMMIT."""
     reset = stored.reset(
-        _config(suite, db_url, project),
-        benchmark=benchmark,
-        commit=commit,
-        branch=branch,
-        by=by,
-        reason=reason,
+        store.config(), benchmark=benchmark, commit=commit, branch=branch, by=by, reason=reason
     )
     click.echo(
         f"baseline of {benchmark} now starts at run {reset.run_id[:12]} "
@@ -312,16 +267,11 @@ def baseline_reset(
 @click.option("--branch", help="Branch whose windows are exported (default: base_branch).")
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
 def baseline_export(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    out_dir: Path,
-    branch: str | None,
-    benchmarks: tuple[str, ...],
+    store: StoreFlags, out_dir: Path, branch: str | None, benchmarks: tuple[str, ...]
 ) -> None:
     """Write each benchmark's baseline window as versioned JSON, one file per testbed."""
     written = stored.export_baseline_files(
-        _config(suite, db_url, project), out_dir, branch=branch, benchmarks=benchmarks
+        store.config(), out_dir, branch=branch, benchmarks=benchmarks
     )
     for path in written:
         click.echo(f"wrote {path}")
@@ -332,11 +282,9 @@ def baseline_export(
 @baseline.command("import")
 @store_options
 @click.argument("directory", type=click.Path(exists=True, path_type=Path))
-def baseline_import(
-    suite: Path | None, db_url: str | None, project: str | None, directory: Path
-) -> None:
+def baseline_import(store: StoreFlags, directory: Path) -> None:
     """Load baseline JSON files into the store (runs marked imported; idempotent)."""
-    done = stored.import_baseline_files(_config(suite, db_url, project), directory)
+    done = stored.import_baseline_files(store.config(), directory)
     click.echo(
         f"imported {done.added} runs from {done.files} files ({done.already_stored} already stored)"
     )
@@ -356,14 +304,7 @@ def runs_group() -> None:
 @store_options
 @click.argument("run_id")
 @_by_option
-def runs_exclude(
-    suite: Path | None,
-    db_url: str | None,
-    project: str | None,
-    run_id: str,
-    by: str | None,
-    reason: str,
-) -> None:
+def runs_exclude(store: StoreFlags, run_id: str, by: str | None, reason: str) -> None:
     """Leave a run out of every history and baseline window (its id or a 6+ char prefix)."""
-    run = stored.exclude(_config(suite, db_url, project), run_id, by=by, reason=reason)
+    run = stored.exclude(store.config(), run_id, by=by, reason=reason)
     click.echo(f"excluded run {run.id} ({run.benchmark} on {run.git.branch})")

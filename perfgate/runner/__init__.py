@@ -153,10 +153,7 @@ class BenchmarkOutcome:
 
     @property
     def trace_path(self) -> str | None:
-        for rep in self.repeats:
-            if rep.trace_path:
-                return rep.trace_path
-        return None
+        return next((rep.trace_path for rep in self.repeats if rep.trace_path), None)
 
 
 def split_threads(spec: BenchmarkSpec) -> tuple[int, dict[str, ParamValue]]:
@@ -376,7 +373,6 @@ def run_job_repeat(
     need_torch()
     from perfgate.runner.distributed import run_job
 
-    nnodes = launch.nnodes or spec.nnodes
     request = {
         "name": spec.name,
         **_request(spec, params, threads, sys_path, profile=trace_dir is not None),
@@ -388,7 +384,7 @@ def run_job_repeat(
         where=where,
         workdir=workdir / f"job-{repeat}",
         nproc=spec.nproc,
-        nnodes=nnodes,
+        nnodes=launch.nnodes or spec.nnodes,
         launch=launch,
         timeout_s=timeout_s,
     )
@@ -436,50 +432,32 @@ def run_benchmark(
     fresh_trace_dir = trace_dir is not None and not trace_dir.exists()
     try:
         with interruptible(), work_dir() as tmp:
+            common: dict[str, Any] = dict(
+                threads=threads,
+                params=params,
+                workdir=Path(tmp),
+                sys_path=sys_path or [],
+                timeout_s=timeout_s,
+            )
             for repeat in range(spec.repeats):
-                profile_here = trace_dir is not None and repeat == 0 and spec.profiled > 0
+                profiled = trace_dir if repeat == 0 and spec.profiled > 0 else None
+                if profiled is not None:
+                    profiled.mkdir(parents=True, exist_ok=True)
                 if spec.distributed:
-                    if profile_here and trace_dir is not None:
-                        trace_dir.mkdir(parents=True, exist_ok=True)
-                    job = run_job_repeat(
-                        spec,
-                        repeat,
-                        threads=threads,
-                        params=params,
-                        trace_dir=trace_dir if profile_here else None,
-                        workdir=Path(tmp),
-                        sys_path=sys_path or [],
-                        timeout_s=timeout_s,
-                        launch=launch or LaunchOptions(),
+                    launched = run_job_repeat(
+                        spec, repeat, trace_dir=profiled, launch=launch or LaunchOptions(), **common
                     )
-                    if job is None:
+                    if launched is None:
                         break
-                    results.append(job)
-                    if progress is not None:
-                        progress(
-                            repeat_progress(
-                                spec.name, "repeat", repeat + 1, spec.repeats, repeat_value(job)
-                            )
-                        )
-                    continue
-                trace_path = None
-                if profile_here and trace_dir is not None:
-                    trace_dir.mkdir(parents=True, exist_ok=True)
-                    trace_path = trace_dir / f"{spec.name}.pt.trace.json"
-                results.append(
-                    run_repeat(
-                        spec,
-                        repeat,
-                        threads=threads,
-                        params=params,
-                        trace_path=trace_path,
-                        workdir=Path(tmp),
-                        sys_path=sys_path or [],
-                        timeout_s=timeout_s,
+                    result = launched
+                else:
+                    trace_path = (
+                        None if profiled is None else profiled / f"{spec.name}.pt.trace.json"
                     )
-                )
+                    result = run_repeat(spec, repeat, trace_path=trace_path, **common)
+                results.append(result)
                 if progress is not None:
-                    value = repeat_value(results[-1])
+                    value = repeat_value(result)
                     progress(repeat_progress(spec.name, "repeat", repeat + 1, spec.repeats, value))
     except BaseException:
         # A benchmark that fails records nothing: leave no trace directory of it either.

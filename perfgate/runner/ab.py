@@ -140,11 +140,8 @@ def run_pairs(
                     )
                 )
             if progress is not None:
-                base_value, head_value = (
-                    repeat_value(base_results[-1]),
-                    repeat_value(head_results[-1]),
-                )
-                value = f"base ({base_value}), head ({head_value})"
+                base, head = repeat_value(base_results[-1]), repeat_value(head_results[-1])
+                value = f"base ({base}), head ({head})"
                 progress(repeat_progress(spec.name, "pair", i + 1, spec.repeats, value))
     finished = datetime.now(timezone.utc)
 

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 
 class Backend(Protocol):
-    name: str
     device: str
 
     def synchronize(self) -> None: ...
@@ -251,7 +250,6 @@ def base_description() -> dict[str, Any]:
 class CpuBackend:
     """CPU: nothing to synchronise; peak memory is the worker process's peak RSS."""
 
-    name = "cpu"
     device = "cpu"
 
     def synchronize(self) -> None:
@@ -288,7 +286,6 @@ class CudaBackend:
     """CUDA: steps end with ``torch.cuda.synchronize()`` so the clock sees the device's work;
     peak memory is the caching allocator's ``max_memory_allocated``."""
 
-    name = "cuda"
     device = "cuda"
 
     def __init__(self) -> None:

@@ -38,7 +38,6 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -46,7 +45,7 @@ from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
 from perfgate.models import LaunchOptions, ProfileSummary
-from perfgate.runner.lifecycle import WORK_DIR_ENV
+from perfgate.runner.lifecycle import WORK_DIR_ENV, kill_group
 
 DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 """The torch.distributed backend of each device."""
@@ -108,35 +107,23 @@ def _alive_rank(pid: int) -> bool:
         return False
 
 
+def _rank_states(workdir: Path) -> list[tuple[int, int, str]]:
+    """What each rank last wrote of itself: (rank, pid, phase)."""
+    states = []
+    for path in workdir.glob("state-rank*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            states.append((int(data["rank"]), int(data["pid"]), str(data["phase"])))
+    return states
+
+
 def _kill_job(proc: subprocess.Popen[bytes], workdir: Path) -> None:
     """Stop torchrun and every rank it started, whatever state they are in."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for state in workdir.glob("state-rank*.json"):
-        try:
-            pid = int(json.loads(state.read_text(encoding="utf-8"))["pid"])
-        except (OSError, ValueError, KeyError):
-            continue
+    kill_group(proc, TERM_GRACE_S)
+    for _, pid, _ in _rank_states(workdir):
         if _alive_rank(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-
-
-def _states(workdir: Path) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for path in workdir.glob("state-rank*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            out[int(data["rank"])] = str(data["phase"])
-        except (OSError, ValueError, KeyError):
-            continue
-    return out
 
 
 def _first_failure(workdir: Path) -> dict[str, Any] | None:
@@ -170,7 +157,6 @@ def run_job(
     nnodes: int,
     launch: LaunchOptions,
     timeout_s: float,
-    cwd: Path | None = None,
 ) -> dict[str, Any] | None:
     """Launch one torchrun job for ``request`` and return rank 0's result document.
 
@@ -204,16 +190,16 @@ def run_job(
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=cwd,
             start_new_session=True,
         )
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_job(proc, workdir)
-            states = _states(workdir)
             unfinished = ", ".join(
-                f"rank {r} ({phase})" for r, phase in sorted(states.items()) if phase != "done"
+                f"rank {r} ({phase})"
+                for r, _, phase in sorted(_rank_states(workdir))
+                if phase != "done"
             )
             raise RunnerError(
                 f"{where}: the job did not finish within {timeout_s:g} s and was killed"
@@ -247,10 +233,10 @@ def run_job(
 
 
 def _state(workdir: str, rank: int, phase: str) -> None:
-    path = os.path.join(workdir, f"state-rank{rank}.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump({"rank": rank, "pid": os.getpid(), "phase": phase}, fh)
-    os.replace(path + ".tmp", path)
+    from perfgate.runner.worker import write_json
+
+    state = {"rank": rank, "pid": os.getpid(), "phase": phase}
+    write_json(os.path.join(workdir, f"state-rank{rank}.json"), state)
 
 
 def summarise_profile(path: str, rank: int) -> ProfileSummary:
@@ -385,50 +371,24 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     }
 
 
-def _write(path: str, doc: Mapping[str, Any]) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(path + ".tmp", path)
-
-
 def main(argv: Sequence[str]) -> int:
     """One rank of a job (run by torchrun): measure, and rank 0 writes the result."""
-    from perfgate.runner.worker import EntryError
+    from perfgate.runner.worker import failure, read_request, write_json
 
-    with open(argv[0], encoding="utf-8") as fh:
-        request = json.load(fh)
+    request = read_request(argv[0])
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     workdir = str(request["workdir"])
-    for path in request.get("sys_path", []):
-        if path not in sys.path:
-            sys.path.insert(0, path)
     _state(workdir, rank, "starting")
     try:
         result = _measure_rank(request, rank, local_rank)
-    except EntryError as exc:
-        _write(
-            os.path.join(workdir, f"error-rank{rank}.json"),
-            {"ok": False, "kind": "config", "rank": rank, "message": str(exc), "time": time.time()},
-        )
-        return 2
     except BaseException as exc:  # the benchmark's code (or the job) failed: say which rank
-        frames = traceback.extract_tb(exc.__traceback__)
-        at = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-        _write(
-            os.path.join(workdir, f"error-rank{rank}.json"),
-            {
-                "ok": False,
-                "kind": "runner",
-                "rank": rank,
-                "message": f"{type(exc).__name__}: {exc}{at}",
-                "traceback": traceback.format_exc(),
-                "time": time.time(),
-            },
-        )
-        return 3
+        doc, code = failure(exc)
+        error = {**doc, "rank": rank, "time": time.time()}
+        write_json(os.path.join(workdir, f"error-rank{rank}.json"), error)
+        return code
     if rank == 0:
-        _write(str(request["result_path"]), result)
+        write_json(str(request["result_path"]), result)
     _state(workdir, rank, "done")
     return 0
 

@@ -67,11 +67,7 @@ def collect_fingerprint(
 
 
 def build_fingerprint(
-    env: Mapping[str, Any],
-    *,
-    device: str,
-    params: Mapping[str, ParamValue],
-    host_label: str = "",
+    env: Mapping[str, Any], *, device: str, params: Mapping[str, ParamValue], host_label: str = ""
 ) -> Fingerprint:
     """Fingerprint of a ``run`` from a worker's environment description and the comparable
     parameters (the CPU as the worker saw it; OS and Python here)."""

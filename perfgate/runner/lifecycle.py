@@ -91,25 +91,21 @@ def interruptible() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    if _depth > 0:
-        _depth += 1
-        try:
-            yield
-        finally:
-            _depth -= 1
-        return
-    previous = {s: signal.getsignal(s) for s in _SIGNALS}
-    _stopping = False
-    for s in _SIGNALS:
-        signal.signal(s, _raise)
-    _depth = 1
+    previous = None
+    if _depth == 0:
+        previous = {s: signal.getsignal(s) for s in _SIGNALS}
+        _stopping = False
+        for s in _SIGNALS:
+            signal.signal(s, _raise)
+    _depth += 1
     try:
         yield
     finally:
-        _depth = 0
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        _stopping = False
+        _depth -= 1
+        if previous is not None:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            _stopping = False
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
@@ -117,10 +113,8 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> 
     process in its group: SIGTERM, ``grace_s`` to exit, then SIGKILL to what is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
     # The leader may be gone while processes it started still hold the group.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)

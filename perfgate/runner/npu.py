@@ -60,7 +60,6 @@ def cann_version(env: Mapping[str, str]) -> str:
 class NpuBackend:
     """Ascend NPU through torch_npu (which registers ``torch.npu`` when imported)."""
 
-    name = "npu"
     device = "npu"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
@@ -140,9 +139,7 @@ class NpuBackend:
                 f"{self.aic_metrics!r}: not known to this torch_npu ({exc})"
             ) from exc
         return prof._ExperimentalConfig(
-            profiler_level=level,
-            aic_metrics=metrics,
-            export_type=prof.ExportType.Text,
+            profiler_level=level, aic_metrics=metrics, export_type=prof.ExportType.Text
         )
 
     def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:

@@ -23,6 +23,7 @@ first call is held only by the cap (nothing is known about its speed yet).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import subprocess
 import time
@@ -119,10 +120,8 @@ def wait_for_worker(
             if deadline >= cap:
                 raise subprocess.TimeoutExpired(proc.args, timeout_s)
             raise RunnerError(f"{where}: {why}; the worker was killed (a hung step?{_FIXED}")
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             return proc.wait(timeout=min(POLL_S, deadline - now))
-        except subprocess.TimeoutExpired:
-            pass
         if not derive or not progress.read():
             continue
         now = time.monotonic()

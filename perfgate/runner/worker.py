@@ -69,34 +69,21 @@ def address_layout() -> str:
     return "fixed" if current & ADDR_NO_RANDOMIZE else "randomized"
 
 
-def fix_address_layout() -> bool:
-    """Turn address-space randomisation off for the images this process executes next;
-    True when it is now off (it takes effect at the next ``execve``), False where the kernel
-    refused it or there is no such thing (then nothing changed)."""
-    current = _personality(_PERSONALITY_QUERY)
-    if current < 0:
-        return False
-    if current & ADDR_NO_RANDOMIZE:
-        return True
-    _personality(current | ADDR_NO_RANDOMIZE)
-    return address_layout() == "fixed"
-
-
 def setup_process(request: Mapping[str, Any], argv: list[str]) -> None:
     """Set the worker process up as the request asks, before anything else is imported: a
     fixed address layout (re-executing this worker with randomisation off, once: the
     re-executed process finds it off and goes on) and the CPU it is pinned to."""
     if request.get("fixed_layout") and address_layout() == "randomized":
-        if fix_address_layout():
+        # off for the images this process executes next, where the kernel allows it
+        _personality(_personality(_PERSONALITY_QUERY) | ADDR_NO_RANDOMIZE)
+        if address_layout() == "fixed":
             sys.stdout.flush()
             sys.stderr.flush()
             os.execv(sys.executable, [sys.executable, "-m", "perfgate.runner.worker", *argv])
     cpu = request.get("pin_cpu")
     if isinstance(cpu, int) and not isinstance(cpu, bool) and hasattr(os, "sched_setaffinity"):
-        try:
+        with contextlib.suppress(OSError):  # not a CPU this process may use: it runs unpinned
             os.sched_setaffinity(0, {cpu})
-        except OSError:
-            pass  # not a CPU this process may use: it runs unpinned
 
 
 class EntryError(Exception):
@@ -330,38 +317,51 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def failure(exc: BaseException) -> tuple[dict[str, Any], int]:
+    """The result document of a run that raised ``exc``, and the exit code: the entry's
+    configuration (:class:`EntryError`, 2) or the benchmark's own code, whatever it raised
+    (3, with where)."""
+    if isinstance(exc, EntryError):
+        return {"ok": False, "kind": "config", "message": str(exc)}, 2
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    message = f"{type(exc).__name__}: {exc}{where}"
+    return {
+        "ok": False,
+        "kind": "runner",
+        "message": message,
+        "traceback": traceback.format_exc(),
+    }, 3
+
+
+def write_json(path: str, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` at ``path`` at once (through a temporary file): a reader never sees half."""
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(path + ".tmp", path)
+
+
+def read_request(path: str) -> dict[str, Any]:
+    """The request at ``path``, with its ``sys_path`` put first on :data:`sys.path`."""
+    with open(path, encoding="utf-8") as fh:
+        request: dict[str, Any] = json.load(fh)
+    for entry in request.get("sys_path", []):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    return request
+
+
 def main(argv: list[str]) -> int:
     from perfgate.runner.lifecycle import die_with_parent
 
     die_with_parent()
-    request_path = argv[0]
-    with open(request_path, encoding="utf-8") as fh:
-        request = json.load(fh)
+    request = read_request(argv[0])
     setup_process(request, argv)
-    result_path = request["result_path"]
-    for path in request.get("sys_path", []):
-        if path not in sys.path:
-            sys.path.insert(0, path)
     try:
-        result = _measure(request)
-        code = 0
-    except EntryError as exc:
-        result = {"ok": False, "kind": "config", "message": str(exc)}
-        code = 2
+        result, code = _measure(request), 0
     except BaseException as exc:  # the benchmark's own code failed: report it, whatever it was
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-        result = {
-            "ok": False,
-            "kind": "runner",
-            "message": f"{type(exc).__name__}: {exc}{where}",
-            "traceback": traceback.format_exc(),
-        }
-        code = 3
-    tmp = result_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, result_path)
+        result, code = failure(exc)
+    write_json(request["result_path"], result)
     return code
 
 

@@ -44,12 +44,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from perfgate.workloads import cnn, mlp
-from perfgate.workloads.base import (
-    Workload,
-    extra_rows,
-    extra_work,
-    record_collective_wait,
-)
+from perfgate.workloads.base import Workload, extra_rows, extra_work, record_collective_wait
 
 
 def _require_group() -> tuple[int, int]:
@@ -59,15 +54,6 @@ def _require_group() -> tuple[int, int]:
             "(or nproc = N in the suite entry)"
         )
     return dist.get_rank(), dist.get_world_size()
-
-
-def _check_knobs(straggler_extra: float, extra_allreduce: int, bucket_cap_mb: float) -> None:
-    if straggler_extra < 0:
-        raise ValueError(f"straggler_extra must be >= 0, got {straggler_extra}")
-    if extra_allreduce < 0:
-        raise ValueError(f"extra_allreduce must be >= 0, got {extra_allreduce}")
-    if bucket_cap_mb <= 0:
-        raise ValueError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")
 
 
 def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
@@ -151,6 +137,31 @@ def _ddp_step(
     return step
 
 
+def _build(
+    make_model: Callable[[], nn.Module],
+    shape: tuple[int, ...],
+    device: str,
+    classes: int,
+    params: dict[str, Any],
+    **knobs: Any,
+) -> Workload:
+    """``make_model()`` under DDP, trained on a batch of ``shape`` drawn with the rank's seed;
+    ``knobs``: the multi-device ones (see the module)."""
+    rank, _ = _require_group()
+    for knob in ("straggler_extra", "extra_allreduce"):
+        if knobs[knob] < 0:
+            raise ValueError(f"{knob} must be >= 0, got {knobs[knob]}")
+    if knobs["bucket_cap_mb"] <= 0:
+        raise ValueError(f"bucket_cap_mb must be > 0, got {knobs['bucket_cap_mb']}")
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    torch.manual_seed(1000 + rank)
+    x = torch.randn(*shape, device=device)
+    y = torch.randint(0, classes, (shape[0],), device=device)
+    step = _ddp_step(model, device, x, y, rank=rank, **knobs)
+    return Workload(step=step, batch_size=shape[0], params={**params, **knobs})
+
+
 def build_mlp(
     device: str = "cpu",
     batch_size: int = 128,
@@ -164,34 +175,18 @@ def build_mlp(
     bucket_cap_mb: float = 25.0,
 ) -> Workload:
     """The MLP of :mod:`perfgate.workloads.mlp` under DDP; ``batch_size`` is per rank."""
-    rank, _ = _require_group()
-    _check_knobs(straggler_extra, extra_allreduce, bucket_cap_mb)
-    torch.manual_seed(0)
-    model = mlp.make_model(features, hidden, classes).to(device)
-    torch.manual_seed(1000 + rank)
-    x = torch.randn(batch_size, features, device=device)
-    y = torch.randint(0, classes, (batch_size,), device=device)
-    step = _ddp_step(
-        model,
+    return _build(
+        lambda: mlp.make_model(features, hidden, classes),
+        (batch_size, features),
         device,
-        x,
-        y,
-        rank=rank,
+        classes,
+        {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes},
         slowdown=slowdown,
         straggler_rank=straggler_rank,
         straggler_extra=straggler_extra,
         extra_allreduce=extra_allreduce,
         bucket_cap_mb=bucket_cap_mb,
     )
-    params = {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes}
-    knobs = {
-        "slowdown": slowdown,
-        "straggler_rank": straggler_rank,
-        "straggler_extra": straggler_extra,
-        "extra_allreduce": extra_allreduce,
-        "bucket_cap_mb": bucket_cap_mb,
-    }
-    return Workload(step=step, batch_size=batch_size, params={**params, **knobs})
 
 
 def build_cnn(
@@ -207,36 +202,21 @@ def build_cnn(
     bucket_cap_mb: float = 25.0,
 ) -> Workload:
     """The CNN of :mod:`perfgate.workloads.cnn` under DDP; ``batch_size`` is per rank."""
-    rank, _ = _require_group()
-    _check_knobs(straggler_extra, extra_allreduce, bucket_cap_mb)
-    torch.manual_seed(0)
-    model = cnn.make_model(channels, classes).to(device)
-    torch.manual_seed(1000 + rank)
-    x = torch.randn(batch_size, 3, image_size, image_size, device=device)
-    y = torch.randint(0, classes, (batch_size,), device=device)
-    step = _ddp_step(
-        model,
-        device,
-        x,
-        y,
-        rank=rank,
-        slowdown=slowdown,
-        straggler_rank=straggler_rank,
-        straggler_extra=straggler_extra,
-        extra_allreduce=extra_allreduce,
-        bucket_cap_mb=bucket_cap_mb,
-    )
     params = {
         "batch_size": batch_size,
         "image_size": image_size,
         "channels": channels,
         "classes": classes,
     }
-    knobs = {
-        "slowdown": slowdown,
-        "straggler_rank": straggler_rank,
-        "straggler_extra": straggler_extra,
-        "extra_allreduce": extra_allreduce,
-        "bucket_cap_mb": bucket_cap_mb,
-    }
-    return Workload(step=step, batch_size=batch_size, params={**params, **knobs})
+    return _build(
+        lambda: cnn.make_model(channels, classes),
+        (batch_size, 3, image_size, image_size),
+        device,
+        classes,
+        params,
+        slowdown=slowdown,
+        straggler_rank=straggler_rank,
+        straggler_extra=straggler_extra,
+        extra_allreduce=extra_allreduce,
+        bucket_cap_mb=bucket_cap_mb,
+    )
