@@ -57,7 +57,7 @@ import numpy as np
 from scipy import special
 
 from perfgate.metrics import is_time
-from perfgate.models import Comparison, MetricPolicy, RunPoint, Verdict
+from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.decide import (
     ALPHA,
     MIN_BASELINE_RUNS,
@@ -486,37 +486,21 @@ def _fit_level(
     dof = max(n - 1, 0)
     if n >= TRIM_MIN_RUNS:
         xbar = float(np.mean(xk))
-        sxx = float(np.sum((xk - xbar) ** 2))
-        b = float(np.sum((xk - xbar) * (zk - mean))) / sxx
-        r = zk - (mean + b * (xk - xbar))
-        s2 = float(np.sum(r * r)) / (n - 2)
-        if s2 > 0 and 2.0 * special.stdtr(n - 2, -abs(b) / math.sqrt(s2 / sxx)) < POOL_P:
-            slope = b
+        drift = _drift(zk, xk - xbar, mean)
+        if drift is not None:
+            slope, sxx, resid = drift
             level = mean + slope * (k - xbar)
             factor = 1.0 / n + (k - xbar) ** 2 / sxx
-            resid, dof = r, n - 2
+            dof = n - 2
             words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
     var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
     if n >= TRIM_MIN_RUNS + RECENT_RUNS and var > 0:
-        # the last runs against the earlier ones, the lone outliers counted on both sides:
-        # a runner that became noisier shows first in tail events near the end, and a
-        # runner whose tail events happen anywhere shows them earlier too
-        seen = np.flatnonzero(noise_mask | lone)
-        dev_all = z[seen] - (mean + slope * (seen - xbar))
-        dev, early = dev_all[-RECENT_RUNS:], dev_all[:-RECENT_RUNS]
-        early_dof = max(
-            dof
-            - int(np.sum(noise_mask[seen[-RECENT_RUNS:]]))
-            + int(np.sum(lone[seen[:-RECENT_RUNS]])),
-            1,
-        )
-        v_recent = float(np.sum(dev * dev)) / RECENT_RUNS
-        v_early = float(np.sum(early * early)) / early_dof
-        ratio = v_recent / v_early if v_early > 0 else 0.0
-        if ratio > 1 and special.fdtrc(RECENT_RUNS, early_dof, ratio) < ALPHA:
-            var, dof = v_recent, RECENT_RUNS
+        model = mean + slope * (np.arange(k) - xbar)
+        recent = _noisier_lately(z - model, noise_mask, lone, dof)
+        if recent is not None:
+            var, dof = recent[0], RECENT_RUNS
             words.append(
-                f"the last {RECENT_RUNS} runs spread {math.sqrt(ratio):.1f}x more than the "
+                f"the last {RECENT_RUNS} runs spread {recent[1]:.1f}x more than the "
                 "earlier ones: judged with their spread"
             )
     if tail:
@@ -529,6 +513,41 @@ def _fit_level(
         )
     evidence = np.concatenate((resid, z[lone] - level)) if lone.any() else resid
     return _Level(level, factor, var, dof, evidence, "; ".join(words), z[rare] - level, robust)
+
+
+def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.ndarray] | None:
+    """A least-squares slope of runs ``z`` at centred places ``x``, its sum of squares of
+    ``x`` and the residuals, when its t test has p < ``POOL_P`` (a preliminary test's
+    usual level); else None."""
+    sxx = float(np.sum(x * x))
+    b = float(np.sum(x * (z - mean))) / sxx
+    r = z - (mean + b * x)
+    s2 = float(np.sum(r * r)) / (z.size - 2)
+    if s2 > 0 and 2.0 * special.stdtr(z.size - 2, -abs(b) / math.sqrt(s2 / sxx)) < POOL_P:
+        return b, sxx, r
+    return None
+
+
+def _noisier_lately(
+    dev: np.ndarray, noise: np.ndarray, lone: np.ndarray, dof: int
+) -> tuple[float, float] | None:
+    """The last ``RECENT_RUNS`` runs' variance and how many times the earlier runs' SD they
+    spread, when an F test at ``ALPHA`` says they spread more (the runner became noisier);
+    else None. ``dev``: the runs' deviations from the model; the lone outliers count on
+    both sides: a runner that became noisier shows first in tail events near the end, and
+    a runner whose tail events happen anywhere shows them earlier too."""
+    seen = np.flatnonzero(noise | lone)
+    late, early = dev[seen[-RECENT_RUNS:]], dev[seen[:-RECENT_RUNS]]
+    early_dof = max(
+        dof - int(np.sum(noise[seen[-RECENT_RUNS:]])) + int(np.sum(lone[seen[:-RECENT_RUNS]])),
+        1,
+    )
+    v_late = float(np.sum(late * late)) / RECENT_RUNS
+    v_early = float(np.sum(early * early)) / early_dof
+    ratio = v_late / v_early if v_early > 0 else 0.0
+    if ratio > 1 and special.fdtrc(RECENT_RUNS, early_dof, ratio) < ALPHA:
+        return v_late, math.sqrt(ratio)
+    return None
 
 
 def _rank_p(fit: _Level, change: float, runs: int) -> float:
@@ -997,6 +1016,32 @@ def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
     return f"{min_effect:g}% minimum effect"
 
 
+def _own_unsure(
+    ev: Evidence, policy: MetricPolicy, min_effect: float, alpha: float, direction: Direction
+) -> str:
+    """Why a change that is unchanged with its whole job's move in it cannot be called
+    unchanged: net of the job it may be worse than the minimum effect (a runner that moved
+    and a change to every benchmark read the same); '' when it is unchanged either way."""
+    if ev.own is None:
+        return ""
+    own = replace(ev, change=ev.own[0], sd=ev.own[1])
+    bound = own.worse_bound(worse_sign(direction), alpha)
+    outcome = classify_change(
+        change_pct=own.change_pct,
+        p_adjusted=1.0,
+        min_effect_pct=min_effect,
+        alpha=alpha,
+        worse_bound_pct=bound,
+        direction=direction,
+    )
+    if outcome is Outcome.UNCHANGED:
+        return ""
+    return (
+        f"{ev.job_move}; net of the job's move it is {own.change_pct:+.1f}% and may be up to "
+        f"{abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+    )
+
+
 def _judge(
     candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int, level: float
 ) -> Comparison:
@@ -1022,26 +1067,10 @@ def _judge(
         direction=cur.direction,
     )
     blind = ""
-    if outcome is Outcome.UNCHANGED and ev.own is not None:
-        own = replace(ev, change=ev.own[0], sd=ev.own[1])
-        own_bound = own.worse_bound(worse_sign(cur.direction), alpha)
-        if (
-            classify_change(
-                change_pct=own.change_pct,
-                p_adjusted=1.0,
-                min_effect_pct=min_effect,
-                alpha=alpha,
-                worse_bound_pct=own_bound,
-                direction=cur.direction,
-            )
-            is not Outcome.UNCHANGED
-        ):
-            outcome = Outcome.BLIND
-            blind = (
-                f"{ev.job_move}; net of the job's move it is {own.change_pct:+.1f}% and may "
-                f"be up to {abs(own_bound):.1f}% worse, beyond the "
-                f"{_effect_words(policy, min_effect)}"
-            )
+    if outcome is Outcome.UNCHANGED:
+        blind = _own_unsure(ev, policy, min_effect, alpha, cur.direction)
+    if blind:
+        outcome = Outcome.BLIND
     words = Words(
         moved=f"{abs(change_pct):.1f}% {word}",
         against=f"than the level of its {k} baseline runs",
