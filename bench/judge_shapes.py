@@ -294,6 +294,14 @@ def _rows() -> list[Row]:
     rows = [Row(f"A/A: {name}", "aa", shape, weight=w) for name, shape, w in nuisances]
     rows.append(Row("A/A: short, 3 runs x 1 repeat", "aa", short))
     rows.append(Row("A/A: new suite of 10, 2 runs x 3 repeats", "aa", r(base, runs=2)))
+    for b in (3, 4):
+        rows.append(
+            Row(
+                f"A/A of the others: gate of {b}, one benchmark 2x faster",
+                "aa",
+                r(base, benchmarks=b, change=math.log(0.5)),
+            )
+        )
     rows.append(Row("A/A: new suite of 10, 2 runs x 1 repeat", "aa", r(base, runs=2, repeats=1)))
     rows.append(
         Row(

@@ -124,6 +124,31 @@ def test_a_change_hidden_by_a_whole_job_move_is_not_called_unchanged() -> None:
     assert "the whole job moved" in b0.reason and "net of the job's move" in b0.reason
 
 
+def test_one_benchmark_s_change_never_moves_the_others_of_a_small_gate() -> None:
+    """Three benchmarks whose jobs move them together (2%), one twice as fast. Each one's
+    job factor came from the two others: their median is their mean, so the fast one made
+    the others' job 25% faster and they failed the gate as +41% regressions (on the tree
+    before, in 60 of 60 seeds). A job factor now needs three other benchmarks."""
+    rng = np.random.default_rng(0)
+    job = rng.normal(0.0, 0.02, 31)
+    baseline: dict[str, list[list[float]]] = {}
+    current: dict[str, list[float]] = {}
+    for b in range(3):
+        values = [
+            list(100.0 * np.exp(job[i] + rng.normal(0, 0.005) + rng.normal(0, 0.008, 3)))
+            for i in range(31)
+        ]
+        baseline[f"b{b}"] = values[:-1]
+        current[f"b{b}"] = [v * (0.5 if b == 0 else 1.0) for v in values[-1]]
+    judged = perfgate.judge(baseline, current)
+    assert judged["b0"].verdict == "improvement"
+    assert judged["b1"].verdict != "regression" and judged["b2"].verdict != "regression"
+    assert abs(judged["b1"].change_pct) < 10 and abs(judged["b2"].change_pct) < 10
+    # a new suite of three with two runs each: no job factor, so nobody is judged yet
+    short = {b: runs[:2] for b, runs in baseline.items()}
+    assert {j.verdict for j in perfgate.judge(short, current).values()} == {"no_baseline"}
+
+
 def test_a_drift_on_main_is_modelled_not_a_reason_to_refuse() -> None:
     rng = np.random.default_rng(13)
     runs = [

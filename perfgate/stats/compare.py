@@ -89,8 +89,9 @@ POOL_P = 0.25
 as zero (process and job estimates pooled) when its F test has p above it, and a drift is
 fitted when its slope's t test has p below it."""
 JOB_MIN = 3
-"""Benchmarks of one metric a gate needs to estimate the job factor they share (one or two
-cannot tell a slower runner from a change)."""
+"""Other benchmarks of one metric a series' job factor is estimated from: their median
+stands when one of them changed (the median of two is their mean: one benchmark 50%
+slower would make the other's job factor 25% slower, and it an improvement)."""
 RECENT_RUNS = 5
 """The last runs of a window checked for a runner that became noisier."""
 PRIOR_MAX_DOF = 50.0
@@ -569,8 +570,8 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
     of the series' deviations from their own median, and the current job's; with them,
     each series' job factor from the *other* series alone (a row per series, the current
     job's last), so one benchmark's own change or noise never moves its own job factor.
-    ``None`` under ``JOB_MIN`` series: one or two cannot tell a job from a change."""
-    if len(group) < JOB_MIN:
+    ``None`` under ``JOB_MIN + 1`` series: fewer cannot tell a job from a change."""
+    if len(group) <= JOB_MIN:
         return None
     k = max(s.z.size for s in group)
     dev = np.full((len(group), k + 1), np.nan)
@@ -583,7 +584,7 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
     others = np.zeros_like(dev)
     for j in range(len(group)):
         rest = np.delete(dev, j, axis=0)
-        enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN - 1
+        enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN
         others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
     return job[:k], float(job[k]), others
 
@@ -1135,8 +1136,8 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
     alpha = min((candidates[i].alpha for i in tested), default=ALPHA)
     called = sum(p < alpha for p in adjusted)
     level = 1.0 - max(called, 1) * alpha / max(m, 1)
-    # a series of 1-2 runs is judged on its runner's noise: the gate's other benchmarks of
-    # its metric with a history of their own (the empirical prior needs three)
+    # a series of 1-2 runs is judged on its runner's noise, net of the job factor: the
+    # metric needs JOB_MIN + 1 series of two runs or more (the job factor and a spread)
     known = Counter(
         candidates[i].current.metric for i in tested if len(candidates[i].baseline) >= 2
     )
@@ -1144,7 +1145,7 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
         cand = candidates[i]
         judged = _judge(cand, ev, p_adj, m, level)
         if len(cand.baseline) < MIN_BASELINE_RUNS:
-            if known[cand.current.metric] < 3:
+            if known[cand.current.metric] <= JOB_MIN:
                 judged = _no_baseline(cand)
             elif judged.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
                 judged = _no_baseline(cand, judged.mde_pct)
