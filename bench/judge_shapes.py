@@ -130,6 +130,8 @@ class Shape:
     normal run after them)."""
     change: float = 0.0
     """The change of benchmark 0 in the current run (every repeat)."""
+    changed: int = 1
+    """How many benchmarks (0, 1, ...) ``change`` moves: a PR that touches several."""
     steps: int = 0
     """When > 0, each repeat's value is further the median of this many i.i.d. steps of
     log-sd ``step_sd`` (the short-history rows: one repeat, no job noise)."""
@@ -220,7 +222,7 @@ def draw(shape: Shape, rng: np.random.Generator, gates: int = 1) -> np.ndarray:
     if shape.blip:
         start = rng.integers(0, n - 3, (g, 1))
         x[:, 0, :] += shape.blip * ((idx >= start) & (idx < start + 2))
-    x[:, 0, n - 1] += shape.change
+    x[:, : shape.changed, n - 1] += shape.change
     return x[..., None] + proc
 
 
@@ -294,12 +296,13 @@ def _rows() -> list[Row]:
     rows = [Row(f"A/A: {name}", "aa", shape, weight=w) for name, shape, w in nuisances]
     rows.append(Row("A/A: short, 3 runs x 1 repeat", "aa", short))
     rows.append(Row("A/A: new suite of 10, 2 runs x 3 repeats", "aa", r(base, runs=2)))
-    for b in (3, 4):
+    for b, k in ((3, 1), (4, 1), (5, 2), (10, 3), (10, 5)):
+        what = "one benchmark" if k == 1 else f"{k} benchmarks"
         rows.append(
             Row(
-                f"A/A of the others: gate of {b}, one benchmark 2x faster",
+                f"A/A of the others: gate of {b}, {what} 2x faster",
                 "aa",
-                r(base, benchmarks=b, change=math.log(0.5)),
+                r(base, benchmarks=b, change=math.log(0.5), changed=k),
             )
         )
     rows.append(Row("A/A: new suite of 10, 2 runs x 1 repeat", "aa", r(base, runs=2, repeats=1)))
@@ -338,6 +341,7 @@ def _rows() -> list[Row]:
             "power +8%: job +8% mode in 30% of jobs", "power", r(base, change=LN8, job_mode=0.3), p8
         ),
         Row("power +8%: 50 benchmarks", "power", r(base, change=LN8, benchmarks=50), p8, 0.3),
+        Row("power +8%: 3 of 10 benchmarks +8%", "power", r(base, change=LN8, changed=3), p8),
         Row(p5, "power", r(cov1, change=LN5), weight=0.5),
         Row(
             "power +5%, gate 20, CoV 1%: t3 job tails",

@@ -149,6 +149,21 @@ def test_one_benchmark_s_change_never_moves_the_others_of_a_small_gate() -> None
     assert {j.verdict for j in perfgate.judge(short, current).values()} == {"no_baseline"}
 
 
+def test_a_pr_that_speeds_up_half_the_gate_fails_none_of_the_rest() -> None:
+    """Five of ten benchmarks twice as fast. The current job's factor was the median of the
+    benchmarks' deviations: half of them 50% faster put it between the two groups and the
+    unchanged five became regressions (on the tree before: 99% of such gates failed). It is
+    now where most benchmarks agree (within the outlier bound of how one job's benchmarks
+    disagree), the unmoved level on a tie."""
+    for seed in range(5):
+        baseline, current = _gate(100 + seed)
+        for b in range(5):
+            current[f"b{b}"] = [v * 0.5 for v in current[f"b{b}"]]
+        judged = perfgate.judge(baseline, current)
+        assert all(judged[f"b{b}"].verdict == "improvement" for b in range(5)), seed
+        assert all(judged[f"b{b}"].verdict != "regression" for b in range(5, 10)), seed
+
+
 def test_a_drift_on_main_is_modelled_not_a_reason_to_refuse() -> None:
     rng = np.random.default_rng(13)
     runs = [

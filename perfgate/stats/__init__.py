@@ -23,13 +23,17 @@ Assumptions, in plain words:
   runner, a turbo state, a neighbour that slows every benchmark of that job. Runs of the
   gate's benchmarks at the same place counted from the newest belong to one job. Each
   benchmark's job factor is the median of the *other* benchmarks' deviations from their
-  own medians in that job (three or more benchmarks of the metric; one benchmark's change
-  never moves its own job factor), and it is taken out of the benchmark's runs and of the
-  current run when that leaves the gate's series less spread than they were. What is left
-  is the benchmark's own noise. The job factor is judged apart: a current job far beyond
-  what the window's jobs did (the same model as one series, at the gate's strictest bar,
-  alpha over its tests) moved the whole job, and every benchmark's change is called with
-  the job's part in it, its reason saying the whole job moved.
+  own medians in that job (three others at least: the median of two is their mean, and
+  one benchmark's change would move it), and it is taken out of the benchmark's runs and
+  of the current run when that leaves the gate's series less spread than they were. In
+  the current job a PR may have changed several benchmarks, so its factor is where most
+  benchmarks agree: those within the outlier bound (5 robust SDs) of how one job's
+  benchmarks disagree in the window, the unmoved level on a tie; a benchmark farther out
+  changed and lends nothing. What is left is the benchmark's own noise. The job factor is
+  judged apart: a current job far beyond what the window's jobs did (the same model as one
+  series, at the gate's strictest bar, alpha over its tests) moved the whole job, and
+  every benchmark's change is called with the job's part in it, its reason saying the
+  whole job moved (and an ``unchanged`` must hold net of the job's move too).
 * Each series' model over its window: from 10 runs on, a run beyond 5 robust SDs of the
   window's median is not noise. Two or more in a row are an excursion of the level (a
   regression merged and reverted, a slower runner for a while): over, it leaves the level

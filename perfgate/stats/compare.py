@@ -586,7 +586,44 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
         rest = np.delete(dev, j, axis=0)
         enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN
         others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
+    # the current job: where most benchmarks agree, not their median (a change to several
+    # benchmarks would drag a median between them and the rest, and blame the rest); a
+    # benchmark beyond the outlier bound of the others' disagreement changed
+    radius = OUTLIER_MADS * _job_spread(dev[:, :k])
+    agree = _agreeing(dev[:, k], radius) if radius > 0 else None
+    if agree is not None:
+        cur = dev[:, k]
+        job[k] = float(np.median(cur[agree]))
+        for j in range(len(group)):
+            rest = agree & (np.arange(len(group)) != j)
+            others[j, k] = float(np.median(cur[rest])) if rest.sum() >= JOB_MIN else job[k]
     return job[:k], float(job[k]), others
+
+
+def _job_spread(dev: np.ndarray) -> float:
+    """How far the benchmarks of one job disagree: the robust SD of the deviations across
+    the benchmarks of each past job, the median over jobs (0 without a past job of three)."""
+    ok = np.sum(~np.isnan(dev), axis=0) >= JOB_MIN
+    if not ok.any():
+        return 0.0
+    d = dev[:, ok]
+    mads = np.nanmedian(np.abs(d - np.nanmedian(d, axis=0)), axis=0)
+    return MAD_TO_SD * float(np.median(mads))
+
+
+def _agreeing(values: np.ndarray, radius: float) -> np.ndarray | None:
+    """The benchmarks whose current deviations agree on one level: of the values with the
+    most others within ``radius`` (the outlier bound of how one job's benchmarks
+    disagree: farther is not noise), the one whose neighbours' median is nearest 0 (no move, on a tie), and its
+    neighbours; None when no JOB_MIN of them agree."""
+    near = np.abs(values[:, None] - values[None, :]) <= radius
+    counts = near.sum(axis=1)
+    if counts.max() < JOB_MIN:
+        return None
+    best = np.flatnonzero(counts == counts.max())
+    at = min(best, key=lambda i: abs(float(np.median(values[near[i]]))))
+    agree: np.ndarray = near[at]
+    return agree
 
 
 def _job_explains(group: Sequence[_Series], others: np.ndarray) -> bool:
