@@ -180,11 +180,11 @@ def decided(
             f"{alpha:g}; {w.evidence})"
         )
         return Verdict.INCONCLUSIVE, (
-            f"{w.moved}, but it cannot be called unchanged: {why}; {w.caught}{advice}"
+            f"{w.moved} {w.against}, but it cannot be called unchanged: {why}; {w.caught}{advice}"
         )
     return Verdict.UNCHANGED, (
-        f"{w.moved}: at most {bound:.1f}% worse (bound at alpha {alpha:g}), within the "
-        f"{w.effect} ({w.evidence}); {w.caught}"
+        f"{w.moved} {w.against}: at most {bound:.1f}% worse (bound at alpha {alpha:g}), "
+        f"within the {w.effect} ({w.evidence}); {w.caught}"
     )
 
 
