@@ -152,9 +152,10 @@ def test_one_benchmark_s_change_never_moves_the_others_of_a_small_gate() -> None
 def test_a_pr_that_speeds_up_half_the_gate_fails_none_of_the_rest() -> None:
     """Five of ten benchmarks twice as fast. The current job's factor was the median of the
     benchmarks' deviations: half of them 50% faster put it between the two groups and the
-    unchanged five became regressions (on the tree before: 99% of such gates failed). It is
-    now where most benchmarks agree (within the outlier bound of how one job's benchmarks
-    disagree), the unmoved level on a tie."""
+    unchanged five became regressions (on the tree before: 99% of such gates failed). Only
+    the benchmarks that agree on one level lend a job its factor now (cut where two are
+    farther apart than the outlier bound of how one job's benchmarks disagree), the unmoved
+    group on a tie."""
     for seed in range(5):
         baseline, current = _gate(100 + seed)
         for b in range(5):

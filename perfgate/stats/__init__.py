@@ -25,11 +25,12 @@ Assumptions, in plain words:
   benchmark's job factor is the median of the *other* benchmarks' deviations from their
   own medians in that job (three others at least: the median of two is their mean, and
   one benchmark's change would move it), and it is taken out of the benchmark's runs and
-  of the current run when that leaves the gate's series less spread than they were. In
-  the current job a PR may have changed several benchmarks, so its factor is where most
-  benchmarks agree: those within the outlier bound (5 robust SDs) of how one job's
-  benchmarks disagree in the window, the unmoved level on a tie; a benchmark farther out
-  changed and lends nothing. What is left is the benchmark's own noise. The job factor is
+  of the current run when that leaves the gate's series less spread than they were. A PR
+  (or a commit on main) may have changed several benchmarks, so in each job only the
+  benchmarks that agree on one level lend it: sorted, cut where two neighbours are more
+  than the outlier bound (5 robust SDs of how one job's benchmarks disagree) apart, the
+  largest group, the unmoved one on a tie; a benchmark farther out changed and lends
+  nothing. What is left is the benchmark's own noise. The job factor is
   judged apart: a current job far beyond what the window's jobs did (the same model as one
   series, at the gate's strictest bar, alpha over its tests) moved the whole job, and
   every benchmark's change is called with the job's part in it, its reason saying the

@@ -579,6 +579,16 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
         c = median(s.z)
         dev[j, k - s.z.size : k] = s.z - c
         dev[j, k] = s.zc - c
+    # in each job, only the benchmarks that agree on one level lend it: a PR (or a commit
+    # on main) that changed several benchmarks would drag a median between them and the
+    # rest, and blame the rest
+    radius = OUTLIER_MADS * _job_spread(dev[:, :k])
+    if radius > 0:
+        for c in range(k + 1):
+            have = np.flatnonzero(~np.isnan(dev[:, c]))
+            agree = _agreeing(dev[have, c], radius)
+            if agree is not None:
+                dev[have[~agree], c] = np.nan
     counts = np.sum(~np.isnan(dev), axis=0)
     job = np.where(counts >= JOB_MIN, np.nanmedian(np.where(counts > 0, dev, 0.0), axis=0), 0.0)
     others = np.zeros_like(dev)
@@ -586,17 +596,6 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
         rest = np.delete(dev, j, axis=0)
         enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN
         others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
-    # the current job: where most benchmarks agree, not their median (a change to several
-    # benchmarks would drag a median between them and the rest, and blame the rest); a
-    # benchmark beyond the outlier bound of the others' disagreement changed
-    radius = OUTLIER_MADS * _job_spread(dev[:, :k])
-    agree = _agreeing(dev[:, k], radius) if radius > 0 else None
-    if agree is not None:
-        cur = dev[:, k]
-        job[k] = float(np.median(cur[agree]))
-        for j in range(len(group)):
-            rest = agree & (np.arange(len(group)) != j)
-            others[j, k] = float(np.median(cur[rest])) if rest.sum() >= JOB_MIN else job[k]
     return job[:k], float(job[k]), others
 
 
@@ -612,17 +611,21 @@ def _job_spread(dev: np.ndarray) -> float:
 
 
 def _agreeing(values: np.ndarray, radius: float) -> np.ndarray | None:
-    """The benchmarks whose current deviations agree on one level: of the values with the
-    most others within ``radius`` (the outlier bound of how one job's benchmarks
-    disagree: farther is not noise), the one whose neighbours' median is nearest 0 (no move, on a tie), and its
-    neighbours; None when no JOB_MIN of them agree."""
-    near = np.abs(values[:, None] - values[None, :]) <= radius
-    counts = near.sum(axis=1)
-    if counts.max() < JOB_MIN:
+    """The benchmarks whose current deviations agree on one level: the values sorted and
+    cut where two neighbours are more than ``radius`` apart (the outlier bound of how one
+    job's benchmarks disagree: farther is not noise), the largest group, the one whose
+    median is nearest 0 (no move) on a tie; None when no group of JOB_MIN agrees."""
+    order = np.argsort(values)
+    cuts = np.flatnonzero(np.diff(values[order]) > radius) + 1
+    groups = np.split(order, cuts)
+    size = max(g.size for g in groups)
+    if size < JOB_MIN:
         return None
-    best = np.flatnonzero(counts == counts.max())
-    at = min(best, key=lambda i: abs(float(np.median(values[near[i]]))))
-    agree: np.ndarray = near[at]
+    best = min(
+        (g for g in groups if g.size == size), key=lambda g: abs(float(np.median(values[g])))
+    )
+    agree = np.zeros(values.size, dtype=bool)
+    agree[best] = True
     return agree
 
 
