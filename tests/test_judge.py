@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from helpers import fill, record
 import perfgate
 from perfgate.cli import cli
 from perfgate.errors import UsageError
+from perfgate.models import RunRecord
 
 LOG_8 = float(np.log(1.08))
 
@@ -31,9 +33,11 @@ def _gate(
     job_mode: bool = False,
     outlier_elsewhere: bool = False,
     blip: bool = False,
+    noisier: float = 1.0,
 ) -> tuple[dict[str, list[list[float]]], dict[str, list[float]]]:
     """One gate: ``runs`` baseline runs of 3 repeats per benchmark and a current run whose
-    benchmark ``b0`` is ``change`` slower."""
+    benchmark ``b0`` is ``change`` slower; ``b0``'s own and process noise ``noisier`` times
+    larger in its last 5 baseline runs and the current one."""
     rng = np.random.default_rng(seed)
     n = runs + 1
     job = rng.normal(0.0, 0.01, n)
@@ -49,7 +53,11 @@ def _gate(
         if blip and b == 0:  # merged, then reverted two runs later
             at = int(rng.integers(5, runs - 5))
             own[at : at + 2] += np.log(1.10)
-        values = [mean * np.exp(job[i] + own[i] + rng.normal(0.0, 0.016, 3)) for i in range(n)]
+        k = np.where((b == 0) & (np.arange(n) >= n - 6), noisier, 1.0)
+        own = own * k
+        values = [
+            mean * np.exp(job[i] + own[i] + rng.normal(0.0, 0.016 * k[i], 3)) for i in range(n)
+        ]
         baseline[f"b{b}"] = [list(v) for v in values[:-1]]
         current[f"b{b}"] = list(values[-1] * (1.0 + change if b == 0 else 1.0))
     return baseline, current
@@ -83,6 +91,21 @@ def test_a_reverted_blip_does_not_shield_a_later_change(seed: int) -> None:
     # (on 9cd15fb: "2 of the 30 baseline runs were already as far out", inconclusive).
     verdicts = perfgate.judge(*_gate(seed, change=0.10, blip=True))
     assert verdicts["b0"].verdict == "regression", verdicts["b0"].reason
+
+
+@pytest.mark.parametrize("seed", [108, 176, 201, 240, 243])
+def test_a_benchmark_that_became_noisier_is_judged_with_its_new_spread(seed: int) -> None:
+    """b0's own and process noise 3x larger in its last 5 runs and the current one, no
+    change. Five runs alone leave a 3x noisier runner unseen about one time in five (an F
+    test of 5 against 24 degrees of freedom); their repeats and the current run's add 12
+    more. On the tree before (run-level F test only) each of these gates failed b0 at
+    +6.7-11.1%; a +25% change on the same noisy runner is still called."""
+    baseline, current = _gate(seed, noisier=3.0)
+    b0 = perfgate.judge(baseline, current)["b0"]
+    assert b0.verdict != "regression", b0.reason
+    assert "the last 5 runs and their repeats spread" in b0.reason
+    baseline, current = _gate(seed, noisier=3.0, change=0.25)
+    assert perfgate.judge(baseline, current)["b0"].verdict == "regression"
 
 
 def test_a_job_mode_is_told_from_one_benchmarks_change() -> None:
@@ -191,31 +214,69 @@ def test_a_benchmark_without_baseline_runs_is_no_baseline() -> None:
     assert verdicts["new"].verdict == "no_baseline"
 
 
-def test_judge_gives_the_gate_s_verdicts_for_the_numbers_of_a_store(tmp_path: Path) -> None:
+def _gate_and_judge(
+    tmp_path: Path, runs: list[RunRecord], feat: list[RunRecord]
+) -> tuple[int, dict[str, dict[str, Any]], dict[str, perfgate.Judgement]]:
+    """``perfgate gate --branch feat --against main`` over a store of ``runs`` and ``feat``
+    (its exit code and comparisons by benchmark) and ``perfgate.judge`` on their numbers."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    benches = ("a", "b", "c", "d")
-    runs = [record(i, 20.0, benchmark=b, seed=j) for j, b in enumerate(benches) for i in range(12)]
-    feat = [
-        record(50, 20.0 * (1.2 if b == "a" else 1.0), branch="feat", benchmark=b, seed=9 + j)
-        for j, b in enumerate(benches)
-    ]
     fill(url, [*runs, *feat])
     result = CliRunner().invoke(
         cli, ["gate", "--db", url, "--json", "--branch", "feat", "--against", "main"]
     )
     gated = {c["benchmark"]: c for c in json.loads(result.stdout)["comparisons"]}
 
-    def repeats(r: perfgate.models.RunRecord) -> list[float]:  # type: ignore[name-defined]
+    def repeats(r: RunRecord) -> list[float]:
         return list(r.measurements[0].summary.repeat_centres)
 
+    benches = sorted({r.benchmark for r in runs})
     baseline = {b: [repeats(r) for r in runs if r.benchmark == b] for b in benches}
-    current = {r.benchmark: repeats(r) for r in feat}
-    judged = perfgate.judge(baseline, current)
+    judged = perfgate.judge(baseline, {r.benchmark: repeats(r) for r in feat})
+    return result.exit_code, gated, judged
+
+
+def test_judge_gives_the_gate_s_verdicts_for_the_numbers_of_a_store(tmp_path: Path) -> None:
+    benches = ("a", "b", "c", "d")
+    runs = [record(i, 20.0, benchmark=b, seed=j) for j, b in enumerate(benches) for i in range(12)]
+    feat = [
+        record(50, 20.0 * (1.2 if b == "a" else 1.0), branch="feat", benchmark=b, seed=9 + j)
+        for j, b in enumerate(benches)
+    ]
+    _, gated, judged = _gate_and_judge(tmp_path, runs, feat)
     assert gated["a"]["verdict"] == "regression"
     for b in benches:
         assert judged[b].verdict == gated[b]["verdict"], b
         assert judged[b].change_pct == pytest.approx(gated[b]["change_pct"], rel=1e-9)
         assert judged[b].mde_pct == pytest.approx(gated[b]["mde_pct"], rel=0.05)
+
+
+@pytest.mark.parametrize("seed", [0, 6])
+def test_sticky_runner_pools_fail_no_benchmark(tmp_path: Path, seed: int) -> None:
+    """Sticky runner pools: six-job stretches on a fast pool or one 15% slower (50/50), job
+    and benchmark noise 1%, five benchmarks; the current job on the slow pool. On the tree
+    before, each benchmark's change-point scan cut its window at the last pool switch and
+    the job factor's model took the stretches for a drift: the whole job "moved", every
+    benchmark a regression, in the gate and in ``judge``. Now the scan is net of the job
+    factor the benchmarks share (no window cut) and a job like jobs the window saw is as
+    rare as they were: nothing fails, and the gate and ``judge`` agree."""
+    rng = np.random.default_rng(seed)
+    phase, pools = int(rng.integers(0, 6)), rng.random(8) < 0.5
+    slow = [1.15 if pools[(i + phase) // 6] else 1.0 for i in range(30)] + [1.15]
+    job = rng.normal(0.0, 0.01, 31)
+    benches = ("a", "b", "c", "d", "e")
+    runs, feat = [], []
+    for j, b in enumerate(benches):
+        own = rng.normal(0.0, 0.01, 31)
+        step = [20.0 * (1 + j) * slow[i] * np.exp(job[i] + own[i]) for i in range(31)]
+        seeds = 100 * seed + j
+        runs += [record(i, step[i], benchmark=b, seed=seeds, noise=0.07) for i in range(30)]
+        feat.append(record(50, step[30], branch="feat", benchmark=b, seed=seeds + 50, noise=0.07))
+    code, gated, judged = _gate_and_judge(tmp_path, runs, feat)
+    for b in benches:
+        assert gated[b]["verdict"] != "regression", gated[b]["reason"]
+        assert judged[b].verdict == gated[b]["verdict"], b
+        assert judged[b].baseline_runs == 30, judged[b].reason
+    assert code == 0
 
 
 def test_one_or_two_runs_are_judged_on_the_runners_noise() -> None:

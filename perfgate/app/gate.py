@@ -43,6 +43,7 @@ from perfgate.stats.window import (
     Window,
     cut_window,
     moved_since,
+    net_centres,
     runs_since_last_change,
 )
 from perfgate.store import SqlStore
@@ -204,18 +205,60 @@ def baseline_window(
     ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
     started at or after the benchmark's latest baseline reset and, per metric, after the
     last change point of its series that was not triaged invalid (``reads``: the resets
-    and triage a gate over many benchmarks read once, else read here)."""
+    and triage a gate over many benchmarks read once, else read here). One benchmark
+    alone: a gate scans its benchmarks' series net of the job factor they share
+    (:func:`compare_records`)."""
     reads = reads or GateReads.read(config, store, benchmark)
+    read = _window_read(
+        config,
+        store,
+        benchmark=benchmark,
+        fingerprint_key=fingerprint_key,
+        against=against,
+        before=before,
+        exclude_run_ids=exclude_run_ids,
+        reads=reads,
+    )
+    return read.cut(config, read.centres)
+
+
+@dataclass(frozen=True)
+class _WindowRead:
+    """What a window is cut from: the newest eligible points, per metric the (run id,
+    centre) series scanned for change points, and the other testbeds when there are none."""
+
+    points: list[RunPoint]
+    centres: dict[str, list[tuple[str, float]]]
+    others: dict[str, Fingerprint]
+    invalid: frozenset[tuple[str, str]]
+
+    def cut(self, config: Config, centres: Mapping[str, Sequence[tuple[str, float]]]) -> Window:
+        """The window after the last change point of each metric's ``centres`` (this
+        read's, or the gate's net of the job factor)."""
+        since = runs_since_last_change(
+            centres,
+            deterministic=lambda metric: config.policy(metric).deterministic,
+            invalid=self.invalid,
+        )
+        return cut_window(self.points, since, self.others)
+
+
+def _window_read(
+    config: Config,
+    store: SqlStore,
+    *,
+    benchmark: str,
+    fingerprint_key: str,
+    against: str,
+    before: datetime | None,
+    exclude_run_ids: Sequence[str],
+    reads: GateReads,
+) -> _WindowRead:
     selection = _selection(
         config, reads, benchmark, fingerprint_key, against, before, exclude_run_ids
     )
     points, centres = store.history_and_centres(
         **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
-    )
-    since = runs_since_last_change(
-        centres,
-        deterministic=lambda metric: config.policy(metric).deterministic,
-        invalid=reads.invalid,
     )
     others: dict[str, Fingerprint] = {}
     if not points:
@@ -226,7 +269,7 @@ def baseline_window(
             ).items()
             if k != fingerprint_key
         }
-    return cut_window(points, since, others)
+    return _WindowRead(points, centres, others, reads.invalid)
 
 
 def _short(commit: str) -> str:
@@ -457,7 +500,32 @@ def gate_window(
 ) -> tuple[Window, _Anchor | None, str]:
     """The window a gate judges ``record`` against, the merge-base run it ends at (a PR with
     a base commit or a git history) and why it could not end there ("" when nothing to say):
-    the one place both ``gate`` and ``run --confirm`` draw it."""
+    the one place both ``gate`` and ``run --confirm`` draw it (one benchmark alone: a gate
+    scans its benchmarks net of their job factor, :func:`compare_records`)."""
+    read, anchor, why = _gate_read(
+        config,
+        store,
+        record,
+        branch=branch,
+        against=against,
+        base_sha=base_sha,
+        git=git,
+        reads=reads,
+    )
+    return read.cut(config, read.centres), anchor, why
+
+
+def _gate_read(
+    config: Config,
+    store: SqlStore,
+    record: RunRecord,
+    *,
+    branch: str,
+    against: str,
+    base_sha: str,
+    git: GitHistory | None,
+    reads: GateReads | None,
+) -> tuple[_WindowRead, _Anchor | None, str]:
     anchor: _Anchor | None = None
     why = ""
     reads = reads or GateReads.read(config, store, record.benchmark)
@@ -468,7 +536,7 @@ def gate_window(
     before = record.started_at if branch == against else None
     if anchor is not None:
         before = anchor.started_at + timedelta(microseconds=1)
-    window = baseline_window(
+    read = _window_read(
         config,
         store,
         benchmark=record.benchmark,
@@ -478,7 +546,7 @@ def gate_window(
         exclude_run_ids=(record.id, *(anchor.tied if anchor else ())),
         reads=reads,
     )
-    return window, anchor, why
+    return read, anchor, why
 
 
 def compare_records(
@@ -523,19 +591,27 @@ def compare_records(
         reads = GateReads.read(config, store) if len(records) > 1 else None
         if git is not None and branch != against:
             git.resolve_all([base_sha, *(r.git.commit for r in records)])
-        for record in records:
-            if record.paired_with:
-                paired.append(record)
-            window, anchor, why = gate_window(
+        read = {
+            r.id: _gate_read(
                 config,
                 store,
-                record,
+                r,
                 branch=branch,
                 against=against,
                 base_sha=base_sha,
                 git=git,
                 reads=reads,
             )
+            for r in records
+        }
+        # each benchmark's change points are its own: scanned net of the job factor the
+        # gate's benchmarks share (a runner pool that moved every benchmark cuts no window)
+        netted = net_centres({r.id: read[r.id][0].centres for r in records})
+        for record in records:
+            if record.paired_with:
+                paired.append(record)
+            window_read, anchor, why = read[record.id]
+            window = window_read.cut(config, netted[record.id])
             if why:
                 notes.append((record.benchmark, why))
             if anchor is not None:

@@ -32,7 +32,8 @@ Assumptions, in plain words:
   largest group, the unmoved one on a tie; a benchmark farther out changed and lends
   nothing. What is left is the benchmark's own noise. The job factor is
   judged apart: a current job far beyond what the window's jobs did (the same model as one
-  series, at the gate's strictest bar, alpha over its tests) moved the whole job, and
+  series, at the gate's strictest bar, alpha over its tests, and no rarer than the window's
+  jobs as far out: a runner's pools and turbo states recur) moved the whole job, and
   every benchmark's change is called with the job's part in it, its reason saying the
   whole job moved (and an ``unchanged`` must hold net of the job's move too).
 * Each series' model over its window: from 10 runs on, a run beyond 5 robust SDs of the
@@ -43,8 +44,14 @@ Assumptions, in plain words:
   run is then judged against those last runs. A lone one is a tail event. A drift (a
   least-squares slope over the runs that are noise, kept when its t test has p < 0.25, the
   usual level of a preliminary test) predicts the level at the current run. When the last
-  5 runs spread more than the rest (an F test at alpha), the runner became noisier and the
-  current run is judged with their spread.
+  5 runs spread more than the rest, the runner became noisier and the current run is judged
+  with their spread. One F test at alpha on one scale ratio asks it of two measures at
+  once: the last 5 runs' deviations against the earlier runs', and the repeats of those
+  runs and of the current one (its worst repeat left out when the rest agree without it)
+  against the earlier runs' repeats. A runner that became noisier shows in both; five runs
+  alone leave a 3x noisier one unseen one time in five, and with their repeats the ratio
+  is known with 17 degrees of freedom rather than 5. The tails' evidence is then each
+  run's deviation in its own period's SD: a spread that grew is not a heavy tail.
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree, and lending no
   more degrees of freedom than it was estimated from), so a new benchmark with three runs

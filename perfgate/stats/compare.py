@@ -37,7 +37,8 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    ``OUTLIER_MADS`` robust SDs) leave the level and the spread, or are the level when the
    window ends in them and the current run stayed there (main moved before the fork); a
    drift is fitted when its slope passes a preliminary test at ``POOL_P``; a window whose
-   last ``RECENT_RUNS`` runs spread more (an F test at ``ALPHA``) is judged with them.
+   last ``RECENT_RUNS`` runs, with their repeats and the current run's, spread more (one F
+   test at ``ALPHA``) is judged with that spread (:func:`_noisier_lately`).
 6. Tails (:func:`_series_tails`): each series' own Student t, the gate's other series lending
    one series' worth of evidence; of the t's a likelihood-ratio test does not reject at the
    gate's level, the heaviest.
@@ -163,6 +164,9 @@ class _Series:
     disturbed: np.ndarray
     """Baseline runs whose own repeats disagreed far beyond usual (a neighbour in some of
     their processes): their deviation is the disturbance's, not evidence on the tails."""
+    repeats: tuple[np.ndarray, np.ndarray] | None = None
+    """Each run's repeat variance and its degrees of freedom (0: one repeat), the baseline
+    runs' then the current run's: a runner that became noisier shows in its processes too."""
 
 
 @dataclass(frozen=True)
@@ -178,8 +182,9 @@ class _Level:
     """Between-run variance around the model, from the runs counted as noise."""
     dof: int
     resid: np.ndarray
-    """The runs' deviations from the model that are evidence on the tails: the runs counted
-    as noise and the lone outliers (not the runs of an excursion that ended)."""
+    """The runs' deviations from the model that are evidence on the tails, each in units of
+    its run's SD (the earlier and the last runs' own when the runner became noisier): the
+    runs counted as noise and the lone outliers (not the runs of an excursion that ended)."""
     words: str
     """What the model saw that a reader should know (main moved, a drift, noisier lately)."""
     lone: np.ndarray
@@ -357,12 +362,12 @@ def _series(candidate: Candidate) -> _Series:
     disturbed = np.asarray([rv is not None and rv[0] > bound for rv in repeat_vars[:-1]])
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
-    one_disturbed = False
-    if cur_n >= 3 and dof_w > 0:
-        sign = worse_sign(candidate.policy.direction)  # the scale keeps the order (ref > 0)
-        rest = sorted(scaled[-1], key=lambda x: sign * x)[:-1]
-        d = len(rest) - 1
-        one_disturbed = _var(rest) <= float(special.chdtri(d, 0.01)) / d * ss_w / dof_w
+    sign = worse_sign(candidate.policy.direction)  # the scale keeps the order (ref > 0)
+    rest = _agreeing_rest(scaled[-1], sign, ss_w / dof_w if dof_w else 0.0)
+    one_disturbed = rest is not None
+    # each run's repeat variance for the recency test: the current run's without its worst
+    # repeat when that one alone disagrees (a neighbour is not a noisier runner)
+    each = [rv or (0.0, 0) for rv in (*repeat_vars[:-1], rest or repeat_vars[-1])]
     ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
     scale = 1.0 / abs(current.centre) if log and current.centre else 1.0 / ref
     se_var = float(np.mean(np.square(ses))) * scale**2 if ses else 0.0
@@ -386,7 +391,21 @@ def _series(candidate: Candidate) -> _Series:
         ),
         se_var=se_var,
         disturbed=disturbed,
+        repeats=(np.asarray([v for v, _ in each]), np.asarray([d for _, d in each])),
     )
+
+
+def _agreeing_rest(repeats: Sequence[float], sign: float, usual: float) -> tuple[float, int] | None:
+    """The variance (and its degrees of freedom) of a run's repeats less its worst one, when
+    they agree as usual without it (no more spread than ``usual`` process noise gives 99 times
+    in 100): one process had a neighbour, and the run's median stands on the others. None
+    under three repeats, without a usual spread, or when the rest disagree too."""
+    if len(repeats) < 3 or usual <= 0:
+        return None
+    rest = sorted(repeats, key=lambda x: sign * x)[:-1]
+    d = len(rest) - 1
+    var = _var(rest)
+    return (var, d) if var <= float(special.chdtri(d, 0.01)) / d * usual else None
 
 
 def _pct(x: float) -> float:
@@ -425,7 +444,12 @@ def _excursions(z: np.ndarray, centre: float, robust: float) -> tuple[np.ndarray
 
 
 def _fit_level(
-    z: np.ndarray, zc: float, *, trim: bool = True, disturbed: np.ndarray | None = None
+    z: np.ndarray,
+    zc: float,
+    *,
+    trim: bool = True,
+    disturbed: np.ndarray | None = None,
+    repeats: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> _Level:
     """The level the window predicts for the current run ``zc`` and the runs' spread
     around it.
@@ -495,14 +519,18 @@ def _fit_level(
             dof = n - 2
             words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
     var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
+    unit = np.full(k, math.sqrt(var))  # each run's SD, the unit of the tails' evidence
     if n >= TRIM_MIN_RUNS + RECENT_RUNS and var > 0:
         model = mean + slope * (np.arange(k) - xbar)
-        recent = _noisier_lately(z - model, noise_mask, lone, dof)
+        recent = _noisier_lately(z - model, noise_mask, lone, dof, repeats)
         if recent is not None:
-            var, dof = recent[0], RECENT_RUNS
+            unit[:] = math.sqrt(recent.early)
+            unit[recent.first :] = math.sqrt(recent.var)
+            var, dof = recent.var, recent.dof
             words.append(
-                f"the last {RECENT_RUNS} runs spread {recent[1]:.1f}x more than the "
-                "earlier ones: judged with their spread"
+                f"the last {RECENT_RUNS} runs{' and their repeats' if recent.repeats else ''} "
+                f"spread {math.sqrt(recent.var / recent.early):.1f}x more than the earlier "
+                "ones: judged with their spread"
             )
     if tail:
         level = float(np.mean(z[k - tail :]))
@@ -512,7 +540,8 @@ def _fit_level(
             f"{_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
             "judged against them"
         )
-    evidence = np.concatenate((resid, z[lone] - level)) if lone.any() else resid
+    at = np.concatenate((xk, idx[lone])).astype(int)
+    evidence = np.concatenate((resid, z[lone] - level)) / unit[at] if var > 0 else resid[:0]
     return _Level(level, factor, var, dof, evidence, "; ".join(words), z[rare] - level, robust)
 
 
@@ -529,25 +558,66 @@ def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.
     return None
 
 
+@dataclass(frozen=True)
+class _Noisier:
+    """The runner became noisier (:func:`_noisier_lately`)."""
+
+    var: float
+    """The runs' variance from the last runs on: the earlier runs' times the scale ratio."""
+    early: float
+    """The earlier runs' variance."""
+    dof: int
+    """The degrees of freedom the ratio was measured with."""
+    first: int
+    """The index of the first of the last runs."""
+    repeats: bool
+    """Whether the runs' repeats counted."""
+
+
 def _noisier_lately(
-    dev: np.ndarray, noise: np.ndarray, lone: np.ndarray, dof: int
-) -> tuple[float, float] | None:
-    """The last ``RECENT_RUNS`` runs' variance and how many times the earlier runs' SD they
-    spread, when an F test at ``ALPHA`` says they spread more (the runner became noisier);
-    else None. ``dev``: the runs' deviations from the model; the lone outliers count on
-    both sides: a runner that became noisier shows first in tail events near the end, and
-    a runner whose tail events happen anywhere shows them earlier too."""
+    dev: np.ndarray,
+    noise: np.ndarray,
+    lone: np.ndarray,
+    dof: int,
+    repeats: tuple[np.ndarray, np.ndarray] | None,
+) -> _Noisier | None:
+    """Whether the runner became noisier: the last ``RECENT_RUNS`` runs' deviations from the
+    model and, where runs have repeats, the repeats of those runs and of the current one,
+    each against the earlier runs' (one F test at ``ALPHA`` on the scale ratio both
+    measure); None when not. ``dev``: the runs' deviations from the model; the lone
+    outliers count on both sides: a runner that became noisier shows first in tail events
+    near the end, and a runner whose tail events happen anywhere shows them earlier too."""
     seen = np.flatnonzero(noise | lone)
     late, early = dev[seen[-RECENT_RUNS:]], dev[seen[:-RECENT_RUNS]]
     early_dof = max(
         dof - int(np.sum(noise[seen[-RECENT_RUNS:]])) + int(np.sum(lone[seen[:-RECENT_RUNS]])),
         1,
     )
-    v_late = float(np.sum(late * late)) / RECENT_RUNS
     v_early = float(np.sum(early * early)) / early_dof
-    ratio = v_late / v_early if v_early > 0 else 0.0
-    if ratio > 1 and special.fdtrc(RECENT_RUNS, early_dof, ratio) < ALPHA:
-        return v_late, math.sqrt(ratio)
+    if v_early <= 0:
+        return None
+    first = int(seen[-RECENT_RUNS])
+    chi, late_dof, ref_dof = float(np.sum(late * late)) / v_early, RECENT_RUNS, early_dof
+    with_repeats = False
+    if repeats is not None and repeats[0].size == dev.size + 1:
+        var, d = repeats
+        early_d, late_d = int(np.sum(d[:first])), int(np.sum(d[first:]))
+        if early_d > 0 and late_d > 0:
+            # the earlier repeats' scale robustly (a disturbed process is not the runner)
+            w_ss, w_dof = _pooled_within(
+                [
+                    (float(v), int(n)) if n else None
+                    for v, n in zip(var[:first], d[:first], strict=True)
+                ]
+            )
+            if w_ss > 0:
+                chi += float(np.sum(var[first:] * d[first:])) / (w_ss / w_dof)
+                late_dof += late_d
+                ref_dof = min(ref_dof, w_dof)
+                with_repeats = True
+    ratio = chi / late_dof
+    if ratio > 1 and special.fdtrc(late_dof, ref_dof, ratio) < ALPHA:
+        return _Noisier(ratio * v_early, v_early, late_dof, first, with_repeats)
     return None
 
 
@@ -564,21 +634,23 @@ def _rank_p(fit: _Level, change: float, runs: int) -> float:
     return (1.0 + like) / (runs + 1.0) if like else 0.0
 
 
-def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray] | None:
+def _job_factor(
+    zs: Sequence[np.ndarray], zcs: Sequence[float]
+) -> tuple[np.ndarray, float, np.ndarray] | None:
     """The job factor the gate's series of one metric share: at each run position
     (aligned from the newest: the last run of every benchmark is one CI job), the median
     of the series' deviations from their own median, and the current job's; with them,
     each series' job factor from the *other* series alone (a row per series, the current
     job's last), so one benchmark's own change or noise never moves its own job factor.
     ``None`` under ``JOB_MIN + 1`` series: fewer cannot tell a job from a change."""
-    if len(group) <= JOB_MIN:
+    if len(zs) <= JOB_MIN:
         return None
-    k = max(s.z.size for s in group)
-    dev = np.full((len(group), k + 1), np.nan)
-    for j, s in enumerate(group):
-        c = median(s.z)
-        dev[j, k - s.z.size : k] = s.z - c
-        dev[j, k] = s.zc - c
+    k = max(z.size for z in zs)
+    dev = np.full((len(zs), k + 1), np.nan)
+    for j, (z, zc) in enumerate(zip(zs, zcs, strict=True)):
+        c = median(z)
+        dev[j, k - z.size : k] = z - c
+        dev[j, k] = zc - c
     # in each job, only the benchmarks that agree on one level lend it: a PR (or a commit
     # on main) that changed several benchmarks would drag a median between them and the
     # rest, and blame the rest
@@ -592,7 +664,7 @@ def _job_factor(group: Sequence[_Series]) -> tuple[np.ndarray, float, np.ndarray
     counts = np.sum(~np.isnan(dev), axis=0)
     job = np.where(counts >= JOB_MIN, np.nanmedian(np.where(counts > 0, dev, 0.0), axis=0), 0.0)
     others = np.zeros_like(dev)
-    for j in range(len(group)):
+    for j in range(len(zs)):
         rest = np.delete(dev, j, axis=0)
         enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN
         others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
@@ -629,18 +701,38 @@ def _agreeing(values: np.ndarray, radius: float) -> np.ndarray | None:
     return agree
 
 
-def _job_explains(group: Sequence[_Series], others: np.ndarray) -> bool:
+def _job_explains(zs: Sequence[np.ndarray], others: np.ndarray) -> bool:
     """Whether taking each series' job factor out leaves the gate's series less spread
     than they are (summed over the series): a runner whose jobs move its benchmarks
     together, rather than an estimate that only adds the other series' noise."""
     k = others.shape[1] - 1
     raw = adjusted = 0.0
-    for j, s in enumerate(group):
-        if s.z.size < 2:
+    for j, z in enumerate(zs):
+        if z.size < 2:
             continue
-        raw += float(np.var(s.z, ddof=1))
-        adjusted += float(np.var(s.z - others[j, k - s.z.size : k], ddof=1))
+        raw += float(np.var(z, ddof=1))
+        adjusted += float(np.var(z - others[j, k - z.size : k], ddof=1))
     return adjusted < raw
+
+
+def net_of_job(centres: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Each series of run centres (oldest first; series aligned from the newest, a place one
+    CI job) divided by its job factor from the other series (:func:`_job_factor`), where
+    the series have one and taking it out leaves them less spread (:func:`_job_explains`):
+    what is left moves with the benchmark alone. For the change-point scan of the windows:
+    a level shift of the whole job (a runner pool, a turbo state) is the job's, and the
+    gate judges it apart. A series with a value <= 0 stands as it is."""
+    out = [list(c) for c in centres]
+    usable = [i for i, c in enumerate(centres) if len(c) and min(c) > 0]
+    zs = [np.log(np.asarray(centres[i], dtype=float)) for i in usable]
+    jobs = _job_factor(zs, [median(z) for z in zs])
+    if jobs is None or not _job_explains(zs, jobs[2]):
+        return out
+    k = jobs[2].shape[1] - 1
+    for j, i in enumerate(usable):
+        z = zs[j]
+        out[i] = np.exp(z - jobs[2][j, k - z.size : k]).tolist()
+    return out
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -856,21 +948,27 @@ def _evidence(
 
 def _job_evidence(job: np.ndarray, current: float, level: float, log: bool) -> Evidence:
     """The current job's factor against the jobs of the window: the same model as one
-    series (:func:`_fit_level`), its own tails."""
+    series (:func:`_fit_level`), its own tails, and no rarer than the window's jobs as far
+    out on its side (within half the outlier bound: the same state measured with noise)."""
     fit = _fit_level(job, current, trim=False)
     sd_run = math.sqrt(fit.var) if fit.var > 0 else 0.0
-    nu = fit_tail(fit.resid / sd_run, level) if sd_run > 0 else math.inf
+    nu = fit_tail(fit.resid, level) if sd_run > 0 else math.inf
     sd = max(sd_run * math.sqrt(1.0 + fit.factor), SCALE_FLOOR)
     dof = max(min(float(fit.dof), nu), 1.0)
     change = current - fit.level
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
+    # a job like jobs the window saw (a runner pool, a turbo state: the runner's states
+    # recur, unlike one benchmark's excursion) is as rare as they were, whatever the model
+    seen = (job - fit.level) * math.copysign(1.0, change)
+    like = int(np.sum(seen >= abs(change) - OUTLIER_MADS / 2.0 * fit.robust))
+    rank = (1.0 + like) / (job.size + 1.0) if like and change else 0.0
     return Evidence(
         centre=1.0,
         change=change,
         log=log,
         sd=sd,
         dof=dof,
-        p_value=max(p_value, _rank_p(fit, change, job.size)),
+        p_value=max(p_value, _rank_p(fit, change, job.size), rank),
         noisy_now="",
         job_move="",
         notes=fit.words,
@@ -919,20 +1017,26 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
     level = alpha / max(len(candidates), 1)
     for members in groups.values():
         group = [series[i] for i in members]
-        jobs = _job_factor(group)
-        removed = jobs is not None and _job_explains(group, jobs[2])
+        zs = [s.z for s in group]
+        jobs = _job_factor(zs, [s.zc for s in group])
+        removed = jobs is not None and _job_explains(zs, jobs[2])
         fits, currents = [], []
         for j, s in enumerate(group):
             # a series of 1-2 runs knows no job part of its own: judged only net of the
             # job factor, what is left is its own noise, which the gate's series share
             if jobs is None or not (removed or s.z.size < MIN_BASELINE_RUNS):
-                fits.append(_fit_level(s.z, s.zc, disturbed=s.disturbed))
+                fits.append(_fit_level(s.z, s.zc, disturbed=s.disturbed, repeats=s.repeats))
                 currents.append(s.zc)
             else:
                 own = jobs[2][j]
                 k = own.size - 1
                 fits.append(
-                    _fit_level(s.z - own[k - s.z.size : k], s.zc - own[k], disturbed=s.disturbed)
+                    _fit_level(
+                        s.z - own[k - s.z.size : k],
+                        s.zc - own[k],
+                        disturbed=s.disturbed,
+                        repeats=s.repeats,
+                    )
                 )
                 currents.append(s.zc - own[k])
         between = fit_prior([f.var for f in fits], [f.dof for f in fits])
@@ -940,9 +1044,7 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
             [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in group],
             [s.dof_within for s in group],
         )
-        nus = _series_tails(
-            [f.resid / math.sqrt(f.var) if f.var > 0 else f.resid[:0] for f in fits], level
-        )
+        nus = _series_tails([f.resid for f in fits], level)
         moved = None
         if jobs is not None:
             # the whole job moved: every benchmark fails at once, so it must pass the

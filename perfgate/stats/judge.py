@@ -34,7 +34,7 @@ from perfgate.metrics import default_policy, lookup
 from perfgate.models import Comparison, MetricPolicy, RunPoint
 from perfgate.stats.compare import Candidate, compare_candidates
 from perfgate.stats.summary import median
-from perfgate.stats.window import HISTORY_SCAN_RUNS, runs_since_last_change
+from perfgate.stats.window import HISTORY_SCAN_RUNS, net_centres, runs_since_last_change
 
 BASELINE_WINDOW = 30
 """Runs a window holds at most: the newest 30 after the last change point, as the gate's
@@ -94,17 +94,25 @@ def _point(
     )
 
 
-def _window(points: Sequence[RunPoint], metric: str, policy: MetricPolicy) -> tuple[RunPoint, ...]:
-    """The gate's window of one series: its runs after the last change point among the
-    newest ``HISTORY_SCAN_RUNS``, the newest ``BASELINE_WINDOW`` of them."""
-    scanned = list(points[-HISTORY_SCAN_RUNS:])
-    since = runs_since_last_change(
-        {metric: [(p.run_id, p.centre) for p in scanned]},
-        deterministic=lambda _: policy.deterministic or policy.numerics,
+def _windows(
+    series: Mapping[str, Sequence[RunPoint]], metric: str, policy: MetricPolicy
+) -> dict[str, tuple[RunPoint, ...]]:
+    """The gate's window of each series: its runs after the last change point among the
+    newest ``HISTORY_SCAN_RUNS`` (the scan net of the job factor the series share), the
+    newest ``BASELINE_WINDOW`` of them."""
+    scanned = {name: list(points[-HISTORY_SCAN_RUNS:]) for name, points in series.items()}
+    centres = net_centres(
+        {name: {metric: [(p.run_id, p.centre) for p in pts]} for name, pts in scanned.items()}
     )
-    allowed = since.get(metric)
-    kept = [p for p in scanned if allowed is None or p.run_id in allowed]
-    return tuple(kept[-BASELINE_WINDOW:])
+    out = {}
+    for name, pts in scanned.items():
+        since = runs_since_last_change(
+            centres[name], deterministic=lambda _: policy.deterministic or policy.numerics
+        )
+        allowed = since.get(metric)
+        kept = [p for p in pts if allowed is None or p.run_id in allowed]
+        out[name] = tuple(kept[-BASELINE_WINDOW:])
+    return out
 
 
 def judge(
@@ -127,17 +135,24 @@ def judge(
     """
     rule = policy or default_policy(metric)
     n = max((len(runs) for runs in baseline.values()), default=0)
-    candidates = []
-    for name, repeats in current.items():
+    series = {}
+    for name in current:
         runs = baseline.get(name, ())
         # runs aligned from the newest: the last run of every benchmark is the same job
         offset = n - len(runs)
-        points = [
+        series[name] = [
             _point(name, metric, rule, offset + i, _values(f"baseline {name!r} run {i}", run))
             for i, run in enumerate(runs)
         ]
-        now = _point(name, metric, rule, n, _values(f"current {name!r}", repeats))
-        candidates.append(Candidate(now, _window(points, metric, rule), rule))
+    windows = _windows(series, metric, rule)
+    candidates = [
+        Candidate(
+            _point(name, metric, rule, n, _values(f"current {name!r}", repeats)),
+            windows[name],
+            rule,
+        )
+        for name, repeats in current.items()
+    ]
     comparisons = compare_candidates(candidates)
     return {c.benchmark: _judgement(c) for c in comparisons}
 

@@ -4,7 +4,9 @@ Pure: the caller reads the runs (newest ``cap``, comparable fingerprint, not exc
 the benchmark's latest baseline reset) and the change points' triage; this module says which
 of them count. Assumption: a change point that persisted (see :mod:`perfgate.stats.changepoints`)
 is an accepted change of level, so the window starts after the last one; a change point whose
-alert was triaged ``invalid`` is not a change and cuts nothing.
+alert was triaged ``invalid`` is not a change and cuts nothing. A gate scans its benchmarks'
+series net of the job factor they share (:func:`net_centres`): a runner pool or a turbo state
+that moved every benchmark of a job at once is the job's, judged apart, and cuts no window.
 
 For a PR the caller reads only the base branch's runs at or before the PR's merge-base run, so
 what landed on the base branch after the fork point is never the PR's; :func:`moved_since`
@@ -56,6 +58,26 @@ def runs_since_last_change(
         ]
         if points:
             out[metric] = {run_id for run_id, _ in series[points[-1].index :]}
+    return out
+
+
+def net_centres(
+    centres: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]],
+) -> dict[str, dict[str, list[tuple[str, float]]]]:
+    """Per benchmark, per metric, the ``(run id, centre)`` series of a gate's benchmarks net
+    of the job factor they share (:func:`perfgate.stats.compare.net_of_job`), for
+    :func:`runs_since_last_change`: a level shift of the whole job (a runner pool, a turbo
+    state) is the job's, not a change of each benchmark, and cuts no window; the gate
+    judges the job apart. The series are aligned from the newest (one CI job a place)."""
+    from perfgate.stats.compare import net_of_job
+
+    out = {b: {m: list(series) for m, series in per.items()} for b, per in centres.items()}
+    for metric in sorted({m for per in centres.values() for m in per}):
+        names = [b for b, per in centres.items() if metric in per]
+        netted = net_of_job([[c for _, c in centres[b][metric]] for b in names])
+        for name, values in zip(names, netted, strict=True):
+            ids = [run_id for run_id, _ in centres[name][metric]]
+            out[name][metric] = list(zip(ids, values, strict=True))
     return out
 
 
