@@ -606,7 +606,10 @@ def compare_records(
         }
         # each benchmark's change points are its own: scanned net of the job factor the
         # gate's benchmarks share (a runner pool that moved every benchmark cuts no window)
-        netted = net_centres({r.id: read[r.id][0].centres for r in records})
+        netted = net_centres(
+            {r.id: read[r.id][0].centres for r in records},
+            deterministic=lambda metric: config.policy(metric).deterministic,
+        )
         for record in records:
             if record.paired_with:
                 paired.append(record)

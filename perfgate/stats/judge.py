@@ -101,14 +101,14 @@ def _windows(
     newest ``HISTORY_SCAN_RUNS`` (the scan net of the job factor the series share), the
     newest ``BASELINE_WINDOW`` of them."""
     scanned = {name: list(points[-HISTORY_SCAN_RUNS:]) for name, points in series.items()}
+    fixed = policy.deterministic or policy.numerics
     centres = net_centres(
-        {name: {metric: [(p.run_id, p.centre) for p in pts]} for name, pts in scanned.items()}
+        {name: {metric: [(p.run_id, p.centre) for p in pts]} for name, pts in scanned.items()},
+        deterministic=lambda _: fixed,
     )
     out = {}
     for name, pts in scanned.items():
-        since = runs_since_last_change(
-            centres[name], deterministic=lambda _: policy.deterministic or policy.numerics
-        )
+        since = runs_since_last_change(centres[name], deterministic=lambda _: fixed)
         allowed = since.get(metric)
         kept = [p for p in pts if allowed is None or p.run_id in allowed]
         out[name] = tuple(kept[-BASELINE_WINDOW:])

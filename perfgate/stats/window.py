@@ -63,16 +63,19 @@ def runs_since_last_change(
 
 def net_centres(
     centres: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]],
+    *,
+    deterministic: Callable[[str], bool],
 ) -> dict[str, dict[str, list[tuple[str, float]]]]:
     """Per benchmark, per metric, the ``(run id, centre)`` series of a gate's benchmarks net
     of the job factor they share (:func:`perfgate.stats.compare.net_of_job`), for
     :func:`runs_since_last_change`: a level shift of the whole job (a runner pool, a turbo
     state) is the job's, not a change of each benchmark, and cuts no window; the gate
-    judges the job apart. The series are aligned from the newest (one CI job a place)."""
+    judges the job apart. The series are aligned from the newest (one CI job a place);
+    deterministic metrics, which no change point cuts, stand as they are."""
     from perfgate.stats.compare import net_of_job
 
     out = {b: {m: list(series) for m, series in per.items()} for b, per in centres.items()}
-    for metric in sorted({m for per in centres.values() for m in per}):
+    for metric in sorted({m for per in centres.values() for m in per if not deterministic(m)}):
         names = [b for b, per in centres.items() if metric in per]
         netted = net_of_job([[c for _, c in centres[b][metric]] for b in names])
         for name, values in zip(names, netted, strict=True):
