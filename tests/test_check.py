@@ -510,12 +510,16 @@ def test_noise_between_jobs_is_not_re_measured_and_the_report_says_why(tmp_path:
 
 @pytest.mark.slow
 def test_noise_between_repeats_is_re_measured_within_the_budget(tmp_path: Path) -> None:
-    """Main's runs agree while their repeats scatter by +-15%: more repeats do shrink the
+    """Main's runs agree while their repeats scatter by +-30%: more repeats do shrink the
     noise. ``check --budget 2`` gives the inconclusive benchmark 2 more repeats in fresh
     processes, records the run with all of them in place of the first (one run on the
-    branch, marked as confirmed) and judges it at the two looks' common level."""
+    branch, marked as confirmed) and judges it at the two looks' common level.
+
+    The branch's run is measured, main's is a copy of a run measured seconds earlier: the
+    scatter is wide enough (an interval of about -50..+80% after both looks) that CPU time
+    which moved between the two under a busy neighbour does not decide the first look."""
     root = project(tmp_path)
-    seed_main(root, jobs=(1.0, 1.01, 0.99, 1.0, 1.005), repeats=(0.85, 1.0, 1.15))
+    seed_main(root, jobs=(1.0, 1.01, 0.99, 1.0, 1.005), repeats=(0.7, 1.0, 1.3))
     done = perfgate(
         root, "check", "--branch", "feat", "--against", "main", "--budget", "2", "--json"
     )
