@@ -88,6 +88,8 @@ class Shape:
     """Student t degrees of freedom of the job factor (scaled to unit variance); None: Gaussian."""
     bench_df: float | None = None
     """Same, for the benchmark-run factor."""
+    proc_df: float | None = None
+    """Same, for the process factor (one draw per repeat)."""
     t_unit_var: bool = True
     """Student t draws scaled to unit variance (the component keeps its sd); False: the t's
     scale is the component's sd, so a t3 component has 3x the variance (heavier still)."""
@@ -199,7 +201,8 @@ def draw(shape: Shape, rng: np.random.Generator, gates: int = 1) -> np.ndarray:
     bench = _t_unit(rng, shape.bench_df, (g, b, n), shape.t_unit_var) * shape.bench_sd * bench_k
     if shape.bench_mode:
         bench += shape.mode_size * (rng.random((g, b, n)) < shape.bench_mode)
-    proc = rng.standard_normal((g, b, n, r)) * shape.proc_sd * bench_k[..., None]
+    proc = _t_unit(rng, shape.proc_df, (g, b, n, r), shape.t_unit_var)
+    proc = proc * shape.proc_sd * bench_k[..., None]
     if shape.proc_mode:
         proc += shape.mode_size * (rng.random((g, b, n, r)) < shape.proc_mode)
     if shape.steps:
@@ -270,6 +273,8 @@ def _rows() -> list[Row]:
         ("t4 job tails", r(base, job_df=4.0), 1.0),
         ("t3 benchmark tails", r(base, bench_df=3.0), 1.0),
         ("t4 benchmark tails", r(base, bench_df=4.0), 1.0),
+        ("t3 process tails", r(base, proc_df=3.0), 1.0),
+        ("t3 tails in every component", r(base, job_df=3.0, bench_df=3.0, proc_df=3.0), 1.0),
         ("AR(1) job noise phi 0.6", r(base, job_phi=0.6), 1.0),
         ("AR(1) job noise phi 0.9", r(base, job_phi=0.9), 1.0),
         ("job mode +8% in 30%", r(base, job_mode=0.3), 1.0),

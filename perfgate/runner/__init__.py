@@ -55,14 +55,19 @@ class ProcessSetup:
     Attributes:
         fixed_layout: start the worker with address-space randomisation off
             (``personality(ADDR_NO_RANDOMIZE)``, Linux; ``setarch -R`` does the same), so
-            every process lays its heap, stacks and libraries out alike; elsewhere, or where
-            the kernel refuses it, the worker runs as it was started and says so
-            (``RepeatResult.address_layout``).
+            every process of one tree lays its heap, stacks and libraries out alike;
+            elsewhere, or where the kernel refuses it, the worker runs as it was started and
+            says so (``RepeatResult.address_layout``). Off by default: two trees (an A/B
+            pair's base worktree and head checkout, or two commits) then each get one fixed
+            layout, and the difference between the two is a bias no number of pairs removes
+            (A/A pairs beside a CPU hog read the head 14-18% faster in every pair of 6 of 9
+            checks, ``bench/README.md``); a layout drawn afresh per process is noise the
+            pairs' spread measures (Mytkowicz et al. 2009). ``bench/floor.py`` compares both.
         gc_off: no Python garbage collection inside the timed loop (a collection before it).
         pin_cpu: the one CPU the worker (and its threads) may run on; None: any.
     """
 
-    fixed_layout: bool = True
+    fixed_layout: bool = False
     gc_off: bool = False
     pin_cpu: int | None = None
 
