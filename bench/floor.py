@@ -16,13 +16,17 @@ Settings that change how a process runs are separate *conditions*, measured in r
 round runs one A/A pair of every condition, so load that comes and goes on this shared
 machine hits all of them alike. The conditions (one intra-op thread unless said):
 
-* ``base``: perfgate's process setup before this work (address randomisation on, GC on,
-  unpinned);
+* ``base``: perfgate's process setup (address randomisation on, GC on, unpinned);
 * ``fixed``: address-space randomisation off in the worker (``personality(ADDR_NO_
   RANDOMIZE)``: :class:`perfgate.runner.ProcessSetup` ``fixed_layout``);
 * ``pin``: every worker pinned to CPU 0 (``os.sched_setaffinity``);
 * ``nogc``: no garbage collection inside the timed loop;
 * ``threads2``: two intra-op threads (the step's CPU time is then the process's).
+
+Both members of an A/A pair here run one tree (the same directory), so ``fixed`` gives them
+one layout: the floor it shows is not what an A/B of two trees sees, where each side has its
+own fixed layout and their difference is a bias (why the default stays randomised:
+``bench/README.md``).
 
 ``--quick`` measures ``base`` and ``fixed`` only. A worker takes 6-9 s on this machine under
 its usual load (most of it importing torch), a pair of the two steps 14-18 s.
