@@ -587,17 +587,16 @@ def _noisier_lately(
     measure); None when not. ``dev``: the runs' deviations from the model; the lone
     outliers count on both sides: a runner that became noisier shows first in tail events
     near the end, and a runner whose tail events happen anywhere shows them earlier too."""
-    seen = np.flatnonzero(noise | lone)
-    late, early = dev[seen[-RECENT_RUNS:]], dev[seen[:-RECENT_RUNS]]
-    early_dof = max(
-        dof - int(np.sum(noise[seen[-RECENT_RUNS:]])) + int(np.sum(lone[seen[:-RECENT_RUNS]])),
-        1,
-    )
+    first = dev.size - RECENT_RUNS  # the last runs by place: an excursion among them (a
+    # noisier runner makes them) leaves its runs out, not older, quieter ones in
+    seen = noise | lone
+    is_late = np.arange(dev.size) >= first
+    late, early = dev[seen & is_late], dev[seen & ~is_late]
+    early_dof = max(dof - int(np.sum(noise & is_late)) + int(np.sum(lone & ~is_late)), 1)
     v_early = float(np.sum(early * early)) / early_dof
     if v_early <= 0:
         return None
-    first = int(seen[-RECENT_RUNS])
-    chi, late_dof, ref_dof = float(np.sum(late * late)) / v_early, RECENT_RUNS, early_dof
+    chi, late_dof, ref_dof = float(np.sum(late * late)) / v_early, late.size, early_dof
     with_repeats = False
     if repeats is not None and repeats[0].size == dev.size + 1:
         var, d = repeats
@@ -615,7 +614,7 @@ def _noisier_lately(
                 late_dof += late_d
                 ref_dof = min(ref_dof, w_dof)
                 with_repeats = True
-    ratio = chi / late_dof
+    ratio = chi / late_dof if late_dof else 0.0
     if ratio > 1 and special.fdtrc(late_dof, ref_dof, ratio) < ALPHA:
         return _Noisier(ratio * v_early, v_early, late_dof, first, with_repeats)
     return None
