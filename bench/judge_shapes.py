@@ -347,6 +347,12 @@ def _rows() -> list[Row]:
         ),
         Row("power +8%: 50 benchmarks", "power", r(base, change=LN8, benchmarks=50), p8, 0.3),
         Row("power +8%: 3 of 10 benchmarks +8%", "power", r(base, change=LN8, changed=3), p8),
+        Row(
+            "power +8%: every benchmark +8% (the whole job)",
+            "power",
+            r(base, change=LN8, changed=10),
+            p8,
+        ),
         Row(p5, "power", r(cov1, change=LN5), weight=0.5),
         Row(
             "power +5%, gate 20, CoV 1%: t3 job tails",

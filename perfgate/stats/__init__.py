@@ -35,7 +35,9 @@ Assumptions, in plain words:
   series, at the gate's strictest bar, alpha over its tests, and no rarer than the window's
   jobs as far out: a runner's pools and turbo states recur) moved the whole job, and
   every benchmark's change is called with the job's part in it, its reason saying the
-  whole job moved (and an ``unchanged`` must hold net of the job's move too).
+  whole job moved. A runner that moved and a change to every benchmark read the same, so
+  an ``unchanged`` must hold under both readings: net of the job's move and with it (also
+  where the job's own test did not call the move).
 * Each series' model over its window: from 10 runs on, a run beyond 5 robust SDs of the
   window's median is not noise. Two or more in a row are an excursion of the level (a
   regression merged and reverted, a slower runner for a while): over, it leaves the level

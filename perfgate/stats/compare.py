@@ -231,10 +231,11 @@ class Evidence:
     metric together), or ''."""
     notes: str = ""
     """What the window's model saw (main moved before the fork, a drift, noisier lately)."""
-    own: tuple[float, float] | None = None
-    """When the whole job moved and ``change`` holds the job's part: the benchmark's own
-    change net of it and that change's SD. A runner that moved and a change to every
-    benchmark read the same, so a claim of no change must hold under both readings."""
+    other: tuple[float, float, float] | None = None
+    """The change read the other way, its SD and degrees of freedom, where the job factor
+    was taken out of this series: net of the job's move when ``change`` holds it (the whole
+    job moved), with the job's part in it when not. A runner that moved and a change to
+    every benchmark read the same, so a claim of no change must hold under both readings."""
 
     def pct(self, x: float) -> float:
         """``x`` (log ratio, or fraction) in %; an end beyond any ratio (an interval of a
@@ -995,8 +996,15 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
         dof=dof,
         p_value=float(2.0 * special.stdtr(dof, -abs(change) / sd)),
         job_move=words,
-        own=(ev.change, ev.sd),
+        other=(ev.change, ev.sd, ev.dof),
     )
+
+
+def _with_job_part(ev: Evidence, job: Evidence) -> Evidence:
+    """``ev``, net of a job factor that did not move significantly, with the other reading
+    (:attr:`Evidence.other`): the change with the job's part in it, both variances."""
+    sd = math.sqrt(ev.sd**2 + job.sd**2)
+    return replace(ev, other=(ev.change + job.change, sd, min(ev.dof, job.dof)))
 
 
 def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
@@ -1044,7 +1052,7 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
             [s.dof_within for s in group],
         )
         nus = _series_tails([f.resid for f in fits], level)
-        moved = None
+        job_ev, moved = None, None
         if jobs is not None:
             # the whole job moved: every benchmark fails at once, so it must pass the
             # strictest bar of the gate's family (Benjamini-Hochberg's first step)
@@ -1053,8 +1061,11 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
                 moved = job_ev
         for i, s, fit, zc, nu in zip(members, group, fits, currents, nus, strict=True):
             ev = _evidence(s, fit, zc, between, within, nu)
+            taken_out = removed or s.z.size < MIN_BASELINE_RUNS
             if moved is not None:
-                ev = _with_job(ev, moved, len(group), removed=removed)
+                ev = _with_job(ev, moved, len(group), removed=taken_out)
+            elif job_ev is not None and taken_out:
+                ev = _with_job_part(ev, job_ev)
             out[i] = ev
     return [ev for ev in out if ev is not None]
 
@@ -1158,18 +1169,19 @@ def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
     return f"{min_effect:g}% minimum effect"
 
 
-def _own_unsure(
+def _other_unsure(
     ev: Evidence, policy: MetricPolicy, min_effect: float, alpha: float, direction: Direction
 ) -> str:
-    """Why a change that is unchanged with its whole job's move in it cannot be called
-    unchanged: net of the job it may be worse than the minimum effect (a runner that moved
-    and a change to every benchmark read the same); '' when it is unchanged either way."""
-    if ev.own is None:
+    """Why a change that is unchanged as ``ev`` reads it cannot be called unchanged: read
+    the other way (:attr:`Evidence.other`: net of the job's move, or with the job's part in
+    it) it may be worse than the minimum effect (a runner that moved and a change to every
+    benchmark read the same); '' when it is unchanged either way."""
+    if ev.other is None:
         return ""
-    own = replace(ev, change=ev.own[0], sd=ev.own[1])
-    bound = own.worse_bound(worse_sign(direction), alpha)
+    other = replace(ev, change=ev.other[0], sd=ev.other[1], dof=ev.other[2])
+    bound = other.worse_bound(worse_sign(direction), alpha)
     outcome = classify_change(
-        change_pct=own.change_pct,
+        change_pct=other.change_pct,
         p_adjusted=1.0,
         min_effect_pct=min_effect,
         alpha=alpha,
@@ -1178,9 +1190,17 @@ def _own_unsure(
     )
     if outcome is Outcome.UNCHANGED:
         return ""
+    if ev.job_move:
+        return (
+            f"{ev.job_move}; net of the job's move it is {other.change_pct:+.1f}% and may be "
+            f"up to {abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+        )
     return (
-        f"{ev.job_move}; net of the job's move it is {own.change_pct:+.1f}% and may be up to "
-        f"{abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+        "it is measured net of the job factor the gate's benchmarks share, and with the "
+        f"job's part in it (the whole job {ev.pct(other.change - ev.change):+.1f}%, not "
+        "significantly: a slower runner and a change to every benchmark read the same) it "
+        f"is {other.change_pct:+.1f}% and may be up to {abs(bound):.1f}% worse, beyond the "
+        f"{_effect_words(policy, min_effect)}"
     )
 
 
@@ -1210,7 +1230,7 @@ def _judge(
     )
     blind = ""
     if outcome is Outcome.UNCHANGED:
-        blind = _own_unsure(ev, policy, min_effect, alpha, cur.direction)
+        blind = _other_unsure(ev, policy, min_effect, alpha, cur.direction)
     if blind:
         outcome = Outcome.BLIND
     words = Words(
