@@ -52,7 +52,10 @@ of the feature run + gate, and of a whole trial. Then one line per target:
 * ``check-ab`` (issue 38, its default slowdowns 0, 0.05, 0.1): slowdown 0.1 a regression in
   >= 9/10 trials quiet, >= 8/10 under the hog; slowdown 0.05 >= 5/10 quiet;
 
-scaled to ``--trials`` (ceil(share x trials)); an errored trial counts as a miss.
+scaled to ``--trials`` (ceil(share x trials)); an errored trial counts as a miss. For
+``check-ab``, each check's stated MDE of ``step_cpu_ms`` against a fixed-sample t test's at
+alpha 0.01 on the same pairs (issue 38: within 1.3x), plain and with the minimum effect as
+its floor (:func:`oracle_ratio`).
 
 Run from the repository root with the project's virtual environment active::
 
@@ -60,6 +63,7 @@ Run from the repository root with the project's virtual environment active::
     python bench/demo.py --trials 3 --states quiet      # a quick look, ~6 minutes
     python bench/demo.py --hog-only --seconds 600       # the hog alone, for other things
     python bench/demo.py --command check-ab             # check --mode ab, 10 trials x 2 states
+    python bench/demo.py --report rows.json             # a --json file's tables again
 
 Cost: a trial is ~6 perfgate runs of ~20 s each on 2 quiet cores (about 2 minutes), about
 3x that under the hog; the default (10 trials x 2 states) takes about 1.5 hours.
@@ -381,7 +385,15 @@ def judged(row: Row, result: Result) -> None:
         if metric in METRICS and metric not in row.metrics:
             row.metrics[metric] = {
                 k: c.get(k)
-                for k in ("verdict", "change_pct", "ci_low_pct", "ci_high_pct", "mde_pct", "reason")
+                for k in (
+                    "verdict",
+                    "change_pct",
+                    "ci_low_pct",
+                    "ci_high_pct",
+                    "mde_pct",
+                    "min_effect_pct",
+                    "reason",
+                )
             }
     found = re.search(r"\((\d+) pairs", str(row.metrics.get("step_cpu_ms", {}).get("reason")))
     if paired and found:
@@ -604,6 +616,26 @@ def _run_median(rows: Sequence[Row], metric: str) -> float | None:
     return median([r.run_change_pct[metric] for r in rows if metric in r.run_change_pct])
 
 
+def oracle_ratio(row: Row, metric: str = "step_cpu_ms") -> tuple[float, float] | None:
+    """``check-ab``: the stated MDE of ``metric`` against a fixed-sample t test's on the same
+    pairs (issue 38: within 1.3x): the pairs' standard error from the 95% interval the check
+    printed (t with n - 1 degrees of freedom), then the change that test at alpha 0.01
+    catches with 80% power, and the same at least the minimum effect (a change below it is
+    never a regression). None where the row has no interval, MDE or pair count."""
+    from scipy import stats
+
+    m = row.metrics.get(metric, {})
+    lo, hi, mde, n = m.get("ci_low_pct"), m.get("ci_high_pct"), m.get("mde_pct"), row.pairs
+    if lo is None or hi is None or mde is None or n is None or n < 3:
+        return None
+    dof = n - 1
+    se = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / (2.0 * stats.t.ppf(0.975, dof))
+    crit, power = stats.t.ppf(1.0 - 0.01 / 2.0, dof) * se, stats.t.ppf(0.8, dof) * se
+    floor = math.log1p(float(m.get("min_effect_pct") or 3.0) / 100.0)
+    plain, floored = (100.0 * math.expm1(c + power) for c in (crit, max(crit, floor)))
+    return float(mde) / plain, float(mde) / floored
+
+
 def report(
     rows: Sequence[Row], states: Sequence[str], slowdowns: Sequence[float], trials: int
 ) -> None:
@@ -667,12 +699,35 @@ def report(
         out("regressions called on (method:metric trials):")
         for line in decided:
             out(line)
+    ratios = [(r, oracle_ratio(r)) for r in rows if r.command == "check-ab"]
+    if any(x is not None for _, x in ratios):
+        out("")
+        out("stated MDE (step_cpu_ms) against a t test at alpha 0.01 on the same pairs")
+        out("(target <= 1.3x): plain, and with the minimum effect as its floor")
+        for state in states:
+            for s in slowdowns:
+                got = [x for r, x in ratios if x and r.state == state and r.slowdown == s]
+                if got:
+                    plain = ", ".join(f"{a:.2f}" for a, _ in got)
+                    floored = ", ".join(f"{b:.2f}" for _, b in got)
+                    out(f"  {state:<6} slowdown {slowdown_key(s):<4} {plain}; floored {floored}")
     notes = sorted({n for r in rows for n in r.notes})
     if notes:
         out("")
         out("gate notes seen:")
         for n in notes:
             out(f"  {n}")
+
+
+def report_file(path: Path) -> int:
+    """The tables of a ``--json`` file (e.g. with the MDE-against-oracle lines added since)."""
+    data = json.loads(path.read_text())
+    rows = [Row(**r) for r in data["rows"]]
+    states = list(dict.fromkeys(r.state for r in rows))
+    slowdowns = sorted({r.slowdown for r in rows})
+    out(f"from {path}: {data.get('command')}")
+    report(rows, states, slowdowns, int(data.get("trials") or 1))
+    return 0
 
 
 def cpu_model() -> str:
@@ -732,12 +787,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first failed command")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write every trial's row here")
+    parser.add_argument(
+        "--report", type=Path, metavar="PATH", help="print the tables of a --json file, run nothing"
+    )
     parser.add_argument("--hog-only", action="store_true", help="only run the hog, then exit")
     parser.add_argument("--seconds", type=float, help="with --hog-only: how long [until stopped]")
     args = parser.parse_args(argv)
     install_handlers()
     if args.hog_only:
         return hog_only(args.seconds)
+    if args.report is not None:
+        return report_file(args.report)
 
     states = [s.strip() for s in args.states.split(",") if s.strip()]
     bad = [s for s in states if s not in STATES]
