@@ -975,10 +975,16 @@ def _job_evidence(job: np.ndarray, current: float, level: float, log: bool) -> E
     )
 
 
+def _job_part(ev: Evidence, job: Evidence) -> tuple[float, float, float]:
+    """The change of ``ev`` (net of the job factor) with the job's part in it: the change,
+    its SD from both variances, and the fewer degrees of freedom of the two."""
+    return ev.change + job.change, math.sqrt(ev.sd**2 + job.sd**2), min(ev.dof, job.dof)
+
+
 def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) -> Evidence:
     """``ev`` when its whole job moved (:func:`_job_evidence` significant), with words that
     say so; where the job factor was taken out of ``ev`` (``removed``), the benchmark's own
-    change and the job's together, with both variances."""
+    change and the job's together (:func:`_job_part`), the own one the other reading."""
     words = (
         f"the whole job moved: {benchmarks} benchmarks by {job.pct(job.change):+.1f}% "
         "together; a change to every benchmark and a slower runner look the same, and a "
@@ -986,9 +992,7 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
     )
     if not removed:
         return replace(ev, job_move=words)
-    sd = math.sqrt(ev.sd**2 + job.sd**2)
-    change = ev.change + job.change
-    dof = min(ev.dof, job.dof)
+    change, sd, dof = _job_part(ev, job)
     return replace(
         ev,
         change=change,
@@ -998,13 +1002,6 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
         job_move=words,
         other=(ev.change, ev.sd, ev.dof),
     )
-
-
-def _with_job_part(ev: Evidence, job: Evidence) -> Evidence:
-    """``ev``, net of a job factor that did not move significantly, with the other reading
-    (:attr:`Evidence.other`): the change with the job's part in it, both variances."""
-    sd = math.sqrt(ev.sd**2 + job.sd**2)
-    return replace(ev, other=(ev.change + job.change, sd, min(ev.dof, job.dof)))
 
 
 def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
@@ -1065,7 +1062,8 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
             if moved is not None:
                 ev = _with_job(ev, moved, len(group), removed=taken_out)
             elif job_ev is not None and taken_out:
-                ev = _with_job_part(ev, job_ev)
+                # the job did not move significantly: its part is the other reading
+                ev = replace(ev, other=_job_part(ev, job_ev))
             out[i] = ev
     return [ev for ev in out if ev is not None]
 
