@@ -12,6 +12,7 @@ from scipy import stats
 
 from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import benjamini_hochberg
+from perfgate.stats.fdr import by_direction
 from perfgate.stats.paired import (
     ALPHA,
     MAX_PAIRS,
@@ -298,8 +299,12 @@ def test_fdr_adjusts_across_the_gate() -> None:
     results = decide_paired(evs)
     raw = [ev.p_value for ev in evs]
     assert all(p is not None for p in raw)
-    expected = benjamini_hochberg([float(p or 0.0) for p in raw])
+    # a family per side a change points to; "same" moved neither way far enough to matter
+    sides = [(ev.change_pct or 0.0) > 0 for ev in evs]
+    expected = by_direction([float(p or 0.0) for p in raw], sides)
     assert [c.p_adjusted for c in results] == pytest.approx(expected)
+    if len(set(sides)) == 1:
+        assert expected == pytest.approx(benjamini_hochberg([float(p or 0.0) for p in raw]))
     assert [c.benchmark for c in results] == ["slow", "meh", "same"]
     assert results[0].verdict is Verdict.REGRESSION
     assert results[2].verdict is Verdict.UNCHANGED
@@ -307,7 +312,9 @@ def test_fdr_adjusts_across_the_gate() -> None:
 
 def test_higher_is_better_and_improvements() -> None:
     tput = MetricPolicy(Direction.HIGHER_IS_BETTER, 3.0)
-    ratios = [-0.10, -0.11, -0.09, -0.10, -0.105, -0.095, -0.1, -0.102]
+    # 9 pairs: the throughput and the time change point different ways, a family each, and
+    # each needs the pair-order test under alpha / 2 on its own (2 / 2^9)
+    ratios = [-0.10, -0.11, -0.09, -0.10, -0.105, -0.095, -0.1, -0.102, -0.098]
     lower = evidence(
         from_log_ratios(ratios, base=500.0),
         metric="throughput_samples_per_s",

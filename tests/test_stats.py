@@ -10,6 +10,7 @@ import pytest
 
 from perfgate.models import Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats import Candidate, benjamini_hochberg, compare_candidates, summarize
+from perfgate.stats.fdr import by_direction
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TIME = MetricPolicy(Direction.LOWER_IS_BETTER, 3.0)
@@ -43,6 +44,19 @@ def simulate_run(
 ) -> RunPoint:
     job = rng.lognormal(0.0, cov / 2)
     return point(i, [centre * job * rng.lognormal(0.0, cov) for _ in range(r)])
+
+
+def test_each_side_of_a_change_is_a_family_of_its_own() -> None:
+    # one side alone is plain BH over all m tests, the other side's tests at p = 1
+    assert by_direction([0.01, 0.04, 0.03, 0.005], [True] * 4) == pytest.approx(
+        benjamini_hochberg([0.01, 0.04, 0.03, 0.005])
+    )
+    # two speedups called do not lower the bar of the slowdown: pooled BH would adjust its
+    # 0.009 to 0.012 (rank 3 of 4) and call it at alpha 0.02; on its own side it is rank 1
+    p, sides = [0.001, 0.002, 0.009, 0.5], [False, False, True, True]
+    assert benjamini_hochberg(p)[2] == pytest.approx(0.012)
+    assert by_direction(p, sides) == pytest.approx([0.004, 0.004, 0.036, 1.0])
+    assert by_direction([], []) == []
 
 
 def test_benjamini_hochberg_known_answer() -> None:

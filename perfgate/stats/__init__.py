@@ -77,9 +77,14 @@ Assumptions, in plain words:
 * The test is a prediction-interval t test of the current centre against the window's
   median; across every (benchmark, metric) of one gate, p-values are adjusted with
   Benjamini–Hochberg at alpha 0.01, and alpha is stated in every reason and in the JSON.
+  The changes that point worse (the gate fails on them) are one family, those that point
+  better another, each of all m tests at alpha / 2 one-sided: a PR's real speedups do not
+  lower the bar a slowdown elsewhere is called at, as one pooled family would (with R of m
+  called, the next at (R + 1) alpha / m).
 * Intervals are false-coverage adjusted (Benjamini-Yekutieli): with R of the gate's m tests
-  called, each is at level 1 - max(R, 1) alpha / m, so a change is called exactly when its
-  interval leaves 0, and the interval shown is the one the verdict was decided at.
+  called on a side, each on that side is at level 1 - max(R, 1) alpha / m, so a change is
+  called exactly when its interval leaves 0, and the interval shown is the one the verdict
+  was decided at.
 * A regression must be significant after adjustment *and* at least the metric's minimum
   effect. ``unchanged`` is an equivalence claim: the change's one-sided (1 - alpha) bound on
   its worse side lies inside the minimum effect. Anything else is ``inconclusive``, with

@@ -73,7 +73,7 @@ from perfgate.stats.decide import (
     size_text,
     worse_sign,
 )
-from perfgate.stats.fdr import benjamini_hochberg
+from perfgate.stats.fdr import by_direction
 from perfgate.stats.summary import mad, median, quantile
 
 MAD_TO_SD = 1.4826
@@ -1271,11 +1271,14 @@ def _judge(
 
 
 def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...]:
-    """Judge every candidate of one gate, with FDR control across the noisy ones.
+    """Judge every candidate of one gate, with FDR control across the noisy ones, one family
+    for the changes that point worse and one for those that point better
+    (:func:`perfgate.stats.fdr.by_direction`).
 
     Intervals are false-coverage adjusted (Benjamini and Yekutieli): with R of the m tests
-    called, every interval is at level 1 - max(R, 1) * alpha / m, so a change is called
-    exactly when its interval leaves 0. The order of the result follows the input.
+    called on a side, every interval on that side is at level 1 - max(R, 1) * alpha / m, so
+    a change is called exactly when its interval leaves 0. The order of the result follows
+    the input.
     """
     results: list[Comparison | None] = [None] * len(candidates)
     tested: list[int] = []
@@ -1290,19 +1293,23 @@ def compare_candidates(candidates: Sequence[Candidate]) -> tuple[Comparison, ...
         else:
             tested.append(i)
     evidences = gate_evidence([candidates[i] for i in tested])
-    adjusted = benjamini_hochberg([ev.p_value for ev in evidences])
+    sides = [
+        worse_sign(candidates[i].current.direction) * ev.change_pct > 0
+        for i, ev in zip(tested, evidences, strict=True)
+    ]
+    adjusted = by_direction([ev.p_value for ev in evidences], sides)
     m = len(tested)
     alpha = min((candidates[i].alpha for i in tested), default=ALPHA)
-    called = sum(p < alpha for p in adjusted)
-    level = 1.0 - max(called, 1) * alpha / max(m, 1)
+    called = Counter(side for side, p in zip(sides, adjusted, strict=True) if p < alpha)
+    levels = {side: 1.0 - max(called[side], 1) * alpha / max(m, 1) for side in (False, True)}
     # a series of 1-2 runs is judged on its runner's noise, net of the job factor: the
     # metric needs JOB_MIN + 1 series of two runs or more (the job factor and a spread)
     known = Counter(
         candidates[i].current.metric for i in tested if len(candidates[i].baseline) >= 2
     )
-    for i, ev, p_adj in zip(tested, evidences, adjusted, strict=True):
+    for i, ev, p_adj, side in zip(tested, evidences, adjusted, sides, strict=True):
         cand = candidates[i]
-        judged = _judge(cand, ev, p_adj, m, level)
+        judged = _judge(cand, ev, p_adj, m, levels[side])
         if len(cand.baseline) < MIN_BASELINE_RUNS:
             if known[cand.current.metric] <= JOB_MIN:
                 judged = _no_baseline(cand)

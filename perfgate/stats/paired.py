@@ -47,7 +47,8 @@ Assumptions, in plain words:
 * No timer is better than 0.2%: the spread of one log-ratio is taken as at least
   ``SCALE_FLOOR * sqrt(2)``, so identical pairs cannot make any tiny change significant.
 * Verdicts mean what they mean in :mod:`perfgate.stats.compare`: p-values (the larger of
-  the two tests') are adjusted with Benjamini-Hochberg across every metric of the gate; a
+  the two tests') are adjusted with Benjamini-Hochberg across every metric of the gate (the
+  changes that point worse a family apart from those that point better); a
   regression is significant after adjustment *and* at least the metric's minimum effect; a
   change past the minimum effect without enough evidence is ``inconclusive``, with an
   estimate of how many pairs would settle it (taking the observed change and spread as true,
@@ -89,7 +90,7 @@ from perfgate.stats.decide import (
     size_text,
     worse_sign,
 )
-from perfgate.stats.fdr import benjamini_hochberg
+from perfgate.stats.fdr import by_direction
 
 MAX_PAIRS = 1000
 """Largest number of pairs ``pairs_needed`` reports; beyond it the metric is too noisy."""
@@ -595,13 +596,18 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
 def decide_paired(evidences: Sequence[PairedEvidence]) -> tuple[Comparison, ...]:
     """Verdicts for every (benchmark, metric) of one A/B gate, in the input order.
 
-    p-values are adjusted with Benjamini-Hochberg across the metrics that were tested.
+    p-values are adjusted with Benjamini-Hochberg across the metrics that were tested, the
+    changes that point worse and those that point better each a family of their own
+    (:func:`perfgate.stats.fdr.by_direction`).
     """
     tested = [i for i, ev in enumerate(evidences) if ev.p_value is not None]
+    sides = [
+        worse_sign(evidences[i].direction) * (evidences[i].change_pct or 0.0) > 0 for i in tested
+    ]
     adjusted = dict(
         zip(
             tested,
-            benjamini_hochberg([float(evidences[i].p_value or 0.0) for i in tested]),
+            by_direction([float(evidences[i].p_value or 0.0) for i in tested], sides),
             strict=True,
         )
     )
