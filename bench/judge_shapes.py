@@ -285,6 +285,8 @@ def _rows() -> list[Row]:
         ("3% load cycle, period 30, 100 runs", r(base, cycle=0.03, runs=100), 0.5),
         ("one benchmark 3x noisier, last 5 runs", r(base, noisier_bench=3.0), 1.0),
         ("runner 3x noisier, last 5 runs", r(base, noisier_runner=3.0), 1.0),
+        ("runner 2x noisier, last 5 runs", r(base, noisier_runner=2.0), 1.0),
+        ("runner 1.5x noisier, last 10 runs", r(base, noisier_runner=1.5, noisier_runs=10), 1.0),
         ("sticky pools 15% apart, 6-job stretches", r(base, pools=math.log(1.15)), 1.0),
         ("slow pool +15% in 3-5% of jobs", r(base, slow_pool=(0.03, 0.05)), 1.0),
         ("main +10% 1-6 runs before fork, one benchmark", r(base, main_shift=math.log(1.1)), 1.0),

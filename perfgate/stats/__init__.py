@@ -53,7 +53,13 @@ Assumptions, in plain words:
   against the earlier runs' repeats. A runner that became noisier shows in both; five runs
   alone leave a 3x noisier one unseen one time in five, and with their repeats the ratio
   is known with 17 degrees of freedom rather than 5. The tails' evidence is then each
-  run's deviation in its own period's SD: a spread that grew is not a heavy tail.
+  run's deviation in its own period's SD: a spread that grew is not a heavy tail. A runner
+  2x noisier in its last 5 runs still slips past one series' test in most gates, so the
+  gate's series also ask it together: the median of their F tests' p-values (the median
+  of m uniforms is at most x when half of them are, a binomial tail, so one benchmark that
+  became noisier on its own moves it by half a rank) at alpha; then every current run that
+  its own test did not catch is judged with the median of the series' scale ratios (each
+  over its F's median, 1 on a quiet runner).
 * The metrics of one gate share a runner: each metric's noise is shrunk toward what the
   others show (an empirical prior, weighted by how much the metrics agree, and lending no
   more degrees of freedom than it was estimated from), so a new benchmark with three runs

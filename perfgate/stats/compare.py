@@ -38,13 +38,15 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    window ends in them and the current run stayed there (main moved before the fork); a
    drift is fitted when its slope passes a preliminary test at ``POOL_P``; a window whose
    last ``RECENT_RUNS`` runs, with their repeats and the current run's, spread more (one F
-   test at ``ALPHA``) is judged with that spread (:func:`_noisier_lately`).
+   test at ``ALPHA``) is judged with that spread (:func:`_noisier_lately`); the gate's
+   series ask it together too (:func:`_runner_noisier`: the median of their p-values).
 6. Tails (:func:`_series_tails`): each series' own Student t, the gate's other series lending
    one series' worth of evidence; of the t's a likelihood-ratio test does not reject at the
    gate's level, the heaviest.
 7. The test and the verdict (:func:`compare_candidates`): a t test of the change against the
-   level, Benjamini-Hochberg over the gate's noisy metrics, false-coverage adjusted
-   intervals at the level the verdict is decided at.
+   level, Benjamini-Hochberg over the gate's noisy metrics (a family for the changes that
+   point worse, one for those that point better), false-coverage adjusted intervals at the
+   level the verdict is decided at.
 """
 
 from __future__ import annotations
@@ -52,10 +54,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 
 from perfgate.metrics import is_time
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
@@ -191,6 +193,15 @@ class _Level:
     """The lone outliers' deviations from the level (the rank guard, :func:`_rank_p`)."""
     robust: float
     """The window's robust SD (MAD), the outlier bound's unit."""
+    late: _Noisier | None = None
+    """How the last runs spread against the earlier ones, significant or not; None where
+    the window is too short to say (:func:`_runner_noisier` pools them)."""
+    noisier: bool = False
+    """Whether the series became noisier (judged with its last runs' spread)."""
+    raw: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """``resid`` before its units: the deviations from the model."""
+    at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    """The run of each of ``raw``."""
 
 
 @dataclass(frozen=True)
@@ -521,9 +532,11 @@ def _fit_level(
             words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
     var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
     unit = np.full(k, math.sqrt(var))  # each run's SD, the unit of the tails' evidence
+    late = recent = None
     if n >= TRIM_MIN_RUNS + RECENT_RUNS and var > 0:
         model = mean + slope * (np.arange(k) - xbar)
-        recent = _noisier_lately(z - model, noise_mask, lone, dof, repeats)
+        late = _noisier_lately(z - model, noise_mask, lone, dof, repeats)
+        recent = late if late is not None and late.p_value < ALPHA and late.typical > 1 else None
         if recent is not None:
             unit[:] = math.sqrt(recent.early)
             unit[recent.first :] = math.sqrt(recent.var)
@@ -542,8 +555,44 @@ def _fit_level(
             "judged against them"
         )
     at = np.concatenate((xk, idx[lone])).astype(int)
-    evidence = np.concatenate((resid, z[lone] - level)) / unit[at] if var > 0 else resid[:0]
-    return _Level(level, factor, var, dof, evidence, "; ".join(words), z[rare] - level, robust)
+    raw = np.concatenate((resid, z[lone] - level))
+    evidence = raw / unit[at] if var > 0 else resid[:0]
+    return _Level(
+        level,
+        factor,
+        var,
+        dof,
+        evidence,
+        "; ".join(words),
+        z[rare] - level,
+        robust,
+        late,
+        recent is not None,
+        raw,
+        at,
+    )
+
+
+def _with_runner(fit: _Level, runner: float) -> _Level:
+    """``fit`` where the gate's runner became ``runner`` times noisier in the last runs
+    (:func:`_runner_noisier`) and this series' own test did not say so: judged as if it
+    had, the earlier runs' variance times ``runner`` from the last runs on."""
+    late = fit.late
+    if runner <= 1 or fit.noisier or late is None or fit.var <= 0:
+        return fit
+    var = max(late.early * runner, fit.var)
+    unit = np.where(fit.at >= late.first, math.sqrt(var), math.sqrt(late.early))
+    words = (
+        f"the last {RECENT_RUNS} runs of most of the gate's benchmarks spread "
+        f"{math.sqrt(runner):.1f}x more than the earlier ones: judged with that spread"
+    )
+    return replace(
+        fit,
+        var=var,
+        resid=fit.raw / unit,
+        words="; ".join(w for w in (fit.words, words) if w),
+        noisier=True,
+    )
 
 
 def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.ndarray] | None:
@@ -561,7 +610,7 @@ def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.
 
 @dataclass(frozen=True)
 class _Noisier:
-    """The runner became noisier (:func:`_noisier_lately`)."""
+    """How much more the last runs spread than the earlier ones (:func:`_noisier_lately`)."""
 
     var: float
     """The runs' variance from the last runs on: the earlier runs' times the scale ratio."""
@@ -573,6 +622,11 @@ class _Noisier:
     """The index of the first of the last runs."""
     repeats: bool
     """Whether the runs' repeats counted."""
+    p_value: float
+    """The F test's (upper tail): the series became noisier when it is under ``ALPHA``."""
+    typical: float
+    """The scale ratio over what it is on a quiet runner (its F's median), for the gate's
+    runner-wide test (:func:`_runner_noisier`)."""
 
 
 def _noisier_lately(
@@ -584,10 +638,11 @@ def _noisier_lately(
 ) -> _Noisier | None:
     """Whether the runner became noisier: the last ``RECENT_RUNS`` runs' deviations from the
     model and, where runs have repeats, the repeats of those runs and of the current one,
-    each against the earlier runs' (one F test at ``ALPHA`` on the scale ratio both
-    measure); None when not. ``dev``: the runs' deviations from the model; the lone
-    outliers count on both sides: a runner that became noisier shows first in tail events
-    near the end, and a runner whose tail events happen anywhere shows them earlier too."""
+    each against the earlier runs' (one F test on the scale ratio both measure; the series
+    became noisier when it is significant at ``ALPHA``); None without a spread. ``dev``:
+    the runs' deviations from the model; the lone outliers count on both sides: a runner
+    that became noisier shows first in tail events near the end, and a runner whose tail
+    events happen anywhere shows them earlier too."""
     first = dev.size - RECENT_RUNS  # the last runs by place: an excursion among them (a
     # noisier runner makes them) leaves its runs out, not older, quieter ones in
     seen = noise | lone
@@ -615,10 +670,30 @@ def _noisier_lately(
                 late_dof += late_d
                 ref_dof = min(ref_dof, w_dof)
                 with_repeats = True
-    ratio = chi / late_dof if late_dof else 0.0
-    if ratio > 1 and special.fdtrc(late_dof, ref_dof, ratio) < ALPHA:
-        return _Noisier(ratio * v_early, v_early, late_dof, first, with_repeats)
-    return None
+    if not late_dof:
+        return None
+    ratio = chi / late_dof
+    p_value = float(special.fdtrc(late_dof, ref_dof, ratio))
+    typical = ratio / float(special.fdtri(late_dof, ref_dof, 0.5))
+    return _Noisier(ratio * v_early, v_early, late_dof, first, with_repeats, p_value, typical)
+
+
+def _runner_noisier(fits: Sequence[_Level]) -> float:
+    """How much noisier the runner became in the last runs, for every series of a metric:
+    1 when it did not. One series' F test sees a runner 2x noisier in its last 5 runs in
+    few gates; the gate's series see it together. The test is on the median of their F
+    tests' p-values (the median of m uniforms is at most x when half of them are: a
+    binomial tail), so one benchmark that became noisier on its own moves it by half a
+    rank and lends the others nothing; the ratio taken is the median of the series' ratios,
+    each over its F's median (1 on a quiet runner)."""
+    late = [f.late for f in fits if f.late is not None]
+    if len(late) <= JOB_MIN:
+        return 1.0
+    half = (len(late) + 1) // 2
+    p_median = float(np.median([x.p_value for x in late]))
+    if float(stats.binom.sf(half - 1, len(late), p_median)) >= ALPHA:
+        return 1.0
+    return max(float(np.median([x.typical for x in late])), 1.0)
 
 
 def _rank_p(fit: _Level, change: float, runs: int) -> float:
@@ -1043,6 +1118,8 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
                     )
                 )
                 currents.append(s.zc - own[k])
+        runner = _runner_noisier(fits)
+        fits = [_with_runner(f, runner) for f in fits]
         between = fit_prior([f.var for f in fits], [f.dof for f in fits])
         within = fit_prior(
             [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in group],
