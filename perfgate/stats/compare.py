@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from perfgate.metrics import is_time
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
@@ -691,7 +691,8 @@ def _runner_noisier(fits: Sequence[_Level]) -> float:
         return 1.0
     half = (len(late) + 1) // 2
     p_median = float(np.median([x.p_value for x in late]))
-    if float(stats.binom.sf(half - 1, len(late), p_median)) >= ALPHA:
+    # P(at least `half` of m uniforms <= x), the binomial tail as a regularised beta
+    if float(special.betainc(half, len(late) - half + 1, p_median)) >= ALPHA:
         return 1.0
     return max(float(np.median([x.typical for x in late])), 1.0)
 
