@@ -295,6 +295,11 @@ def _rows() -> list[Row]:
             r(base, main_shift=math.log(1.1), shift_all=True),
             1.0,
         ),
+        (
+            "main +4% 1-6 runs before fork, one benchmark (inside the outlier bound)",
+            r(base, main_shift=math.log(1.04)),
+            1.0,
+        ),
         ("one run 30% slow in one benchmark", r(base, outlier=math.log(1.3)), 1.0),
         ("one benchmark +10% for 2 runs, reverted", r(base, blip=math.log(1.1)), 1.0),
         ("t3 job tails, gate 20, CoV 1%", r(cov1, job_df=3.0), 0.5),

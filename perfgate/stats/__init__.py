@@ -43,7 +43,12 @@ Assumptions, in plain words:
   regression merged and reverted, a slower runner for a while): over, it leaves the level
   and the spread and guards nothing. At the window's end they are where main moved before
   the fork, unless the current run stayed at the level before them (a spike): the current
-  run is then judged against those last runs. A lone one is a tail event. A drift (a
+  run is then judged against those last runs. Main that moved by less shows as a step: the
+  last runs (fewer than half the window) stand apart from the others on the current run's
+  side, a one-sided t test at alpha (a preliminary test: read in noise, it only judges the
+  current run against fewer runs); the current run, nearer them, is judged against them,
+  and ``unchanged`` must hold against the level before them too. A lone one is a tail
+  event. A drift (a
   least-squares slope over the runs that are noise, kept when its t test has p < 0.25, the
   usual level of a preliminary test) predicts the level at the current run. When the last
   5 runs spread more than the rest, the runner became noisier and the current run is judged

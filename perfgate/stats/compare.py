@@ -35,7 +35,8 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    benchmark's change is called with the job's part in it (:func:`_with_job`).
 5. Each series' level (:func:`_fit_level`): excursions (two or more runs in a row beyond
    ``OUTLIER_MADS`` robust SDs) leave the level and the spread, or are the level when the
-   window ends in them and the current run stayed there (main moved before the fork); a
+   window ends in them and the current run stayed there (main moved before the fork), as
+   are the last runs when they stand apart from the rest as a step (:func:`_moved_tail`); a
    drift is fitted when its slope passes a preliminary test at ``POOL_P``; a window whose
    last ``RECENT_RUNS`` runs, with their repeats and the current run's, spread more (one F
    test at ``ALPHA``) is judged with that spread (:func:`_noisier_lately`); the gate's
@@ -202,6 +203,9 @@ class _Level:
     """``resid`` before its units: the deviations from the model."""
     at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     """The run of each of ``raw``."""
+    before: tuple[float, float] | None = None
+    """Where main's move was fitted from a step (:func:`_moved_tail`), not seen beyond the
+    outlier bound: the level and its factor without it, the other reading."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,10 @@ class Evidence:
     was taken out of this series: net of the job's move when ``change`` holds it (the whole
     job moved), with the job's part in it when not. A runner that moved and a change to
     every benchmark read the same, so a claim of no change must hold under both readings."""
+    before: tuple[float, float, float] | None = None
+    """The change against the level before main's move, its SD and degrees of freedom,
+    where the move was fitted from a step (:attr:`_Level.before`): a claim of no change
+    must hold against it too."""
 
     def pct(self, x: float) -> float:
         """``x`` (log ratio, or fraction) in %; an end beyond any ratio (an interval of a
@@ -462,6 +470,8 @@ def _fit_level(
     trim: bool = True,
     disturbed: np.ndarray | None = None,
     repeats: tuple[np.ndarray, np.ndarray] | None = None,
+    moved: int = 0,
+    before: tuple[float, float] | None = None,
 ) -> _Level:
     """The level the window predicts for the current run ``zc`` and the runs' spread
     around it.
@@ -475,8 +485,12 @@ def _fit_level(
     level is then the drift's value at the current run. A window whose last
     ``RECENT_RUNS`` runs spread more than the earlier ones (lone outliers counted on both
     sides) (an F test at ``ALPHA``) is judged with their spread: the runner became
-    noisier. Without ``trim`` (the job factor, whose
-    modes and pools are common, not excursions) only where main moved is taken out.
+    noisier. Main moved by less than the bound shows as a step: the last runs stand apart
+    from the model of the others, on the current run's side (:func:`_moved_tail`, a
+    preliminary test at ``ALPHA``); when the current run is nearer them, the fit is made
+    again with them as ``moved``, the last runs main moved in, and the level ``before``
+    it. Without ``trim`` (the job factor, whose modes and pools are common, not
+    excursions) only where main moved is taken out.
     """
     k = z.size
     robust = MAD_TO_SD * mad(z) if k else 0.0
@@ -514,6 +528,9 @@ def _fit_level(
             tail = 0  # a spike at the end: the current run stayed at the level before it
             if not trim:
                 out = np.zeros(k, dtype=bool)
+    if moved:
+        out[k - moved :], lone[k - moved :], rare[k - moved :] = True, False, False
+        tail = moved
     noise_mask = ~out
     zk, xk = z[noise_mask], idx[noise_mask]
     n = zk.size
@@ -546,6 +563,15 @@ def _fit_level(
                 f"spread {math.sqrt(recent.var / recent.early):.1f}x more than the earlier "
                 "ones: judged with their spread"
             )
+    if trim and not tail and n >= TRIM_MIN_RUNS and var > 0:
+        # each run in its own SD's units: the last runs of a runner that became noisier
+        # stand apart by their spread, not by a step
+        own = resid / unit[xk.astype(int)]
+        step = _moved_tail(own, xk, k, math.copysign(1.0, zc - level))
+        if step and abs(zc - float(np.mean(z[k - step :]))) < abs(zc - level):
+            return _fit_level(
+                z, zc, disturbed=disturbed, repeats=repeats, moved=step, before=(level, factor)
+            )
     if tail:
         level = float(np.mean(z[k - tail :]))
         factor = 1.0 / tail
@@ -570,6 +596,7 @@ def _fit_level(
         recent is not None,
         raw,
         at,
+        before,
     )
 
 
@@ -593,6 +620,35 @@ def _with_runner(fit: _Level, runner: float) -> _Level:
         words="; ".join(w for w in (fit.words, words) if w),
         noisier=True,
     )
+
+
+def _moved_tail(resid: np.ndarray, at: np.ndarray, k: int, side: float) -> int:
+    """How many of the last runs of a window of ``k`` main moved in, on ``side``, by less
+    than the outlier bound: 0 when none. ``resid``: the runs' deviations from the model of
+    the window, at places ``at``. Each tail shorter than the rest (the last j runs, j
+    below k / 2) is tested as two groups (a t test of the tail's mean deviation against
+    the others', one-sided), the strongest taken when it passes at ``ALPHA``. A preliminary
+    test, like the drift's and the noisier runner's: a step read in noise judges the current
+    run against fewer runs (a wider test, some power lost), never a narrower one; and an
+    ``unchanged`` must hold against the level before the step too."""
+    tails = (k - 1) // 2
+    if tails < 1 or resid.size < TRIM_MIN_RUNS:
+        return 0
+    best, best_p = 0, ALPHA
+    for j in range(1, tails + 1):
+        last = at >= k - j
+        a, b = resid[last], resid[~last]
+        if not a.size or b.size < 2:
+            continue
+        dof = resid.size - 2
+        s2 = (float(np.sum((a - a.mean()) ** 2)) + float(np.sum((b - b.mean()) ** 2))) / dof
+        if s2 <= 0:
+            continue
+        t = side * float(a.mean() - b.mean()) / math.sqrt(s2 * (1.0 / a.size + 1.0 / b.size))
+        p = float(special.stdtr(dof, -t))
+        if p < best_p:
+            best, best_p = j, p
+    return best
 
 
 def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.ndarray] | None:
@@ -1009,6 +1065,10 @@ def _evidence(
         dof = min(dof, nu)
     change = zc - fit.level
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
+    before = None
+    if fit.before is not None:
+        sd_before = math.sqrt(max(var_cur + var_run * fit.before[1], 0.0))
+        before = (zc - fit.before[0], max(sd_before, SCALE_FLOOR), dof)
     return Evidence(
         centre=s.ref,
         change=change,
@@ -1019,6 +1079,7 @@ def _evidence(
         noisy_now=noisy_now,
         job_move="",
         notes=fit.words,
+        before=before,
     )
 
 
@@ -1251,21 +1312,36 @@ def _other_unsure(
     """Why a change that is unchanged as ``ev`` reads it cannot be called unchanged: read
     the other way (:attr:`Evidence.other`: net of the job's move, or with the job's part in
     it) it may be worse than the minimum effect (a runner that moved and a change to every
-    benchmark read the same); '' when it is unchanged either way."""
-    if ev.other is None:
+    benchmark read the same), or against the level before a move of main fitted from a
+    step (:attr:`Evidence.before`); '' when it is unchanged every way."""
+
+    def unsure(reading: tuple[float, float, float] | None) -> tuple[Evidence, float] | None:
+        if reading is None:
+            return None
+        other = replace(ev, change=reading[0], sd=reading[1], dof=reading[2])
+        bound = other.worse_bound(worse_sign(direction), alpha)
+        outcome = classify_change(
+            change_pct=other.change_pct,
+            p_adjusted=1.0,
+            min_effect_pct=min_effect,
+            alpha=alpha,
+            worse_bound_pct=bound,
+            direction=direction,
+        )
+        return None if outcome is Outcome.UNCHANGED else (other, bound)
+
+    moved = unsure(ev.before)
+    if moved is not None:
+        other, bound = moved
+        return (
+            "against the level before the last runs moved (main may have moved before this "
+            f"change, or not) it is {other.change_pct:+.1f}% and may be up to "
+            f"{abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+        )
+    found = unsure(ev.other)
+    if found is None:
         return ""
-    other = replace(ev, change=ev.other[0], sd=ev.other[1], dof=ev.other[2])
-    bound = other.worse_bound(worse_sign(direction), alpha)
-    outcome = classify_change(
-        change_pct=other.change_pct,
-        p_adjusted=1.0,
-        min_effect_pct=min_effect,
-        alpha=alpha,
-        worse_bound_pct=bound,
-        direction=direction,
-    )
-    if outcome is Outcome.UNCHANGED:
-        return ""
+    other, bound = found
     if ev.job_move:
         return (
             f"{ev.job_move}; net of the job's move it is {other.change_pct:+.1f}% and may be "
