@@ -634,21 +634,24 @@ def _moved_tail(resid: np.ndarray, at: np.ndarray, k: int, side: float) -> int:
     tails = (k - 1) // 2
     if tails < 1 or resid.size < TRIM_MIN_RUNS:
         return 0
-    best, best_p = 0, ALPHA
-    for j in range(1, tails + 1):
-        last = at >= k - j
-        a, b = resid[last], resid[~last]
-        if not a.size or b.size < 2:
-            continue
-        dof = resid.size - 2
-        s2 = (float(np.sum((a - a.mean()) ** 2)) + float(np.sum((b - b.mean()) ** 2))) / dof
-        if s2 <= 0:
-            continue
-        t = side * float(a.mean() - b.mean()) / math.sqrt(s2 * (1.0 / a.size + 1.0 / b.size))
-        p = float(special.stdtr(dof, -t))
-        if p < best_p:
-            best, best_p = j, p
-    return best
+    order = np.argsort(at, kind="stable")
+    r, x = resid[order], at[order]
+    n, dof = r.size, r.size - 2
+    j = np.arange(1, tails + 1)
+    na = n - np.searchsorted(x, k - j)  # the runs of each tail
+    nb = n - na
+    first = np.concatenate(([0.0], np.cumsum(r[::-1])))  # sums of the last m runs
+    second = np.concatenate(([0.0], np.cumsum(r[::-1] ** 2)))
+    sa, qa = first[na], second[na]
+    sb, qb = first[-1] - sa, second[-1] - qa
+    ok = (na > 0) & (nb >= 2)
+    na_, nb_ = np.maximum(na, 1), np.maximum(nb, 1)
+    s2 = (qa - sa * sa / na_ + qb - sb * sb / nb_) / dof
+    ok &= s2 > 0
+    t = side * (sa / na_ - sb / nb_) / np.sqrt(np.where(ok, s2, 1.0) * (1.0 / na_ + 1.0 / nb_))
+    p = np.where(ok, special.stdtr(dof, -t), 1.0)
+    best = int(np.argmin(p))
+    return int(j[best]) if p[best] < ALPHA else 0
 
 
 def _drift(z: np.ndarray, x: np.ndarray, mean: float) -> tuple[float, float, np.ndarray] | None:
