@@ -625,7 +625,7 @@ def _with_runner(fit: _Level, runner: float) -> _Level:
 def _moved_tail(resid: np.ndarray, at: np.ndarray, k: int, side: float) -> int:
     """How many of the last runs of a window of ``k`` main moved in, on ``side``, by less
     than the outlier bound: 0 when none. ``resid``: the runs' deviations from the model of
-    the window, at places ``at``. Each tail shorter than the rest (the last j runs, j
+    the window, at places ``at`` (ascending). Each tail shorter than the rest (the last j runs, j
     below k / 2) is tested as two groups (a t test of the tail's mean deviation against
     the others', one-sided), the strongest taken when it passes at ``ALPHA``. A preliminary
     test, like the drift's and the noisier runner's: a step read in noise judges the current
@@ -634,8 +634,7 @@ def _moved_tail(resid: np.ndarray, at: np.ndarray, k: int, side: float) -> int:
     tails = (k - 1) // 2
     if tails < 1 or resid.size < TRIM_MIN_RUNS:
         return 0
-    order = np.argsort(at, kind="stable")
-    r, x = resid[order], at[order]
+    r, x = resid, at  # in place order: the window's noise runs, oldest first
     n, dof = r.size, r.size - 2
     j = np.arange(1, tails + 1)
     na = n - np.searchsorted(x, k - j)  # the runs of each tail
