@@ -42,15 +42,17 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 import re
 from bisect import bisect_right
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
 from importlib import resources
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,6 +99,10 @@ _COLOURS = {
     "band": f"rgba(31,119,180,{BAND_ALPHA})",
     "regression": "#d62728",
     "improvement": "#2ca02c",
+}
+_CHANGE_COLOURS: dict[Verdict | None, str] = {
+    Verdict.REGRESSION: _COLOURS["regression"],
+    Verdict.IMPROVEMENT: _COLOURS["improvement"],
 }
 _TESTBED_COLOURS = ("#1f77b4", "#9467bd", "#17becf", "#8c564b")
 _VERDICT_CLASS = {
@@ -237,8 +243,6 @@ def plotly_js() -> bytes:
 
 
 def _json_script(name: str, value: object) -> str:
-    import json
-
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"<script>var {name}={text};</script>"
@@ -402,10 +406,8 @@ def primary_metric(view: BenchmarkView) -> MetricView | None:
     """The metric a benchmark with no judged run is shown by: step time, else throughput,
     else the first (a judged one is shown by its deciding metric, :func:`headline_metric`)."""
     by_name = {m.metric: m for m in view.metrics}
-    for name in PRIMARY_METRICS:
-        if name in by_name:
-            return by_name[name]
-    return view.metrics[0] if view.metrics else None
+    first = view.metrics[0] if view.metrics else None
+    return next((by_name[n] for n in PRIMARY_METRICS if n in by_name), first)
 
 
 _TIME_METRICS = frozenset(PRIMARY_TIME.values()) | frozenset(WALL_TIMES)
@@ -450,11 +452,8 @@ def headline_metric(view: BenchmarkView) -> MetricView | None:
     """The metric the overview shows: the one that decides the latest base-branch run's
     verdict (:func:`headline_comparison`), else :func:`primary_metric`."""
     shown = headline_comparison(view_comparisons(view))
-    if shown is not None:
-        for m in view.metrics:
-            if m.metric == shown.metric:
-                return m
-    return primary_metric(view)
+    found = [m for m in view.metrics if shown is not None and m.metric == shown.metric]
+    return found[0] if found else primary_metric(view)
 
 
 def headline_html(c: Comparison | None) -> str:
@@ -625,31 +624,30 @@ def history_figure(
     unit = _label(shown_unit, 20)
     fmt = ".1f" if m.unit == "bytes" else ".4g"  # as format_value writes bytes in tables
 
-    def scaled(v: float | None) -> float | None:
-        return None if v is None else v / scale
+    def ci(half: float | None) -> float | None:
+        return None if half is None else float(f"{half / scale:.3g}")
+
+    def grouped(
+        points: Sequence[RunPoint], cis: Sequence[float | None], key: str
+    ) -> dict[str, list[tuple[RunPoint, float | None]]]:
+        out: dict[str, list[tuple[RunPoint, float | None]]] = {}
+        for p, half in zip(points, cis or (None,) * len(points), strict=False):
+            out.setdefault(getattr(p, key), []).append((p, half))
+        return out
 
     traces: list[dict[str, Any]] = []
-    shapes: list[dict[str, Any]] = []
-    annotations: list[dict[str, Any]] = []
-    cis = m.base_ci or (None,) * len(m.base)
-    testbeds: dict[str, list[int]] = {}
-    for i, p in enumerate(m.base):
-        testbeds.setdefault(p.fingerprint_key, []).append(i)
-    for n, (key, idx) in enumerate(testbeds.items()):
-        name = _label(branch, 40)
-        if len(testbeds) > 1:
-            name += f" · testbed {_label(key[:8])}"
+    testbeds = grouped(m.base, m.base_ci, "fingerprint_key")
+    for n, (key, held) in enumerate(testbeds.items()):
+        name = _label(branch, 40) + (f" · testbed {_label(key[:8])}" if len(testbeds) > 1 else "")
         colour = _TESTBED_COLOURS[n % len(_TESTBED_COLOURS)]
-        xs = [rows[m.base[i].run_id] for i in idx]
+        xs = [rows[p.run_id] for p, _ in held]
         contiguous = xs == list(range(xs[0], xs[0] + len(xs)))
         traces.append(
             {
                 "type": "scatter",
                 **({"x0": xs[0], "dx": 1} if contiguous else {"x": xs}),
-                "y": _typed([m.base[i].centre / scale for i in idx], "f4"),
-                "customdata": [
-                    None if (ci := cis[i]) is None else float(f"{ci / scale:.3g}") for i in idx
-                ],
+                "y": _typed([p.centre / scale for p, _ in held], "f4"),
+                "customdata": [ci(half) for _, half in held],
                 "meta": "base",
                 "mode": "lines+markers",
                 "marker": {"size": 4, "color": colour},
@@ -662,65 +660,50 @@ def history_figure(
                 ),
             }
         )
-    if m.others:
-        other_cis = m.other_ci or (None,) * len(m.others)
-        judged = {c.current_run_id: c for c in m.branch_comparisons}
-        by_branch: dict[str, list[tuple[RunPoint, float | None]]] = {}
-        for p, half in zip(m.others, other_cis, strict=True):
-            by_branch.setdefault(p.branch, []).append((p, half))
-        # newest branch first in the legend
-        order = sorted(by_branch, key=lambda b: max(p.started_at for p, _ in by_branch[b]))
-        for name in reversed(order):
-            points = by_branch[name]
-            latest = judged.get(points[-1][0].run_id) if points else None
-            texts = []
-            for p, _ in points:
-                judged_c = judged.get(p.run_id)
-                if judged_c is None:
-                    texts.append("not judged (an earlier run of the branch)")
-                else:
-                    said = f"{_verdict_text(judged_c.verdict)} {format_change(judged_c)}"
-                    texts.append(_label(f"{said} vs {branch}", 80))
-            verdict = f": {_verdict_text(latest.verdict)}" if latest is not None else ""
-            bad = latest is not None and latest.verdict is Verdict.REGRESSION
-            good = latest is not None and latest.verdict is Verdict.IMPROVEMENT
-            colour = _COLOURS["regression" if bad else "improvement" if good else "other"]
-            traces.append(
-                {
-                    "type": "scatter",
-                    "x": [bisect_right(starts, p.started_at) - 0.5 for p, _ in points],
-                    "y": _typed([p.centre / scale for p, _ in points], "f4"),
-                    "customdata": [
-                        [
-                            other_rows[p.run_id],
-                            None if half is None else float(f"{half / scale:.3g}"),
-                        ]
-                        for p, half in points
-                    ],
-                    "hovertext": texts,
-                    "meta": "other",
-                    "mode": "markers",
-                    "marker": {
-                        "size": 10,
-                        "symbol": "diamond",
-                        "color": colour,
-                        "line": {"width": 1, "color": "#333"},
-                    },
-                    "name": f"{_label(name, 40)}{verdict}",
-                    "hovertemplate": (
-                        f"<b>%{{y:{fmt}}} {unit}</b> %{{customdata[3]}} (95% CI)<br>"
-                        "<b>%{hovertext}</b><br>"
-                        "branch %{customdata[2]}<br>run %{customdata[0]}<br>"
-                        f"commit %{{customdata[1]}}<extra>{_label(name, 40)}</extra>"
-                    ),
-                }
-            )
-    marks_x, marks_y, marks_text, marks_colour = [], [], [], []
+    judged = {c.current_run_id: c for c in m.branch_comparisons}
+    by_branch = grouped(m.others, m.other_ci, "branch")
+    order = sorted(by_branch, key=lambda b: max(p.started_at for p, _ in by_branch[b]))
+    for name in reversed(order):  # newest branch first in the legend
+        points = by_branch[name]
+        latest = judged.get(points[-1][0].run_id)
+        texts = [
+            "not judged (an earlier run of the branch)"
+            if (jc := judged.get(p.run_id)) is None
+            else _label(f"{_verdict_text(jc.verdict)} {format_change(jc)} vs {branch}", 80)
+            for p, _ in points
+        ]
+        verdict = f": {_verdict_text(latest.verdict)}" if latest is not None else ""
+        colour = _CHANGE_COLOURS.get(latest.verdict if latest else None, _COLOURS["other"])
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [bisect_right(starts, p.started_at) - 0.5 for p, _ in points],
+                "y": _typed([p.centre / scale for p, _ in points], "f4"),
+                "customdata": [[other_rows[p.run_id], ci(half)] for p, half in points],
+                "hovertext": texts,
+                "meta": "other",
+                "mode": "markers",
+                "marker": {
+                    "size": 10,
+                    "symbol": "diamond",
+                    "color": colour,
+                    "line": {"width": 1, "color": "#333"},
+                },
+                "name": f"{_label(name, 40)}{verdict}",
+                "hovertemplate": (
+                    f"<b>%{{y:{fmt}}} {unit}</b> %{{customdata[3]}} (95% CI)<br>"
+                    "<b>%{hovertext}</b><br>"
+                    "branch %{customdata[2]}<br>run %{customdata[0]}<br>"
+                    f"commit %{{customdata[1]}}<extra>{_label(name, 40)}</extra>"
+                ),
+            }
+        )
+    shapes, annotations, marks = [], [], []
     for c in m.changes:
         if c.first_run_after not in rows:
             continue
         at = rows[c.first_run_after]
-        colour = _COLOURS["regression" if c.verdict is Verdict.REGRESSION else "improvement"]
+        colour = _CHANGE_COLOURS.get(c.verdict, _COLOURS["improvement"])
         commits = f"{_label(c.commit_before[:8] or '?')}..{_label(c.commit_after[:8] or '?')}"
         shapes.append(
             {
@@ -745,29 +728,28 @@ def history_figure(
                 "font": {"size": 10, "color": colour},
             }
         )
-        marks_x.append(at)
-        marks_y.append(scaled(c.point.after))
-        marks_colour.append(colour)
         triage = f"<br>alert: {_label(c.triage)}" if c.triage else ""
-        marks_text.append(
+        said = (
             f"<b>change point {c.point.change_pct:+.1f}% ({c.verdict.value})</b><br>"
             f"commits {commits}<br>"
             f"{_label(format_value(c.point.before, c.unit))} → "
             f"{_label(format_value(c.point.after, c.unit))}<br>"
             f"confidence {c.point.confidence:.3f}{triage}"
         )
-    y_range = _band_range(m, scale, marks_y)
+        marks.append((at, c.point.after / scale, said, colour))
+    y_range = _band_range(m, scale, [y for _, y, _, _ in marks])
     traces[:0] = _band_traces(m, rows, scale, clipped=bool(y_range))  # behind the points
-    if marks_x:
+    if marks:
+        mx, my, mtext, mcolour = (list(v) for v in zip(*marks, strict=True))
         traces.append(
             {
                 "type": "scatter",
-                "x": marks_x,
-                "y": marks_y,
+                "x": mx,
+                "y": my,
                 "mode": "markers",
-                "marker": {"size": 12, "symbol": "x", "color": marks_colour},
+                "marker": {"size": 12, "symbol": "x", "color": mcolour},
                 "name": "change points",
-                "hovertext": marks_text,
+                "hovertext": mtext,
                 "hoverinfo": "text",
             }
         )
@@ -814,10 +796,8 @@ def _band_traces(
     markers, no hover) and its median as a dashed line, from the window's first run to the
     latest: traces, so that the legend names them (with the band's bounds, and whether it
     runs off the chart: ``clipped``), drawn before the runs' points."""
-    if m.band is None or not m.window_run_ids:
-        return []
     xs = [rows[r] for r in m.window_run_ids if r in rows]
-    if not xs:
+    if m.band is None or not xs:
         return []
     x0, x1 = min(xs) - 0.5, max(len(rows) - 1, max(xs)) + 0.5
     low, high, centre = m.band.low / scale, m.band.high / scale, m.band.centre / scale
@@ -859,15 +839,12 @@ a band wider than that (a window of three noisy runs: 3 ms to 490 ms around poin
 runs off the chart, its bounds in the legend, and leaves the points readable."""
 
 
-def _band_range(m: MetricView, scale: float, extra: Sequence[float | None] = ()) -> dict[str, Any]:
+def _band_range(m: MetricView, scale: float, extra: Sequence[float] = ()) -> dict[str, Any]:
     """The y axis's range where the noise band reaches further than :data:`BAND_REACH` past
     the points (base, other branches', ``extra``); nothing (plotly's autorange) otherwise."""
-    if m.band is None or not m.window_run_ids:
-        return {}
-    ys = [p.centre / scale for p in (*m.base, *m.others)]
-    ys += [y for y in extra if y is not None]
+    ys = [p.centre / scale for p in (*m.base, *m.others)] + list(extra)
     ys = [y for y in ys if math.isfinite(y)]
-    if not ys:
+    if m.band is None or not m.window_run_ids or not ys:
         return {}
     lo, hi = min(ys), max(ys)
     span = hi - lo or abs(hi) * 0.1 or 1.0
@@ -880,28 +857,31 @@ def _band_range(m: MetricView, scale: float, extra: Sequence[float | None] = ())
     return {"range": [bottom - pad, top + pad]}
 
 
+def _table(table_id: str, heads: Iterable[str], rows: Iterable[str]) -> str:
+    """A table of ``rows`` (``<tr>`` elements, HTML) under a row of ``heads`` (HTML)."""
+    head = "".join(f"<th>{h}</th>" for h in heads)
+    body = "".join(rows)
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 def _changes_table(view: BenchmarkView) -> str:
-    rows = []
-    for m in view.metrics:
-        for c in m.changes:
-            rows.append(
-                f"<tr><td>{esc(c.metric)}</td>"
-                f"<td><code>{esc(c.commit_before[:10] or '?')}</code>..<code>"
-                f"{esc(c.commit_after[:10] or '?')}</code></td>"
-                f"<td class='num'>{esc(format_value(c.point.before, c.unit))}</td>"
-                f"<td class='num'>{esc(format_value(c.point.after, c.unit))}</td>"
-                f"<td class='num'>{c.point.change_pct:+.1f}%</td>"
-                f"<td>{_verdict_html(c.verdict)}</td>"
-                f"<td class='num'>{c.point.confidence:.3f}</td>"
-                f"<td>{esc(c.triage or '')}</td></tr>"
-            )
+    rows = [
+        f"<tr><td>{esc(c.metric)}</td>"
+        f"<td><code>{esc(c.commit_before[:10] or '?')}</code>..<code>"
+        f"{esc(c.commit_after[:10] or '?')}</code></td>"
+        f"<td class='num'>{esc(format_value(c.point.before, c.unit))}</td>"
+        f"<td class='num'>{esc(format_value(c.point.after, c.unit))}</td>"
+        f"<td class='num'>{c.point.change_pct:+.1f}%</td>"
+        f"<td>{_verdict_html(c.verdict)}</td>"
+        f"<td class='num'>{c.point.confidence:.3f}</td>"
+        f"<td>{esc(c.triage or '')}</td></tr>"
+        for m in view.metrics
+        for c in m.changes
+    ]
     if not rows:
         return "<p class='muted'>No change points in the stored history.</p>"
-    return (
-        "<table id='changes'><thead><tr><th>metric</th><th>commits (after first, up to "
-        "second)</th><th>before</th><th>after</th><th>change</th><th>verdict</th>"
-        "<th>confidence</th><th>alert</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
-    )
+    heads = ("metric", "commits (after first, up to second)", "before", "after", "change")
+    return _table("changes", (*heads, "verdict", "confidence", "alert"), rows)
 
 
 def _metric_table(view: BenchmarkView) -> str:
@@ -917,26 +897,8 @@ def _metric_table(view: BenchmarkView) -> str:
             f"<td>{_verdict_html(c.verdict if c else None)}</td>"
             f"<td>{esc(c.reason if c else '')}</td></tr>"
         )
-    return (
-        "<table id='metrics'><thead><tr><th>metric</th><th>baseline</th><th>latest</th>"
-        "<th>change [95% CI]</th><th>verdict</th><th>why</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
-    )
-
-
-def _branch_list(view: BenchmarkView, base: str) -> str:
-    if not view.branches:
-        return ""
-    return (
-        f"<p>Other branches, latest run against {esc(base)}:</p>"
-        f"<div id='branches'>{_branches_html(view, base, '../')}</div>"
-    )
-
-
-def _work_html(work: WorkChange | None) -> str:
-    """The "work changed" words beside a verdict (:func:`work_text`), or nothing."""
-    return "" if work is None else f" · <span class='work'>{esc(work_text(work))}</span>"
+    heads = ("metric", "baseline", "latest", "change [95% CI]", "verdict", "why")
+    return _table("metrics", heads, rows)
 
 
 def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
@@ -945,12 +907,18 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     plots = []
     for i, m in enumerate(view.metrics):
         fig = history_figure(m, site.branch, rows, starts, other_rows)
-        anchor = f"metric-{slug(m.metric)}"
+        plot = _plot(fig, f"history-{i}", post_script="pgHover('{plot_id}');")
         plots.append(
-            f'<section class="plot" id="{esc(anchor)}">'
-            + _plot(fig, f"history-{i}", post_script="pgHover('{plot_id}');")
-            + "</section>"
+            f'<section class="plot" id="{esc(f"metric-{slug(m.metric)}")}">{plot}</section>'
         )
+    # the "work changed" words (:func:`work_text`) beside the verdict
+    work = "" if view.work is None else f" · <span class='work'>{esc(work_text(view.work))}</span>"
+    branches = (
+        f"<p>Other branches, latest run against {esc(site.branch)}:</p>"
+        f"<div id='branches'>{_branches_html(view, site.branch, '../')}</div>"
+        if view.branches
+        else ""
+    )
     runs = "".join(
         f"<li><a href='../{esc(run_path(r.id))}'>{esc(r.id)}</a> on "
         f"{_at_commit(r.git.branch, r.git.commit)} ({esc(r.started_at.isoformat())})</li>"
@@ -959,8 +927,8 @@ def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     body = f"""<h1>{esc(view.name)}</h1>
 <p class="headline">Latest verdict on <b>{esc(site.branch)}</b>: {_budgets_html(view.budgets)}
 {_verdict_html(view.verdict)}{headline_html(headline_comparison(view_comparisons(view)))}\
-{_work_html(view.work)} · {len(table)} runs on {esc(site.branch)}</p>
-{_branch_list(view, site.branch)}
+{work} · {len(table)} runs on {esc(site.branch)}</p>
+{branches}
 {_budget_table(view.budgets)}
 {_metric_table(view)}
 <h2>History</h2>
@@ -984,14 +952,17 @@ branch with its latest run's verdict against
 
 
 def _unique_labels(names: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    seen: dict[str, int] = {}
-    for name in names:
-        label = _label(name)
-        n = seen.get(label, 0)
-        seen[label] = n + 1
-        out.append(label if n == 0 else f"{label} ({n + 1})")
+    seen: Counter[str] = Counter()
+    out = []
+    for label in map(_label, names):
+        seen[label] += 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
     return out
+
+
+def _rank_labels(profiles: Sequence[ProfileSummary], other: str) -> list[str]:
+    """The profiles' labels, ``rank N`` (``other`` without a rank), each once."""
+    return _unique_labels([f"rank {p.rank}" if p.rank is not None else other for p in profiles])
 
 
 def _ops_figure(profile: ProfileSummary) -> go.Figure | None:
@@ -1040,8 +1011,7 @@ def _breakdown_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
     shown = [p for p in profiles if p.breakdown is not None]
     if not shown:
         return None
-    names = [f"rank {p.rank}" if p.rank is not None else "step" for p in shown]
-    names = _unique_labels(names)
+    names = _rank_labels(shown, "step")
     fig = go.Figure()
     for field, label, colour in _BREAKDOWN:
         values = [getattr(p.breakdown, field) for p in shown]
@@ -1116,7 +1086,7 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
     ranks = [p for p in profiles if p.communication is not None]
     if len(ranks) < 2:
         return []
-    names = _unique_labels([f"rank {p.rank}" if p.rank is not None else "?" for p in ranks])
+    names = _rank_labels(ranks, "?")
 
     def heatmap(
         z: Sequence[Sequence[float | None]], x: list[str], scale: str, unit: str, title: str
@@ -1142,16 +1112,14 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
         return fig
 
     kinds = ("transit_ms", "wait_ms", "synchronization_ms", "idle_ms")
-    z = [[getattr(p.communication, k) for k in kinds] for p in ranks]
+    comms = [p.communication for p in ranks if p.communication is not None]
+    z = [[getattr(c, k) for k in kinds] for c in comms]
     x = [k.removesuffix("_ms") for k in kinds]
     out = [heatmap(z, x, "Reds", "ms/step", "communication per rank (ms per step)")]
-    links = sorted({link.link for p in ranks if p.communication for link in p.communication.links})
+    by_rank = [{lb.link: lb.bandwidth_gb_s for lb in c.links} for c in comms]
+    links = sorted({link for by in by_rank for link in by})
     if links:
-        bw: list[list[float | None]] = []
-        for p in ranks:
-            held = p.communication.links if p.communication else ()
-            by = {x.link: x.bandwidth_gb_s for x in held}
-            bw.append([by.get(link) for link in links])
+        bw = [[by.get(link) for link in links] for by in by_rank]
         x = [_label(link) for link in links]
         out.append(heatmap(bw, x, "Blues", "GB/s", "link bandwidth per rank (GB/s)"))
     return out
@@ -1160,17 +1128,14 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
 def _findings_html(findings: Sequence[Finding]) -> str:
     if not findings:
         return "<p class='muted'>No findings recorded for this run.</p>"
-    rows = "".join(
+    rows = (
         f"<tr><td>{esc(f.severity.value)}</td><td>{esc(f.source)}</td><td>{esc(f.rule)}</td>"
         f"<td>{esc(f.location)}</td><td>{esc(f.message)}</td><td>{esc(f.suggestion)}</td>"
         f"<td class='num'>{esc(format_value(f.impact_ms, 'ms'))}</td></tr>"
         for f in findings
     )
-    return (
-        "<table id='findings'><thead><tr><th>severity</th><th>source</th><th>rule</th>"
-        "<th>where</th><th>what</th><th>suggestion</th><th>could save</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table>"
-    )
+    heads = ("severity", "source", "rule", "where", "what", "suggestion", "could save")
+    return _table("findings", heads, rows)
 
 
 # --- one profiled step as a timeline ---------------------------------------------------------
@@ -1268,49 +1233,29 @@ def _lane_bins(
     fills; neighbouring columns of the same colour and shade are one rect. Returns the rects
     and the number of columns."""
     columns: dict[int, dict[SpanKind, float]] = {}
-    counts: dict[int, int] = {}
+    counts: Counter[int] = Counter()
     for s in spans:
         col = min(width - 1, max(0, int(s.start_us * scale)))
         per = columns.setdefault(col, {})
         per[s.kind] = per.get(s.kind, 0.0) + s.dur_us
-        counts[col] = counts.get(col, 0) + 1
-    out: list[str] = []
-    run: list[Any] = []  # [first column, last column, kind, shade, spans, time]
-
-    def flush() -> None:
-        if run:
-            first, last, kind, shade, n, busy = run
-            out.append(
-                f'<rect x="{first}" y="{y:.0f}" width="{last - first + 1}" height="{h:.0f}" '
-                f'fill="{_KIND_COLOURS[kind]}" fill-opacity="{shade:.2f}"><title>{n} spans '
-                f"narrower than a pixel, mostly {kind.value}: {esc(duration_text(busy))}"
-                "</title></rect>"
-            )
-
-    for col in sorted(columns):
+        counts[col] += 1
+    shaded = []  # (column - its place: equal along a run of neighbours, kind, shade, ...)
+    for i, col in enumerate(sorted(columns)):
         per = columns[col]
-        kind = max(per, key=lambda k: per[k])
         busy = sum(per.values())
         shade = 0.35 + 0.65 * round(min(1.0, busy * scale) * 4) / 4
-        if run and run[1] == col - 1 and run[2] is kind and run[3] == shade:
-            run[1] = col
-            run[4] += counts[col]
-            run[5] += busy
-        else:
-            flush()
-            run = [col, col, kind, shade, counts[col], busy]
-    flush()
+        shaded.append((col - i, max(per, key=per.__getitem__), shade, col, counts[col], busy))
+    out: list[str] = []
+    for (_, kind, shade), group in groupby(shaded, key=lambda c: c[:3]):
+        run = list(group)
+        first, last, n = run[0][3], run[-1][3], sum(c[4] for c in run)
+        out.append(
+            f'<rect x="{first}" y="{y:.0f}" width="{last - first + 1}" height="{h:.0f}" '
+            f'fill="{_KIND_COLOURS[kind]}" fill-opacity="{shade:.2f}"><title>{n} spans '
+            f"narrower than a pixel, mostly {kind.value}: "
+            f"{esc(duration_text(sum(c[5] for c in run)))}</title></rect>"
+        )
     return out, len(columns)
-
-
-@dataclass
-class _LaneDrawn:
-    svg: str
-    drawn: int = 0
-    binned: int = 0
-    bins: int = 0
-    gaps: int = 0
-    idle_us: float = 0.0
 
 
 def _idle_svg(start: float, length: float, total: float, scale: float, y: float, h: int) -> str:
@@ -1341,18 +1286,18 @@ def marks_idle(lane: TimelineLane) -> bool:
 
 
 def _lane_svg(
-    lane: TimelineLane, y: float, total: float, scale: float, width: int, threshold: float
-) -> _LaneDrawn:
+    lane: TimelineLane, y: float, total: float, scale: float, width: int, tally: dict[str, float]
+) -> str:
     """One lane at height ``y``: its background, its idle gaps (:func:`marks_idle`), its spans a
-    pixel wide or more one by one (grouped by kind) and the narrower ones binned."""
+    pixel wide or more one by one (grouped by kind) and the narrower ones binned; counted in
+    ``tally`` (the fields of :class:`TimelineDrawing`)."""
     h = LANE_PX - 4
-    out = _LaneDrawn("")
     parts = [f'<rect x="0" y="{y:.0f}" width="{width}" height="{h}" fill="#f5f5f5"/>']
     if marks_idle(lane):
-        for start, length in idle_gaps(lane, total, threshold):
-            out.gaps += 1
-            out.idle_us += length
-            parts.append(_idle_svg(start, length, total, scale, y, h))
+        gaps = idle_gaps(lane, total, IDLE_SHARE * total)
+        tally["gaps"] += len(gaps)
+        tally["idle_us"] += sum(length for _, length in gaps)
+        parts += [_idle_svg(start, length, total, scale, y, h) for start, length in gaps]
     wide: dict[SpanKind, list[str]] = {}
     narrow: list[TimelineSpan] = []
     for s in lane.spans:
@@ -1364,15 +1309,15 @@ def _lane_svg(
             f'<rect x="{s.start_us * scale:.1f}" y="{y + 1:.0f}" width="{w:.1f}" '
             f'height="{h - 2}"><title>{_span_title(s)}</title></rect>'
         )
-    rects, out.bins = _lane_bins(narrow, scale, width, y + 1, h - 2)
+    rects, bins = _lane_bins(narrow, scale, width, y + 1, h - 2)
     parts += rects
     for kind, drawn in wide.items():
         parts.append(f'<g fill="{_KIND_COLOURS[kind]}">{"".join(drawn)}</g>')
-        out.drawn += len(drawn)
-    out.binned = len(narrow)
+    tally["bins"] += bins
+    tally["binned"] += len(narrow)
+    tally["drawn"] += sum(map(len, wide.values()))
     name = esc(" ".join(lane.name.split()))
-    out.svg = f'<g class="lane" data-lane="{name}">{"".join(parts)}</g>'
-    return out
+    return f'<g class="lane" data-lane="{name}">{"".join(parts)}</g>'
 
 
 def _time_axis(total: float, scale: float, top: int, bottom: int) -> str:
@@ -1396,11 +1341,11 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
     end = max((s.start_us + s.dur_us for lane in timeline.lanes for s in lane.spans), default=0)
     total = max(timeline.duration_us, end) or 1.0
     scale = width / total
-    threshold = IDLE_SHARE * total
     top = 26
     y = float(top)
     names: list[str] = []
-    lanes: list[_LaneDrawn] = []
+    lanes: list[str] = []
+    tally: dict[str, float] = defaultdict(float)
     for heading, device in (("device streams", True), ("host threads", False)):
         mine = [lane for lane in timeline.lanes if lane.device is device]
         if not mine:
@@ -1416,12 +1361,11 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
                 f'<text x="12" y="{y + LANE_PX / 2 + 2:.0f}"><title>{esc(name)}</title>'
                 f"{esc(shown)}</text>"
             )
-            lanes.append(_lane_svg(lane, y, total, scale, width, threshold))
+            lanes.append(_lane_svg(lane, y, total, scale, width, tally))
             y += LANE_PX
     height = int(y) + 6
     n_spans = sum(len(lane.spans) for lane in timeline.lanes)
-    drawn = sum(x.drawn for x in lanes)
-    bins = sum(x.bins for x in lanes)
+    drawn, bins = int(tally["drawn"]), int(tally["bins"])
     svg = (
         f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" '
         f'width="{TIMELINE_GUTTER + width + 30}" height="{height}" '
@@ -1429,19 +1373,12 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
         f'data-lanes="{len(lanes)}" data-spans="{n_spans}" data-drawn="{drawn}" '
         f'data-bins="{bins}" role="img" aria-label="timeline of {esc(timeline.step)}">'
         f'{"".join(names)}<g transform="translate({TIMELINE_GUTTER},0)">'
-        f"{_time_axis(total, scale, top, height - 6)}{''.join(x.svg for x in lanes)}</g></svg>"
+        f"{_time_axis(total, scale, top, height - 6)}{''.join(lanes)}</g></svg>"
     )
+    gaps, binned = int(tally["gaps"]), int(tally["binned"])
+    threshold = IDLE_SHARE * total
     return TimelineDrawing(
-        svg=svg,
-        lanes=len(lanes),
-        spans=n_spans,
-        drawn=drawn,
-        binned=sum(x.binned for x in lanes),
-        bins=bins,
-        gaps=sum(x.gaps for x in lanes),
-        idle_us=sum(x.idle_us for x in lanes),
-        threshold_us=threshold,
-        duration_us=total,
+        svg, len(lanes), n_spans, drawn, binned, bins, gaps, tally["idle_us"], threshold, total
     )
 
 
@@ -1540,6 +1477,11 @@ def _is_local(pair: RankPair) -> bool:
     return pair.src == pair.dst or pair.link.upper() == "LOCAL"
 
 
+def _share(pair: RankPair, utilisation: UtilisationOf | None) -> float | None:
+    """``utilisation`` of a pair between two ranks, else None."""
+    return None if utilisation is None or _is_local(pair) else utilisation(pair)
+
+
 def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | None = None) -> str:
     """A src x dst matrix of the pairs as inline SVG, each cell coloured by its bandwidth's
     share of the link's nominal bandwidth on a fixed 0-100% scale (:func:`utilisation_colour`)
@@ -1556,8 +1498,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
     cw, ch = (122, 66) if text else (26, 26)
     left, top = 78, 34
     parts: list[str] = []
-    for r in ranks:
-        i = at[r]
+    for i, r in enumerate(ranks):
         parts.append(
             f'<text x="{left - 8}" y="{top + i * ch + ch / 2 + 4:.0f}" text-anchor="end">'
             f"rank {r}</text>"
@@ -1568,7 +1509,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
         held.sort(key=lambda p: -p.transit_size_mb)
         main = held[0]
         x, y = left + at[dst] * cw, top + at[src] * ch
-        share = None if utilisation is None or _is_local(main) else utilisation(main)
+        share = _share(main, utilisation)
         if _is_local(main):
             fill, ink = _LOCAL_FILL, "#777"
         elif share is None:
@@ -1577,7 +1518,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
             fill, ink = utilisation_colour(share), "#fff" if share >= 0.55 else "#111"
         title = []
         for p in held:
-            u = None if utilisation is None or _is_local(p) else utilisation(p)
+            u = _share(p, utilisation)
             pct = "" if u is None else f" ({u:.0%} of nominal)"
             wait = "" if p.wait_ms is None else f", wait {format_value(p.wait_ms, 'ms')}"
             title.append(
@@ -1637,9 +1578,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
 def rank_pairs_html(pairs: Sequence[RankPair], utilisation: UtilisationOf | None) -> str:
     if not pairs:
         return ""
-    known = utilisation is not None and any(
-        utilisation(p) is not None for p in pairs if not _is_local(p)
-    )
+    known = any(_share(p, utilisation) is not None for p in pairs)
     why = (
         "Colour: the pair's bandwidth as a share of its link's nominal bandwidth, on a fixed "
         "0–100% scale (the same colour means the same utilisation on every page, it is not "
@@ -1713,8 +1652,7 @@ def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
             "<p class='muted' id='utilisation'>No device utilisation: the profile holds no "
             "accelerator's metrics (a CPU run).</p>"
         )
-    names = [f"rank {p.rank}" if p.rank is not None else "profile" for p in profiles]
-    head = "".join(f"<th>{esc(n)}</th>" for n in _unique_labels(names))
+    names = [esc(n) for n in _rank_labels(profiles, "profile")]
     rows = []
     for metric in metrics:
         spec = lookup(metric)
@@ -1732,10 +1670,7 @@ def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
             f"<tr><td><code>{esc(metric)}</code></td>{''.join(cells)}"
             f"<td class='muted'>{about}</td></tr>"
         )
-    return (
-        f"<table id='utilisation'><thead><tr><th>utilisation</th>{head}<th>what</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+    return _table("utilisation", ("utilisation", *names, "what"), rows)
 
 
 def budget_text(c: Comparison) -> str:
@@ -1768,7 +1703,7 @@ def _budget_table(budgets: Sequence[Comparison]) -> str:
     budgets = sorted(budgets, key=lambda c: (c.verdict is not Verdict.OVER_BUDGET, c.metric))
     if not budgets:
         return ""
-    rows = "".join(
+    rows = (
         f"<tr><td>{esc(c.metric)}</td><td class='num'>{esc(_with_unit(c.current_centre, c.unit))}"
         f"</td><td class='num'>{esc(c.budget or _with_unit(c.limit, c.unit))}</td>"
         f"<td><span class='{'over' if c.verdict is Verdict.OVER_BUDGET else 'ok'}'>"
@@ -1778,8 +1713,7 @@ def _budget_table(budgets: Sequence[Comparison]) -> str:
     return (
         "<h2>Budgets</h2><p class='muted'>Absolute limits of the suite's [budgets], judged on "
         "the latest run alone (history or not); a breach is not a regression.</p>"
-        "<table id='budgets'><thead><tr><th>metric</th><th>latest</th><th>budget</th>"
-        f"<th>verdict</th></tr></thead><tbody>{rows}</tbody></table>"
+        + _table("budgets", ("metric", "latest", "budget", "verdict"), rows)
     )
 
 
@@ -1885,11 +1819,8 @@ def render_run(
         for m in run.measurements
     )
     notes = "".join(f"<li>{esc(n)}</li>" for p in profiles for n in p.notes)
-    profile_part = (
-        "".join(plots)
-        if profiles
-        else "<p class='muted'>This run was recorded without a profile.</p>"
-    )
+    # with a profile there is a plot, or why not, for its breakdown and memory at least
+    profile_part = "".join(plots) or "<p class='muted'>This run was recorded without a profile.</p>"
     extra = []
     if profiles:
         extra.append(f"<h3>Utilisation</h3>{utilisation_html(profiles)}")
