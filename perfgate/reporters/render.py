@@ -40,15 +40,8 @@ TOP_OP_TYPES = 10
 
 FORMAT_VERSION = 1
 
-_MARK = {
-    Verdict.REGRESSION: "REGRESSION",
-    Verdict.IMPROVEMENT: "improvement",
-    Verdict.UNCHANGED: "unchanged",
-    Verdict.INCONCLUSIVE: "inconclusive",
-    Verdict.NO_BASELINE: "no baseline",
-    Verdict.INCOMPARABLE: "incomparable",
-    Verdict.OVER_BUDGET: "OVER BUDGET",
-}
+_MARK = {v: v.value.replace("_", " ") for v in Verdict}
+_MARK.update({v: _MARK[v].upper() for v in (Verdict.REGRESSION, Verdict.OVER_BUDGET)})
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -88,9 +81,7 @@ _TIME_UNITS = frozenset({"ms", "s", "us", "µs", "ns"})
 
 def _bounded(x: float | None) -> float | None:
     """``x`` when it is a number worth printing as an interval end, else None (unbounded)."""
-    if x is None or not math.isfinite(x) or abs(x) > UNBOUNDED_PCT:
-        return None
-    return x
+    return None if x is None or not math.isfinite(x) or abs(x) > UNBOUNDED_PCT else x
 
 
 def _end(x: float | None, side: float) -> str:
@@ -183,19 +174,11 @@ def budget_lines(result: GateResult) -> list[str]:
     if not judged:
         return []
     judged.sort(key=lambda c: (c.verdict is not Verdict.OVER_BUDGET, c.benchmark, c.metric))
-    rows = [
-        [
-            "OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within",
-            short_name(c.benchmark, BENCHMARK_CELL),
-            c.reason,
-        ]
-        for c in judged
-    ]
-    width = [max(display_width(r[i]) for r in rows) for i in range(2)]
-    return [
-        "budgets:",
-        *(f"  {pad(r[0], width[0])}  {pad(r[1], width[1])}  {r[2]}" for r in rows),
-    ]
+    marks = ["OVER BUDGET" if c.verdict is Verdict.OVER_BUDGET else "within" for c in judged]
+    names = [short_name(c.benchmark, BENCHMARK_CELL) for c in judged]
+    w, v = max(map(display_width, marks)), max(map(display_width, names))
+    rows = zip(marks, names, judged, strict=True)
+    return ["budgets:", *(f"  {pad(m, w)}  {pad(n, v)}  {c.reason}" for m, n, c in rows)]
 
 
 BENCHMARK_CELL = 40
@@ -225,10 +208,9 @@ def _pct_words(pct: float) -> str:
 def _moved(c: Comparison, pct: float) -> str:
     """A change in plain words: ``9.8% slower``, ``14% higher``, ``more than 10× slower``."""
     up = pct > 0
-    if c.unit in _TIME_UNITS:
-        word = "slower" if up else "faster"
-    else:
-        word = "higher" if up else "lower"
+    word = (
+        ("slower" if up else "faster") if c.unit in _TIME_UNITS else ("higher" if up else "lower")
+    )
     if not math.isfinite(pct) or abs(pct) > UNBOUNDED_PCT:
         return f"more than 10× {word}"
     if abs(pct) < 0.05:
@@ -413,11 +395,6 @@ def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
     return out
 
 
-def fit(lines: Sequence[str], width: int = REPORT_WIDTH) -> list[str]:
-    """Every line of ``lines`` within ``width`` terminal columns (:func:`_wrap`)."""
-    return [part for line in lines for part in _wrap(line, width)]
-
-
 def render_text(result: GateResult, *, verbose: bool = False) -> str:
     """The terminal report, within :data:`REPORT_WIDTH` columns: the headline, the budgets
     (breaches first), then per benchmark its comparisons, the deciding ones first, each one
@@ -440,12 +417,11 @@ def render_text(result: GateResult, *, verbose: bool = False) -> str:
         mine.sort(key=lambda c: (id(c) not in deciding, _REPORT_ORDER.index(c.verdict)))
         lines.append(_benchmark_head(name, mine, result.against))
         for c in mine:
-            said = f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}: {plain_words(c)}"
-            if display_width(said) > REPORT_WIDTH:  # the words on a line of their own
-                lines += [f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}:"]
-                lines += [f"      {plain_words(c)}"]
+            head, said = f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}:", plain_words(c)
+            if display_width(f"{head} {said}") > REPORT_WIDTH:  # the words on a line of their own
+                lines += [head, f"      {said}"]
             else:
-                lines.append(said)
+                lines.append(f"{head} {said}")
             statistical = c.p_value is not None or c.verdict is Verdict.INCONCLUSIVE
             if statistical and c.current_centre is not None and c.baseline_centre is not None:
                 lines.append(
@@ -472,7 +448,7 @@ def render_text(result: GateResult, *, verbose: bool = False) -> str:
             lines.append(f"({known} of these the base branch already had: not new here)")
     while lines and not lines[-1]:
         lines.pop()
-    return "\n".join(fit(lines)) + "\n"
+    return "\n".join(part for line in lines for part in _wrap(line)) + "\n"
 
 
 def render_findings_lines(findings: Sequence[Finding]) -> list[str]:
@@ -522,17 +498,10 @@ def runs_to_dict(records: Sequence[RunRecord]) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "runs": [
             {
-                "id": r.id,
-                "project": r.project,
-                "benchmark": r.benchmark,
-                "branch": r.git.branch,
-                "commit": r.git.commit,
-                "fingerprint_key": r.fingerprint.key(),
+                **_run_head(r),
                 "fingerprint": r.fingerprint.to_dict(),
                 "started_at": r.started_at.isoformat(),
-                "measurements": {
-                    m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements
-                },
+                "measurements": _measurements(r),
                 "profile": None if r.profile is None else r.profile.to_dict(),
                 "findings": [f.to_dict() for f in r.findings],
             }
@@ -582,17 +551,9 @@ def render_history_text(points: Sequence[RunPoint]) -> str:
         return "no runs\n"
     rows = [["started (UTC)", "run", "benchmark", "branch", "commit", "value", "environment"]]
     for p in points:
-        rows.append(
-            [
-                p.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                p.run_id[:12],
-                p.benchmark,
-                p.branch,
-                p.commit[:8],
-                format_value(p.centre, p.unit),
-                p.fingerprint_key[:8],
-            ]
-        )
+        started = p.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        where = [p.run_id[:12], p.benchmark, p.branch, p.commit[:8]]
+        rows.append([started, *where, format_value(p.centre, p.unit), p.fingerprint_key[:8]])
     return "\n".join(_table(rows)) + "\n"
 
 
@@ -608,21 +569,21 @@ def render_noise_text(rows: Sequence[NoiseRow]) -> str:
     for r in rows:
         mde = "-" if r.mde_pct is None else decide.size_text(r.mde_pct)
         effect = "-" if r.min_effect_pct is None else f"{r.min_effect_pct:g}%"
-        if r.mde_pct is None:
-            status = "needs 3+ runs"
-        else:
-            status = "TOO NOISY" if r.too_noisy else "ok"
+        status = "needs 3+ runs" if r.mde_pct is None else "TOO NOISY" if r.too_noisy else "ok"
         table.append([r.benchmark, r.metric, str(r.runs), mde, effect, status])
     noisy = sum(r.too_noisy for r in rows)
-    lines = _table(table)
-    lines.append("")
-    lines.append(
+    said = (
         f"{noisy} of {len(rows)} metrics would miss a change of twice their minimum effect "
         "(detectable change: caught with 80% power)"
         if noisy
         else "every metric with a baseline catches twice its minimum effect with 80% power"
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*_table(table), "", said]) + "\n"
+
+
+def _series_head(c: DetectedChange) -> dict[str, Any]:
+    keys = ("benchmark", "metric", "unit", "branch", "fingerprint_key")
+    return {k: getattr(c, k) for k in keys}
 
 
 def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
@@ -630,11 +591,7 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "change_points": [
             {
-                "benchmark": c.benchmark,
-                "metric": c.metric,
-                "unit": c.unit,
-                "branch": c.branch,
-                "fingerprint_key": c.fingerprint_key,
+                **_series_head(c),
                 "index": c.point.index,
                 "runs_in_series": c.runs_in_series,
                 "verdict": c.verdict.value,
@@ -652,11 +609,7 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
         ],
         "drifts": [
             {
-                "benchmark": c.benchmark,
-                "metric": c.metric,
-                "unit": c.unit,
-                "branch": c.branch,
-                "fingerprint_key": c.fingerprint_key,
+                **_series_head(c),
                 "runs_in_series": c.runs_in_series,
                 "verdict": c.verdict.value,
                 "before": d.before,
@@ -680,6 +633,10 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
     }
 
 
+def _commit_range(c: DetectedChange) -> str:
+    return f"{c.commit_before[:8] or '?'}..{c.commit_after[:8] or '?'}"
+
+
 def drift_headline(c: DetectedChange) -> str:
     """What a drift is, in words: 'main is 8.1% slower than 160 runs / 30 days ago'."""
     d = c.drift
@@ -700,8 +657,8 @@ def _drift_line(c: DetectedChange) -> str:
     return (
         f"{c.benchmark} {c.metric}: {drift_headline(c)} "
         f"({format_value(d.before, c.unit)} -> {format_value(d.after, c.unit)}{beyond}; "
-        f"moved over runs {d.start}-{d.end}, commits {c.commit_before[:8] or '?'}.."
-        f"{c.commit_after[:8] or '?'}; {c.verdict.value}, confidence {d.confidence:.3f})"
+        f"moved over runs {d.start}-{d.end}, commits {_commit_range(c)}; {c.verdict.value}, "
+        f"confidence {d.confidence:.3f})"
     )
 
 
@@ -713,19 +670,10 @@ def render_changes_text(changes: Sequence[DetectedChange]) -> str:
         return "\n".join(["no change points", *tail]) + "\n"
     rows = [["benchmark", "metric", "commits", "before", "after", "change", "verdict", "conf."]]
     for c in changes:
-        commits = f"{c.commit_before[:8] or '?'}..{c.commit_after[:8] or '?'}"
-        rows.append(
-            [
-                c.benchmark,
-                c.metric,
-                commits,
-                format_value(c.point.before, c.unit),
-                format_value(c.point.after, c.unit),
-                f"{c.point.change_pct:+.1f}%",
-                c.verdict.value,
-                f"{c.point.confidence:.3f}",
-            ]
-        )
+        p = c.point
+        moved = [format_value(p.before, c.unit), format_value(p.after, c.unit)]
+        said = [f"{p.change_pct:+.1f}%", c.verdict.value, f"{p.confidence:.3f}"]
+        rows.append([c.benchmark, c.metric, _commit_range(c), *moved, *said])
     note = (
         "a change lies in the commit range shown: after the first, up to and including the second"
     )
@@ -749,9 +697,9 @@ def _step_dict(profile: ProfileSummary) -> dict[str, float | None]:
 
 
 NAME_CELL = 60
+"""Widest op or kernel name a terminal table shows (the full name is in JSON and HTML)."""
 SUGGESTION_CELL = 300
 """Longest suggestion a terminal finding shows (cut with an ellipsis; JSON has it whole)."""
-"""Widest op or kernel name a terminal table shows (the full name is in JSON and HTML)."""
 
 
 def short_name(name: str, width: int = NAME_CELL) -> str:
@@ -808,6 +756,10 @@ def _gated_step(result: IngestResult) -> tuple[float, str] | None:
         steps = result.profiled.slowest.steps
         how = f"mean of {steps} profiled steps" if steps > 1 else "1 profiled step"
     return m.summary.centre, how
+
+
+def _measurements(r: RunRecord) -> dict[str, Any]:
+    return {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements}
 
 
 def _run_head(r: RunRecord) -> dict[str, Any]:
@@ -892,7 +844,7 @@ def ingest_to_dict(result: IngestResult) -> dict[str, Any]:
         "top_op_types": [_op_type_dict(o) for o in _top_types(slowest)],
         "communication": None if slowest.communication is None else slowest.communication.to_dict(),
         "utilisation": dict(slowest.utilisation),
-        "measurements": {m.metric: {"unit": m.unit, **m.summary.to_dict()} for m in r.measurements},
+        "measurements": _measurements(r),
         "ranks": [
             {
                 "rank": p.rank,
@@ -927,15 +879,8 @@ def _utilisation_lines(ranks: Sequence[ProfileSummary]) -> list[str]:
     for metric, spec in CATALOGUE.items():
         if any(metric in p.utilisation for p in shown):
             suffix = "%" if spec.unit == "%" else f" {spec.unit}"
-            rows.append(
-                [
-                    metric,
-                    *(
-                        f"{p.utilisation[metric]:.1f}{suffix}" if metric in p.utilisation else "-"
-                        for p in shown
-                    ),
-                ]
-            )
+            values = [p.utilisation.get(metric) for p in shown]
+            rows.append([metric, *("-" if v is None else f"{v:.1f}{suffix}" for v in values)])
     return [*_table(rows), ""]
 
 
@@ -953,8 +898,6 @@ def _render_results_text(result: IngestResult) -> str:
     """What ``ingest`` recorded from another harness's result file: one row per run and
     metric (its centre, the samples and repeats behind it), then findings, references and
     the file's notes."""
-    from perfgate.reporters.reference import render_reference_lines
-
     runs = result.runs
     r = result.record
     commit = f" at {r.git.commit[:12]}" if r.git.commit else ""
@@ -967,83 +910,41 @@ def _render_results_text(result: IngestResult) -> str:
     rows = [["benchmark", "metric", "value", "unit", "samples", "repeats", "run"]]
     for one in runs:
         for m in one.record.measurements:
-            rows.append(
-                [
-                    one.record.benchmark,
-                    m.metric,
-                    _figure(m.summary.centre),
-                    m.unit or "-",
-                    str(m.summary.n),
-                    str(len(m.repeats)),
-                    one.record.id[:12],
-                ]
-            )
+            said = [m.metric, _figure(m.summary.centre), m.unit or "-", str(m.summary.n)]
+            rows.append([one.record.benchmark, *said, str(len(m.repeats)), one.record.id[:12]])
     lines += [*_table(rows), ""]
-    for one in runs:
-        if one.findings:
-            head = [f"{one.record.benchmark}:"] if len(runs) > 1 else []
-            lines += [*head, *render_findings_lines(one.findings), ""]
-    for one in runs:
-        if one.reference_path is not None:
-            head = [f"{one.record.benchmark}:"] if len(runs) > 1 else []
-            lines += [*head, *render_reference_lines(one.reference, one.reference_path), ""]
-    lines += [f"note: {note}" for note in result.notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return _ingest_text(result, lines, result.notes)
 
 
 def render_ingest_text(result: IngestResult) -> str:
     """What ``perfgate ingest`` recorded: the profile's step, top op types, cluster view and
     findings, or a result file's measurements; then the reference comparison, if asked."""
-    from perfgate.reporters.reference import render_reference_lines
-
-    r = result.record
-    reference = (
-        [*render_reference_lines(result.reference, result.reference_path), ""]
-        if result.reference_path is not None
-        else []
-    )
     if result.profiled is None and result.format != "ais_bench":
         return _render_results_text(result)
-    if result.profiled is None:
+    r = result.record
+    head = f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from"
+    if result.profiled is None:  # an ais_bench summary (no advisor, so no advisor_problem)
         n = r.spec.measured
-        lines = [
-            f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from "
-            f"{result.format} summary, {r.spec.kind}, {n} inference{'s' if n != 1 else ''}",
-            "",
-        ]
+        said = f"{r.spec.kind}, {n} inference{'s' if n != 1 else ''}"
         rows = [["metric", "value", "unit"]]
         rows += [[m.metric, f"{m.summary.centre:.3f}", m.unit] for m in r.measurements]
-        lines += [*_table(rows), ""]
-        if result.findings:
-            lines += [*render_findings_lines(result.findings), ""]
-        lines += reference
-        lines += [f"note: {note}" for note in result.notes]
-        return "\n".join(lines).rstrip("\n") + "\n"
+        lines = [f"{head} {result.format} summary, {said}", "", *_table(rows), ""]
+        return _ingest_text(result, lines, result.notes)
     slowest = result.profiled.slowest
     rank = "" if slowest.rank is None else f", rank {slowest.rank}"
-    lines = [
-        f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from "
-        f"{result.profiled.format} profile, {slowest.steps} step(s){rank}",
-        "",
-    ]
-    step = _step_dict(slowest)
+    lines = [f"{head} {result.profiled.format} profile, {slowest.steps} step(s){rank}", ""]
     gated = _gated_step(result)
-    if step or gated is not None:
-        rows = [["step", "ms"]]
-        if gated is not None:
-            rows.append([f"step ({gated[1]})", f"{gated[0]:.3f}"])
-        for k, v in step.items():
-            if v is None:
-                continue
-            if k == "step_ms":
-                if gated is not None and f"{v:.3f}" == f"{gated[0]:.3f}":
-                    continue
-                # the breakdown's rows below are means over the steps; so is this one
-                label = "mean step" if gated is not None else "step"
-            else:
-                label = k.removesuffix("_ms")
+    rows = [] if gated is None else [[f"step ({gated[1]})", f"{gated[0]:.3f}"]]
+    for k, v in _step_dict(slowest).items():
+        label = k.removesuffix("_ms")
+        if v is not None and k == "step_ms" and rows:
+            # the breakdown's rows below are means over the steps; so is this one, shown
+            # where it differs from the gated step
+            label = "mean step" if f"{v:.3f}" != rows[0][1] else ""
+        if v is not None and label:
             rows.append([label, f"{v:.3f}"])
-        lines += [*_table(rows), ""]
+    if rows:
+        lines += [*_table([["step", "ms"], *rows]), ""]
     lines += _utilisation_lines(result.profiled.ranks)
     top = _top_types(slowest)
     if top:
@@ -1067,13 +968,27 @@ def render_ingest_text(result: IngestResult) -> str:
         )
         lines += [f"  slow link: {link}" for link in cluster.slow_links]
         lines.append("")
-    if result.findings:
-        lines += [*render_findings_lines(result.findings), ""]
+    return _ingest_text(result, lines, slowest.notes)
+
+
+def _ingest_text(result: IngestResult, lines: list[str], notes: Sequence[str]) -> str:
+    """``lines`` and what follows them as text: each run's findings, the advisor's problem, each
+    run's reference comparison (if asked), then ``notes``; a run is named when the file
+    recorded several."""
+    from perfgate.reporters.reference import render_reference_lines
+
+    runs = result.runs
+    for one in runs:
+        if one.findings:
+            head = [f"{one.record.benchmark}:"] * (len(runs) > 1)
+            lines += [*head, *render_findings_lines(one.findings), ""]
     if result.advisor_problem:
         lines += [f"advisor: {result.advisor_problem}", ""]
-    lines += reference
-    lines += [f"note: {n}" for n in slowest.notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    for one in runs:
+        if one.reference_path is not None:
+            head = [f"{one.record.benchmark}:"] * (len(runs) > 1)
+            lines += [*head, *render_reference_lines(one.reference, one.reference_path), ""]
+    return "\n".join([*lines, *(f"note: {n}" for n in notes)]).rstrip("\n") + "\n"
 
 
 # --- advice and attribution ----------------------------------------------------------------
@@ -1130,15 +1045,11 @@ def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
     """``why`` block: per attributed metric, its change and the ops that explain it."""
     lines = [f"why ({len(attributions)} attributed change{'s' if len(attributions) != 1 else ''}):"]
     for a in attributions:
-        parts = []
-        for o in a.ops:
-            parts.append(op_delta_text(o))
-        explained = (
-            ""
-            if a.explained_share is None
-            else f" — explains {a.explained_share * 100:.0f}% of the change"
+        share = a.explained_share
+        explained = "" if share is None else f" — explains {share * 100:.0f}% of the change"
+        listed = (
+            ", ".join(map(op_delta_text, a.ops)) or "no op moved beyond the baseline's own spread"
         )
-        listed = ", ".join(parts) or "no op moved beyond the baseline's own spread"
         lines.append(f"  {a.benchmark} {a.metric} {a.delta_ms:+.2f} ms: {listed}{explained}")
         for o in a.ops:
             if o.baseline_shapes and o.current_shapes:
@@ -1147,6 +1058,9 @@ def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
                     f"{'; '.join(o.current_shapes)}"
                 )
     return lines
+
+
+_PROFILE_RATES = ("device_busy_fraction", "op_calls_per_step", "kernel_launches_per_step")
 
 
 def advise_to_dict(advice: Advice) -> dict[str, Any]:
@@ -1193,14 +1107,10 @@ def advise_to_dict(advice: Advice) -> dict[str, Any]:
         },
         "baseline_run_id": advice.baseline_run_id,
         "format": advice.format,
-        "source": None if p is None else p.source,
-        "rank": None if p is None else p.rank,
-        "steps": None if p is None else p.steps,
+        **{k: getattr(p, k, None) for k in ("source", "rank", "steps")},  # null without one
         "ranks": advice.ranks,
         "step": {} if p is None else _step_dict(p),
-        "device_busy_fraction": None if p is None else p.device_busy_fraction,
-        "op_calls_per_step": None if p is None else p.op_calls_per_step,
-        "kernel_launches_per_step": None if p is None else p.kernel_launches_per_step,
+        **{k: getattr(p, k, None) for k in _PROFILE_RATES},
         "cluster": None if advice.cluster is None else advice.cluster.to_dict(),
         "summary": counts,
         "findings": [f.to_dict() for f in advice.findings],
@@ -1312,14 +1222,9 @@ def render_across_text(report: AcrossReport) -> str:
         rows = [["metric", "A", "B", "B / A", "better"]]
         for m in b.metrics:
             ratio = "-" if m.ratio is None else f"{m.ratio:.3g}x"
+            better = {"a": "A", "b": "B", "same": "="}[m.better]
             rows.append(
-                [
-                    m.metric,
-                    format_value(m.a, m.unit),
-                    format_value(m.b, m.unit),
-                    ratio,
-                    {"a": "A", "b": "B", "same": "="}[m.better],
-                ]
+                [m.metric, format_value(m.a, m.unit), format_value(m.b, m.unit), ratio, better]
             )
         lines += _table(rows)
         for label, ops in (("A", b.top_ops_a), ("B", b.top_ops_b)):
@@ -1345,6 +1250,18 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _moved_json(p: ChangePoint | Drift, direction: Direction) -> dict[str, object]:
+    """A change point's or drift's levels, change, test and verdict for ``direction``."""
+    return {
+        "before": _finite_or_none(p.before),
+        "after": _finite_or_none(p.after),
+        "change_pct": _finite_or_none(p.change_pct),
+        "p_value": p.p_value,
+        "confidence": p.confidence,
+        "verdict": decide.change_verdict(direction, p.change_pct).value,
+    }
+
+
 def change_points_to_json(
     points: Sequence[ChangePoint],
     direction: Direction = Direction.LOWER_IS_BETTER,
@@ -1355,28 +1272,8 @@ def change_points_to_json(
     there is none: runs ``start..end`` are those it moved over."""
     return {
         "change_points": [p.index for p in points],
-        "details": [
-            {
-                "index": p.index,
-                "before": _finite_or_none(p.before),
-                "after": _finite_or_none(p.after),
-                "change_pct": _finite_or_none(p.change_pct),
-                "p_value": p.p_value,
-                "confidence": p.confidence,
-                "verdict": decide.change_verdict(direction, p.change_pct).value,
-            }
-            for p in points
-        ],
+        "details": [{"index": p.index, **_moved_json(p, direction)} for p in points],
         "drift": None
         if drift is None
-        else {
-            "start": drift.start,
-            "end": drift.end,
-            "before": _finite_or_none(drift.before),
-            "after": _finite_or_none(drift.after),
-            "change_pct": _finite_or_none(drift.change_pct),
-            "p_value": drift.p_value,
-            "confidence": drift.confidence,
-            "verdict": decide.change_verdict(direction, drift.change_pct).value,
-        },
+        else {"start": drift.start, "end": drift.end, **_moved_json(drift, direction)},
     }
