@@ -87,9 +87,7 @@ def latest_verdicts(
     in one gate (``perfgate compare --branch B --against B``): its comparisons and the work
     that changed (operators whose calls per step moved)."""
     if not names:
-        return GateResult(
-            branch=branch, against=branch, verdict=Verdict.NO_BASELINE, comparisons=()
-        )
+        return GateResult(branch, branch, Verdict.NO_BASELINE, comparisons=())
     return compare(config, store, branch=branch, against=branch, benchmarks=names)
 
 
@@ -106,15 +104,15 @@ def branch_verdicts(
         return ()
 
 
+def _against_history(c: Comparison) -> bool:
+    """A comparison against stored history: not an A/B pair's, not a budget's."""
+    return c.method == "history" and not decide.is_budget(c)
+
+
 def _newest_branches(others: Sequence[RunPoint], n: int) -> list[str]:
     """The ``n`` other branches with the most recent runs, newest first."""
-    branches: list[str] = []
-    for p in sorted(others, key=lambda p: (p.started_at, p.run_id), reverse=True):
-        if len(branches) >= n:
-            break
-        if p.branch not in branches:
-            branches.append(p.branch)
-    return branches
+    newest = sorted(others, key=lambda p: (p.started_at, p.run_id), reverse=True)
+    return list(dict.fromkeys(p.branch for p in newest))[:n]
 
 
 def gather_site(
@@ -140,11 +138,7 @@ def gather_site(
         comparisons, work_changes = latest.comparisons, latest.work_changes
     work_of = {w.benchmark: w for w in work_changes}
     # budgets apart: judged on the run alone, shown first, never part of the verdict
-    judged = {
-        (c.benchmark, c.metric): c
-        for c in comparisons
-        if c.method == "history" and not decide.is_budget(c)
-    }
+    judged = {(c.benchmark, c.metric): c for c in comparisons if _against_history(c)}
     budgets = [c for c in comparisons if decide.is_budget(c)]
 
     views: list[BenchmarkView] = []
@@ -185,10 +179,9 @@ def gather_site(
             for b in newest
         }
         metrics: dict[str, tuple[list[RunPoint], list[RunPoint]]] = {}
-        for p in base_points:
-            metrics.setdefault(p.metric, ([], []))[0].append(p)
-        for p in others:
-            metrics.setdefault(p.metric, ([], []))[1].append(p)
+        for side, points in enumerate((base_points, others)):
+            for p in points:
+                metrics.setdefault(p.metric, ([], []))[side].append(p)
         views_of_metrics = []
         for metric, (mine, theirs) in metrics.items():
             comparison = judged.get((name, metric))
@@ -214,7 +207,7 @@ def gather_site(
                         c
                         for b in newest
                         for c in theirs_judged[b]
-                        if c.metric == metric and c.method == "history" and not decide.is_budget(c)
+                        if c.metric == metric and _against_history(c)
                     ),
                 )
             )
@@ -263,24 +256,17 @@ def _branch_views(
 
 
 def _paged_runs(
-    config: Config,
-    store: SqlStore,
-    name: str,
-    base: str,
-    newest: Sequence[str],
+    config: Config, store: SqlStore, name: str, base: str, newest: Sequence[str]
 ) -> tuple[RunRecord, ...]:
-    runs: list[RunRecord] = []
-    on_base: RunRecord | None = None
-    for b in [base, *newest]:
-        run = store.latest_run(project=config.project, benchmark=name, branch=b)
-        if run is None:
-            continue
-        if b == base:
-            on_base = run
-        # The page lists every finding; those the base branch's latest run had are known.
-        known = None if b == base else on_base
-        runs.append(replace(run, findings=findings_for(config, run, known)))
-    return tuple(runs)
+    """The latest run of ``name`` on ``base`` and on each of the ``newest`` branches."""
+    runs = {b: store.latest_run(project=config.project, benchmark=name, branch=b) for b in newest}
+    runs = {base: store.latest_run(project=config.project, benchmark=name, branch=base), **runs}
+    # The page lists every finding; those the base branch's latest run had are known.
+    return tuple(
+        replace(run, findings=findings_for(config, run, None if b == base else runs[base]))
+        for b, run in runs.items()
+        if run is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -308,10 +294,9 @@ def _remove_stale(directory: Path, keep: set[str]) -> None:
                     page.unlink()
 
 
-def _write_pages(directory: Path, site: SiteView) -> tuple[list[IndexRow], int, int, list[str]]:
+def _write_pages(directory: Path, site: SiteView) -> tuple[list[IndexRow], int, list[str]]:
     """Write the pages of ``site``'s benchmarks (each replaced atomically: a page that cannot
-    be written keeps its previous content); their overview rows, the number of pages, their
-    bytes and their names."""
+    be written keeps its previous content); their overview rows, their bytes and names."""
     size = 0
     written: list[str] = []
     for b in site.benchmarks:
@@ -320,22 +305,16 @@ def _write_pages(directory: Path, site: SiteView) -> tuple[list[IndexRow], int, 
             path.parent.mkdir(parents=True, exist_ok=True)
             size += write_atomic(path, text, durable=False)
             written.append(rel)
-    return [index_row(b, site.branch) for b in site.benchmarks], len(written), size, written
+    return [index_row(b, site.branch) for b in site.benchmarks], size, written
 
 
 def _finish(
-    directory: Path,
-    site: SiteView,
-    rows: Sequence[IndexRow],
-    files: int,
-    size: int,
-    written: set[str],
+    directory: Path, site: SiteView, rows: Sequence[IndexRow], size: int, written: list[str]
 ) -> SiteWritten:
-    js = plotly_js()
-    size += write_atomic(directory / PLOTLY_JS, js, durable=False)
+    size += write_atomic(directory / PLOTLY_JS, plotly_js(), durable=False)
     size += write_atomic(directory / "index.html", render_index(site, rows), durable=False)
-    _remove_stale(directory, written)
-    return SiteWritten(directory / "index.html", files + 2, size)
+    _remove_stale(directory, set(written))
+    return SiteWritten(directory / "index.html", len(written) + 2, size)
 
 
 def write_site(directory: Path, site: SiteView) -> SiteWritten:
@@ -344,42 +323,38 @@ def write_site(directory: Path, site: SiteView) -> SiteWritten:
     report are replaced one by one and the stale ones deleted only once the whole new site is
     written."""
     directory.mkdir(parents=True, exist_ok=True)
-    rows, files, size, written = _write_pages(directory, site)
-    return _finish(directory, site, rows, files, size, set(written))
+    return _finish(directory, site, *_write_pages(directory, site))
 
 
-@dataclass(frozen=True)
-class _Chunk:
-    config: Config
-    url: str
-    directory: Path
-    branch: str | None
-    names: tuple[str, ...]
-    limit: int
-    now: datetime
-    comparisons: tuple[Comparison, ...]
-    work_changes: tuple[WorkChange, ...]
-
-
-def _build_chunk(chunk: _Chunk) -> tuple[list[IndexRow], int, int, list[str]]:
-    """In a worker process: gather and write some benchmarks' pages; their overview rows."""
+def _build_chunk(
+    config: Config,
+    url: str,
+    directory: Path,
+    branch: str | None,
+    limit: int,
+    now: datetime,
+    chunk: tuple[tuple[str, ...], tuple[Comparison, ...], tuple[WorkChange, ...]],
+) -> tuple[list[IndexRow], int, list[str]]:
+    """In a worker process: gather and write the pages of some benchmarks (``chunk``: their
+    names, comparisons and work changes); their overview rows, bytes and pages."""
     from perfgate.store import open_store
 
-    store = open_store(chunk.url)
+    names, comparisons, work_changes = chunk
+    store = open_store(url)
     try:
         site = gather_site(
-            chunk.config,
+            config,
             store,
-            branch=chunk.branch,
-            benchmarks=chunk.names,
-            limit=chunk.limit,
-            now=chunk.now,
-            comparisons=chunk.comparisons,
-            work_changes=chunk.work_changes,
+            branch=branch,
+            benchmarks=names,
+            limit=limit,
+            now=now,
+            comparisons=comparisons,
+            work_changes=work_changes,
         )
     finally:
         store.close()
-    return _write_pages(chunk.directory, site)
+    return _write_pages(directory, site)
 
 
 PARALLEL_MIN_BENCHMARKS = 16
@@ -424,21 +399,17 @@ def build_site(
     n = min(jobs * 2, len(names))
     chunks = []
     for i in range(n):
-        mine = tuple(names[i::n])
-        picked = tuple(c for c in judged.comparisons if c.benchmark in set(mine))
-        work = tuple(w for w in judged.work_changes if w.benchmark in set(mine))
-        chunks.append(_Chunk(config, url, directory, branch, mine, limit, now, picked, work))
-    rows: list[IndexRow] = []
-    files = size = 0
-    written: set[str] = set()
+        mine = set(names[i::n])
+        picked = tuple(c for c in judged.comparisons if c.benchmark in mine)
+        work = tuple(w for w in judged.work_changes if w.benchmark in mine)
+        chunks.append((tuple(names[i::n]), picked, work))
     # fork (no re-import in each worker) where it is safe: POSIX and no other threads
     fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
     context = multiprocessing.get_context("fork" if fork else "spawn")
+    build = partial(_build_chunk, config, url, directory, branch, limit, now)
     with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=context) as pool:
-        for got, f, b, names_written in pool.map(_build_chunk, chunks):
-            rows += got
-            files += f
-            size += b
-            written.update(names_written)
+        done = list(pool.map(build, chunks))
+    rows = [row for got, _, _ in done for row in got]
+    written = [page for _, _, pages in done for page in pages]
     site = SiteView(config.project, base, now, ())
-    return _finish(directory, site, rows, files, size, written)
+    return _finish(directory, site, rows, sum(size for _, size, _ in done), written)
