@@ -402,14 +402,6 @@ def sparkline_svg(values: Sequence[float], width: int = 140, height: int = 28) -
     )
 
 
-def primary_metric(view: BenchmarkView) -> MetricView | None:
-    """The metric a benchmark with no judged run is shown by: step time, else throughput,
-    else the first (a judged one is shown by its deciding metric, :func:`headline_metric`)."""
-    by_name = {m.metric: m for m in view.metrics}
-    first = view.metrics[0] if view.metrics else None
-    return next((by_name[n] for n in PRIMARY_METRICS if n in by_name), first)
-
-
 _TIME_METRICS = frozenset(PRIMARY_TIME.values()) | frozenset(WALL_TIMES)
 
 
@@ -450,10 +442,13 @@ def view_comparisons(view: BenchmarkView, run_id: str | None = None) -> list[Com
 
 def headline_metric(view: BenchmarkView) -> MetricView | None:
     """The metric the overview shows: the one that decides the latest base-branch run's
-    verdict (:func:`headline_comparison`), else :func:`primary_metric`."""
+    verdict (:func:`headline_comparison`); with none judged, step time, else throughput, else
+    the first."""
     shown = headline_comparison(view_comparisons(view))
-    found = [m for m in view.metrics if shown is not None and m.metric == shown.metric]
-    return found[0] if found else primary_metric(view)
+    by_name = {m.metric: m for m in view.metrics}
+    names = (*([shown.metric] if shown else []), *PRIMARY_METRICS)
+    first = view.metrics[0] if view.metrics else None
+    return next((by_name[n] for n in names if n in by_name), first)
 
 
 def headline_html(c: Comparison | None) -> str:
