@@ -62,15 +62,21 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ParseError
-from perfgate.models import (
-    CommunicationSummary,
-    LinkBandwidth,
-    OpStat,
-    ProfileSummary,
-    StepBreakdown,
-)
+from perfgate.models import CommunicationSummary, LinkBandwidth, OpStat, ProfileSummary
 from perfgate.parsers.ascend.discovery import OUTPUT_DIR, relative, start_rank
-from perfgate.parsers.ascend.text import PmuTotals, ascend_utilisation, op_type_stats
+from perfgate.parsers.ascend.text import (
+    AIC_TIME,
+    AIV_TIME,
+    MAX_SHAPES,
+    STEP_COLUMNS,
+    PmuTotals,
+    ascend_utilisation,
+    by_time,
+    npu_op,
+    op_type_stats,
+    ratio,
+    step_breakdown,
+)
 from perfgate.parsers.torch_trace import intersect_intervals, merge_intervals
 
 __all__ = ["SOURCE_DB", "parse_ascend_db_rank"]
@@ -85,15 +91,16 @@ _MEMORY_COMPONENT = "PTA"
 _RECEIVE_PREFIX = "hcom_receive"
 _NS_PER_US = 1e3
 _NS_PER_MS = 1e6
-_US_PER_MS = 1e3
-_MAX_SHAPES = 3
+_BYTES_PER_GB = 1e9
 _INVALID_IDS = frozenset({-1, 4294967295})
-_PMU_RENAMES: Mapping[str, str] = {
-    "aic_total_time": "aicore_time(us)",
-    "aiv_total_time": "aiv_time(us)",
-}
+_PMU_RENAMES: Mapping[str, str] = {"aic_total_time": AIC_TIME, "aiv_total_time": AIV_TIME}
+
+_TASK_INFO = ("name", "opType", "taskType", "inputShapes")
+"""The COMPUTE_TASK_INFO columns read, in order."""
 
 Interval = tuple[int, int]
+_Step = tuple[float, dict[str, float | None]]
+"""One step: its time and its StepBreakdown fields, in µs (see ``step_breakdown``)."""
 
 
 def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
@@ -111,8 +118,8 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
           computing + communication not overlapped + free of each step; ``breakdown`` the
           mean of each column.
         - ops: compute tasks and communication ops grouped by (name, accelerator core),
-          device ``npu``; self == total time; up to three distinct input shapes (most
-          frequent first); ``metrics`` the duration-weighted mean of each PMU counter.
+          device ``npu``; self == total time; up to three distinct input shapes (the first
+          in time order); ``metrics`` the duration-weighted mean of each PMU counter.
         - op_types: compute tasks grouped by (op type, core), as ``op_statistic.csv``
           (which has no HCCL rows).
         - op_calls_per_step: compute tasks + communication ops; kernel_launches_per_step:
@@ -135,10 +142,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     profiler_db = _find_profiler_db(rank_dir, collection.get("rank"), notes)
     raw_files.append(relative(profiler_db, rank_dir))
     analysis_path = profiler_db.parent / _ANALYSIS_DB
-    for db_path in (profiler_db, analysis_path):
-        wal_note = _wal_note(db_path)
-        if wal_note is not None:
-            notes.append(wal_note)
+    notes.extend(n for n in map(_wal_note, (profiler_db, analysis_path)) if n is not None)
     with closing(_Database(profiler_db)) as db:
         if not (db.has("TASK") or db.has("STEP_TIME")):
             raise ParseError(
@@ -152,12 +156,12 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         windows = _read_step_windows(db)
         peak, reserved, growth = _read_memory(db, strings, device_id, notes)
         hbm = _read_hbm(db, device_id, windows, notes)
-        llc_note = _llc_note(db)
+        llc_note = _LLC_NOTE if db.has("LLC", "hitRate") else ""
 
-    step_rows: list[_StepRow] = []
+    step_rows: list[_Step] = []
     communication: CommunicationSummary | None = None
-    comm_source: list[_CommRow] | None = None
-    bandwidth_source: list[_BandwidthRow] | None = None
+    comm_source: list[tuple[Any, ...]] | None = None
+    bandwidth_source: list[tuple[Any, ...]] = []
     if analysis_path.is_file():
         # Optional, like the text export's optional files: unreadable -> a note.
         analysis_notes: list[str] = []
@@ -169,7 +173,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         except ParseError as exc:
             reason = str(exc).removeprefix(f"{analysis_path}: ")
             notes.append(f"communication: {_ANALYSIS_DB} {reason}")
-            step_rows, comm_source, bandwidth_source = [], None, None
+            step_rows, comm_source, bandwidth_source = [], None, []
         else:
             raw_files.append(relative(analysis_path, rank_dir))
             notes.extend(analysis_notes)
@@ -183,13 +187,11 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     steps = max(len(step_rows), 1)
 
     if comm_source is not None:
-        communication = _summarise_communication(comm_source, bandwidth_source or [], steps)
+        communication = _summarise_communication(comm_source, bandwidth_source, steps)
         if communication is None:
             notes.append(f"communication: no communication ops in {_ANALYSIS_DB}")
 
-    breakdown, step_times = _breakdown(step_rows)
-    ops = _op_stats(tasks, comm_ops, steps)
-    op_types = _op_type_stats(tasks, steps)
+    step_times, breakdown = step_breakdown(step_rows) if step_rows else ((), None)
     calls: float | None = None
     launches: float | None = None
     if tasks or comm_ops:
@@ -224,11 +226,15 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         "device_memory_capacity_bytes: the db does not record it "
         "(NPU_INFO names the chip, NPU_MEM holds usage)"
     )
+    type_totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for task in tasks:
+        type_totals[(task.op_type, task.core)][0] += 1
+        type_totals[(task.op_type, task.core)][1] += task.duration_ns
 
     return ProfileSummary(
         source=SOURCE_DB,
         steps=steps,
-        ops=ops,
+        ops=_op_stats(tasks + comm_ops, steps),
         breakdown=breakdown,
         peak_memory_bytes=peak,
         device_busy_fraction=busy,
@@ -237,7 +243,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         rank=rank,
         raw_files=tuple(raw_files),
         notes=tuple(notes),
-        op_types=op_types,
+        op_types=op_type_stats(type_totals, steps, _NS_PER_MS),
         step_times_ms=step_times,
         communication=communication,
         peak_reserved_bytes=reserved,
@@ -269,14 +275,16 @@ class _Database:
             raise ParseError(f"{self.label}: cannot open as SQLite: {exc}") from None
         self._tables: dict[str, tuple[str, dict[str, str]]] = {}
         try:
-            names = self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
-            for (name,) in names:
-                info = self.rows(f"PRAGMA table_info({_quote(str(name))})")
-                columns = {str(row[1]).lower(): str(row[1]) for row in info}
-                self._tables[str(name).lower()] = (str(name), columns)
+            columns = self.rows(
+                "SELECT m.name, p.name FROM sqlite_master m "
+                "JOIN pragma_table_info(m.name) p WHERE m.type = 'table'"
+            )
         except ParseError:
             self._conn.close()
             raise
+        for table, column in columns:
+            entry = self._tables.setdefault(str(table).lower(), (str(table), {}))
+            entry[1][str(column).lower()] = str(column)
 
     def close(self) -> None:
         self._conn.close()
@@ -301,6 +309,21 @@ class _Database:
             return "NULL"
         return f"{alias}.{_quote(real)}" if alias else _quote(real)
 
+    def device_where(self, table: str, device_id: int | None, alias: str = "") -> str:
+        """``WHERE`` the table's deviceId is ``device_id``; '' without either."""
+        if device_id is None or not self.has(table, "deviceId"):
+            return ""
+        return f"WHERE {self.column(table, 'deviceId', alias)} = {int(device_id)}"
+
+    def select(
+        self, table: str, *columns: str, where: str = "", order: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """The columns of every row (NULL for one the table lacks), ``where`` and ``order``
+        (column names, or SQL) as given."""
+        exprs = ", ".join(self.column(table, c) for c in columns)
+        sql = f"SELECT {exprs} FROM {self.table(table)} {where}"
+        return self.rows(sql + (f" ORDER BY {order}" if order else ""))
+
 
 def _wal_note(path: Path) -> str | None:
     wal = path.with_name(path.name + "-wal")
@@ -323,11 +346,11 @@ def _quote(identifier: str) -> str:
 def _read_strings(db: _Database) -> dict[int, str]:
     if not db.has("STRING_IDS", "id", "value"):
         return {}
-    out: dict[int, str] = {}
-    for key, value in db.rows(f"SELECT id, value FROM {db.table('STRING_IDS')}"):
-        if isinstance(key, int):
-            out[key] = "" if value is None else str(value)
-    return out
+    return {
+        key: "" if value is None else str(value)
+        for key, value in db.select("STRING_IDS", "id", "value")
+        if isinstance(key, int)
+    }
 
 
 def _text(value: Any, strings: Mapping[int, str]) -> str:
@@ -368,33 +391,26 @@ def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Pat
     return candidates[0]
 
 
+def _valid_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and value not in _INVALID_IDS else None
+
+
 def _rank_and_device(
     db: _Database, collection: Mapping[str, str], path: Path
 ) -> tuple[int | None, int | None]:
     device_id: int | None = None
     map_rank: int | None = None
     if db.has("RANK_DEVICE_MAP", "deviceId"):
-        rows = db.rows(
-            f"SELECT {db.column('RANK_DEVICE_MAP', 'rankId')}, "
-            f"{db.column('RANK_DEVICE_MAP', 'deviceId')} FROM {db.table('RANK_DEVICE_MAP')}"
-        )
+        rows = db.select("RANK_DEVICE_MAP", "rankId", "deviceId")
         if len(rows) == 1:
-            rank_value, device_value = rows[0]
-            if isinstance(device_value, int) and device_value not in _INVALID_IDS:
-                device_id = device_value
-            if isinstance(rank_value, int) and rank_value not in _INVALID_IDS:
-                map_rank = rank_value
-    rank: int | None = None
+            map_rank, device_id = (_valid_id(v) for v in rows[0])
     text = collection.get("rank", "")
     if text.lstrip("-").isdigit() and int(text) >= 0:
-        rank = int(text)
-    elif map_rank is not None:
-        rank = map_rank
-    else:
-        match = re.search(r"_(\d+)\.db$", path.name)
-        if match:
-            rank = int(match.group(1))
-    return rank, device_id
+        return int(text), device_id
+    match = re.search(r"_(\d+)\.db$", path.name)
+    if map_rank is None and match:
+        map_rank = int(match.group(1))
+    return map_rank, device_id
 
 
 def _read_db_collection(
@@ -402,16 +418,13 @@ def _read_db_collection(
 ) -> dict[str, str]:
     out: dict[str, str] = {}
     if db.has("NPU_INFO", "name"):
-        rows = db.rows(
-            f"SELECT {db.column('NPU_INFO', 'id')}, {db.column('NPU_INFO', 'name')} "
-            f"FROM {db.table('NPU_INFO')}"
-        )
+        rows = db.select("NPU_INFO", "id", "name")
         mine = [name for ident, name in rows if name and ident == device_id]
         names = mine or [name for _, name in rows if name]
         if names:
             out["device"] = _text(names[0], strings)
     if db.has("META_DATA", "name", "value"):
-        for name, value in db.rows(f"SELECT name, value FROM {db.table('META_DATA')}"):
+        for name, value in db.select("META_DATA", "name", "value"):
             if name == "SCHEMA_VERSION" and value:
                 out["db_schema_version"] = str(value)
     return out
@@ -444,35 +457,27 @@ def _read_compute_tasks(
     if not db.has("COMPUTE_TASK_INFO", "globalTaskId", "name"):
         notes.append("ops: no COMPUTE_TASK_INFO table, compute tasks cannot be named")
         return []
-    where, params = "", []
-    if device_id is not None and db.has("TASK", "deviceId"):
-        where, params = "WHERE t.deviceId = ?", [device_id]
+    info = ", ".join(db.column("COMPUTE_TASK_INFO", c, "c") for c in _TASK_INFO)
     rows = db.rows(
-        "SELECT t.startNs, t.endNs, t.globalTaskId, c.name, "
-        f"{db.column('COMPUTE_TASK_INFO', 'opType', 'c')}, "
-        f"{db.column('COMPUTE_TASK_INFO', 'taskType', 'c')}, "
-        f"{db.column('COMPUTE_TASK_INFO', 'inputShapes', 'c')} "
+        f"SELECT t.startNs, t.endNs, t.globalTaskId, {info} "
         f"FROM {db.table('TASK')} t JOIN {db.table('COMPUTE_TASK_INFO')} c "
-        f"ON c.globalTaskId = t.globalTaskId {where} ORDER BY t.startNs",
-        params,
+        f"ON c.globalTaskId = t.globalTaskId {db.device_where('TASK', device_id, 't')} "
+        "ORDER BY t.startNs"
     )
     pmu = _read_pmu(db, strings, notes) if rows else {}
-    tasks: list[_Task] = []
-    for start, end, task_id, name, op_type, core, shapes in rows:
-        if not isinstance(start, int) or not isinstance(end, int):
-            continue
-        tasks.append(
-            _Task(
-                name=_text(name, strings),
-                op_type=_text(op_type, strings),
-                core=_text(core, strings),
-                start_ns=start,
-                end_ns=end,
-                shapes=_clean_shapes(_text(shapes, strings)),
-                metrics=pmu.get(task_id),
-            )
+    return [
+        _Task(
+            _text(name, strings),
+            _text(op_type, strings),
+            _text(core, strings),
+            start,
+            end,
+            _clean_shapes(_text(shapes, strings)),
+            pmu.get(task_id),
         )
-    return tasks
+        for start, end, task_id, name, op_type, core, shapes in rows
+        if isinstance(start, int) and isinstance(end, int)
+    ]
 
 
 def _clean_shapes(value: str) -> str:
@@ -497,9 +502,7 @@ def _read_pmu(
         return {}
     names: dict[Any, tuple[str, float]] = {}
     out: dict[Any, dict[str, float]] = defaultdict(dict)
-    for task_id, name, value in db.rows(
-        f"SELECT globalTaskId, name, value FROM {db.table('TASK_PMU_INFO')}"
-    ):
+    for task_id, name, value in db.select("TASK_PMU_INFO", "globalTaskId", "name", "value"):
         number = _number(value)
         if number is None:
             continue
@@ -516,10 +519,7 @@ def _read_communication_ops(
     if not db.has("COMMUNICATION_OP", "opName", "startNs", "endNs"):
         notes.append("ops: no COMMUNICATION_OP table, no HCCL ops")
         return []
-    rows = db.rows(
-        f"SELECT opName, startNs, endNs, {db.column('COMMUNICATION_OP', 'opType')} "
-        f"FROM {db.table('COMMUNICATION_OP')} ORDER BY startNs"
-    )
+    rows = db.select("COMMUNICATION_OP", "opName", "startNs", "endNs", "opType", order="startNs")
     return [
         _Task(_text(name, strings), _text(op_type, strings), _HCCL, start, end)
         for name, start, end, op_type in rows
@@ -530,22 +530,10 @@ def _read_communication_ops(
 # --- steps --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _StepRow:
-    """One step of StepTraceTime, in µs."""
-
-    computing: float
-    not_overlapped: float
-    overlapped: float | None
-    free: float
-    bubble: float | None
-    preparing: float | None
-
-
 def _read_step_windows(db: _Database) -> list[Interval]:
     if not db.has("STEP_TIME", "startNs", "endNs"):
         return []
-    rows = db.rows(f"SELECT startNs, endNs FROM {db.table('STEP_TIME')} ORDER BY startNs")
+    rows = db.select("STEP_TIME", "startNs", "endNs", order="startNs")
     return [(s, e) for s, e in rows if isinstance(s, int) and isinstance(e, int) and e >= s]
 
 
@@ -555,37 +543,41 @@ def _step_key(value: Any) -> tuple[int, float, str]:
     return (0, float(digits), text) if digits else (1, 0.0, text)
 
 
-def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> list[_StepRow]:
-    needed = ("computing", "communication_not_overlapped", "free")
-    if not db.has("StepTraceTime", *needed):
+def _step(
+    computing: float,
+    not_overlapped: float,
+    overlapped: float | None,
+    free: float,
+    bubble: float | None,
+    preparing: float | None,
+) -> _Step:
+    fields = (computing, not_overlapped, overlapped, free, bubble, preparing)
+    return computing + not_overlapped + free, dict(zip(STEP_COLUMNS, fields, strict=True))
+
+
+def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> list[_Step]:
+    if not db.has("StepTraceTime", "computing", "communication_not_overlapped", "free"):
         notes.append(f"breakdown: no StepTraceTime table in {_ANALYSIS_DB}")
         return []
-
-    def col(name: str) -> str:
-        return db.column("StepTraceTime", name)
-
-    rows = db.rows(
-        f"SELECT {col('deviceId')}, {col('step')}, {col('computing')}, "
-        f"{col('communication_not_overlapped')}, {col('overlapped')}, "
-        f"{col('communication')}, {col('free')}, {col('bubble')}, {col('preparing')} "
-        f"FROM {db.table('StepTraceTime')}"
+    rows = db.select(
+        "StepTraceTime",
+        *("deviceId", "step", "computing", "communication_not_overlapped", "overlapped"),
+        *("communication", "free", "bubble", "preparing"),
     )
     # deviceId is -1 when the profiler only knew "NPU"; then every row is this device's.
     device_ids = {_number(r[0]) for r in rows}
     if device_id is not None and any(d is not None and d >= 0 for d in device_ids):
         rows = [r for r in rows if _number(r[0]) == device_id]
-    out: list[_StepRow] = []
+    out: list[_Step] = []
     for row in sorted(rows, key=lambda r: _step_key(r[1])):
-        computing, not_overlapped, free = _number(row[2]), _number(row[3]), _number(row[6])
+        computing, not_overlapped, overlapped, communication, free, bubble, preparing = (
+            _number(v) for v in row[2:]
+        )
         if computing is None or not_overlapped is None or free is None:
             continue
-        overlapped = _number(row[4])
-        communication = _number(row[5])
         if overlapped is None and communication is not None:
             overlapped = communication - not_overlapped
-        out.append(
-            _StepRow(computing, not_overlapped, overlapped, free, _number(row[7]), _number(row[8]))
-        )
+        out.append(_step(computing, not_overlapped, overlapped, free, bubble, preparing))
     if not out:
         notes.append(f"breakdown: no StepTraceTime rows for this device in {_ANALYSIS_DB}")
     return out
@@ -597,7 +589,7 @@ def _length(intervals: Sequence[tuple[float, float]]) -> float:
 
 def _derive_steps(
     windows: list[Interval], tasks: list[_Task], comm_ops: list[_Task], notes: list[str]
-) -> list[_StepRow]:
+) -> list[_Step]:
     """StepTraceTime recomputed from task intervals (torch_npu's Overlap Analysis).
 
     Computing is the union of compute tasks, Communication the union of communication ops,
@@ -620,7 +612,7 @@ def _derive_steps(
             "breakdown: no StepTraceTime or STEP_TIME; the whole profile is one step, "
             "recomputed from TASK and COMMUNICATION_OP intervals"
         )
-    out: list[_StepRow] = []
+    out: list[_Step] = []
     for start, end in windows:
 
         def clip(items: Iterable[_Task], begin: int = start, stop: int = end) -> list[Interval]:
@@ -630,118 +622,55 @@ def _derive_steps(
         comm = merge_intervals(clip(comm_ops))
         receive = merge_intervals(clip(t for t in comm_ops if t.name.startswith(_RECEIVE_PREFIX)))
         busy = merge_intervals(compute + comm)
-        computing = _length(compute)
         not_overlapped = _length(comm) - _length(intersect_intervals(comm, compute))
         free = (busy[-1][1] - busy[0][0] - _length(busy)) if busy else 0
+        us = [
+            v / _NS_PER_US
+            for v in (_length(compute), not_overlapped, _length(comm) - not_overlapped, free)
+        ]
         preparing = (compute[0][0] - start) / _NS_PER_US if compute else None
-        out.append(
-            _StepRow(
-                computing=computing / _NS_PER_US,
-                not_overlapped=not_overlapped / _NS_PER_US,
-                overlapped=(_length(comm) - not_overlapped) / _NS_PER_US,
-                free=free / _NS_PER_US,
-                bubble=_length(receive) / _NS_PER_US,
-                preparing=preparing,
-            )
-        )
+        out.append(_step(us[0], us[1], us[2], us[3], _length(receive) / _NS_PER_US, preparing))
     return out
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    if not present or len(present) != len(values):
-        return None
-    return sum(present) / len(present)
-
-
-def _breakdown(rows: list[_StepRow]) -> tuple[StepBreakdown | None, tuple[float, ...]]:
-    if not rows:
-        return None, ()
-    step_times = tuple((r.computing + r.not_overlapped + r.free) / _US_PER_MS for r in rows)
-
-    def mean_ms(values: Sequence[float | None]) -> float | None:
-        value = _mean(values)
-        return None if value is None else value / _US_PER_MS
-
-    breakdown = StepBreakdown(
-        step_ms=sum(step_times) / len(step_times),
-        compute_ms=mean_ms([r.computing for r in rows]),
-        communication_not_overlapped_ms=mean_ms([r.not_overlapped for r in rows]),
-        communication_overlapped_ms=mean_ms([r.overlapped for r in rows]),
-        free_ms=mean_ms([r.free for r in rows]),
-        bubble_ms=mean_ms([r.bubble for r in rows]),
-        preparing_ms=mean_ms([r.preparing for r in rows]),
-    )
-    return breakdown, step_times
 
 
 # --- ops ----------------------------------------------------------------------------------
 
 
-def _weighted_metrics(tasks: Sequence[_Task]) -> dict[str, float]:
-    sums: dict[str, float] = defaultdict(float)
-    weights: dict[str, float] = defaultdict(float)
-    plain: dict[str, list[float]] = defaultdict(list)
-    for task in tasks:
-        for name, value in (task.metrics or {}).items():
-            sums[name] += value * task.duration_ns
-            weights[name] += task.duration_ns
-            plain[name].append(value)
-    return {
-        name: sums[name] / weights[name] if weights[name] > 0 else sum(vs) / len(vs)
-        for name, vs in sorted(plain.items())
-    }
-
-
-def _first_shapes(tasks: Sequence[_Task]) -> tuple[str, ...]:
-    """The first distinct input shapes in time order, as kernel_details.csv lists them."""
-    out: list[str] = []
-    for task in tasks:
-        if task.shapes and task.shapes not in out:
-            out.append(task.shapes)
-            if len(out) == _MAX_SHAPES:
-                break
-    return tuple(out)
-
-
-def _op_stats(tasks: list[_Task], comm_ops: list[_Task], steps: int) -> tuple[OpStat, ...]:
+def _op_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
+    """Tasks grouped by (name, core); ``metrics`` each PMU counter's duration-weighted
+    mean (the plain mean where the group's duration is 0); the first :data:`MAX_SHAPES`
+    distinct input shapes in time order, as kernel_details.csv lists them."""
     groups: dict[tuple[str, str], list[_Task]] = defaultdict(list)
-    for task in tasks + comm_ops:
+    for task in tasks:
         groups[(task.name, task.core)].append(task)
     ops = []
     for (name, core), members in groups.items():
-        time_ms = sum(t.duration_ns for t in members) / _NS_PER_MS / steps
+        sums: dict[str, float] = defaultdict(float)
+        weights: dict[str, float] = defaultdict(float)
+        plain: dict[str, list[float]] = defaultdict(list)
+        shapes: list[str] = []
+        for task in members:
+            for metric, value in (task.metrics or {}).items():
+                sums[metric] += value * task.duration_ns
+                weights[metric] += task.duration_ns
+                plain[metric].append(value)
+            if task.shapes and task.shapes not in shapes and len(shapes) < MAX_SHAPES:
+                shapes.append(task.shapes)
         op_type = Counter(t.op_type for t in members).most_common(1)[0][0]
+        total = sum(t.duration_ns for t in members)
+        metrics = {
+            m: sums[m] / weights[m] if weights[m] > 0 else sum(vs) / len(vs)
+            for m, vs in sorted(plain.items())
+        }
         ops.append(
-            OpStat(
-                name=name,
-                device="npu",
-                calls_per_step=len(members) / steps,
-                self_time_ms_per_step=time_ms,
-                total_time_ms_per_step=time_ms,
-                op_type=op_type,
-                input_shapes=_first_shapes(members),
-                core=core,
-                metrics=_weighted_metrics(members),
+            npu_op(
+                name, op_type, core, len(members), total, steps, tuple(shapes), metrics, _NS_PER_MS
             )
         )
-    ops.sort(key=lambda o: (-o.self_time_ms_per_step, o.name, o.core))
-    return tuple(ops)
-
-
-def _op_type_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
-    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for task in tasks:
-        totals[(task.op_type, task.core)][0] += 1
-        totals[(task.op_type, task.core)][1] += task.duration_ns
-    return op_type_stats(totals, steps, _NS_PER_MS)
+    return by_time(ops)
 
 
 # --- utilisation --------------------------------------------------------------------------
-
-_AIC_TIME = "aicore_time(us)"
-_AIV_TIME = "aiv_time(us)"
-_BYTES_PER_GB = 1e9
 
 
 def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
@@ -750,8 +679,7 @@ def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
     sums: dict[str, float] = defaultdict(float)
     weighted: dict[str, float] = defaultdict(float)
     weights: dict[str, float] = defaultdict(float)
-    busy = 0.0
-    has_busy = False
+    busy: float | None = None
     for task in tasks:
         if not task.metrics:
             continue
@@ -761,17 +689,13 @@ def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
             sums[key] += value
             weighted[key] += value * duration_us
             weights[key] += duration_us
-        times = [task.metrics[k] for k in (_AIC_TIME, _AIV_TIME) if k in task.metrics]
+        times = [task.metrics[k] for k in (AIC_TIME, AIV_TIME) if k in task.metrics]
         if times:
-            has_busy = True
-            busy += max(times)
+            busy = (busy or 0.0) + max(times)
     if not sums:
         return None
-    return PmuTotals(
-        sums=dict(sums),
-        means={k: weighted[k] / weights[k] for k in weighted if weights[k] > 0},
-        busy_us=busy if has_busy else None,
-    )
+    means = {k: weighted[k] / weights[k] for k in weighted if weights[k] > 0}
+    return PmuTotals(sums=dict(sums), means=means, busy_us=busy)
 
 
 def _read_hbm(
@@ -784,13 +708,9 @@ def _read_hbm(
     if not db.has("HBM", "timestampNs", "bandwidth"):
         notes.append("hbm_bandwidth_gb_s: no HBM table (sys_hardware_mem off?)")
         return None
-    where, params = "", []
-    if device_id is not None and db.has("HBM", "deviceId"):
-        where, params = "WHERE deviceId = ?", [device_id]
     rows = db.rows(
-        f"SELECT timestampNs, SUM(bandwidth) FROM {db.table('HBM')} {where} "
-        "GROUP BY timestampNs ORDER BY timestampNs",
-        params,
+        f"SELECT timestampNs, SUM(bandwidth) FROM {db.table('HBM')} "
+        f"{db.device_where('HBM', device_id)} GROUP BY timestampNs ORDER BY timestampNs"
     )
     samples = [(t, b) for t, b in rows if isinstance(t, int) and _number(b) is not None]
     if not samples:
@@ -807,122 +727,69 @@ def _read_hbm(
     return sum(float(b) for b in inside) / len(inside) / _BYTES_PER_GB
 
 
-def _llc_note(db: _Database) -> str:
-    if not db.has("LLC", "hitRate"):
-        return ""
-    return (
-        " (its LLC table is the L3 cache: a sampled hit rate per LLC unit, not the L2, "
-        "so it is not used)"
-    )
+_LLC_NOTE = (
+    " (its LLC table is the L3 cache: a sampled hit rate per LLC unit, not the L2, "
+    "so it is not used)"
+)
 
 
 # --- communication ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CommRow:
-    op: str
-    elapse: float
-    transit: float
-    wait: float
-    synchronization: float
-    idle: float
-
-
-@dataclass(frozen=True)
-class _BandwidthRow:
-    op: str
-    link: str
-    size_mb: float
-    time_ms: float
-    bandwidth: float | None
-
-
-def _read_comm_time(db: _Database, notes: list[str]) -> list[_CommRow] | None:
-    needed = ("hccl_op_name", "elapse_time", "transit_time", "wait_time")
-    if not db.has("CommAnalyzerTime", *needed):
+def _read_comm_time(db: _Database, notes: list[str]) -> list[tuple[Any, ...]] | None:
+    """(op, elapse, transit, wait, synchronization, idle) rows, times in ms (0 for NULL)."""
+    if not db.has("CommAnalyzerTime", "hccl_op_name", "elapse_time", "transit_time", "wait_time"):
         notes.append(f"communication: no CommAnalyzerTime table in {_ANALYSIS_DB}")
         return None
-
-    def col(name: str) -> str:
-        return db.column("CommAnalyzerTime", name)
-
-    rows = db.rows(
-        f"SELECT hccl_op_name, elapse_time, transit_time, wait_time, "
-        f"{col('synchronization_time')}, {col('idle_time')} "
-        f"FROM {db.table('CommAnalyzerTime')}"
+    rows = db.select(
+        "CommAnalyzerTime",
+        *("hccl_op_name", "elapse_time", "transit_time", "wait_time"),
+        *("synchronization_time", "idle_time"),
     )
-    return [
-        _CommRow("" if op is None else str(op), *(_number(v) or 0.0 for v in times))
-        for op, *times in rows
-    ]
+    return [("" if op is None else str(op), *(_number(v) or 0.0 for v in t)) for op, *t in rows]
 
 
-def _read_comm_bandwidth(db: _Database, notes: list[str]) -> list[_BandwidthRow]:
+def _read_comm_bandwidth(db: _Database, notes: list[str]) -> list[tuple[Any, ...]]:
+    """(op, link, size MB, time ms, bandwidth GB/s or None) rows, one per (op, link)."""
     needed = ("hccl_op_name", "transport_type", "transit_size", "transit_time")
     if not db.has("CommAnalyzerBandwidth", *needed):
         notes.append(f"communication links: no CommAnalyzerBandwidth table in {_ANALYSIS_DB}")
         return []
-
-    def col(name: str) -> str:
-        return db.column("CommAnalyzerBandwidth", name)
-
-    rows = db.rows(
-        f"SELECT {col('step')}, {col('type')}, {col('group_name')}, hccl_op_name, "
-        f"transport_type, transit_size, transit_time, {col('bandwidth')} "
-        f"FROM {db.table('CommAnalyzerBandwidth')}"
-    )
+    rows = db.select("CommAnalyzerBandwidth", "step", "type", "group_name", *needed, "bandwidth")
     # One row per (op, link, packet size); the op's totals repeat on each of them.
     seen: set[tuple[Any, ...]] = set()
-    out: list[_BandwidthRow] = []
-    for step, kind, group, op, link, size, time, bandwidth in rows:
-        key = (step, kind, group, op, link)
-        if key in seen:
+    out: list[tuple[Any, ...]] = []
+    for *key, size, time, bandwidth in rows:
+        if tuple(key) in seen:
             continue
-        seen.add(key)
-        out.append(
-            _BandwidthRow(
-                op="" if op is None else str(op),
-                link="" if link is None else str(link),
-                size_mb=_number(size) or 0.0,
-                time_ms=_number(time) or 0.0,
-                bandwidth=_number(bandwidth),
-            )
-        )
+        seen.add(tuple(key))
+        op, link = ("" if v is None else str(v) for v in key[3:])
+        out.append((op, link, _number(size) or 0.0, _number(time) or 0.0, _number(bandwidth)))
     return out
 
 
-def _ratio(part: float, other: float) -> float | None:
-    return part / (part + other) if part + other > 0 else None
-
-
 def _summarise_communication(
-    time_rows: list[_CommRow], bandwidth_rows: list[_BandwidthRow], steps: int
+    time_rows: list[tuple[Any, ...]], bandwidth_rows: list[tuple[Any, ...]], steps: int
 ) -> CommunicationSummary | None:
-    op_rows = [r for r in time_rows if r.op != _TOTAL_OP]
-    total_rows = [r for r in time_rows if r.op == _TOTAL_OP] or op_rows
+    op_rows = [r for r in time_rows if r[0] != _TOTAL_OP]
+    total_rows = [r for r in time_rows if r[0] == _TOTAL_OP] or op_rows
     if not total_rows:
         return None
-    elapse = sum(r.elapse for r in total_rows)
-    transit = sum(r.transit for r in total_rows)
-    wait = sum(r.wait for r in total_rows)
-    sync = sum(r.synchronization for r in total_rows)
-    idle = sum(r.idle for r in total_rows)
-
-    link_rows = [r for r in bandwidth_rows if r.op == _TOTAL_OP] or [
-        r for r in bandwidth_rows if r.op != _TOTAL_OP
+    elapse, transit, wait, sync, idle = (sum(r[i] for r in total_rows) for i in range(1, 6))
+    link_rows = [r for r in bandwidth_rows if r[0] == _TOTAL_OP] or [
+        r for r in bandwidth_rows if r[0] != _TOTAL_OP
     ]
-    by_link: dict[str, list[_BandwidthRow]] = defaultdict(list)
+    by_link: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in link_rows:
-        by_link[row.link].append(row)
+        by_link[row[1]].append(row)
     links = []
     for link, rows in sorted(by_link.items()):
-        size = sum(r.size_mb for r in rows)
-        time = sum(r.time_ms for r in rows)
+        size = sum(r[2] for r in rows)
+        time = sum(r[3] for r in rows)
         if size == 0 and time == 0:
             continue
-        if len(rows) == 1 and rows[0].bandwidth is not None:
-            bandwidth = rows[0].bandwidth
+        if len(rows) == 1 and rows[0][4] is not None:
+            bandwidth = rows[0][4]
         else:
             bandwidth = size / time if time > 0 else 0.0  # MB/ms == GB/s
         links.append(LinkBandwidth(link, size / steps, time / steps, bandwidth))
@@ -933,8 +800,8 @@ def _summarise_communication(
         wait_ms=wait / steps,
         synchronization_ms=sync / steps,
         idle_ms=idle / steps,
-        wait_ratio=_ratio(wait, transit),
-        synchronization_ratio=_ratio(sync, transit),
+        wait_ratio=ratio(wait, transit),
+        synchronization_ratio=ratio(sync, transit),
         links=tuple(links),
     )
 
@@ -952,14 +819,11 @@ def _read_memory(
         notes.append("peak_reserved_bytes: no MEMORY_RECORD table")
         notes.append("memory_growth_bytes: no MEMORY_RECORD table")
         return None, None, None
-    where, params = "", []
-    if device_id is not None and db.has("MEMORY_RECORD", "deviceId"):
-        where, params = "WHERE deviceId = ?", [device_id]
-    rows = db.rows(
-        f"SELECT component, totalAllocated, {db.column('MEMORY_RECORD', 'totalReserved')} "
-        f"FROM {db.table('MEMORY_RECORD')} {where} "
-        f"ORDER BY {db.column('MEMORY_RECORD', 'timestamp')}, rowid",
-        params,
+    rows = db.select(
+        "MEMORY_RECORD",
+        *("component", "totalAllocated", "totalReserved"),
+        where=db.device_where("MEMORY_RECORD", device_id),
+        order=f"{db.column('MEMORY_RECORD', 'timestamp')}, rowid",
     )
     pta = [r for r in rows if _text(r[0], strings) == _MEMORY_COMPONENT]
     chosen = pta or rows

@@ -73,7 +73,7 @@ _MB = 1024 * 1024
 
 _US_PER_MS = 1000.0
 _NA = "N/A"
-_MAX_SHAPES = 3
+MAX_SHAPES = 3
 _HCCL = "HCCL"
 _TOTAL_OP = "Total Op Info"
 _TABLE_ROWS = 1 << 18
@@ -84,42 +84,13 @@ _HEAD_ROWS = 1024
 _CHUNK_BYTES = 32 << 20
 """kernel_details.csv bytes (whole lines) handed to one ``pandas.read_csv`` call."""
 
-# kernel_details columns that are not PMU metrics (all versions seen; compared lower-cased).
+# kernel_details columns that are not PMU metrics (all versions seen), lower-cased.
 _KERNEL_STANDARD = frozenset(
-    name.lower()
-    for name in (
-        "Step Id",
-        "Device_id",
-        "Model ID",
-        "Task ID",
-        "Stream ID",
-        "Name",
-        "Type",
-        "OP State",
-        "Accelerator Core",
-        "Start Time(us)",
-        "Duration(us)",
-        "Wait Time(us)",
-        "Block Dim",
-        "Mix Block Dim",
-        "Block Num",
-        "Mix Block Num",
-        "HF32 Eligible",
-        "Input Shapes",
-        "Input Data Types",
-        "Input Formats",
-        "Output Shapes",
-        "Output Data Types",
-        "Output Formats",
-        "Context ID",
-        "Model Name",
-        "Op Name",
-        "OP Type",
-        "Task Type",
-        "Task Start Time(us)",
-        "Task Duration(us)",
-        "Task Wait Time(us)",
-    )
+    "step id|device_id|model id|task id|stream id|name|type|op state|accelerator core|"
+    "start time(us)|duration(us)|wait time(us)|block dim|mix block dim|block num|"
+    "mix block num|hf32 eligible|input shapes|input data types|input formats|output shapes|"
+    "output data types|output formats|context id|model name|op name|op type|task type|"
+    "task start time(us)|task duration(us)|task wait time(us)".split("|")
 )
 
 
@@ -127,16 +98,10 @@ _KERNEL_STANDARD = frozenset(
 
 
 @contextmanager
-def _csv_rows(path: Path, label: str) -> Iterator[tuple[list[str], Iterator[list[str]]]]:
-    """Open a CSV for streaming: (header, rows). Raises ParseError naming ``label``."""
-    _check_complete(path, label)
+def _read_errors(label: str) -> Iterator[None]:
+    """CSV, decoding and OS errors as a one-line ParseError naming ``label``."""
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            header = [h.strip() for h in next(reader, [])]
-            if not any(header):
-                raise ParseError(f"{label}: empty file, no CSV header")
-            yield header, reader
+        yield
     except csv.Error as exc:
         raise ParseError(f"{label}: malformed CSV ({exc})") from None
     except UnicodeDecodeError:
@@ -145,15 +110,24 @@ def _csv_rows(path: Path, label: str) -> Iterator[tuple[list[str], Iterator[list
         raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
 
 
+@contextmanager
+def _csv_rows(path: Path, label: str) -> Iterator[tuple[list[str], Iterator[list[str]]]]:
+    """Open a CSV for streaming: (header, rows). Raises ParseError naming ``label``."""
+    _check_complete(path, label)
+    with _read_errors(label), path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader, [])]
+        if not any(header):
+            raise ParseError(f"{label}: empty file, no CSV header")
+        yield header, reader
+
+
 def _check_complete(path: Path, label: str) -> None:
     """Raise ParseError unless ``path`` is a non-empty file ending with a line end."""
-    try:
-        with path.open("rb") as raw:
-            size = raw.seek(0, os.SEEK_END)
-            raw.seek(max(size - 1, 0))
-            last = raw.read(1)
-    except OSError as exc:
-        raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    with _read_errors(label), path.open("rb") as raw:
+        size = raw.seek(0, os.SEEK_END)
+        raw.seek(max(size - 1, 0))
+        last = raw.read(1)
     if size == 0:
         raise ParseError(f"{label}: empty file, no CSV header")
     # torch_npu writes with the csv module, so every complete file ends with a line end; a
@@ -200,18 +174,13 @@ def _float_or_nan(cell: str) -> float:
         return math.nan
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line (pandas' parser errors span several)."""
-    return " ".join(str(exc).split())
-
-
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
 # --------------------------------------------------------------------------- step trace
 
-_STEP_COLUMNS = {
+STEP_COLUMNS = {
     # StepBreakdown field: the step_trace_time.csv header that feeds it
     "compute_ms": "Computing",
     "communication_not_overlapped_ms": "Communication(Not Overlapped)",
@@ -237,10 +206,10 @@ def _read_step_trace(
         i_step = _col(header, "Step", "Step Id")
         i_dev = _col(header, "Device_id", "Device ID", "Device Id")
         i_stage = _col(header, "Stage")
-        cols = {f: _col(header, name) for f, name in _STEP_COLUMNS.items()}
+        cols = {f: _col(header, name) for f, name in STEP_COLUMNS.items()}
         e2e = all(cols[f] is not None for f in _STEP_PARTS)
         if not e2e and (i_stage is None or cols["bubble_ms"] is None):
-            missing = ", ".join(_STEP_COLUMNS[f] for f in _STEP_PARTS if cols[f] is None)
+            missing = ", ".join(STEP_COLUMNS[f] for f in _STEP_PARTS if cols[f] is None)
             raise ParseError(f"{label}: no {missing} column; cannot compute the step time")
         # (device, step, line, {field: value}, step time in µs)
         rows: list[tuple[str, int | None, int, dict[str, float | None], float]] = []
@@ -282,18 +251,27 @@ def _read_step_trace(
         )
         rows = [r for r in rows if r[0] == devices[0]]
     rows.sort(key=lambda r: (r[1] is None, r[1] or 0, r[2]))
-    step_times = tuple(r[4] / _US_PER_MS for r in rows)
-    means: dict[str, float | None] = dict.fromkeys(_STEP_COLUMNS)
-    for f, name in _STEP_COLUMNS.items():
-        vals = [v for r in rows if (v := r[3][f]) is not None]
+    for f, name in STEP_COLUMNS.items():
         if cols[f] is None:
             notes.append(f"{f}: step_trace_time.csv has no {name} column")
-        elif len(vals) < len(rows):
+        elif any(r[3][f] is None for r in rows):
             notes.append(f"{f}: step_trace_time.csv {name} is not a number in every row")
-        else:
-            means[f] = _mean(vals) / _US_PER_MS
     if not e2e:
         notes.append("step_times_ms: step_trace_time.csv step time taken as Stage + Bubble")
+    return step_breakdown([(r[4], r[3]) for r in rows])
+
+
+def step_breakdown(
+    rows: Sequence[tuple[float, Mapping[str, float | None]]],
+) -> tuple[tuple[float, ...], StepBreakdown]:
+    """Each step's time (ms) and the mean breakdown, from one (step time, {StepBreakdown
+    field: value or None}) per step in µs; a field None in some step is None. Shared by
+    the text and db exports."""
+    step_times = tuple(us / _US_PER_MS for us, _ in rows)
+    means: dict[str, float | None] = {}
+    for f in STEP_COLUMNS:
+        vals = [v for _, r in rows if (v := r[f]) is not None]
+        means[f] = _mean(vals) / _US_PER_MS if len(vals) == len(rows) else None
     return step_times, StepBreakdown(step_ms=_mean(step_times), **means)
 
 
@@ -467,7 +445,7 @@ class _KernelScan:
 
     def _add_shape(self, g: int, cell: str) -> None:
         shapes = self.shapes[g]
-        if len(shapes) < _MAX_SHAPES:
+        if len(shapes) < MAX_SHAPES:
             shape = cell.replace('"', "").strip()
             if shape and shape != _NA and shape not in shapes:
                 shapes.append(shape)
@@ -578,7 +556,7 @@ class _KernelScan:
         room for another shape."""
         import pandas as pd
 
-        room = np.array([len(self.shapes[g]) < _MAX_SHAPES for g in gid.tolist()])
+        room = np.array([len(self.shapes[g]) < MAX_SHAPES for g in gid.tolist()])
         if not room.any():
             return
         rows = room[labels]
@@ -690,15 +668,9 @@ class _KernelScan:
 
 def _read_kernels(path: Path, label: str, steps: int) -> _Kernels:
     _check_complete(path, label)
-    try:
-        with path.open("rb") as handle:
-            return _scan_kernels(path, handle, label, steps)
-    except csv.Error as exc:
-        raise ParseError(f"{label}: malformed CSV ({exc})") from None
-    except UnicodeDecodeError:
-        raise ParseError(f"{label}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    with _read_errors(label), path.open("rb") as handle:
+        kernels = _scan_kernels(path, handle, label, steps)
+    return kernels
 
 
 def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kernels:
@@ -731,7 +703,7 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
     metric_cols = _metric_columns(header, [row for _, row in head])
     names = [n for _, n in metric_cols]
     lowered = [n.lower() for n in names]
-    busy_cols = [lowered.index(c) for c in (_AIC_TIME, _AIV_TIME) if c in lowered]
+    busy_cols = [lowered.index(c) for c in (AIC_TIME, AIV_TIME) if c in lowered]
     scan = _KernelScan(path, label, header, [i for i, _ in metric_cols], busy_cols)
     scan.slow(head)
     end = os.fstat(handle.fileno()).st_size
@@ -750,39 +722,24 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
         )
     ops: list[OpStat] = []
     by_type: dict[tuple[str, str], list[float]] = {}
-    any_type = False
-    any_core = False
     hccl = 0
     for (name, raw_core), g in scan.index.items():
         core = raw_core.strip()
         core = "" if core == _NA else core
-        calls = int(scan.calls[g])
-        dur_us = float(scan.dur[g])
-        op_type = scan.types[g]
-        any_type = any_type or bool(op_type)
+        calls, dur_us, op_type = int(scan.calls[g]), float(scan.dur[g]), scan.types[g]
+        shapes = tuple(scan.shapes[g])
+        ops.append(
+            npu_op(name, op_type, core, calls, dur_us, steps, shapes, scan.metrics(g, names))
+        )
         if core == _HCCL:
             hccl += calls
-        else:
-            any_core = any_core or bool(core)
-        ops.append(
-            OpStat(
-                name=name,
-                device="npu",
-                calls_per_step=calls / steps,
-                self_time_ms_per_step=dur_us / _US_PER_MS / steps,
-                total_time_ms_per_step=dur_us / _US_PER_MS / steps,
-                op_type=op_type,
-                input_shapes=tuple(scan.shapes[g]),
-                core=core,
-                metrics=scan.metrics(g, names),
-            )
-        )
-        if core != _HCCL and op_type:
+        elif op_type:
             slot = by_type.setdefault((op_type, core), [0.0, 0.0])
             slot[0] += calls
             slot[1] += dur_us
-    ops.sort(key=lambda o: (-o.total_time_ms_per_step, o.name, o.core))
-    result.ops = tuple(ops)
+    any_type = any(o.op_type for o in ops)
+    any_core = any(o.core not in ("", _HCCL) for o in ops)
+    result.ops = by_time(ops)
     result.rows = total_rows
     if i_core is None:
         notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core column")
@@ -821,30 +778,45 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
     return result
 
 
+def npu_op(
+    name: str,
+    op_type: str,
+    core: str,
+    calls: float,
+    total: float,
+    steps: int,
+    shapes: tuple[str, ...] = (),
+    metrics: Mapping[str, float] | None = None,
+    per_ms: float = _US_PER_MS,
+) -> OpStat:
+    """An NPU op per step from its calls and total time over the window, in units ``per_ms``
+    to the ms (µs by default)."""
+    time_ms = total / per_ms / steps
+    return OpStat(
+        name, "npu", calls / steps, time_ms, time_ms, op_type, shapes, core, metrics or {}
+    )
+
+
+def by_time(ops: Iterable[OpStat]) -> tuple[OpStat, ...]:
+    """``ops``, the largest total time first."""
+    return tuple(sorted(ops, key=lambda o: (-o.total_time_ms_per_step, o.name, o.core)))
+
+
 def op_type_stats(
     totals: Mapping[tuple[str, str], Sequence[float]], steps: int, per_ms: float = _US_PER_MS
 ) -> tuple[OpStat, ...]:
-    """Per (op type, core): (calls, total time in units ``per_ms`` to the ms, µs by default)
-    over the window -> OpStats per step, the largest total first."""
-    stats = [
-        OpStat(
-            name=t,
-            device="npu",
-            calls_per_step=calls / steps,
-            self_time_ms_per_step=total / per_ms / steps,
-            total_time_ms_per_step=total / per_ms / steps,
-            op_type=t,
-            core=c,
-        )
+    """Per (op type, core): (calls, total time in units ``per_ms`` to the ms) over the
+    window -> OpStats per step, the largest total first."""
+    return by_time(
+        npu_op(t, t, c, calls, total, steps, per_ms=per_ms)
         for (t, c), (calls, total) in totals.items()
-    ]
-    return tuple(sorted(stats, key=lambda o: (-o.total_time_ms_per_step, o.name, o.core)))
+    )
 
 
 # --------------------------------------------------------------------------- utilisation
 
-_AIC_TIME = "aicore_time(us)"
-_AIV_TIME = "aiv_time(us)"
+AIC_TIME = "aicore_time(us)"
+AIV_TIME = "aiv_time(us)"
 _MAC_TIME = "aic_mac_time(us)"
 _VEC_TIME = "aiv_vec_time(us)"
 _PCT = 100.0
@@ -909,14 +881,14 @@ def ascend_utilisation(
             notes.append(f"{metric}: {source} has no AI Core PMU metrics {why}")
         return out, notes
     if pmu.busy_us is None:
-        notes.append(f"aicore_util_pct: {source} has no {_AIC_TIME} or {_AIV_TIME} {why}")
+        notes.append(f"aicore_util_pct: {source} has no {AIC_TIME} or {AIV_TIME} {why}")
     elif total_us <= 0:
         notes.append("aicore_util_pct: the profiled steps have zero duration")
     else:
         out["aicore_util_pct"] = _PCT * pmu.busy_us / total_us
     for metric, (part, whole), ratios, unit in (
-        ("cube_util_pct", (_MAC_TIME, _AIC_TIME), ("aic_mac_ratio", "cube_utilization(%)"), "Cube"),
-        ("vector_util_pct", (_VEC_TIME, _AIV_TIME), ("aiv_vec_ratio",), "Vector"),
+        ("cube_util_pct", (_MAC_TIME, AIC_TIME), ("aic_mac_ratio", "cube_utilization(%)"), "Cube"),
+        ("vector_util_pct", (_VEC_TIME, AIV_TIME), ("aiv_vec_ratio",), "Vector"),
     ):
         if part in pmu.sums and whole in pmu.sums:
             if pmu.sums[whole] > 0:
@@ -989,7 +961,8 @@ def _read_l2_cache(
     except UnicodeDecodeError:
         raise ParseError(f"{label}: not UTF-8 text") from None
     except (ValueError, OSError) as exc:  # pandas' ParserError is a ValueError
-        raise ParseError(f"{label}: malformed CSV ({_one_line(exc)})") from None
+        # on one line: pandas' parser errors span several
+        raise ParseError(f"{label}: malformed CSV ({' '.join(str(exc).split())})") from None
     if not rows:
         return None, f"l2_cache.csv Hit Rate is N/A in every row (l2_cache={l2_setting})"
     if unmatched:
@@ -1057,6 +1030,15 @@ def _num(block: Mapping[str, Any], key: str) -> float:
     return float(value)
 
 
+_COMM_TIMES = (
+    "Elapse Time(ms)",
+    "Transit Time(ms)",
+    "Wait Time(ms)",
+    "Synchronization Time(ms)",
+    "Idle Time(ms)",
+)
+
+
 def _read_communication(path: Path) -> CommunicationSummary | str:
     """The per-step communication of communication.json, or why it could not be read."""
     doc, why = load_json(path, _drop_size_distribution)
@@ -1064,22 +1046,13 @@ def _read_communication(path: Path) -> CommunicationSummary | str:
         return why
     if not isinstance(doc, dict) or not doc:
         return "no steps (expected an object keyed by step)"
-    time_keys = (
-        ("elapse", "Elapse Time(ms)"),
-        ("transit", "Transit Time(ms)"),
-        ("wait", "Wait Time(ms)"),
-        ("sync", "Synchronization Time(ms)"),
-        ("idle", "Idle Time(ms)"),
-    )
-    totals = dict.fromkeys((k for k, _ in time_keys), 0.0)
+    totals = [0.0] * len(_COMM_TIMES)
     links: dict[str, list[float]] = {}
     op_count = 0
-    steps = 0
     try:
         for step_key, step in doc.items():
             if not isinstance(step, dict):
                 return f"step {step_key!r} is not an object"
-            steps += 1
             for kind in ("collective", "p2p"):
                 ops = step.get(kind) or {}
                 if not isinstance(ops, dict):
@@ -1089,8 +1062,8 @@ def _read_communication(path: Path) -> CommunicationSummary | str:
                 if not isinstance(total, dict):
                     continue
                 times = total.get("Communication Time Info") or {}
-                for k, key in time_keys:
-                    totals[k] += _num(times, key)
+                for j, key in enumerate(_COMM_TIMES):
+                    totals[j] += _num(times, key)
                 bandwidth = total.get("Communication Bandwidth Info") or {}
                 for link, info in bandwidth.items():
                     if not isinstance(info, dict):
@@ -1100,36 +1073,27 @@ def _read_communication(path: Path) -> CommunicationSummary | str:
                     slot[1] += _num(info, "Transit Time(ms)")
     except (ValueError, AttributeError) as exc:
         return f"unexpected content ({exc})"
-    per = {k: v / steps for k, v in totals.items()}
-    link_stats = []
-    for link, (size, time_ms) in links.items():
-        if size <= 0 and time_ms <= 0:
-            continue  # link type not used
-        # Bandwidth(GB/s) in communication.json is Transit Size(MB) / Transit Time(ms)
-        # (MB/ms = GB/s with GB = 1000 MB): 28.647232 MB / 1.81683634 ms = 15.7676, as the
-        # fixture's per-op blocks say. "Total Op Info" carries no bandwidth, so it is
-        # recomputed this way; msprof-analyze's "slow link" SDMA average over the 2-rank
-        # fixture, 15.578 GB/s, is the mean of the two ranks' values computed so.
-        link_stats.append(
-            LinkBandwidth(
-                link=link,
-                transit_size_mb=size / steps,
-                transit_time_ms=time_ms / steps,
-                bandwidth_gb_s=size / time_ms if time_ms > 0 else 0.0,
-            )
-        )
-    wait, sync, transit = per["wait"], per["sync"], per["transit"]
+    steps = len(doc)
+    elapse, transit, wait, sync, idle = (t / steps for t in totals)
+    # Bandwidth(GB/s) in communication.json is Transit Size(MB) / Transit Time(ms)
+    # (MB/ms = GB/s with GB = 1000 MB): 28.647232 MB / 1.81683634 ms = 15.7676, as the
+    # fixture's per-op blocks say. "Total Op Info" carries no bandwidth, so it is
+    # recomputed this way; msprof-analyze's "slow link" SDMA average over the 2-rank
+    # fixture, 15.578 GB/s, is the mean of the two ranks' values computed so.
+    link_stats = [
+        LinkBandwidth(link, size / steps, time_ms / steps, size / time_ms if time_ms > 0 else 0.0)
+        for link, (size, time_ms) in links.items()
+        if not (size <= 0 and time_ms <= 0)  # else the link type was not used
+    ]
+    per_step = (op_count / steps, elapse, transit, wait, sync, idle)
     return CommunicationSummary(
-        ops_per_step=op_count / steps,
-        elapse_ms=per["elapse"],
-        transit_ms=transit,
-        wait_ms=wait,
-        synchronization_ms=sync,
-        idle_ms=per["idle"],
-        wait_ratio=wait / (wait + transit) if wait + transit > 0 else None,
-        synchronization_ratio=sync / (sync + transit) if sync + transit > 0 else None,
-        links=tuple(link_stats),
+        *per_step, ratio(wait, transit), ratio(sync, transit), tuple(link_stats)
     )
+
+
+def ratio(part: float, other: float) -> float | None:
+    """part / (part + other), the profiler's wait and synchronization ratios; None at 0."""
+    return part / (part + other) if part + other > 0 else None
 
 
 # --------------------------------------------------------------------------- memory
@@ -1228,19 +1192,6 @@ def _read_module_mem(path: Path, label: str) -> int | str:
 # --------------------------------------------------------------------------- one rank
 
 
-def _optional(
-    notes: list[str], metric: str, path: Path, read: Callable[..., Any], *args: Any
-) -> Any:
-    """``read(path, str(path), *args)`` on an optional file; a ParseError becomes a note and
-    None."""
-    try:
-        return read(path, str(path), *args)
-    except ParseError as exc:
-        reason = str(exc).removeprefix(f"{path}: ")
-        notes.append(f"{metric}: {path.name} {reason}")
-        return None
-
-
 def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     """Summarise one rank's text export per profiled step.
 
@@ -1251,42 +1202,58 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     collection, notes, raw = start_rank(rank_dir)
     rank = int(collection["rank"]) if "rank" in collection else None
 
+    def read(metric: str, name: str, reader: Callable[..., Any], *args: Any) -> Any:
+        """``reader(path, label, *args)`` on the optional file ``name``; a ParseError
+        becomes a note and None."""
+        path = out_dir / name
+        try:
+            return reader(path, str(path), *args)
+        except ParseError as exc:
+            notes.append(f"{metric}: {name} {str(exc).removeprefix(f'{path}: ')}")
+            return None
+
+    def used(name: str) -> None:
+        raw.append(relative(out_dir / name, rank_dir))
+
     # Steps: step_trace_time.csv, else the trace view.
     step_path = out_dir / "step_trace_time.csv"
+    trace_path = out_dir / "trace_view.json"
     step_times: tuple[float, ...]
     breakdown: StepBreakdown | None
     if step_path.is_file():
         step_times, breakdown = _read_step_trace(step_path, str(step_path), notes)
-        raw.append(relative(step_path, rank_dir))
+        used(step_path.name)
+    elif not trace_path.is_file():
+        raise ParseError(f"{step_path}: absent, and no trace_view.json to take step times from")
     else:
-        step_times, breakdown = _steps_from_trace_view(rank_dir, out_dir, notes, raw)
+        times, breakdown, trace_notes = breakdown_from_trace_view(trace_path)
+        if not times:
+            raise ParseError(f"{trace_path}: no steps found (and step_trace_time.csv is absent)")
+        step_times = tuple(times)
+        notes.append("steps: step_trace_time.csv absent; step times from trace_view.json")
+        notes.extend(trace_notes)
+        used(trace_path.name)
     steps = len(step_times)
 
     # Kernels and op types.
     kernels = _Kernels()
     kernels_read = False
-    kernel_path = out_dir / "kernel_details.csv"
-    if kernel_path.is_file():
-        got = _optional(notes, "ops", kernel_path, _read_kernels, steps)
+    if (out_dir / "kernel_details.csv").is_file():
+        got = read("ops", "kernel_details.csv", _read_kernels, steps)
         if got is not None:
-            kernels = got
-            kernels_read = True
-            raw.append(relative(kernel_path, rank_dir))
+            kernels, kernels_read = got, True
+            used("kernel_details.csv")
             notes.extend(kernels.notes)
     else:
         notes.append("ops: kernel_details.csv absent (no NPU activity collected)")
     op_types: tuple[OpStat, ...] = ()
-    stat_path = out_dir / "op_statistic.csv"
-    stat_why: str | None = None
-    if stat_path.is_file():
-        got = _optional(notes, "op_types", stat_path, _read_op_statistic, steps)
+    stat_why: str | None = "op_statistic.csv absent"
+    if (out_dir / "op_statistic.csv").is_file():
+        got = read("op_types", "op_statistic.csv", _read_op_statistic, steps)
+        stat_why = got if isinstance(got, str) else None
         if isinstance(got, tuple):
             op_types = got
-            raw.append(relative(stat_path, rank_dir))
-        elif isinstance(got, str):
-            stat_why = got
-    else:
-        stat_why = "op_statistic.csv absent"
+            used("op_statistic.csv")
     if stat_why is not None:
         if kernels.op_types is not None:
             op_types = kernels.op_types
@@ -1300,35 +1267,32 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
 
     # Communication.
     communication: CommunicationSummary | None = None
-    comm_path = out_dir / "communication.json"
-    if comm_path.is_file():
-        got_comm = _read_communication(comm_path)
+    if (out_dir / "communication.json").is_file():
+        got_comm = _read_communication(out_dir / "communication.json")
         if isinstance(got_comm, str):
             notes.append(f"communication: communication.json {got_comm}")
         else:
             communication = got_comm
-            raw.append(relative(comm_path, rank_dir))
+            used("communication.json")
     else:
         notes.append("communication: communication.json absent (single-card or Level0 profile)")
 
     # Memory.
     memory = _Memory()
-    mem_path = out_dir / "memory_record.csv"
-    module_path = out_dir / "npu_module_mem.csv"
-    if mem_path.is_file():
-        got_mem = _optional(notes, "peak_memory_bytes", mem_path, _read_memory_record)
+    if (out_dir / "memory_record.csv").is_file():
+        got_mem = read("peak_memory_bytes", "memory_record.csv", _read_memory_record)
         if got_mem is not None:
             memory = got_mem
-            raw.append(relative(mem_path, rank_dir))
+            used("memory_record.csv")
             notes.extend(memory.notes)
     else:
         notes.append("peak_memory_bytes: memory_record.csv absent (profile_memory=False?)")
         notes.append("memory_growth_bytes: memory_record.csv absent")
-        if module_path.is_file():
-            got_res = _optional(notes, "peak_reserved_bytes", module_path, _read_module_mem)
+        if (out_dir / "npu_module_mem.csv").is_file():
+            got_res = read("peak_reserved_bytes", "npu_module_mem.csv", _read_module_mem)
             if isinstance(got_res, int):
                 memory.reserved = got_res
-                raw.append(relative(module_path, rank_dir))
+                used("npu_module_mem.csv")
             elif isinstance(got_res, str):
                 notes.append(f"peak_reserved_bytes: {got_res}")
         else:
@@ -1349,16 +1313,15 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         collection.get("aic_metrics", ""),
     )
     notes.extend(util_notes)
-    l2_path = out_dir / "l2_cache.csv"
     l2_setting = collection.get("l2_cache", "unknown")
-    if l2_path.is_file():
+    if (out_dir / "l2_cache.csv").is_file():
         mean_us = _kernel_mean_us(kernels.ops)
-        got = _optional(notes, "l2_hit_pct", l2_path, _read_l2_cache, mean_us, l2_setting)
+        got = read("l2_hit_pct", "l2_cache.csv", _read_l2_cache, mean_us, l2_setting)
         if got is not None:
             value, why = got
             if value is not None:
                 utilisation["l2_hit_pct"] = value
-                raw.append(relative(l2_path, rank_dir))
+                used("l2_cache.csv")
             if why:
                 notes.append(f"l2_hit_pct: {why}")
     else:
@@ -1389,19 +1352,3 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         collection=collection,
         utilisation=utilisation,
     )
-
-
-def _steps_from_trace_view(
-    rank_dir: Path, out_dir: Path, notes: list[str], raw: list[str]
-) -> tuple[tuple[float, ...], StepBreakdown | None]:
-    step_path = out_dir / "step_trace_time.csv"
-    trace_path = out_dir / "trace_view.json"
-    if not trace_path.is_file():
-        raise ParseError(f"{step_path}: absent, and no trace_view.json to take step times from")
-    step_times, breakdown, trace_notes = breakdown_from_trace_view(trace_path)
-    if not step_times:
-        raise ParseError(f"{trace_path}: no steps found (and step_trace_time.csv is absent)")
-    notes.append("steps: step_trace_time.csv absent; step times from trace_view.json")
-    notes.extend(trace_notes)
-    raw.append(relative(trace_path, rank_dir))
-    return tuple(step_times), breakdown
