@@ -54,7 +54,7 @@ import math
 import re
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,9 +148,19 @@ def _load(path: Path) -> tuple[Any, str | None]:
         return None, "JSON nested too deeply"
 
 
-def _text_ops(doc: Any) -> _Ops:
-    """The ops of communication.json, counted and their waits summed per matrix group."""
+def _ops(rows: Iterable[tuple[Any, ...]]) -> _Ops:
+    """(step, kind, op name, group, wait ms, where) rows: the ops counted and their waits
+    summed per matrix group."""
     ops = _Ops()
+    for step, kind, name, group, wait, where in rows:
+        g = (str(step), str(kind), op_type(str(name)), str(group))
+        ops.count[g] += 1
+        ops.wait[g] += _number(wait, where)
+    return ops
+
+
+def _text_ops(doc: Any) -> Iterator[tuple[Any, ...]]:
+    """The ops of communication.json as :func:`_ops` rows."""
     if not isinstance(doc, Mapping):
         raise ValueError("not an object keyed by step")
     for step, block in doc.items():
@@ -164,14 +174,11 @@ def _text_ops(doc: Any) -> _Ops:
                 if key == _TOTAL_OP or not isinstance(info, Mapping):
                     continue
                 name, _, group = str(key).rpartition("@")
-                name = name or str(key)
                 times = info.get("Communication Time Info") or {}
                 if not isinstance(times, Mapping):
                     raise ValueError(f"{key} Communication Time Info is not an object")
-                g = (str(step), kind, op_type(name), group)
-                ops.count[g] += 1
-                ops.wait[g] += _number(times.get("Wait Time(ms)", 0.0), f"{key} Wait Time(ms)")
-    return ops
+                wait = times.get("Wait Time(ms)", 0.0)
+                yield str(step), kind, name or str(key), group, wait, f"{key} Wait Time(ms)"
 
 
 def _pairs(
@@ -185,18 +192,8 @@ def _pairs(
         else:
             n_ops, wait = len(acc.sampled_ops), None
         size, time = acc.size / steps, acc.time / steps
-        out.append(
-            RankPair(
-                src=src,
-                dst=dst,
-                link=link,
-                transit_size_mb=size,
-                transit_time_ms=time,
-                bandwidth_gb_s=size / time if time > 0 else 0.0,
-                wait_ms=wait,
-                ops=round(n_ops / steps),
-            )
-        )
+        bandwidth = size / time if time > 0 else 0.0
+        out.append(RankPair(src, dst, link, size, time, bandwidth, wait, round(n_ops / steps)))
     return tuple(out)
 
 
@@ -292,7 +289,7 @@ def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str
     if comm_path.is_file():
         comm, why = _load(comm_path)
         try:
-            ops = _text_ops(comm) if why is None else None
+            ops = _ops(_text_ops(comm)) if why is None else None
         except ValueError as exc:
             why = f"unexpected content ({exc})"
         if why is not None:
@@ -322,7 +319,8 @@ def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[s
         ).fetchall()
         times = (
             conn.execute(
-                "SELECT step, type, hccl_op_name, group_name, wait_time FROM CommAnalyzerTime"
+                "SELECT step, type, hccl_op_name, group_name, COALESCE(wait_time, 0.0)"
+                " FROM CommAnalyzerTime"
             ).fetchall()
             if "CommAnalyzerTime" in tables
             else None
@@ -350,11 +348,7 @@ def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[s
         if times is None:
             notes.append(f"rank_pairs: wait_ms unknown, {path.name} has no CommAnalyzerTime")
         else:
-            ops = _Ops()
-            for step, kind, name, group, wait in times:
-                g = (str(step), str(kind), op_type(str(name)), str(group))
-                ops.count[g] += 1
-                ops.wait[g] += _number(wait if wait is not None else 0.0, f"{name} wait_time")
+            ops = _ops((*row, f"{row[2]} wait_time") for row in times)
     except ValueError as exc:
         return (), (f"rank_pairs: {path.name} unexpected content ({exc})",)
     accs: dict[tuple[int, int, str], _Acc] = {}
