@@ -61,12 +61,10 @@ DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 _OVERLAP_PROCESS = "Overlap Analysis"
 _STEP_PREFIX = "ProfilerStep#"
 _RECEIVE_PREFIX = "hcom_receive"
-_COMPUTING = "Computing"
-_COMM = "Communication"
-_COMM_NOT_OVERLAPPED = "Communication(Not Overlapped)"
-_FREE = "Free"
-_KINDS = (_COMPUTING, _COMM, _COMM_NOT_OVERLAPPED, _FREE)
+_KINDS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 _KIND_INDEX = {name: i for i, name in enumerate(_KINDS)}
+_RECEIVES = (object(), len(_KINDS))
+"""The key of the receive events' track: one for every pid."""
 
 # The byte strings worth looking at: each is the start of a JSON string value.
 _NEEDLES = re.compile(
@@ -79,6 +77,7 @@ _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}]')
 _BACK_CONTEXT = 64 * 1024
 _MAX_NESTING = 8
 _WHITESPACE = b" \t\r\n"
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _US_PER_MS = 1000.0
 
 
@@ -178,10 +177,8 @@ def _scan(stream: io.BufferedIOBase, label: str, chunk_size: int) -> Iterator[di
 
 
 def _first_non_space(buf: bytes, start: int) -> int:
-    for i in range(start, len(buf)):
-        if buf[i] not in _WHITESPACE:
-            return i
-    return -1
+    found = _NON_SPACE.search(buf, start)
+    return found.start() if found else -1
 
 
 def _check_start(buf: bytes, base: int, eof: bool, label: str) -> int:
@@ -293,10 +290,8 @@ class _Found:
     overlap_pids: list[Any] = field(default_factory=list)
     steps: dict[int, tuple[int, int]] = field(default_factory=dict)
     duplicate_steps: int = 0
-    # (pid, kind index) -> (start ns, duration µs)
+    # (pid, kind index) -> (start ns, duration µs); the receives of every pid under _RECEIVES
     tracks: dict[tuple[Any, int], tuple[array[int], array[float]]] = field(default_factory=dict)
-    receive_ts: array[int] = field(default_factory=lambda: array("q"))
-    receive_dur: array[float] = field(default_factory=lambda: array("d"))
 
     def add(self, event: dict[str, Any], label: str) -> None:
         name = event.get("name")
@@ -313,8 +308,9 @@ class _Found:
             return
         if ph != "X" or not isinstance(name, str):
             return
-        if name in _KIND_INDEX:
-            key = (_hashable(event.get("pid")), _KIND_INDEX[name])
+        kind = _KIND_INDEX.get(name)
+        if kind is not None or name.startswith(_RECEIVE_PREFIX):
+            key = _RECEIVES if kind is None else (_hashable(event.get("pid")), kind)
             track = self.tracks.get(key)
             if track is None:
                 track = self.tracks[key] = (array("q"), array("d"))
@@ -332,9 +328,6 @@ class _Found:
                 old = self.steps[step]
                 start, end = min(start, old[0]), max(end, old[1])
             self.steps[step] = (start, end)
-        elif name.startswith(_RECEIVE_PREFIX):
-            self.receive_ts.append(_ts_ns(event, label))
-            self.receive_dur.append(_dur_us(event, label))
 
 
 def _hashable(value: Any) -> Any:
@@ -411,36 +404,31 @@ def _summarise(
         starts = np.array([np.iinfo(np.int64).min], dtype=np.int64)
     n_windows = len(starts)
 
-    sums = np.zeros((len(_KINDS), n_windows))
+    sums = np.zeros((len(_KINDS) + 1, n_windows))  # the kinds, then the receives
     counts = np.zeros(n_windows, dtype=np.int64)
     first_task = np.full(n_windows, np.iinfo(np.int64).max, dtype=np.int64)
     before = 0
-    for kind in range(len(_KINDS)):
-        track = found.tracks.get((_hashable(pid), kind))
+    for kind, key in enumerate([*((_hashable(pid), k) for k in range(len(_KINDS))), _RECEIVES]):
+        track = found.tracks.get(key)
         if track is None:
             continue
         ts = np.frombuffer(track[0], dtype=np.int64) if track[0] else np.zeros(0, np.int64)
         dur = np.frombuffer(track[1], dtype=np.float64) if track[1] else np.zeros(0)
         window = np.searchsorted(starts, ts, side="right") - 1
         inside = window >= 0
-        before += int(np.count_nonzero(~inside))
         window, ts, dur = window[inside], ts[inside], dur[inside]
         sums[kind] += np.bincount(window, weights=dur, minlength=n_windows)
+        if key is _RECEIVES:
+            break
+        before += int(np.count_nonzero(~inside))
         counts += np.bincount(window, minlength=n_windows)
-        if _KINDS[kind] in (_COMPUTING, _COMM):
+        if kind < 2:  # Computing or Communication
             np.minimum.at(first_task, window, ts)
     if before:
         notes.append(
             f"steps: {before} Overlap Analysis events start before the first ProfilerStep#"
             " and are not counted (as in torch_npu)"
         )
-    bubble = np.zeros(n_windows)
-    if found.receive_ts:
-        rts = np.frombuffer(found.receive_ts, dtype=np.int64)
-        rdur = np.frombuffer(found.receive_dur, dtype=np.float64)
-        window = np.searchsorted(starts, rts, side="right") - 1
-        inside = window >= 0
-        bubble += np.bincount(window[inside], weights=rdur[inside], minlength=n_windows)
 
     kept = np.flatnonzero(counts > 0)
     if numbers and len(kept) < n_windows:
@@ -453,10 +441,7 @@ def _summarise(
         notes.append("breakdown: the Overlap Analysis process has no events in any step")
         return (), None, tuple(notes)
 
-    computing = sums[_KIND_INDEX[_COMPUTING], kept]
-    comm = sums[_KIND_INDEX[_COMM], kept]
-    not_overlapped = sums[_KIND_INDEX[_COMM_NOT_OVERLAPPED], kept]
-    free = sums[_KIND_INDEX[_FREE], kept]
+    computing, comm, not_overlapped, free, bubble = sums[:, kept]
     step_us = computing + not_overlapped + free
     preparing_ms: float | None = None
     if numbers:
@@ -465,13 +450,11 @@ def _summarise(
             preparing_ms = float(np.mean(first_task[kept] - starts[kept])) / 1e6
         else:
             notes.append("preparing_ms: a step has no Computing or Communication event")
+    step, compute, cno, overlapped, free_ms, bubble_ms = (
+        float(np.mean(us)) / _US_PER_MS
+        for us in (step_us, computing, not_overlapped, comm - not_overlapped, free, bubble)
+    )
     breakdown = StepBreakdown(
-        step_ms=float(np.mean(step_us)) / _US_PER_MS,
-        compute_ms=float(np.mean(computing)) / _US_PER_MS,
-        communication_not_overlapped_ms=float(np.mean(not_overlapped)) / _US_PER_MS,
-        communication_overlapped_ms=float(np.mean(comm - not_overlapped)) / _US_PER_MS,
-        free_ms=float(np.mean(free)) / _US_PER_MS,
-        bubble_ms=float(np.mean(bubble[kept])) / _US_PER_MS,
-        preparing_ms=preparing_ms,
+        step, compute, cno, overlapped, free_ms, None, bubble_ms, preparing_ms
     )
     return tuple(float(v) / _US_PER_MS for v in step_us), breakdown, tuple(notes)
