@@ -48,14 +48,9 @@ def _has_output(path: Path) -> bool:
 def is_ascend_profile(path: Path) -> bool:
     """True for a ``*_ascend_pt`` rank directory (it holds ``ASCEND_PROFILER_OUTPUT``), that
     ``ASCEND_PROFILER_OUTPUT`` directory itself, or a parent holding one or more rank dirs."""
-    path = as_rank_dir(Path(path))
-    if not path.is_dir():
-        return False
-    if _has_output(path):
-        return True
     try:
-        return any(child.is_dir() and _has_output(child) for child in path.iterdir())
-    except OSError:
+        return bool(find_rank_dirs(path))
+    except ParseError:
         return False
 
 
@@ -72,10 +67,14 @@ def _rank_of(rank_dir: Path) -> int | None:
             doc = json.loads(plain.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        rank = doc.get("rank_id") if isinstance(doc, dict) else None
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            return rank
+        return _rank_id(doc) if isinstance(doc, dict) else None
     return None
+
+
+def _rank_id(doc: Mapping[str, Any]) -> int | None:
+    """A profiler_info document's ``rank_id``, when it is a rank (an int >= 0)."""
+    rank = doc.get("rank_id")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
 
 
 def find_rank_dirs(path: Path) -> tuple[Path, ...]:
@@ -96,7 +95,7 @@ def find_rank_dirs(path: Path) -> tuple[Path, ...]:
             "not an Ascend PyTorch Profiler output (*_ascend_pt)"
         )
     ranked = [(_rank_of(c), c) for c in children]
-    ranked.sort(key=lambda rc: (rc[0] is None, rc[0] if rc[0] is not None else 0, rc[1].name))
+    ranked.sort(key=lambda rc: (rc[0] is None, rc[0] or 0, rc[1].name))
     return tuple(c for _, c in ranked)
 
 
@@ -177,22 +176,20 @@ def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
         if text is not None and key not in out:
             out[key] = text
 
+    def obj(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        value = doc.get(key)
+        return value if isinstance(value, dict) else {}
+
     for doc in docs:
-        config = doc.get("config")
-        config = config if isinstance(config, dict) else {}
-        common = config.get("common_config")
-        common = common if isinstance(common, dict) else {}
-        experimental = config.get("experimental_config")
-        experimental = experimental if isinstance(experimental, dict) else {}
+        config = obj(doc, "config")
+        common, experimental = obj(config, "common_config"), obj(config, "experimental_config")
         for key in ("profiler_level", "aic_metrics", "export_type", "l2_cache"):
             put(key, experimental.get(f"_{key}", experimental.get(key)))
         for key in ("record_shapes", "profile_memory", "with_stack", "activities"):
             put(key, common.get(key))
         for key in ("torch_npu_version", "cann_version"):
             put(key, doc.get(key))
-        rank = doc.get("rank_id")
-        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-            put("rank", rank)
+        put("rank", _rank_id(doc))
     if "rank" not in out and infos:
         match = _RANK_FILE.match(infos[0].name)
         if match:
