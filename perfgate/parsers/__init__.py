@@ -34,6 +34,7 @@ from perfgate.parsers.results import (
     FORMAT_PYPERF,
     FORMAT_PYTEST_BENCHMARK,
     RESULT_FORMATS,
+    first_three,
     sniff_results,
 )
 from perfgate.parsers.torch_trace import parse_torch_trace
@@ -96,8 +97,6 @@ def detect_format(path: Path) -> str:
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    if not path.is_dir():
-        regular_file(path, str(path))  # a FIFO or device would block the first read
     if path.is_dir():
         if is_ascend_profile(path):
             return FORMAT_ASCEND
@@ -107,12 +106,13 @@ def detect_format(path: Path) -> str:
         if summaries:
             raise ParseError(
                 f"{path}: a directory, not a profile; pass one of its ais_bench summaries "
-                f"({', '.join(summaries[:3])}{', ...' if len(summaries) > 3 else ''})"
+                f"({first_three(summaries)})"
             )
         raise ParseError(
             f"{path}: not a profile perfgate can read: no ASCEND_PROFILER_OUTPUT directory "
             "(torch_npu) and no *.pt.trace.json[.gz] files (torch.profiler)"
         )
+    regular_file(path, str(path))  # a FIFO or device would block the first read
     if path.name == "trace_view.json":
         raise ParseError(
             f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
@@ -123,9 +123,7 @@ def detect_format(path: Path) -> str:
         return result_format
     if is_ais_bench_summary(path):
         return FORMAT_AIS_BENCH
-    if path.name.endswith(_TRACE_SUFFIXES):
-        if _seen_whole_without_trace(path):
-            raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
+    if path.name.endswith(_TRACE_SUFFIXES) and not _seen_whole_without_trace(path):
         return FORMAT_TORCH
     raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
 

@@ -37,7 +37,6 @@ above, not a real output.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ParseError
+from perfgate.parsers.results import kind, load_json, number
 
 __all__ = [
     "AisBenchSummary",
@@ -146,23 +146,13 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
         raise ParseError(f"{path}: not JSON (not UTF-8 text)") from None
     except OSError as exc:
         raise ParseError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not text.strip():
-        raise ParseError(f"{path}: empty file, not an ais_bench summary")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(
-            f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise ParseError(f"{path}: JSON nested too deeply") from None
+    doc = load_json(text, path, "empty file, not an ais_bench summary")
     if not isinstance(doc, dict):
-        raise ParseError(f"{path}: an ais_bench summary is a JSON object, not {_kind(doc)}")
+        raise ParseError(f"{path}: an ais_bench summary is a JSON object, not {kind(doc)}")
     if "traceEvents" in doc:
         raise ParseError(
             f"{path}: a Chrome trace named like an ais_bench summary; rename it to *.pt.trace.json"
         )
-    notes: list[str] = []
     if COMPUTE not in doc:
         raise ParseError(
             f"{path}: no {COMPUTE}: not an ais_bench summary (the *_summary.json that "
@@ -171,11 +161,8 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
     compute = _section(doc, COMPUTE, path)
     if compute is None:
         raise ParseError(f"{path}: {COMPUTE}: count is 0, no inference was timed")
-    h2d = _section(doc, H2D, path)
-    d2h = _section(doc, D2H, path)
-    for key, found in ((H2D, h2d), (D2H, d2h)):
-        if found is None:
-            notes.append(f"no {key} in the summary")
+    h2d, d2h = _section(doc, H2D, path), _section(doc, D2H, path)
+    notes = [f"no {key} in the summary" for key, found in ((H2D, h2d), (D2H, d2h)) if not found]
     throughput: float | None = None
     if THROUGHPUT in doc:
         throughput = _number(doc[THROUGHPUT], path, THROUGHPUT)
@@ -203,14 +190,7 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
         notes.append(
             f"no per-inference {COMPUTE_LIST}: the P50 is ais_bench's median alone (one sample)"
         )
-    raw_args = doc.get("args", [])
-    args = (
-        tuple(str(a) for a in raw_args)
-        if isinstance(raw_args, list)
-        else (str(raw_args),)
-        if raw_args
-        else ()
-    )
+    args = doc.get("args") or []
     return AisBenchSummary(
         path=path,
         compute=compute,
@@ -219,28 +199,16 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
         throughput=throughput,
         compute_times_ms=times,
         multi_threads=intervals,
-        args=args,
+        args=tuple(str(a) for a in args) if isinstance(args, list) else (str(args),),
         notes=tuple(notes),
     )
 
 
-def _kind(value: Any) -> str:
-    return {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
-
-
 def _number(value: Any, path: Path, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        shown = repr(value) if isinstance(value, str) else _kind(value)
-        raise ParseError(f"{path}: {key}: {shown[:40]} is not a number")
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of hundreds of digits
-        number = math.inf
-    if not math.isfinite(number) or number < 0:
+    x = number(value, path, key)
+    if not math.isfinite(x) or x < 0:
         raise ParseError(f"{path}: {key}: {value} is not a finite number >= 0")
-    return number
+    return x
 
 
 def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | None:
@@ -249,7 +217,7 @@ def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | Non
         return None
     raw = doc[key]
     if not isinstance(raw, dict):
-        raise ParseError(f"{path}: {key}: {_kind(raw)}, not an object of min/max/mean/...")
+        raise ParseError(f"{path}: {key}: {kind(raw)}, not an object of min/max/mean/...")
     missing = [s for s in _STATS if s not in raw]
     if missing:
         raise ParseError(f"{path}: {key}: no {', '.join(missing)}")
@@ -284,7 +252,7 @@ def _compute_list(raw: Any, path: Path, notes: list[str]) -> tuple[tuple[float, 
     if raw is None or raw == []:
         return (), False
     if not isinstance(raw, list):
-        raise ParseError(f"{path}: {COMPUTE_LIST}: {_kind(raw)}, not a list")
+        raise ParseError(f"{path}: {COMPUTE_LIST}: {kind(raw)}, not a list")
     if all(isinstance(x, list) for x in raw):
         times = []
         for i, pair in enumerate(raw):

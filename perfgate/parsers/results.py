@@ -73,6 +73,7 @@ so is a metric outside the catalogue without a ``direction``. A metric whose nam
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -81,7 +82,8 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,14 +113,12 @@ FORMAT_ASV = "asv"
 FORMAT_METRICS = "metrics_file"
 RESULT_FORMATS = (FORMAT_PYTEST_BENCHMARK, FORMAT_PYPERF, FORMAT_ASV, FORMAT_METRICS)
 
-TIME_METRIC = "time_ms"
-MEMORY_METRIC = "memory_bytes"
-VALUE_METRIC = "value"
+# (metric, unit, factor to it) of a time in s, a memory in bytes, a plain value
+_TIME = ("time_ms", "ms", 1000.0)
+_MEMORY = ("memory_bytes", "bytes", 1.0)
+_VALUE = ("value", "", 1.0)
 
 _SNIFF_BYTES = 1 << 16
-_GZIP_MAGIC = b"\x1f\x8b"
-_PYPERF_VERSIONS = ("1.0", 6)
-_ASV_VERSION = 2
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 _TO_MS = {
@@ -139,10 +139,6 @@ class ResultMetric:
     direction: Direction | None
     """None: the catalogue's (the metric is in it)."""
     repeats: tuple[tuple[float, ...], ...]
-
-    @property
-    def samples(self) -> tuple[float, ...]:
-        return tuple(x for rep in self.repeats for x in rep)
 
 
 @dataclass(frozen=True)
@@ -229,16 +225,14 @@ def sniff_results(path: Path) -> str | None:
 def _head(path: Path) -> bytes:
     with path.open("rb") as fh:
         head = fh.read(_SNIFF_BYTES)
-    if head.startswith(_GZIP_MAGIC):
-        with gzip.GzipFile(fileobj=io.BytesIO(head)) as gz:
-            out = b""
-            try:
-                while len(out) < _SNIFF_BYTES and (chunk := gz.read(4096)):
-                    out += chunk
-            except EOFError:  # only the first 64 KiB of the compressed stream were read
-                pass
-        return out
-    return head
+    if not head.startswith(b"\x1f\x8b"):
+        return head
+    out = b""
+    # only the first 64 KiB of the compressed stream are read: it ends early (EOFError)
+    with gzip.GzipFile(fileobj=io.BytesIO(head)) as gz, contextlib.suppress(EOFError):
+        while len(out) < _SNIFF_BYTES and (chunk := gz.read(4096)):
+            out += chunk
+    return out
 
 
 def _csv_header_fits(path: Path) -> bool:
@@ -263,42 +257,28 @@ def parse_results(path: Path, fmt: str) -> ResultFile:
         ParseError: it cannot be read, is not JSON (CSV), or a key is missing or holds the
             wrong thing (one line naming the file and the key).
     """
+    if fmt not in _PARSERS:
+        raise ValueError(f"not a result format: {fmt!r}")
     if fmt == FORMAT_METRICS and path.name.endswith(".csv"):
         return _parse_metrics_csv(path, _text(path))
-    doc = _json(path)
+    doc = load_json(_text(path), path)
+    label, parse = _PARSERS[fmt]
     if not isinstance(doc, dict):
-        raise ParseError(f"{path}: a {_LABELS[fmt]} file is a JSON object, not {_kind(doc)}")
-    if fmt == FORMAT_PYTEST_BENCHMARK:
-        return _parse_pytest_benchmark(doc, path)
-    if fmt == FORMAT_PYPERF:
-        return _parse_pyperf(doc, path)
-    if fmt == FORMAT_ASV:
-        return _parse_asv(doc, path)
-    if fmt == FORMAT_METRICS:
-        return _parse_metrics_json(doc, path)
-    raise ValueError(f"not a result format: {fmt!r}")
-
-
-_LABELS = {
-    FORMAT_PYTEST_BENCHMARK: "pytest-benchmark",
-    FORMAT_PYPERF: "pyperf",
-    FORMAT_ASV: "asv results",
-    FORMAT_METRICS: "metrics",
-}
+        raise ParseError(f"{path}: a {label} file is a JSON object, not {kind(doc)}")
+    return parse(doc, path)
 
 
 def _text(path: Path) -> str:
-    raw = read_whole(path, str(path))
     try:
-        return raw.decode("utf-8-sig")
+        return read_whole(path, str(path)).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ParseError(f"{path}: not UTF-8 text") from None
 
 
-def _json(path: Path) -> Any:
-    text = _text(path)
+def load_json(text: str, path: Path, empty: str = "empty file") -> Any:
+    """``text`` parsed; ParseError naming ``path`` (and ``empty`` when it is blank)."""
     if not text.strip():
-        raise ParseError(f"{path}: empty file")
+        raise ParseError(f"{path}: {empty}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -309,7 +289,8 @@ def _json(path: Path) -> Any:
         raise ParseError(f"{path}: JSON nested too deeply") from None
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
+    """What a JSON value is, for a message: ``a list``, ``null``, ``a number``, ..."""
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, (int, float)):
@@ -319,45 +300,52 @@ def _kind(value: Any) -> str:
     )
 
 
-def _number(value: Any, path: Path, key: str, *, minimum: float | None = None) -> float:
+def number(value: Any, path: Path, key: str) -> float:
+    """``value`` as a float; ParseError naming ``key`` unless it is a JSON number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        shown = repr(value)[:40] if isinstance(value, str) else _kind(value)
+        shown = repr(value)[:40] if isinstance(value, str) else kind(value)
         raise ParseError(f"{path}: {key}: {shown} is not a number")
     try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return math.inf
+
+
+def _number(value: Any, path: Path, key: str, *, minimum: float | None = None) -> float:
+    x = number(value, path, key)
+    if not math.isfinite(x):
         raise ParseError(f"{path}: {key}: {value} is not a finite number")
-    if minimum is not None and number < minimum:
+    if minimum is not None and x < minimum:
         raise ParseError(f"{path}: {key}: {value} is below {minimum:g}")
-    return number
+    return x
 
 
 def _numbers(value: Any, path: Path, key: str, *, minimum: float | None = None) -> list[float]:
     if not isinstance(value, list):
-        raise ParseError(f"{path}: {key}: {_kind(value)}, not a list of numbers")
+        raise ParseError(f"{path}: {key}: {kind(value)}, not a list of numbers")
     return [_number(x, path, f"{key}[{i}]", minimum=minimum) for i, x in enumerate(value)]
 
 
 def _object(doc: Mapping[str, Any], key: str, path: Path, where: str = "") -> dict[str, Any]:
     value = doc.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError(f"{path}: {where}{key}: {_kind(value)}, not an object")
-    return value
+    if value is not None and not isinstance(value, dict):
+        raise ParseError(f"{path}: {where}{key}: {kind(value)}, not an object")
+    return value or {}
 
 
-def _list(doc: Mapping[str, Any], key: str, path: Path, what: str) -> list[Any]:
+def _items(doc: Mapping[str, Any], key: str, path: Path, what: str) -> Iterator[tuple[str, Any]]:
+    """``(key[i], item)`` for each object of the non-empty list ``doc[key]``."""
     if key not in doc:
         raise ParseError(f"{path}: no {key}: not a {what} file")
     value = doc[key]
     if not isinstance(value, list):
-        raise ParseError(f"{path}: {key}: {_kind(value)}, not a list")
+        raise ParseError(f"{path}: {key}: {kind(value)}, not a list")
     if not value:
         raise ParseError(f"{path}: {key}: empty, no benchmark to record")
-    return value
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ParseError(f"{path}: {key}[{i}]: {kind(item)}, not an object")
+        yield f"{key}[{i}]", item
 
 
 def _str(value: Any) -> str:
@@ -380,13 +368,10 @@ _ARCHES = ("x86_64", "aarch64", "arm64", "AMD64", "ppc64le", "s390x", "riscv64",
 def _platform_os(platform: str) -> tuple[str, str]:
     """``(Linux-x86_64, 6.8.0-45-generic)`` from Python's ``platform.platform()`` string,
     which pyperf records (``Linux-6.8.0-45-generic-x86_64-with-glibc2.39``)."""
-    if not platform:
-        return "", ""
     system, _, rest = platform.partition("-")
     for arch in _ARCHES:
-        marker = f"-{arch}"
-        if marker in rest:
-            return f"{system}-{arch}", rest.split(marker, 1)[0]
+        if f"-{arch}" in rest:
+            return f"{system}-{arch}", rest.split(f"-{arch}", 1)[0]
     return platform, ""
 
 
@@ -395,33 +380,31 @@ def _commit(value: Any) -> str:
     return text.lower() if _SHA.match(text) else ""
 
 
-def _unique(names: Sequence[str], fallbacks: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``names``, each repeated one replaced by its fallback (and the names replaced)."""
-    seen: dict[str, int] = {}
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-    out = [f if seen[n] > 1 and f else n for n, f in zip(names, fallbacks, strict=True)]
-    return out, sorted(n for n, k in seen.items() if k > 1)
-
-
 def _implementation(meta: Mapping[str, Any]) -> dict[str, ParamValue]:
     """``python_implementation`` (lower-cased) as a fingerprint param, when the file says."""
     implementation = _str(meta.get("python_implementation")).lower()
     return {"python_implementation": implementation} if implementation else {}
 
 
-def _first_three(names: Sequence[str]) -> str:
+def first_three(names: Sequence[str]) -> str:
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
-def _lower_is_better(name: str, metric: str, unit: str, repeats: Any) -> ResultBenchmark:
-    """A benchmark of one lower-is-better metric."""
-    return ResultBenchmark(
-        name, (ResultMetric(metric, unit, Direction.LOWER_IS_BETTER, tuple(repeats)),)
-    )
+def _lower_is_better(
+    name: str,
+    unit: tuple[str, str, float],
+    raw: Iterable[Sequence[float]],
+    params: Mapping[str, ParamValue] | None = None,
+) -> ResultBenchmark:
+    """A benchmark of one lower-is-better metric, each repeat of ``raw`` (metric, unit,
+    factor) scaled to it."""
+    metric, shown, factor = unit
+    repeats = tuple(tuple(x * factor for x in rep) for rep in raw)
+    metrics = (ResultMetric(metric, shown, Direction.LOWER_IS_BETTER, repeats),)
+    return ResultBenchmark(name, metrics, params or {})
 
 
-def _check_unique(names: Sequence[str], path: Path, key: str) -> None:
+def _check_unique(names: Iterable[str], path: Path, key: str) -> None:
     seen: set[str] = set()
     for n in names:
         if n in seen:
@@ -433,16 +416,12 @@ def _check_unique(names: Sequence[str], path: Path, key: str) -> None:
 
 
 def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
-    items = _list(doc, "benchmarks", path, "pytest-benchmark")
     notes: list[str] = []
     names: list[str] = []
     fullnames: list[str] = []
-    parsed: list[tuple[ResultMetric, dict[str, ParamValue]]] = []
+    parsed: list[tuple[list[float], dict[str, ParamValue]]] = []
     no_data: list[str] = []
-    for i, item in enumerate(items):
-        where = f"benchmarks[{i}]"
-        if not isinstance(item, dict):
-            raise ParseError(f"{path}: {where}: {_kind(item)}, not an object")
+    for where, item in _items(doc, "benchmarks", path, "pytest-benchmark"):
         name = _str(item.get("name"))
         if not name:
             raise ParseError(f"{path}: {where}.name: missing or not a string")
@@ -460,19 +439,16 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
             raise ParseError(f"{path}: {where}.stats: no data and no median ({name})")
         options = _object(item, "options", path, f"{where}.")
         params: dict[str, ParamValue] = {}
-        timer = _str(options.get("timer"))
-        if timer:
+        if timer := _str(options.get("timer")):
             params["timer"] = timer
         if isinstance(options.get("disable_gc"), bool):
             params["disable_gc"] = options["disable_gc"]
-        metric = ResultMetric(
-            TIME_METRIC, "ms", Direction.LOWER_IS_BETTER, (tuple(s * 1000.0 for s in seconds),)
-        )
         names.append(name)
         fullnames.append(_str(item.get("fullname")))
-        parsed.append((metric, params))
-    unique, repeated = _unique(names, fullnames)
-    if repeated:
+        parsed.append((seconds, params))
+    counts = Counter(names)
+    unique = [f if counts[n] > 1 and f else n for n, f in zip(names, fullnames, strict=True)]
+    if repeated := sorted(n for n, k in counts.items() if k > 1):
         notes.append(
             f"named by fullname, their name being repeated in the file: {', '.join(repeated)}"
         )
@@ -480,7 +456,7 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     if no_data:
         notes.append(
             f"no stats.data (saved without --benchmark-save-data): the median alone, one "
-            f"sample, for {_first_three(no_data)}"
+            f"sample, for {first_three(no_data)}"
         )
     machine = _object(doc, "machine_info", path)
     raw_cpu = machine.get("cpu")
@@ -494,52 +470,42 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
         python_version=_python_minor(machine.get("python_version")),
         device_kind="cpu",
     )
-    file_params = _implementation(machine)
     info = _object(doc, "commit_info", path)
     commit = _commit(info.get("id"))
     branch = _str(info.get("branch"))
-    if branch in ("(unknown)", "HEAD"):
-        branch = ""
     if commit and info.get("dirty") is True:
         notes.append(f"commit_info: the checkout had uncommitted changes over {commit[:12]}")
+    benchmarks = (
+        _lower_is_better(n, _TIME, (s,), p) for n, (s, p) in zip(unique, parsed, strict=True)
+    )
     return ResultFile(
         format=FORMAT_PYTEST_BENCHMARK,
         path=path,
-        benchmarks=tuple(
-            ResultBenchmark(n, (m,), p) for n, (m, p) in zip(unique, parsed, strict=True)
-        ),
+        benchmarks=tuple(benchmarks),
         host=host,
-        params=file_params,
+        params=_implementation(machine),
         commit=commit,
-        branch=branch,
+        branch="" if branch in ("(unknown)", "HEAD") else branch,
         notes=tuple(notes),
     )
 
 
 # --- pyperf ---------------------------------------------------------------------------------
 
-_PYPERF_UNITS = {
-    "second": (TIME_METRIC, "ms", 1000.0),
-    "byte": (MEMORY_METRIC, "bytes", 1.0),
-    "integer": (VALUE_METRIC, "", 1.0),
-}
+_PYPERF_UNITS = {"second": _TIME, "byte": _MEMORY, "integer": _VALUE}
 
 
 def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
     version = doc.get("version")
-    if version not in _PYPERF_VERSIONS:
+    if version not in ("1.0", 6):
         raise ParseError(
             f"{path}: version: pyperf JSON format {version!r}; perfgate reads 1.0 (pyperf >= "
             "1.0) and 6 (convert older files with python -m pyperf convert)"
         )
     suite = _object(doc, "metadata", path)
-    items = _list(doc, "benchmarks", path, "pyperf")
     benchmarks: list[ResultBenchmark] = []
     first: dict[str, Any] = {}
-    for i, item in enumerate(items):
-        where = f"benchmarks[{i}]"
-        if not isinstance(item, dict):
-            raise ParseError(f"{path}: {where}: {_kind(item)}, not an object")
+    for where, item in _items(doc, "benchmarks", path, "pyperf"):
         metadata = {**suite, **_object(item, "metadata", path, f"{where}.")}
         runs = item.get("runs")
         if not isinstance(runs, list):
@@ -550,11 +516,11 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
                 f"{path}: {where}.metadata.name: missing (pyperf names every benchmark)"
             )
         unit = ""
-        repeats: list[tuple[float, ...]] = []
+        repeats: list[list[float]] = []
         for j, run in enumerate(runs):
             rwhere = f"{where}.runs[{j}]"
             if not isinstance(run, dict):
-                raise ParseError(f"{path}: {rwhere}: {_kind(run)}, not an object")
+                raise ParseError(f"{path}: {rwhere}: {kind(run)}, not an object")
             run_meta = {**metadata, **_object(run, "metadata", path, f"{rwhere}.")}
             run_unit = _str(run_meta.get("unit")) or "second"
             if unit and run_unit != unit:
@@ -564,18 +530,16 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
                 raise ParseError(f"{path}: {rwhere}: samples, not values (pyperf < 0.9.6)")
             values = _numbers(run.get("values", []), path, f"{rwhere}.values", minimum=0.0)
             if values:  # a run without values is a calibration run
-                repeats.append(tuple(values))
+                repeats.append(values)
         if unit not in _PYPERF_UNITS:
             raise ParseError(
                 f"{path}: {where}.metadata.unit: {unit!r} (pyperf's are second, byte, integer)"
             )
         if not repeats:
             raise ParseError(f"{path}: {where}.runs: no run with values ({name})")
-        metric, shown_unit, factor = _PYPERF_UNITS[unit]
-        scaled = (tuple(v * factor for v in rep) for rep in repeats)
-        benchmarks.append(_lower_is_better(name, metric, shown_unit, scaled))
+        benchmarks.append(_lower_is_better(name, _PYPERF_UNITS[unit], repeats))
         first = first or metadata
-    _check_unique([b.name for b in benchmarks], path, "benchmarks")
+    _check_unique((b.name for b in benchmarks), path, "benchmarks")
     system_arch, release = _platform_os(_str(first.get("platform")))
     host = ResultHost(
         cpu_model=_str(first.get("cpu_model_name")),
@@ -585,24 +549,12 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
         python_version=_python_minor(first.get("python_version")),
         device_kind="cpu",
     )
-    params = _implementation(first)
-    return ResultFile(
-        format=FORMAT_PYPERF,
-        path=path,
-        benchmarks=tuple(benchmarks),
-        host=host,
-        params=params,
-    )
+    return ResultFile(FORMAT_PYPERF, path, tuple(benchmarks), host, _implementation(first))
 
 
 # --- asv ------------------------------------------------------------------------------------
 
-_ASV_TYPES = {
-    "time": (TIME_METRIC, "ms", 1000.0),
-    "memory": (MEMORY_METRIC, "bytes", 1.0),
-    "peakmemory": (MEMORY_METRIC, "bytes", 1.0),
-    "track": (VALUE_METRIC, "", 1.0),
-}
+_ASV_TYPES = {"time": _TIME, "memory": _MEMORY, "peakmemory": _MEMORY, "track": _VALUE}
 _ASV_PREFIXES = (
     ("timeraw_", "time"),
     ("time_", "time"),
@@ -633,15 +585,12 @@ def _asv_type(name: str, declared: Mapping[str, Any]) -> tuple[str, str]:
         unit = _str(entry.get("unit"))
         return _str(entry["type"]), "" if unit == "unit" else unit
     short = name.rsplit(".", 1)[-1]
-    for prefix, kind in _ASV_PREFIXES:
-        if short.startswith(prefix):
-            return kind, ""
-    return "", ""
+    return next(((k, "") for prefix, k in _ASV_PREFIXES if short.startswith(prefix)), ("", ""))
 
 
 def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
     version = doc.get("version")
-    if version != _ASV_VERSION:
+    if version != 2:
         raise ParseError(
             f"{path}: version: asv results format {version!r}; perfgate reads version 2 "
             "(asv >= 0.5; asv update rewrites older results)"
@@ -664,18 +613,14 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
     for name, row in results.items():
         where = f"results.{name}"
         if not isinstance(row, list):
-            raise ParseError(f"{path}: {where}: {_kind(row)}, not a row of result_columns")
-
-        def cell(column: str, row: list[Any] = row) -> Any:
-            i = at.get(column)
-            return row[i] if i is not None and i < len(row) else None
-
-        kind, declared_unit = _asv_type(name, declared)
-        if not kind:
+            raise ParseError(f"{path}: {where}: {kind(row)}, not a row of result_columns")
+        cells = {c: row[i] for c, i in at.items() if i < len(row)}
+        kind_, declared_unit = _asv_type(name, declared)
+        if not kind_:
             untyped.append(name)
             continue
-        values = cell("result")
-        params = cell("params") or []
+        values = cells.get("result")
+        params = cells.get("params") or []
         if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
             raise ParseError(f"{path}: {where}: params: not a list of parameter lists")
         combos = list(itertools.product(*params))
@@ -683,56 +628,54 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
             skipped.append(name)
             continue
         if not isinstance(values, list):
-            raise ParseError(f"{path}: {where}: result: {_kind(values)}, not a list")
+            raise ParseError(f"{path}: {where}: result: {kind(values)}, not a list")
         if len(values) != len(combos):
             raise ParseError(
                 f"{path}: {where}: result: {len(values)} values for {len(combos)} parameter "
                 "combinations"
             )
-        samples = cell("samples")
+        samples = cells.get("samples")
         if samples is not None and (not isinstance(samples, list) or len(samples) != len(combos)):
             raise ParseError(f"{path}: {where}: samples: not one entry per parameter combination")
-        metric, unit, factor = _ASV_TYPES[kind]
-        if kind == "track":
-            unit = declared_unit
+        metric, unit, factor = _ASV_TYPES[kind_]
+        unit = declared_unit if kind_ == "track" else unit
         for j, combo in enumerate(combos):
             label = f"{name}({', '.join(str(p) for p in combo)})" if combo else name
             value = values[j]
             if value is None or (isinstance(value, float) and not math.isfinite(value)):
                 skipped.append(label)  # asv writes null (failed) or NaN (skipped)
                 continue
-            own = samples[j] if samples is not None else None
-            if own:
-                raw = _numbers(own, path, f"{where}: samples[{j}]")
+            if samples is not None and samples[j]:
+                raw = _numbers(samples[j], path, f"{where}: samples[{j}]")
             else:
                 raw = [_number(value, path, f"{where}: result[{j}]")]
-                if kind == "time":
+                if kind_ == "time":
                     without_samples.append(label)
-            scaled = tuple(x * factor for x in raw)
-            benchmarks.append(_lower_is_better(label, metric, unit, (scaled,)))
+            benchmarks.append(_lower_is_better(label, (metric, unit, factor), (raw,)))
     if untyped:
         notes.append(
             f"not recorded, type unknown (no benchmarks.json beside the results and no "
-            f"time_/mem_/peakmem_/track_ prefix): {_first_three(untyped)}"
+            f"time_/mem_/peakmem_/track_ prefix): {first_three(untyped)}"
         )
     if skipped:
-        notes.append(f"not recorded, no result (failed or skipped in asv): {_first_three(skipped)}")
+        notes.append(f"not recorded, no result (failed or skipped in asv): {first_three(skipped)}")
     if not benchmarks:
         raise ParseError(f"{path}: results: no benchmark with a result to record")
     if without_samples:
         notes.append(
             "no samples (asv run without --record-samples): the result, asv's median, alone "
-            f"for {_first_three(without_samples)}"
+            f"for {first_three(without_samples)}"
         )
     notes.append("asv pools its processes' samples: each benchmark is one repeat")
     machine = _object(doc, "params", path)
     os_name = _str(machine.get("os"))
     arch = _str(machine.get("arch"))
+    num_cpu = _str(machine.get("num_cpu"))
     host = ResultHost(
         cpu_model=_str(machine.get("cpu")),
-        cpu_cores=_int(machine.get("num_cpu")) or _int(_digits(machine.get("num_cpu"))),
+        cpu_cores=_int(machine.get("num_cpu")) or (int(num_cpu) if num_cpu.isdigit() else 0),
         os=f"{os_name.split()[0]}-{arch}" if os_name and arch else "",
-        os_release=" ".join(os_name.split()[1:]) if os_name else "",
+        os_release=" ".join(os_name.split()[1:]),
         python_version=_python_minor(doc.get("python")),
         device_kind="cpu",
     )
@@ -745,19 +688,8 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
     if not commit:
         raise ParseError(f"{path}: commit_hash: missing or not a commit hash")
     return ResultFile(
-        format=FORMAT_ASV,
-        path=path,
-        benchmarks=tuple(benchmarks),
-        host=host,
-        params=file_params,
-        commit=commit,
-        notes=tuple(notes),
+        FORMAT_ASV, path, tuple(benchmarks), host, file_params, commit, notes=tuple(notes)
     )
-
-
-def _digits(value: Any) -> int:
-    text = _str(value)
-    return int(text) if text.isdigit() else 0
 
 
 # --- the plain metrics file ------------------------------------------------------------------
@@ -780,21 +712,22 @@ def _metric(
         raise ParseError(f"{path}: {where}{dot}name: missing or not a string")
     if not any(repeats):
         raise ParseError(f"{path}: {where} ({name}): no value")
+    at = f"{path}: {where}{dot}"
     parsed: Direction | None = None
     if direction is not None:
         try:
             parsed = Direction(direction.strip().lower())
         except ValueError:
             raise ParseError(
-                f"{path}: {where}{dot}direction ({name}): {direction!r}, not 'lower' or 'higher'"
+                f"{at}direction ({name}): {direction!r}, not 'lower' or 'higher'"
             ) from None
     factor = 1.0
     shown = (unit or "").strip()
     if name.endswith("_ms"):
         if shown and shown not in _TO_MS:
             raise ParseError(
-                f"{path}: {where}{dot}unit ({name}): {shown!r} is not a time, and a *_ms metric is "
-                "one (s, ms, us, ns)"
+                f"{at}unit ({name}): {shown!r} is not a time, and a *_ms metric is one "
+                "(s, ms, us, ns)"
             )
         factor = _TO_MS.get(shown, 1.0)
         shown = "ms"
@@ -802,55 +735,28 @@ def _metric(
     if spec is not None:
         if shown and spec.unit and shown != spec.unit:
             raise ParseError(
-                f"{path}: {where}{dot}unit ({name}): {shown!r}; perfgate's catalogue records "
-                f"{name} in {spec.unit!r}"
+                f"{at}unit ({name}): {shown!r}; perfgate's catalogue records {name} in "
+                f"{spec.unit!r}"
             )
         if parsed is not None and parsed is not spec.direction:
             raise ParseError(
-                f"{path}: {where}{dot}direction ({name}): {parsed.value!r}; perfgate's catalogue "
-                f"says {spec.direction.value} is better"
+                f"{at}direction ({name}): {parsed.value!r}; perfgate's catalogue says "
+                f"{spec.direction.value} is better"
             )
         shown, parsed = spec.unit, None
     elif parsed is None:
         raise ParseError(
-            f"{path}: {where}{dot}direction ({name}): missing; perfgate's catalogue does not know "
-            "this metric, so say 'lower' or 'higher' (which is better)"
+            f"{at}direction ({name}): missing; perfgate's catalogue does not know this "
+            "metric, so say 'lower' or 'higher' (which is better)"
         )
     return ResultMetric(
         name, shown, parsed, tuple(tuple(x * factor for x in rep) for rep in repeats if rep)
     )
 
 
-def _device(value: Any, path: Path) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str) or not re.match(r"^[a-z][a-z0-9_]{0,15}$", value.strip()):
-        raise ParseError(
-            f"{path}: device: {_kind(value)}, not a device kind such as npu, cuda, cpu"
-        )
-    return value.strip()
-
-
-def _params(value: Any, path: Path) -> dict[str, ParamValue]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError(f"{path}: params: {_kind(value)}, not an object of name: value")
-    out: dict[str, ParamValue] = {}
-    for k, v in value.items():
-        if not isinstance(v, (str, int, float, bool)):
-            raise ParseError(f"{path}: params.{k}: {_kind(v)}, not a string, number or boolean")
-        out[str(k)] = v
-    return out
-
-
 def _parse_metrics_json(doc: Mapping[str, Any], path: Path) -> ResultFile:
-    items = _list(doc, "metrics", path, "metrics")
     metrics: list[ResultMetric] = []
-    for i, item in enumerate(items):
-        where = f"metrics[{i}]"
-        if not isinstance(item, dict):
-            raise ParseError(f"{path}: {where}: {_kind(item)}, not an object")
+    for where, item in _items(doc, "metrics", path, "metrics"):
         name = _str(item.get("name"))
         given = [k for k in ("value", "values", "repeats") if k in item]
         if len(given) != 1:
@@ -858,28 +764,39 @@ def _parse_metrics_json(doc: Mapping[str, Any], path: Path) -> ResultFile:
                 f"{path}: {where} ({name or '?'}): give one of value, values or repeats"
                 + (f", not {' and '.join(given)}" if given else "")
             )
-        key = given[0]
-        if key == "value":
+        if "value" in item:
             repeats = [[_number(item["value"], path, f"{where}.value")]]
-        elif key == "values":
+        elif "values" in item:
             repeats = [_numbers(item["values"], path, f"{where}.values")]
-        else:
-            raw = item["repeats"]
-            if not isinstance(raw, list):
-                raise ParseError(f"{path}: {where}.repeats: {_kind(raw)}, not a list of lists")
+        elif isinstance(raw := item["repeats"], list):
             repeats = [_numbers(r, path, f"{where}.repeats[{j}]") for j, r in enumerate(raw)]
+        else:
+            raise ParseError(f"{path}: {where}.repeats: {kind(raw)}, not a list of lists")
         unit, direction = item.get("unit"), item.get("direction")
         for k, v in (("unit", unit), ("direction", direction)):
             if v is not None and not isinstance(v, str):
-                raise ParseError(f"{path}: {where}.{k} ({name}): {_kind(v)}, not a string")
+                raise ParseError(f"{path}: {where}.{k} ({name}): {kind(v)}, not a string")
         metrics.append(_metric(path, where, name, repeats, unit, direction))
-    _check_unique([m.name for m in metrics], path, "metrics")
+    _check_unique((m.name for m in metrics), path, "metrics")
+    device = doc.get("device")
+    if device is not None and (
+        not isinstance(device, str) or not re.match(r"^[a-z][a-z0-9_]{0,15}$", device.strip())
+    ):
+        raise ParseError(
+            f"{path}: device: {kind(device)}, not a device kind such as npu, cuda, cpu"
+        )
+    params = doc.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise ParseError(f"{path}: params: {kind(params)}, not an object of name: value")
+    for k, v in (params or {}).items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise ParseError(f"{path}: params.{k}: {kind(v)}, not a string, number or boolean")
     return ResultFile(
-        format=FORMAT_METRICS,
-        path=path,
-        benchmarks=(ResultBenchmark("", tuple(metrics)),),
-        host=ResultHost(device_kind=_device(doc.get("device"), path)),
-        params=_params(doc.get("params"), path),
+        FORMAT_METRICS,
+        path,
+        (ResultBenchmark("", tuple(metrics)),),
+        ResultHost(device_kind=(device or "").strip()),
+        {str(k): v for k, v in (params or {}).items()},
     )
 
 
@@ -899,86 +816,69 @@ def _csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
 
 def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
     rows = _csv_rows(text)
-    try:
-        _, header = next(rows)
-    except StopIteration:
-        raise ParseError(f"{path}: empty file, no header (name,value,unit,direction)") from None
-    except csv.Error as exc:
-        raise ParseError(f"{path}: not CSV ({exc})") from None
-    columns = [c.strip().lower() for c in header]
-    value_col = "value" if "value" in columns else "values"
-    if "name" not in columns or value_col not in columns:
-        raise ParseError(f"{path}: header: no name and value columns (name,value,unit,direction)")
-    index = {c: i for i, c in enumerate(columns)}
-    samples: dict[str, dict[int, list[float]]] = {}
-    units: dict[str, str | None] = {}
-    directions: dict[str, str | None] = {}
+    samples: dict[str, dict[int, list[float]]] = {}  # name -> repeat -> values
+    meta: dict[str, dict[str, str | None]] = {}  # name -> unit and direction
     first_line: dict[str, int] = {}
     try:
+        _, header = next(rows, (0, None))
+        if header is None:
+            raise ParseError(f"{path}: empty file, no header (name,value,unit,direction)")
+        columns = [c.strip().lower() for c in header]
+        value_col = "value" if "value" in columns else "values"
+        if "name" not in columns or value_col not in columns:
+            raise ParseError(
+                f"{path}: header: no name and value columns (name,value,unit,direction)"
+            )
+        index = {c: i for i, c in enumerate(columns)}
         for n, row in rows:
-
-            def get(column: str, row: list[str] = row) -> str | None:
-                i = index.get(column)
-                return row[i].strip() if i is not None and i < len(row) else None
-
-            where = f"line {n}"
-            name = get("name") or ""
+            cells = {c: row[i].strip() for c, i in index.items() if i < len(row)}
+            where = f"{path}: line {n}: "
+            name = cells.get("name") or ""
             if not name:
-                raise ParseError(f"{path}: {where}: name: empty")
-            cell = get(value_col) or ""
-            items = [x for x in _SPLIT.split(cell) if x]
+                raise ParseError(f"{where}name: empty")
+            items = [x for x in _SPLIT.split(cells.get(value_col) or "") if x]
             if not items:
-                raise ParseError(f"{path}: {where}: {value_col} ({name}): empty")
+                raise ParseError(f"{where}{value_col} ({name}): empty")
             values = []
             for item in items:
                 try:
                     value = float(item)
                 except ValueError:
                     raise ParseError(
-                        f"{path}: {where}: {value_col} ({name}): {item[:40]!r} is not a number"
+                        f"{where}{value_col} ({name}): {item[:40]!r} is not a number"
                     ) from None
                 if not math.isfinite(value):
-                    raise ParseError(f"{path}: {where}: {value_col} ({name}): {item} is not finite")
+                    raise ParseError(f"{where}{value_col} ({name}): {item} is not finite")
                 values.append(value)
-            repeat_cell = get("repeat") or "0"
-            if not repeat_cell.isdigit():
-                raise ParseError(
-                    f"{path}: {where}: repeat ({name}): {repeat_cell!r}, not a whole number"
-                )
+            repeat = cells.get("repeat") or "0"
+            if not repeat.isdigit():
+                raise ParseError(f"{where}repeat ({name}): {repeat!r}, not a whole number")
             if name not in samples:
-                samples[name] = {}
-                first_line[name] = n
-                units[name], directions[name] = get("unit") or None, get("direction") or None
-            else:
-                for column, seen in (("unit", units), ("direction", directions)):
-                    mine = get(column) or None
-                    if mine is not None and seen[name] is not None and mine != seen[name]:
-                        raise ParseError(
-                            f"{path}: {where}: {column} ({name}): {mine!r}, not {seen[name]!r} "
-                            f"as on line {first_line[name]}"
-                        )
-                    if seen[name] is None:
-                        seen[name] = mine
-            samples[name].setdefault(int(repeat_cell), []).extend(values)
+                samples[name], first_line[name] = {}, n
+                meta[name] = {"unit": None, "direction": None}
+            for column, seen in meta[name].items():
+                mine = cells.get(column) or None
+                if mine is not None and seen is not None and mine != seen:
+                    raise ParseError(
+                        f"{where}{column} ({name}): {mine!r}, not {seen!r} as on line "
+                        f"{first_line[name]}"
+                    )
+                meta[name][column] = seen or mine
+            samples[name].setdefault(int(repeat), []).extend(values)
     except csv.Error as exc:
         raise ParseError(f"{path}: not CSV ({exc})") from None
     if not samples:
         raise ParseError(f"{path}: no metric rows under the header")
     metrics = tuple(
-        _metric(
-            path,
-            f"line {first_line[name]}",
-            name,
-            [samples[name][k] for k in sorted(samples[name])],
-            units[name],
-            directions[name],
-        )
-        for name in samples
+        _metric(path, f"line {first_line[name]}", name, [s[k] for k in sorted(s)], **meta[name])
+        for name, s in samples.items()
     )
-    return ResultFile(
-        format=FORMAT_METRICS,
-        path=path,
-        benchmarks=(ResultBenchmark("", metrics),),
-        host=ResultHost(),
-        params={},
-    )
+    return ResultFile(FORMAT_METRICS, path, (ResultBenchmark("", metrics),), ResultHost(), {})
+
+
+_PARSERS: dict[str, tuple[str, Callable[[Mapping[str, Any], Path], ResultFile]]] = {
+    FORMAT_PYTEST_BENCHMARK: ("pytest-benchmark", _parse_pytest_benchmark),
+    FORMAT_PYPERF: ("pyperf", _parse_pyperf),
+    FORMAT_ASV: ("asv results", _parse_asv),
+    FORMAT_METRICS: ("metrics", _parse_metrics_json),
+}
