@@ -30,11 +30,12 @@ imports neither torch nor anything that does.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,17 +53,16 @@ _STEP_PREFIX = "ProfilerStep#"
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _STEP_CATS = frozenset({"user_annotation", "cpu_op", "operator", ""})
 _CPU_OP_CATS = frozenset({"cpu_op", "operator"})
-_ANNOTATION_CATS = frozenset({"user_annotation"})
-_KERNEL_CATS = frozenset({"kernel"})
-_DEVICE_OP_CATS: Mapping[str, str] = {
+_DEVICE_CATS: Mapping[str, str] = {  # category -> op_type
+    "kernel": "kernel",
     "gpu_memcpy": "memcpy",
     "memcpy": "memcpy",
     "gpu_memset": "memset",
     "memset": "memset",
 }
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
+_TIMED_CATS = _CPU_OP_CATS | _DEVICE_CATS.keys() | _RUNTIME_CATS
 _COMM_MARKERS = ("nccl", "gloo", "hccl")
-_COMM_CPU_NAMES = frozenset({"record_param_comms"})
 _OCCUPANCY = "est. achieved occupancy %"
 _MAX_SHAPES = 3
 _MAX_SHAPE_CHARS = 120
@@ -160,18 +160,14 @@ def _load_json(path: Path, label: str) -> Any:
 class _Trace:
     """The events this module uses, in flat lists (one pass over ``traceEvents``)."""
 
-    windows: list[Interval] = field(default_factory=list)
-    window_labels: list[str] = field(default_factory=list)
-    """``'ProfilerStep#K' (traceEvents[i])`` for each window, to name it in a note."""
+    windows: list[tuple[float, float, str]] = field(default_factory=list)
+    """(start, end, ``'ProfilerStep#K' (traceEvents[i])`` to name it in a note)."""
     # the profiler's own ``Trace`` spans and [lo, hi] of the other timed events
     trace_spans: list[Interval] = field(default_factory=list)
-    extent: list[float] = field(default_factory=lambda: [math.inf, -math.inf])
-    # cpu ops, parallel lists
-    op_thread: list[tuple[Any, Any]] = field(default_factory=list)
-    op_ts: list[float] = field(default_factory=list)
-    op_dur: list[float] = field(default_factory=list)
-    op_name: list[str] = field(default_factory=list)
-    op_dims: list[Any] = field(default_factory=list)
+    lo: float = math.inf
+    hi: float = -math.inf
+    # cpu ops: (ts, dur, name, input dims, (pid, tid))
+    cpu_ops: list[tuple[float, float, str, Any, tuple[Any, Any]]] = field(default_factory=list)
     cpu_comm: list[Interval] = field(default_factory=list)
     data_loading: list[Interval] = field(default_factory=list)
     # device activity: (ts, dur, name, op_type, correlation)
@@ -190,84 +186,64 @@ class _Trace:
 def _collect(events: Sequence[Any], label: str) -> _Trace:
     t = _Trace()
     for index, ev in enumerate(events):
-        if not isinstance(ev, dict):
+        if not isinstance(ev, dict) or not isinstance(name := ev.get("name"), str):
             continue
         ph = ev.get("ph")
-        name = ev.get("name")
-        if not isinstance(name, str):
-            continue
         if ph == "X":
             cat = ev.get("cat")
             cat = cat.lower() if isinstance(cat, str) else ""
-            if name.startswith(_STEP_PREFIX) and cat in _STEP_CATS:
-                ts, dur = _times(ev, label, index)
-                t.windows.append((ts, ts + dur))
-                t.window_labels.append(f"{_short(name)} (traceEvents[{index}])")
+            step = name.startswith(_STEP_PREFIX) and cat in _STEP_CATS
+            ts, dur = _finite(ev.get("ts")), _finite(ev.get("dur"))
+            if ts is None or dur is None or dur < 0:
+                # Only well-formed times count; an ignored event with bad times is still ignored.
+                if step or cat in _TIMED_CATS or (cat == "user_annotation" and _annotated(name)):
+                    raise _bad_times(ev, ts, dur, label, index)
                 continue
-            _extend(t, ev, cat)
-            if cat in _CPU_OP_CATS:
-                ts, dur = _times(ev, label, index)
-                args = ev.get("args")
-                t.op_thread.append((ev.get("pid"), ev.get("tid")))
-                t.op_ts.append(ts)
-                t.op_dur.append(dur)
-                t.op_name.append(name)
-                t.op_dims.append(args.get("Input Dims") if isinstance(args, dict) else None)
-            elif cat in _ANNOTATION_CATS:
+            if step:
+                t.windows.append((ts, ts + dur, f"{_short(name)} (traceEvents[{index}])"))
+                continue
+            if cat == "trace":  # the profiler's own span
+                t.trace_spans.append((ts, ts + dur))
+            else:
+                t.lo, t.hi = min(t.lo, ts), max(t.hi, ts + dur)
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else {}
+            if cat == "user_annotation":
                 if _is_comm(name):
-                    ts, dur = _times(ev, label, index)
                     t.cpu_comm.append((ts, ts + dur))
                 elif name.startswith(_DATALOADER_PREFIX):
-                    ts, dur = _times(ev, label, index)
                     t.data_loading.append((ts, ts + dur))
-            elif cat in _KERNEL_CATS or cat in _DEVICE_OP_CATS:
-                ts, dur = _times(ev, label, index)
-                op_type = _DEVICE_OP_CATS.get(cat, "kernel")
-                corr = _correlation(ev)
+            elif cat in _CPU_OP_CATS:
+                thread = (ev.get("pid"), ev.get("tid"))
+                t.cpu_ops.append((ts, dur, name, args.get("Input Dims"), thread))
+            elif cat in _DEVICE_CATS:
+                op_type = _DEVICE_CATS[cat]
+                corr = _correlation(args)
                 t.device.append((ts, dur, name, op_type, corr))
                 if op_type == "kernel":
                     t.kernel_devices.add(ev.get("pid"))
-                    args = ev.get("args")
-                    occ = _finite(args.get(_OCCUPANCY)) if isinstance(args, dict) else None
-                    if occ is not None:
+                    if (occ := _finite(args.get(_OCCUPANCY))) is not None:
                         t.occupancy.append((ts, dur, occ, corr))
             elif cat in _RUNTIME_CATS:
-                ts, dur = _times(ev, label, index)
                 t.runtime_events += 1
-                corr = _correlation(ev)
-                if corr is not None:
+                if (corr := _correlation(args)) is not None:
                     t.runtime_ts[corr] = ts
                 if "LaunchKernel" in name:
                     t.launch_ts.append(ts)
-        elif ph in ("i", "I") and name == "[memory]":
-            args = ev.get("args")
-            if not isinstance(args, dict):
-                continue
+        elif ph in ("i", "I") and name == "[memory]" and isinstance(args := ev.get("args"), dict):
             ts_value = _finite(ev.get("ts"))
             if ts_value is not None:
-                t.extent[0] = min(t.extent[0], ts_value)
-                t.extent[1] = max(t.extent[1], ts_value)
+                t.lo, t.hi = min(t.lo, ts_value), max(t.hi, ts_value)
             total = _finite(args.get("Total Allocated"))
-            if ts_value is None or total is None:
-                continue
-            dev = (args.get("Device Type", 0), args.get("Device Id", -1))
-            t.memory.append((ts_value, total, dev))
+            if ts_value is not None and total is not None:
+                dev = (args.get("Device Type", 0), args.get("Device Id", -1))
+                t.memory.append((ts_value, total, dev))
     return t
 
 
-def _extend(t: _Trace, ev: Mapping[str, Any], cat: str) -> None:
-    """Record a complete event's time range: a ``Trace`` span or the extent of the others.
-
-    Only well-formed times count; an ignored event with bad times is still ignored.
-    """
-    ts, dur = _finite(ev.get("ts")), _finite(ev.get("dur"))
-    if ts is None or dur is None or dur < 0:
-        return
-    if cat == "trace":
-        t.trace_spans.append((ts, ts + dur))
-        return
-    t.extent[0] = min(t.extent[0], ts)
-    t.extent[1] = max(t.extent[1], ts + dur)
+def _annotated(name: str) -> bool:
+    """Whether a ``user_annotation`` is read: a communication or a DataLoader range."""
+    return _is_comm(name) or name.startswith(_DATALOADER_PREFIX)
 
 
 def _finite(value: Any) -> float | None:
@@ -280,24 +256,17 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def _times(ev: Mapping[str, Any], label: str, index: int) -> tuple[float, float]:
-    """``ts`` and ``dur`` of an event this module reads; ParseError names file and index."""
-    times: list[float] = []
-    for key in ("ts", "dur"):
-        value = _finite(ev.get(key))
-        if value is None:
-            raise ParseError(
-                f"{label}: traceEvents[{index}] {_short(ev.get('name'))} has a missing, "
-                f"non-numeric or NaN/infinite {key!r} ({ev.get(key)!r})"
-            )
-        times.append(value)
-    ts, dur = times
-    if dur < 0:
-        raise ParseError(
-            f"{label}: traceEvents[{index}] {_short(ev.get('name'))} at ts {ts} has a "
-            f"negative duration ({dur})"
+def _bad_times(
+    ev: Mapping[str, Any], ts: float | None, dur: float | None, label: str, index: int
+) -> ParseError:
+    """The error for an event this module reads whose ``ts`` or ``dur`` is bad."""
+    at = f"{label}: traceEvents[{index}] {_short(ev.get('name'))}"
+    if ts is None or dur is None:
+        key = "ts" if ts is None else "dur"
+        return ParseError(
+            f"{at} has a missing, non-numeric or NaN/infinite {key!r} ({ev.get(key)!r})"
         )
-    return ts, dur
+    return ParseError(f"{at} at ts {ts} has a negative duration ({dur})")
 
 
 def _short(name: Any) -> str:
@@ -305,20 +274,18 @@ def _short(name: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _correlation(ev: Mapping[str, Any]) -> Any:
-    args = ev.get("args")
-    if not isinstance(args, dict):
-        return None
+def _correlation(args: Mapping[str, Any]) -> Any:
     corr = args.get("correlation")
     return corr if isinstance(corr, int | str) and not isinstance(corr, bool) else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _is_comm(name: str) -> bool:
     lowered = name.lower()
     return (
         any(marker in lowered for marker in _COMM_MARKERS)
         or lowered.startswith("c10d::")
-        or name in _COMM_CPU_NAMES
+        or name == "record_param_comms"
     )
 
 
@@ -328,8 +295,8 @@ def _is_comm(name: str) -> bool:
 class _Windows:
     """Step windows, sorted and non-overlapping; maps a timestamp to its step index."""
 
-    def __init__(self, windows: list[Interval]) -> None:
-        self.spans = sorted(windows)
+    def __init__(self, windows: Iterable[tuple[Any, ...]]) -> None:
+        self.spans = sorted((w[0], w[1]) for w in windows)
         self.starts = [lo for lo, _ in self.spans]
 
     def index(self, ts: float) -> int:
@@ -341,6 +308,7 @@ class _Windows:
 
 @dataclass
 class _OpAcc:
+    op_type: str
     calls: int = 0
     total_us: float = 0.0
     self_us: float = 0.0
@@ -350,7 +318,7 @@ class _OpAcc:
 def _summarise(
     t: _Trace, doc: Mapping[str, Any], label: str, steps_arg: int | None
 ) -> ProfileSummary:
-    if not t.op_ts:
+    if not t.cpu_ops:
         raise ParseError(
             f"{label}: no cpu_op events (empty profiler window? with a schedule, export the "
             "trace from on_trace_ready or use schedule(..., repeat=1))"
@@ -367,9 +335,9 @@ def _summarise(
             )
         windows = _Windows(t.windows)
     else:
-        n_steps = steps_arg if steps_arg is not None else 1
-        lo = min(t.op_ts)
-        hi = max(ts + dur for ts, dur in zip(t.op_ts, t.op_dur, strict=True))
+        n_steps = steps_arg or 1
+        lo = min(op[0] for op in t.cpu_ops)
+        hi = max(op[0] + op[1] for op in t.cpu_ops)
         for ts, dur, *_ in t.device:
             lo, hi = min(lo, ts), max(hi, ts + dur)
         windows = _Windows([(lo, hi)])
@@ -378,13 +346,13 @@ def _summarise(
             "step(s) and step_ms is its span divided by that"
         )
 
-    ops: dict[tuple[str, str], _OpAcc] = {}
-    op_types: dict[tuple[str, str], str] = {}
-    top_level, compute_cpu, comm_cpu = _walk_cpu_ops(t, windows, ops, op_types)
-    has_shapes = any(dims is not None for dims in t.op_dims)
+    def ms(us: float) -> float:
+        return us / n_steps / _US_PER_MS
 
+    ops: dict[tuple[str, str], _OpAcc] = {}
+    top_level, compute_cpu, comm_cpu = _walk_cpu_ops(t, windows, ops)
+    compute_gpu, comm_gpu = _account_device(t, windows, ops)
     gpu = bool(t.device)
-    compute_gpu, comm_gpu = _account_device(t, windows, ops, op_types)
     compute = merge_intervals(compute_gpu if gpu else compute_cpu)
     comm = merge_intervals(comm_gpu if gpu and comm_gpu else comm_cpu + t.cpu_comm)
     data_loading = merge_intervals(t.data_loading)
@@ -398,42 +366,28 @@ def _summarise(
         overlap_us += _coverage(overlapped, lo, hi)
         loading_us += _coverage(data_loading, lo, hi)
 
-    step_ms = step_us / n_steps / _US_PER_MS
-    compute_ms = compute_us / n_steps / _US_PER_MS
-    comm_not_overlapped_ms: float | None = None
-    comm_overlapped_ms: float | None = None
-    if comm:
-        comm_not_overlapped_ms = (comm_us - overlap_us) / n_steps / _US_PER_MS
-        comm_overlapped_ms = overlap_us / n_steps / _US_PER_MS
-    else:
+    step_ms, compute_ms = ms(step_us), ms(compute_us)
+    if not comm:
         notes.append("communication_*_ms: no nccl/gloo/hccl operators or kernels in the trace")
-    data_loading_ms: float | None = None
-    if data_loading:
-        data_loading_ms = loading_us / n_steps / _US_PER_MS
-    else:
+    if not data_loading:
         notes.append("data_loading_ms: no enumerate(DataLoader) annotations in the trace")
-    free_ms = max(0.0, step_ms - compute_ms - (comm_not_overlapped_ms or 0.0))
+    comm_not_overlapped_ms = ms(comm_us - overlap_us) if comm else None
     breakdown = StepBreakdown(
         step_ms=step_ms,
         compute_ms=compute_ms,
         communication_not_overlapped_ms=comm_not_overlapped_ms,
-        communication_overlapped_ms=comm_overlapped_ms,
-        free_ms=free_ms,
-        data_loading_ms=data_loading_ms,
+        communication_overlapped_ms=ms(overlap_us) if comm else None,
+        free_ms=max(0.0, step_ms - compute_ms - (comm_not_overlapped_ms or 0.0)),
+        data_loading_ms=ms(loading_us) if data_loading else None,
     )
-    device_busy: float | None = None
-    if step_ms > 0:
-        device_busy = min(1.0, compute_ms / step_ms)
-    else:
+    device_busy = min(1.0, compute_ms / step_ms) if step_ms > 0 else None
+    if device_busy is None:
         notes.append("device_busy_fraction: the steps have zero duration")
-
     launches: float | None = None
     if t.runtime_events:
-        launched = sum(1 for ts in t.launch_ts if windows.index(ts) >= 0)
-        launches = launched / n_steps
+        launches = sum(1 for ts in t.launch_ts if windows.index(ts) >= 0) / n_steps
     else:
         notes.append("kernel_launches_per_step: no CUDA runtime events (CPU-only trace)")
-
     peak, per_step = _memory(t, windows if annotated else None)
     if peak is None:
         notes.append("peak_memory_bytes: no [memory] events (profile_memory=False?)")
@@ -442,14 +396,19 @@ def _summarise(
             notes.append("memory_per_step_bytes: no [memory] events")
         else:
             notes.append("memory_per_step_bytes: no ProfilerStep annotations to split steps by")
-    if not has_shapes:
+    if all(op[3] is None for op in t.cpu_ops):
         notes.append("input_shapes: no 'Input Dims' in the trace (record_shapes=False?)")
-
-    op_stats = tuple(
-        sorted(
-            (_op_stat(key, acc, op_types[key], n_steps) for key, acc in ops.items()),
-            key=lambda o: (-o.self_time_ms_per_step, o.name, o.device),
+    op_stats = (
+        OpStat(
+            name=name,
+            device=device,
+            calls_per_step=acc.calls / n_steps,
+            self_time_ms_per_step=ms(acc.self_us),
+            total_time_ms_per_step=ms(acc.total_us),
+            op_type=acc.op_type,
+            input_shapes=tuple(shape for shape, _ in acc.shapes.most_common(_MAX_SHAPES)),
         )
+        for (name, device), acc in ops.items()
     )
     utilisation, capacity = _utilisation(t, doc, windows, compute_gpu + comm_gpu, step_us, notes)
     info = doc.get("distributedInfo")
@@ -457,7 +416,7 @@ def _summarise(
     return ProfileSummary(
         source=SOURCE,
         steps=n_steps,
-        ops=op_stats,
+        ops=tuple(sorted(op_stats, key=lambda o: (-o.self_time_ms_per_step, o.name, o.device))),
         breakdown=breakdown,
         peak_memory_bytes=peak,
         memory_per_step_bytes=per_step,
@@ -563,13 +522,12 @@ def _drop_implausible_steps(t: _Trace, notes: list[str]) -> None:
         extent = max(hi for _, hi in t.trace_spans) - min(lo for lo, _ in t.trace_spans)
         limit, what = extent, "the profiler's Trace span"
     else:
-        extent = t.extent[1] - t.extent[0] if t.extent[1] >= t.extent[0] else 0.0
+        extent = t.hi - t.lo if t.hi >= t.lo else 0.0
         limit = extent * _NO_TRACE_SPAN_SLACK
         what = f"{_NO_TRACE_SPAN_SLACK:g}x the extent of the other events"
-    kept: list[Interval] = []
-    kept_labels: list[str] = []
+    kept: list[tuple[float, float, str]] = []
     dropped: list[str] = []
-    for (lo, hi), name in zip(t.windows, t.window_labels, strict=True):
+    for lo, hi, name in t.windows:
         dur = hi - lo
         if dur <= 0 or not math.isfinite(dur):
             dropped.append(f"{name} lasts {dur / _US_PER_MS:g} ms, not a positive duration")
@@ -579,17 +537,16 @@ def _drop_implausible_steps(t: _Trace, notes: list[str]) -> None:
                 f"({extent / _US_PER_MS:g} ms)"
             )
         else:
-            kept.append((lo, hi))
-            kept_labels.append(name)
-    if not dropped:
-        return
-    rest = (
-        f"the other {len(kept)} step(s) are used"
-        if kept
-        else "the trace is read as if it had no step markers"
-    )
-    notes.append(f"steps: implausible ProfilerStep span(s) ignored, {rest}: " + "; ".join(dropped))
-    t.windows, t.window_labels = kept, kept_labels
+            kept.append((lo, hi, name))
+    if dropped:
+        rest = (
+            f"the other {len(kept)} step(s) are used"
+            if kept
+            else "the trace is read as if it had no step markers"
+        )
+        dropped_text = "; ".join(dropped)
+        notes.append(f"steps: implausible ProfilerStep span(s) ignored, {rest}: {dropped_text}")
+        t.windows = kept
 
 
 def _collection(doc: Mapping[str, Any]) -> dict[str, str]:
@@ -613,71 +570,56 @@ def _collection(doc: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _walk_cpu_ops(
-    t: _Trace,
-    windows: _Windows,
-    ops: dict[tuple[str, str], _OpAcc],
-    op_types: dict[tuple[str, str], str],
+    t: _Trace, windows: _Windows, ops: dict[tuple[str, str], _OpAcc]
 ) -> tuple[int, list[Interval], list[Interval]]:
     """Nest the cpu ops of each thread by time and account the ones inside a step.
 
     Returns the number of top-level ops inside steps, the intervals of top-level
     non-communication ops (compute on CPU) and of communication ops (any depth).
     """
-    threads: dict[tuple[Any, Any], list[int]] = {}
-    for i, key in enumerate(t.op_thread):
-        threads.setdefault(key, []).append(i)
-    ts_, dur_, name_ = t.op_ts, t.op_dur, t.op_name
+    threads: dict[tuple[Any, Any], list[tuple[float, float, str, Any, Any]]] = {}
+    for op in t.cpu_ops:
+        threads.setdefault(op[4], []).append(op)
     top_level = 0
     compute: list[Interval] = []
     comm: list[Interval] = []
-    comm_names: dict[str, bool] = {}
     shape_text: dict[str, str | None] = {}
-    for indices in threads.values():
-        indices.sort(key=lambda i: (ts_[i], -dur_[i]))
-        stack: list[int] = []
+    for thread_ops in threads.values():
+        thread_ops.sort(key=lambda op: (op[0], -op[1]))
+        stack: list[int] = []  # positions in thread_ops
         stack_end: list[float] = []
-        child_us: dict[int, float] = {}
+        child_us = [0.0] * len(thread_ops)
         open_names: Counter[str] = Counter()
-        records: list[tuple[int, bool, bool]] = []  # (index, top-level, outermost of name)
-        for i in indices:
-            start = ts_[i]
+        records: list[tuple[bool, bool]] = []  # (top-level, outermost of its name)
+        for i, (start, dur, name, _, _) in enumerate(thread_ops):
             while stack_end and stack_end[-1] <= start:
                 stack_end.pop()
-                open_names[name_[stack.pop()]] -= 1
-            name = name_[i]
-            is_top = not stack
-            if not is_top:
-                parent = stack[-1]
-                child_us[parent] = child_us.get(parent, 0.0) + dur_[i]
-            records.append((i, is_top, open_names[name] == 0))
+                open_names[thread_ops[stack.pop()][2]] -= 1
+            if stack:
+                child_us[stack[-1]] += dur
+            records.append((not stack, open_names[name] == 0))
             stack.append(i)
-            stack_end.append(start + dur_[i])
+            stack_end.append(start + dur)
             open_names[name] += 1
-        for i, is_top, outermost in records:
-            start, dur, name = ts_[i], dur_[i], name_[i]
-            comm_op = comm_names.get(name)
-            if comm_op is None:
-                comm_op = comm_names[name] = _is_comm(name)
-            if comm_op:
+        for (start, dur, name, dims, _), (is_top, outermost), child in zip(
+            thread_ops, records, child_us, strict=True
+        ):
+            if comm_op := _is_comm(name):
                 comm.append((start, start + dur))
             if windows.index(start) < 0:
                 continue
-            key = (name, "cpu")
-            acc = ops.get(key)
+            acc = ops.get((name, "cpu"))
             if acc is None:
-                acc = ops[key] = _OpAcc()
-                op_types[key] = "aten" if name.startswith("aten::") else "op"
+                acc = ops[name, "cpu"] = _OpAcc("aten" if name.startswith("aten::") else "op")
             acc.calls += 1
-            acc.self_us += max(0.0, dur - child_us.get(i, 0.0))
+            acc.self_us += max(0.0, dur - child)
             if outermost:
                 acc.total_us += dur
-            dims = t.op_dims[i]
             if dims is not None:
                 raw = repr(dims)
                 if raw not in shape_text:
                     shape_text[raw] = _format_dims(dims)
-                shape = shape_text[raw]
-                if shape is not None:
+                if (shape := shape_text[raw]) is not None:
                     acc.shapes[shape] += 1
             if is_top:
                 top_level += 1
@@ -687,10 +629,7 @@ def _walk_cpu_ops(
 
 
 def _account_device(
-    t: _Trace,
-    windows: _Windows,
-    ops: dict[tuple[str, str], _OpAcc],
-    op_types: dict[tuple[str, str], str],
+    t: _Trace, windows: _Windows, ops: dict[tuple[str, str], _OpAcc]
 ) -> tuple[list[Interval], list[Interval]]:
     """Account kernels, memcpys and memsets to the step that launched them.
 
@@ -705,28 +644,13 @@ def _account_device(
         launched_at = t.runtime_ts.get(corr, ts) if corr is not None else ts
         if windows.index(launched_at) < 0:
             continue
-        key = (name, "cuda")
-        acc = ops.get(key)
+        acc = ops.get((name, "cuda"))
         if acc is None:
-            acc = ops[key] = _OpAcc()
-            op_types[key] = op_type
+            acc = ops[name, "cuda"] = _OpAcc(op_type)
         acc.calls += 1
         acc.self_us += dur
         acc.total_us += dur
     return compute, comm
-
-
-def _op_stat(key: tuple[str, str], acc: _OpAcc, op_type: str, n_steps: int) -> OpStat:
-    name, device = key
-    return OpStat(
-        name=name,
-        device=device,
-        calls_per_step=acc.calls / n_steps,
-        self_time_ms_per_step=acc.self_us / n_steps / _US_PER_MS,
-        total_time_ms_per_step=acc.total_us / n_steps / _US_PER_MS,
-        op_type=op_type,
-        input_shapes=tuple(shape for shape, _ in acc.shapes.most_common(_MAX_SHAPES)),
-    )
 
 
 def _format_dims(dims: Any) -> str | None:
@@ -819,14 +743,9 @@ def intersect_intervals(a: Sequence[Interval], b: Sequence[Interval]) -> list[In
 def _coverage(merged: list[Interval], lo: float, hi: float) -> float:
     """Length of ``[lo, hi]`` covered by a merged interval list."""
     covered = 0.0
-    for start, end in _iter_from(merged, lo):
+    for k in range(max(0, bisect.bisect_right(merged, (lo, math.inf)) - 1), len(merged)):
+        start, end = merged[k]
         if start >= hi:
             break
         covered += max(0.0, min(end, hi) - max(start, lo))
     return covered
-
-
-def _iter_from(merged: list[Interval], lo: float) -> Iterator[Interval]:
-    i = max(0, bisect.bisect_right(merged, (lo, math.inf)) - 1)
-    for k in range(i, len(merged)):
-        yield merged[k]
