@@ -97,12 +97,7 @@ def read_whole(path: Path, label: str) -> bytearray:
                     )
                 raw.seek(0)
                 data = bytearray(size)
-                view = memoryview(data)
-                got = 0
-                while got < size and (n := raw.readinto(view[got:])):
-                    got += n
-                view.release()
-                del data[got:]
+                del data[raw.readinto(data) :]  # a buffered readinto reads to the end
                 return data
             raw.seek(0)
             try:

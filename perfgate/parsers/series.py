@@ -25,14 +25,13 @@ def read_series_csv(path: str | Path) -> list[float]:
         raise ParseError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
-    rows = csv.reader(text.splitlines())
     values: list[float] = []
     previous: int | None = None
     header_seen = False
-    for line_no, row in enumerate(rows, start=1):
-        if not row or all(not cell.strip() for cell in row):
-            continue
+    for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
         cells = [cell.strip() for cell in row]
+        if not any(cells):
+            continue
         if not header_seen:
             if [c.lower() for c in cells] != ["index", "value"]:
                 raise ParseError(

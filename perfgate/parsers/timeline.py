@@ -121,16 +121,11 @@ class _Events:
 def _number(value: Any) -> float | None:
     if type(value) is float:  # the common cases first: ``dur``, then ``ts`` strings
         return value if math.isfinite(value) else None
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, int | float):
+    try:
         x = float(value)
-    elif isinstance(value, str):
-        try:
-            x = float(value.strip())
-        except ValueError:
-            return None
-    else:
+    except ValueError:
         return None
     return x if math.isfinite(x) else None
 
@@ -146,9 +141,10 @@ def _is_comm_name(name: str) -> bool:
     return low.startswith(("c10d::", "hcom_", "hccl")) or "nccl" in low or "gloo" in low
 
 
-def _build(
-    events: _Events, lane_of: Callable[[Any, Any, str, str, str], _LaneOf | None]
-) -> Timeline | None:
+_LaneRule = Callable[[_Events, Any, Any, str, str, str], _LaneOf | None]
+
+
+def _build(events: _Events, lane_of: _LaneRule) -> Timeline | None:
     if not events.steps:
         return None
     steps = sorted(events.steps)
@@ -163,7 +159,7 @@ def _build(
         if key in memo:
             where = memo[key]
         else:
-            where = memo[key] = lane_of(pid, tid, name, cat, task)
+            where = memo[key] = lane_of(events, *key)
         # The last step: its device work runs to the end of the trace.
         if where is None or (not where.device and ts >= host_end):
             continue
@@ -217,21 +213,20 @@ def _ascend_task_kind(name: str, task: str) -> SpanKind:
     return SpanKind.OTHER
 
 
-def _ascend_lanes(events: _Events) -> Callable[[Any, Any, str, str, str], _LaneOf | None]:
-    def lane_of(pid: Any, tid: Any, name: str, cat: str, task: str) -> _LaneOf | None:
-        process = events.processes.get(pid)
-        thread = events.threads.get((pid, tid)) or f"Thread {tid}"
-        if process == _ASCEND_HARDWARE:
-            return _LaneOf((0, 0, _order(tid)), thread, True, _ascend_task_kind(name, task))
-        if process == _HCCL:
-            return _LaneOf((0, 1, _order(tid)), f"HCCL {thread}", True, SpanKind.COMMUNICATION)
-        if process in _HOST_PROCESSES and cat in _HOST_CATS:
-            kind = SpanKind.COMMUNICATION if _is_comm_name(name) else SpanKind.HOST
-            order = _HOST_PROCESSES[process]
-            return _LaneOf((1, order, _order(tid)), f"{process} {thread}", False, kind)
-        return None
-
-    return lane_of
+def _ascend_lane(
+    events: _Events, pid: Any, tid: Any, name: str, cat: str, task: str
+) -> _LaneOf | None:
+    process = events.processes.get(pid)
+    thread = events.threads.get((pid, tid)) or f"Thread {tid}"
+    if process == _ASCEND_HARDWARE:
+        return _LaneOf((0, 0, _order(tid)), thread, True, _ascend_task_kind(name, task))
+    if process == _HCCL:
+        return _LaneOf((0, 1, _order(tid)), f"HCCL {thread}", True, SpanKind.COMMUNICATION)
+    if process in _HOST_PROCESSES and cat in _HOST_CATS:
+        kind = SpanKind.COMMUNICATION if _is_comm_name(name) else SpanKind.HOST
+        order = _HOST_PROCESSES[process]
+        return _LaneOf((1, order, _order(tid)), f"{process} {thread}", False, kind)
+    return None
 
 
 def _iter_array(handle: TextIO, label: str) -> Iterator[Any]:
@@ -281,19 +276,16 @@ def ascend_timeline(path: Path) -> tuple[Timeline | None, tuple[str, ...]]:
     timeline is an extra the rest of the profile does not depend on.
     """
     path = Path(path)
-    try:
-        size_mb = path.stat().st_size / 1e6
-    except OSError as exc:
-        return None, (f"timeline: {path.name} cannot be read ({exc.strerror or exc})",)
-    if size_mb > MAX_TRACE_MB:
-        # About 13 MB/s and every event held: a multi-GB trace would cost minutes and GBs
-        # for one page's picture.
-        return None, (
-            f"timeline: {path.name} is {size_mb:.0f} MB, over the {MAX_TRACE_MB:.0f} MB "
-            "read for a timeline; none drawn",
-        )
     events = _Events()
     try:
+        size_mb = path.stat().st_size / 1e6
+        if size_mb > MAX_TRACE_MB:
+            # About 13 MB/s and every event held: a multi-GB trace would cost minutes and GBs
+            # for one page's picture.
+            return None, (
+                f"timeline: {path.name} is {size_mb:.0f} MB, over the {MAX_TRACE_MB:.0f} MB "
+                "read for a timeline; none drawn",
+            )
         with path.open(encoding="utf-8", errors="strict") as handle:
             for ev in _iter_array(handle, path.name):
                 events.add(ev)
@@ -303,16 +295,12 @@ def ascend_timeline(path: Path) -> tuple[Timeline | None, tuple[str, ...]]:
         return None, (f"timeline: {path.name} is not UTF-8 text",)
     except (ValueError, RecursionError) as exc:
         return None, (f"timeline: {exc}",)
-    timeline = _build(events, _ascend_lanes(events))
+    timeline = _build(events, _ascend_lane)
     if timeline is None:
         return None, (f"timeline: no {_STEP_PREFIX}N span in {path.name}",)
-    return timeline, _dropped_note(timeline)
-
-
-def _dropped_note(timeline: Timeline) -> tuple[str, ...]:
     if not timeline.dropped_spans:
-        return ()
-    return (
+        return timeline, ()
+    return timeline, (
         f"timeline: {timeline.dropped_spans} shortest span(s) of {timeline.step} left out "
         f"(at most {MAX_SPANS} kept)",
     )
@@ -332,23 +320,22 @@ _TORCH_HOST = frozenset(
 )
 
 
-def _torch_lanes(events: _Events) -> Callable[[Any, Any, str, str, str], _LaneOf | None]:
-    def lane_of(pid: Any, tid: Any, name: str, cat: str, task: str) -> _LaneOf | None:
-        low = cat.lower()
-        device_kind = _TORCH_DEVICE.get(low)
-        if device_kind is not None:
-            if device_kind is SpanKind.COMPUTE and _is_comm_name(name):
-                device_kind = SpanKind.COMMUNICATION
-            process = events.processes.get(pid) or f"device {pid}"
-            thread = events.threads.get((pid, tid)) or f"stream {tid}"
-            return _LaneOf((0, _order(pid), _order(tid)), f"{process} {thread}", True, device_kind)
-        if low in _TORCH_HOST:
-            thread = events.threads.get((pid, tid)) or f"thread {tid}"
-            kind = SpanKind.COMMUNICATION if _is_comm_name(name) else SpanKind.HOST
-            return _LaneOf((1, _order(pid), _order(tid)), thread, False, kind)
-        return None
-
-    return lane_of
+def _torch_lane(
+    events: _Events, pid: Any, tid: Any, name: str, cat: str, task: str
+) -> _LaneOf | None:
+    low = cat.lower()
+    kind = _TORCH_DEVICE.get(low)
+    if kind is not None:
+        if kind is SpanKind.COMPUTE and _is_comm_name(name):
+            kind = SpanKind.COMMUNICATION
+        process = events.processes.get(pid) or f"device {pid}"
+        thread = events.threads.get((pid, tid)) or f"stream {tid}"
+        return _LaneOf((0, _order(pid), _order(tid)), f"{process} {thread}", True, kind)
+    if low in _TORCH_HOST:
+        thread = events.threads.get((pid, tid)) or f"thread {tid}"
+        kind = SpanKind.COMMUNICATION if _is_comm_name(name) else SpanKind.HOST
+        return _LaneOf((1, _order(pid), _order(tid)), thread, False, kind)
+    return None
 
 
 def torch_timeline(events: Sequence[Mapping[str, Any]] | Iterable[Any]) -> Timeline | None:
@@ -357,4 +344,4 @@ def torch_timeline(events: Sequence[Mapping[str, Any]] | Iterable[Any]) -> Timel
     collected = _Events()
     for ev in events:
         collected.add(ev)
-    return _build(collected, _torch_lanes(collected))
+    return _build(collected, _torch_lane)
