@@ -8,10 +8,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
 from perfgate.app.across import compare_across
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.models import (
@@ -112,10 +111,10 @@ def test_two_devices_side_by_side(tmp_path: Path) -> None:
     text = render_across_text(report)
     assert "step_time_ms" in text and "1.5x" in text and "a report, not a gate" in text
 
-    cli_run = CliRunner().invoke(
-        cli, ["compare", "--db", url, "--across", "device:cuda", "device:npu", "--json"]
+    cli_run = perfgate(
+        None, "compare", "--db", url, "--across", "device:cuda", "device:npu", "--json"
     )
-    assert cli_run.exit_code == 0, cli_run.output
-    doc = json.loads(cli_run.output)
+    assert cli_run.returncode == 0, cli_run.stderr
+    doc = json.loads(cli_run.stdout + cli_run.stderr)  # the JSON, and nothing beside it
     assert doc["kind"] == "across" and doc["fingerprint_b_key"] == npu.key()
     assert doc["benchmarks"][0]["metrics"][0]["ratio"] == pytest.approx(1.5)

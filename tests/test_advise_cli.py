@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from helpers import perfgate
 
 from perfgate.advisor.rules import Thresholds
-from perfgate.cli import cli
 from perfgate.config import load_config
 from perfgate.errors import ConfigError
 
@@ -39,8 +38,8 @@ def normalise(value: Any) -> Any:
 
 
 def advise_json(*args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, ["advise", *args, "--json"])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "advise", *args, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     data["perfgate_version"] = "<version>"
     data["target"] = Path(data["target"]).name
@@ -87,21 +86,29 @@ def test_ascend_golden_says_what_the_issue_asks(
 def test_text_report_and_a_stored_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     url = f"sqlite:///{tmp_path / 's.db'}"
-    text = CliRunner().invoke(cli, ["advise", str(CPU_TRACE)])
-    assert text.exit_code == 0, text.output
+    text = perfgate(None, "advise", str(CPU_TRACE))
+    assert text.returncode == 0, text.stdout + text.stderr
     assert "[warning] perfgate: host_bound @ free" in text.stdout
-    ingest = CliRunner().invoke(
-        cli,
-        ["ingest", str(CPU_TRACE), "--db", url, "--benchmark", "mlp", "--branch", "feat", "--json"],
+    ingest = perfgate(
+        None,
+        "ingest",
+        str(CPU_TRACE),
+        "--db",
+        url,
+        "--benchmark",
+        "mlp",
+        "--branch",
+        "feat",
+        "--json",
     )
-    assert ingest.exit_code == 0, ingest.output
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
     run_id = json.loads(ingest.stdout)["run"]["id"]
     data = advise_json(run_id[:8], "--db", url)
     assert data["kind"] == "run" and data["run"]["id"] == run_id
     assert {f["rule"] for f in data["findings"]} == {"host_bound", "host_sync"}
-    missing = CliRunner().invoke(cli, ["advise", "nosuchrun", "--db", url])
-    assert missing.exit_code == 2
-    assert "no run 'nosuchrun'" in missing.output
+    missing = perfgate(None, "advise", "nosuchrun", "--db", url)
+    assert missing.returncode == 2
+    assert "no run 'nosuchrun'" in missing.stdout + missing.stderr
 
 
 def test_suite_advisor_table_sets_thresholds_and_rejects_unknown_keys(tmp_path: Path) -> None:
@@ -119,15 +126,15 @@ def test_suite_advisor_table_sets_thresholds_and_rejects_unknown_keys(tmp_path: 
     config = load_config(suite, env={})
     assert config.advisor == Thresholds(idle_share_warning=0.6, min_profiled_steps=2)
     assert load_config(env={}, cwd=tmp_path / "nowhere").advisor == Thresholds()
-    quiet = CliRunner().invoke(cli, ["advise", str(CPU_TRACE), "--suite", str(suite), "--json"])
+    quiet = perfgate(None, "advise", str(CPU_TRACE), "--suite", str(suite), "--json")
     assert "host_bound" not in {f["rule"] for f in json.loads(quiet.stdout)["findings"]}
 
     suite.write_text("[advisor]\nidle_share = 0.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"perfgate\.toml: advisor\.idle_share: unknown key"):
         load_config(suite, env={})
-    bad = CliRunner().invoke(cli, ["advise", str(CPU_TRACE), "--suite", str(suite)])
-    assert bad.exit_code == 2
-    assert "advisor.idle_share: unknown key" in bad.output
+    bad = perfgate(None, "advise", str(CPU_TRACE), "--suite", str(suite))
+    assert bad.returncode == 2
+    assert "advisor.idle_share: unknown key" in bad.stdout + bad.stderr
 
     suite.write_text("[advisor]\nmin_profiled_steps = 2.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="advisor.min_profiled_steps: expected an integer"):

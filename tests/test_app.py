@@ -7,11 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from click.testing import CliRunner
-from helpers import fill, fingerprint, record
+from helpers import fill, fingerprint, perfgate, record
 
 from perfgate.app import compare_records
-from perfgate.cli import cli
 from perfgate.config import config_from_mapping
 from perfgate.models import (
     Direction,
@@ -22,8 +20,8 @@ from perfgate.store import open_store
 
 
 def gate(url: str, *args: str) -> tuple[int, dict[str, object]]:
-    result = CliRunner().invoke(cli, ["gate", "--db", url, "--json", *args])
-    return result.exit_code, json.loads(result.stdout)
+    result = perfgate(None, "gate", "--db", url, "--json", *args)
+    return result.returncode, json.loads(result.stdout)
 
 
 def test_gate_judges_each_benchmark_with_fdr_and_window(tmp_path: Path) -> None:
@@ -76,12 +74,12 @@ def test_noise_view_flags_benchmarks_too_noisy_for_their_minimum_effect(tmp_path
         for i in range(10)
     ]
     fill(url, quiet + noisy)
-    result = CliRunner().invoke(cli, ["noise", "--db", url, "--branch", "main", "--json"])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "noise", "--db", url, "--branch", "main", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     rows = {r["benchmark"]: r for r in json.loads(result.stdout)["metrics"]}
     assert rows["quiet"]["too_noisy"] is False and rows["quiet"]["mde_pct"] < 6.0
     assert rows["noisy"]["too_noisy"] is True and rows["noisy"]["mde_pct"] > 20.0
-    text = CliRunner().invoke(cli, ["noise", "--db", url, "--branch", "main"]).stdout
+    text = perfgate(None, "noise", "--db", url, "--branch", "main").stdout
     assert "TOO NOISY" in text and "1 of 2 metrics" in text
 
 
@@ -90,10 +88,8 @@ def test_history_analyze_names_the_commit_range_and_resets_the_window(tmp_path: 
     runs = [record(i, 20.0, noise=0.01) for i in range(30)]
     runs += [record(i, 24.0, noise=0.01) for i in range(30, 42)]
     fill(url, runs)
-    result = CliRunner().invoke(
-        cli, ["history", "analyze", "--db", url, "--branch", "main", "--json"]
-    )
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "history", "analyze", "--db", url, "--branch", "main", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     (change,) = json.loads(result.stdout)["change_points"]
     assert change["index"] == 30
     assert change["verdict"] == "regression"
@@ -112,17 +108,17 @@ def test_detect_reads_a_series_file(tmp_path: Path) -> None:
     values = np.r_[rng.normal(100, 1, 40), rng.normal(110, 1, 40)]
     series = tmp_path / "s.csv"
     series.write_text("index,value\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
-    result = CliRunner().invoke(cli, ["detect", str(series), "--json"])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "detect", str(series), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["change_points"] == [40]
     assert data["details"][0]["verdict"] == "regression"
-    higher = CliRunner().invoke(cli, ["detect", str(series), "--direction", "higher", "--json"])
+    higher = perfgate(None, "detect", str(series), "--direction", "higher", "--json")
     assert json.loads(higher.stdout)["details"][0]["verdict"] == "improvement"
     bad = tmp_path / "bad.csv"
     bad.write_text("index,value\n0,1.0\n1,abc\n")
-    result = CliRunner().invoke(cli, ["detect", str(bad)])
-    assert result.exit_code == 2
+    result = perfgate(None, "detect", str(bad))
+    assert result.returncode == 2
     assert str(bad) in result.stderr and ":3" in result.stderr
 
 

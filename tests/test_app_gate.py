@@ -8,11 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
 from perfgate import app
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.models import GateResult, Verdict
 from perfgate.store import open_store
@@ -167,13 +165,12 @@ def test_app_exports_use_cases_and_models_not_the_store_or_the_statistics() -> N
 
 
 def test_the_cli_gate_records_the_alert_and_compare_does_not(url: str) -> None:
-    env = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
-    args = ["--db", url, "--branch", "main", "--against", "main", "--verbose"]
-    compared = CliRunner().invoke(cli, ["compare", *args], env=env, catch_exceptions=False)
-    assert compared.exit_code == 0, compared.output
+    args = ["--db", url, "--branch", "main", "--against", "main", "--verbose"]  # no CI variables
+    compared = perfgate(None, "compare", *args)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
     with open_store(url) as store:
         assert app.list_alerts(Config(database_url=url), store) == []
-    gated = CliRunner().invoke(cli, ["gate", *args], env=env, catch_exceptions=False)
-    assert gated.exit_code == 1, gated.output
+    gated = perfgate(None, "gate", *args)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
     with open_store(url) as store:
         assert len(app.list_alerts(Config(database_url=url), store)) == 1

@@ -7,15 +7,14 @@ import json
 import math
 import os
 import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from fake_forge import FakeForge
+from helpers import perfgate
 
 from perfgate.app import bisect as bisect_app
 from perfgate.app import deliver
@@ -32,7 +31,6 @@ from perfgate.app.bisect import (
     Step,
     halve,
 )
-from perfgate.cli import cli
 from perfgate.config import Config, load_config
 from perfgate.models import ChangePoint, DetectedChange, Direction
 from perfgate.reporters.markdown import escape
@@ -221,10 +219,6 @@ def small_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str
     return root, make_repo(root, [20, 20, 20, 40, 40])
 
 
-def perfgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return sh(cwd, sys.executable, "-m", "perfgate", *args)
-
-
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -239,7 +233,7 @@ def test_bad_input_is_one_line_and_exit_2(
     small_repo: tuple[Path, list[str]], args: list[str], said: str
 ) -> None:
     root, _ = small_repo
-    out = perfgate(root, "bisect", "--benchmark", "loop", *args)
+    out = perfgate(root, "bisect", "--benchmark", "loop", *args, spawn=True)
     assert out.returncode == 2, out.stderr
     assert said in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
@@ -247,7 +241,9 @@ def test_bad_input_is_one_line_and_exit_2(
 
 def test_an_unknown_benchmark_is_exit_2(small_repo: tuple[Path, list[str]]) -> None:
     root, _ = small_repo
-    out = perfgate(root, "bisect", "--benchmark", "nope", "--good", "HEAD~1", "--bad", "HEAD")
+    out = perfgate(
+        root, "bisect", "--benchmark", "nope", "--good", "HEAD~1", "--bad", "HEAD", spawn=True
+    )
     assert out.returncode == 2
     assert "--benchmark nope: not in the suite (it has: loop)" in out.stderr
 
@@ -396,7 +392,7 @@ def test_a_change_of_one_commit_is_not_bisected(
     from perfgate.reporters.render import changes_to_dict
 
     changes.write_text(json.dumps(changes_to_dict([detected(shas[2], shas[3])])))
-    out = perfgate(root, "bisect", "--changes", str(changes), "--json")
+    out = perfgate(root, "bisect", "--changes", str(changes), "--json", spawn=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["culprit"] is None
     assert "nothing to bisect" in out.stderr
@@ -415,10 +411,10 @@ def test_the_cli_renders_an_unfinished_search_and_exits_3(
 
     monkeypatch.setattr(bisect_app, "bisect", seamed)
     monkeypatch.chdir(root)
-    out = CliRunner().invoke(
-        cli, ["bisect", "--benchmark", "loop", "--good", shas[0], "--bad", shas[4], "--json"]
+    out = perfgate(
+        None, "bisect", "--benchmark", "loop", "--good", shas[0], "--bad", shas[4], "--json"
     )
-    assert out.exit_code == 3, out.output
+    assert out.returncode == 3, out.stdout + out.stderr
     data = json.loads(out.stdout)
     assert data["culprit"] is None and data["why"] == SKIPPED
     assert data["candidates"] == shas[1:]
@@ -438,7 +434,7 @@ def test_a_doubled_step_is_named_by_measuring_it(tmp_path: Path) -> None:
     shas = make_repo(root, [20, 40, 40])
     out = perfgate(
         root, "bisect", "--benchmark", "loop", "--good", shas[0], "--bad", shas[2],
-        "--min-effect", "25", "--budget", "15m", "--json",
+        "--min-effect", "25", "--budget", "15m", "--json", spawn=True,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

@@ -16,12 +16,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
-from helpers import fill, record
+from helpers import Done, fill, perfgate, record
 
 from perfgate.app import compare_records
 from perfgate.app.gate import gate_failed
-from perfgate.cli import cli
 from perfgate.config import Budget, config_from_mapping, load_config
 from perfgate.errors import ConfigError
 from perfgate.models import Comparison, Direction, Measurement, RunRecord, Verdict
@@ -55,14 +53,14 @@ def suite(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def gate(url: str, suite_file: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["gate", "--db", url, "--suite", str(suite_file), *args])
+def gate(url: str, suite_file: Path, *args: str) -> Done:
+    return perfgate(None, "gate", "--db", url, "--suite", str(suite_file), *args)
 
 
 def gate_json(url: str, suite_file: Path, *args: str) -> tuple[int, dict[str, Any]]:
     result = gate(url, suite_file, "--json", *args)
-    assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return result.returncode, json.loads(result.stdout)
 
 
 def budget_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -101,7 +99,7 @@ def test_a_breach_on_an_unchanged_run_fails_the_gate_in_its_own_words(
     assert data["budgets"] == {"judged": 1, "over_budget": 1, "within_budget": 0}
 
     text = gate(steady_history, budgets, "--branch", "feat", "--against", "main")
-    assert text.exit_code == 1
+    assert text.returncode == 1
     lines = text.stdout.splitlines()
     assert lines[0].startswith("perfgate: 1 over budget; 2 unchanged in 1 benchmark")
     assert lines[2] == "budgets:"
@@ -113,7 +111,7 @@ def test_a_breach_on_an_unchanged_run_fails_the_gate_in_its_own_words(
     comment = gate(
         steady_history, budgets, "--branch", "feat", "--against", "main", "--report-dir", str(out)
     )
-    assert comment.exit_code == 1
+    assert comment.returncode == 1
     md = (out / "report.md").read_text(encoding="utf-8")
     assert md.splitlines()[1].startswith("### ❌ perfgate: 1 over budget in 1 benchmark")
     assert "regression" not in md.splitlines()[1]
@@ -180,7 +178,7 @@ def test_fail_on_without_over_budget_shows_the_breach_and_passes(
     assert data["verdict"] == "over_budget"
     assert [r["reason"] for r in budget_rows(data)] == [P99_BREACH]
     text = gate(steady_history, budgets, "--branch", "feat", "--against", "main")
-    assert text.exit_code == 0 and P99_BREACH in text.stdout
+    assert text.returncode == 0 and P99_BREACH in text.stdout
     # --fail-on on the command line asks the same
     loud = suite(tmp_path, '[budgets]\nlatency_p99_ms = "<= 100"\n')
     code, _ = gate_json(
@@ -208,7 +206,7 @@ def test_bad_budget_text_is_one_line_naming_the_file_and_key(
 ) -> None:
     budgets = suite(tmp_path, "[budgets]\n" + body + "\n")
     result = gate(steady_history, budgets, "--branch", "feat", "--against", "main")
-    assert result.exit_code == 2
+    assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"perfgate: error: {budgets}: {key}: ")
@@ -353,7 +351,7 @@ def test_the_reference_file_is_read_at_gate_time(tmp_path: Path) -> None:
         '[budgets]\nreference = "official.json"\nlatency_p99_ms = "<= 105% of reference"\n',
     )
     missing = gate(url, budgets, "--branch", "main", "--against", "main")
-    assert missing.exit_code == 2
+    assert missing.returncode == 2
     assert len(missing.stderr.strip().splitlines()) == 1
     assert str(tmp_path / "official.json") in missing.stderr
     (tmp_path / "official.json").write_text('{"svc": {"latency_p99_ms": 130.0}}')
@@ -424,10 +422,10 @@ def test_a_gate_against_baseline_files_judges_the_budgets_too(
     tmp_path: Path, steady_history: str
 ) -> None:
     out = tmp_path / "baselines"
-    exported = CliRunner().invoke(
-        cli, ["baseline", "export", "--db", steady_history, "--branch", "main", "--out", str(out)]
+    exported = perfgate(
+        None, "baseline", "export", "--db", steady_history, "--branch", "main", "--out", str(out)
     )
-    assert exported.exit_code == 0, exported.output
+    assert exported.returncode == 0, exported.stdout + exported.stderr
     budgets = suite(tmp_path, '[budgets]\nlatency_p99_ms = "<= 100"\n')
     code, data = gate_json(steady_history, budgets, "--branch", "feat", "--baseline-file", str(out))
     assert code == 1

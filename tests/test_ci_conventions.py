@@ -17,10 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.models import Comparison, Direction, GateResult, Verdict
 from perfgate.reporters.annotations import escape_data, escape_property, github_annotations
 
@@ -114,14 +112,11 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def gate(db: str, *args: str, env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
-    base: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
-    result = CliRunner().invoke(
-        cli,
-        ["gate", "--db", db, "--branch", "feat", "--against", "main", *args],
-        env={**base, **(env or {})},
-        catch_exceptions=False,
+    """``perfgate gate`` of feat against main, out of CI unless ``env`` says otherwise."""
+    result = perfgate(
+        None, "gate", "--db", db, "--branch", "feat", "--against", "main", *args, env=env
     )
-    return result.exit_code, result.stdout, result.stderr
+    return result.returncode, result.stdout, result.stderr
 
 
 def _unescape(text: str) -> str:

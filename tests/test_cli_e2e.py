@@ -13,8 +13,8 @@ slowdown called unchanged or an A/A run called a regression.
 
 The first gate, the first run and the deciding gate go through ``python -m perfgate`` (the
 installed command, its exit codes as the CI job sees them); the other invocations call the
-same command group in this process (click's ``CliRunner``, the same entry point and exit
-codes), which spares each a fresh interpreter. Every ``run`` still measures in real worker
+same command group in this process (helpers.perfgate's default: the same entry point and
+exit codes), which spares each a fresh interpreter. Every ``run`` still measures in real worker
 processes, as in CI.
 """
 

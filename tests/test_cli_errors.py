@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers import perfgate
 
 from perfgate.cli import cli
@@ -243,9 +242,8 @@ def test_database_with_a_newer_schema_is_refused_and_untouched(tmp_path: Path) -
 
 
 def test_help_works_and_every_command_has_help() -> None:
-    runner = CliRunner()
-    result = runner.invoke(cli, ["--help"])
-    assert result.exit_code == 0
+    result = perfgate(None, "--help")
+    assert result.returncode == 0
     for name, command in cli.commands.items():
         assert command.help, f"{name} has no help"
         assert name in result.stdout

@@ -185,14 +185,14 @@ def test_gate_path_works_without_torch(tmp_path: Path) -> None:
         f"""
         import sys
         sys.modules["torch"] = None  # any 'import torch' now raises ImportError
-        from click.testing import CliRunner
-        from perfgate.cli import cli
-        r = CliRunner().invoke(cli, ["--help"])
-        assert r.exit_code == 0, r.output
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from helpers import perfgate
+        r = perfgate(None, "--help")
+        assert r.returncode == 0, r.stdout + r.stderr
         from perfgate.store import open_store
         open_store("sqlite:///{tmp_path}/s.db").close()
-        r = CliRunner().invoke(cli, ["history", "--db", "sqlite:///{tmp_path}/s.db"])
-        assert r.exit_code == 0, r.output
+        r = perfgate(None, "history", "--db", "sqlite:///{tmp_path}/s.db")
+        assert r.returncode == 0, r.stdout + r.stderr
         import perfgate.app, perfgate.parsers, perfgate.stats, perfgate.reporters.render
         print("ok")
         """

@@ -7,10 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.models import Comparison, Direction, GateResult, Verdict
 from perfgate.reporters.markdown import ReportContext, verdict_line
 from perfgate.reporters.render import gate_to_dict, headline
@@ -34,8 +32,7 @@ def _ab_store(tmp_path: Path) -> str:
 
 def test_ab_headline_summary_comment_and_exit_code_agree(tmp_path: Path) -> None:
     url = _ab_store(tmp_path)
-    runner = CliRunner()
-    as_json = runner.invoke(cli, ["gate", "--db", url, "--branch", "feat", "--json"])
+    as_json = perfgate(None, "gate", "--db", url, "--branch", "feat", "--json")
     data = json.loads(as_json.stdout)
     methods = {(c["method"], c["verdict"]) for c in data["comparisons"]}
     # The premise: history alone would call it a regression, the pairs do not.
@@ -45,17 +42,17 @@ def test_ab_headline_summary_comment_and_exit_code_agree(tmp_path: Path) -> None
     assert data["summary"]["regression"] == 0
     assert data["summary"]["unchanged"] == 1
     assert data["failed"] is False
-    assert as_json.exit_code == 0
+    assert as_json.returncode == 0
 
-    text = runner.invoke(cli, ["gate", "--db", url, "--branch", "feat"])
-    assert text.exit_code == 0
+    text = perfgate(None, "gate", "--db", url, "--branch", "feat")
+    assert text.returncode == 0
     first = text.stdout.splitlines()[0]
     assert "regression" not in first.lower(), first
     assert "1 unchanged" in first
 
     out = tmp_path / "report"
-    posted = runner.invoke(cli, ["gate", "--db", url, "--branch", "feat", "--report-dir", str(out)])
-    assert posted.exit_code == 0
+    posted = perfgate(None, "gate", "--db", url, "--branch", "feat", "--report-dir", str(out))
+    assert posted.returncode == 0
     comment = (out / "report.md").read_text()
     line = next(x for x in comment.splitlines() if "perfgate:" in x and not x.startswith("<!--"))
     assert "regression" not in line, line

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 from fake_forge import FakeForge
-from helpers import creeping_runs, fill, record
+from helpers import Done, creeping_runs, fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.errors import UsageError
 from perfgate.models import Direction, Measurement
 from perfgate.stats import summarize
@@ -146,17 +144,15 @@ def github_env(forge: FakeForge) -> dict[str, str | None]:
     return env
 
 
-def analyze(url: str, *args: str, env: dict[str, str | None] | None = None) -> Result:
-    return CliRunner().invoke(
-        cli, ["history", "analyze", "--db", url, "--branch", "main", *args], env=env
-    )
+def analyze(url: str, *args: str, env: dict[str, str | None] | None = None) -> Done:
+    return perfgate(None, "history", "analyze", "--db", url, "--branch", "main", *args, env=env)
 
 
 def test_history_analyze_reports_8_percent_over_160_runs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     fill(url, creeping_runs(0, 160))
     result = analyze(url, "--json")
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["change_points"] == []
     (drift,) = data["drifts"]
@@ -176,7 +172,7 @@ def test_history_analyze_alert_opens_one_alert_for_a_creep(tmp_path: Path) -> No
         forge.tokens["drift-token"] = "write"
         env = github_env(forge)
         first = analyze(url, "--alert", env=env)
-        assert first.exit_code == 0, first.output
+        assert first.returncode == 0, first.stdout + first.stderr
         # a drift says what it is, not "change point(s)"
         assert "opened with 1 drift (mlp step_time_ms: main is " in first.stderr
         assert "% slower than 150 runs / 6 days ago)" in first.stderr
@@ -186,11 +182,11 @@ def test_history_analyze_alert_opens_one_alert_for_a_creep(tmp_path: Path) -> No
 
         fill(url, creeping_runs(160, 170))  # the next nights: the newest block moves on
         second = analyze(url, "--alert", env=env)
-        assert second.exit_code == 0, second.output
+        assert second.returncode == 0, second.stdout + second.stderr
         assert "no new change points to report" in second.stderr
         assert len(forge.issues["o/r"]) == 1
 
-    listed = CliRunner().invoke(cli, ["alerts", "list", "--db", url, "--json"])
+    listed = perfgate(None, "alerts", "list", "--db", url, "--json")
     (alert,) = json.loads(listed.stdout)["alerts"]  # found twice, one alert
     assert alert["source"] == "drift" and alert["verdict"] == "regression"
     assert alert["run_id"] == "mlp-main-159"  # keyed on the newest run when first found
@@ -238,10 +234,8 @@ def test_a_metric_that_rises_from_zero_does_not_break_the_nightly_analysis(tmp_p
         runs.append(replace(base, measurements=(*base.measurements, extra)))
     url = f"sqlite:///{tmp_path / 's.db'}"
     fill(url, runs)
-    result = CliRunner().invoke(
-        cli, ["history", "analyze", "--db", url, "--branch", "main", "--json"]
-    )
-    assert result.exit_code == 0, result.output
+    result = analyze(url, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert all(math.isfinite(c["change_pct"]) for c in data["change_points"])
 
@@ -291,14 +285,15 @@ def test_detect_reports_a_ramp_as_one_drift_with_its_span(tmp_path: Path) -> Non
     values = 100.0 * np.exp(0.01 * np.random.default_rng(5).standard_normal(100)) * (1 + 0.1 * ramp)
     series = tmp_path / "ramp.csv"
     series.write_text("index,value\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
-    result = CliRunner().invoke(cli, ["detect", str(series), "--json"])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "detect", str(series), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["change_points"] == []
     drift = data["drift"]
     assert drift["verdict"] == "regression"
     assert drift["change_pct"] == pytest.approx(10.0, abs=2.0)
     assert abs(drift["start"] - 41) <= 3 and abs(drift["end"] - 60) <= 3
-    text = CliRunner().invoke(cli, ["detect", str(series)])
-    assert "no change points in 100 values" in text.output
-    assert "drift over runs" in text.output and "regression" in text.output
+    done = perfgate(None, "detect", str(series))
+    text = done.stdout + done.stderr
+    assert "no change points in 100 values" in text
+    assert "drift over runs" in text and "regression" in text

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from helpers import fill, fingerprint, perfgate, record
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from perfgate.cli import cli
 from perfgate.metrics import CATALOGUE
 from perfgate.models import Comparison, Direction, GateResult, Measurement, Verdict
 from perfgate.parsers.torch_trace import parse_torch_trace
@@ -335,13 +333,11 @@ def test_gate_takes_the_report_url_from_flag_or_env(db: str, tmp_path: Path) -> 
         ([], {"PERFGATE_REPORT_URL": url}),
     ):
         out = tmp_path / f"r{len(args)}"
-        result = CliRunner().invoke(
-            cli,
-            ["gate", "--db", db, "--branch", "feat/x", "--against", "main"]
-            + ["--report-dir", str(out), *args],
-            env={"GITHUB_STEP_SUMMARY": None, **env},
-        )
-        assert result.exit_code in (0, 1), result.output
+        result = perfgate(
+            None, "gate", "--db", db, "--branch", "feat/x", "--against", "main",
+            "--report-dir", str(out), *args, env=env,
+        )  # fmt: skip
+        assert result.returncode in (0, 1), result.stdout + result.stderr
         assert f"[history report]({url})" in (out / "report.md").read_text(encoding="utf-8")
 
 

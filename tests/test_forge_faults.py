@@ -23,10 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from click.testing import CliRunner, Result
-from helpers import fill, record
+from helpers import Done, fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.errors import ReportError
 from perfgate.reporters.forges import github, gitlab
 from perfgate.reporters.forges.api import RetryPolicy, api_int
@@ -418,16 +416,13 @@ def gate_env(server: Server, tmp_path: Path) -> dict[str, str | None]:
     return env
 
 
-def gate(db: str, env: dict[str, str | None], branch: str) -> Result:
-    return CliRunner().invoke(
-        cli,
-        ["gate", "--db", db, "--branch", branch, "--against", "main", "--comment"],
-        env=env,
-        catch_exceptions=False,
+def gate(db: str, env: dict[str, str | None], branch: str) -> Done:
+    return perfgate(
+        None, "gate", "--db", db, "--branch", branch, "--against", "main", "--comment", env=env
     )
 
 
-def warnings(result: Result) -> list[str]:
+def warnings(result: Done) -> list[str]:
     return [x for x in result.stderr.splitlines() if x.startswith("perfgate: warning:")]
 
 
@@ -438,7 +433,7 @@ def test_the_gate_keeps_its_verdict_when_the_forge_drips(
     server.on("GET", r"/comments$", drip())
     server.on("POST", r"/statuses/", drip_headers())
     result = gate(db, gate_env(server, tmp_path), branch)
-    assert result.exit_code == code, result.stderr
+    assert result.returncode == code, result.stderr
     lines = warnings(result)
     assert lines and all(("no response within" in w or "no time left" in w) for w in lines)
     assert any(w.startswith("perfgate: warning: comment not posted: GitHub: GET") for w in lines)
@@ -455,7 +450,7 @@ def test_the_gate_keeps_its_verdict_when_the_forge_floods(
     env["PERFGATE_HTTP_TIMEOUT_S"] = "30"  # loopback delivers 8 MiB well within it
     env["PERFGATE_HTTP_BUDGET_S"] = "60"
     result = gate(db, env, "feat")
-    assert result.exit_code == 1, result.stderr
+    assert result.returncode == 1, result.stderr
     (line,) = warnings(result)
     assert "comment not posted" in line and "larger than 8 MiB" in line
     assert server.count("GET") == 1
@@ -480,9 +475,9 @@ def test_a_comment_with_a_malformed_id_is_a_warning_not_an_internal_error(
     server.on("POST", r"/statuses/", json_answer(201, {"id": 1}))
     env = gate_env(server, tmp_path)
     first = gate(db, env, "feat")
-    assert first.exit_code == 1 and "comment created" in first.stderr, first.stderr
+    assert first.returncode == 1 and "comment created" in first.stderr, first.stderr
     again = gate(db, env, "feat")  # finds its comment, whose id it cannot use
-    assert again.exit_code == 1, again.stderr
+    assert again.returncode == 1, again.stderr
     (line,) = warnings(again)
     assert "comment not posted: GitHub: the id of a comment on #7 is not a number" in line
     assert "'not-a-number'" in line
@@ -496,7 +491,7 @@ def test_slow_pagination_is_bounded_by_one_deadline_in_the_gate(
     server.on("GET", r"/comments$", endless_pages(every_s=0.1))
     server.on("POST", r"/statuses/", json_answer(201, {"id": 1}))
     result = gate(db, gate_env(server, tmp_path), "calm")
-    assert result.exit_code == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     lines = warnings(result)
     assert any("comment not posted" in w for w in lines), result.stderr
     assert server.count("GET") < github.MAX_PAGES

@@ -11,10 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from click.testing import CliRunner, Result
-from helpers import fill, record
+from helpers import Done, fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.metrics import ECHOES, WALL_TIMES, not_deciding
 from perfgate.models import Direction, Measurement, RunRecord
 from perfgate.stats import summarize
@@ -43,10 +41,8 @@ def contended(i: int, *, cpu_time: bool) -> RunRecord:
     return with_metric(run, "step_cpu_ms", "ms", [float(18.0 * rng.lognormal(0, 0.01))] * 3)
 
 
-def analyze(url: str, *args: str) -> Result:
-    return CliRunner().invoke(
-        cli, ["history", "analyze", "--db", url, "--branch", "main", "--json", *args]
-    )
+def analyze(url: str, *args: str) -> Done:
+    return perfgate(None, "history", "analyze", "--db", url, "--branch", "main", "--json", *args)
 
 
 def test_a_contended_wall_time_is_not_analysed_where_the_cpu_time_decides(
@@ -55,12 +51,12 @@ def test_a_contended_wall_time_is_not_analysed_where_the_cpu_time_decides(
     url = f"sqlite:///{tmp_path / 's.db'}"
     fill(url, [contended(i, cpu_time=True) for i in range(RUNS)])
     result = analyze(url)
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["change_points"] == [] and data["drifts"] == []
     note = "mlp: step_time_ms not analysed (shown, not deciding: its gate decides on the CPU"
     assert note in result.stderr
-    listed = CliRunner().invoke(cli, ["alerts", "list", "--db", url, "--json"])
+    listed = perfgate(None, "alerts", "list", "--db", url, "--json")
     assert json.loads(listed.stdout)["alerts"] == []
 
 
@@ -70,7 +66,7 @@ def test_the_same_wall_time_decides_and_is_found_without_a_cpu_time(tmp_path: Pa
     url = f"sqlite:///{tmp_path / 's.db'}"
     fill(url, [contended(i, cpu_time=False) for i in range(RUNS)])
     result = analyze(url)
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     (change,) = json.loads(result.stdout)["change_points"]
     assert change["metric"] == "step_time_ms" and change["verdict"] == "regression"
     assert change["first_run_after"] == f"mlp-main-{STEP_AT:03d}"
@@ -105,12 +101,11 @@ def test_the_gate_counts_a_memory_growth_once_and_its_budget_still_judges_the_sh
     fill(url, [memory_run(i) for i in range(8)] + [memory_run(20, branch="feat", grow=1.4)])
     suite = tmp_path / "perfgate.toml"
     suite.write_text('[budgets]\npeak_memory_pct_of_capacity = "<= 30"\n', encoding="utf-8")
-    result = CliRunner().invoke(
-        cli,
-        ["gate", "--db", url, "--suite", str(suite), "--branch", "feat", "--against", "main"]
-        + ["--json"],
-    )
-    assert result.exit_code == 1, result.output
+    result = perfgate(
+        None, "gate", "--db", url, "--suite", str(suite), "--branch", "feat", "--against", "main",
+        "--json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
     rows = {(c["metric"], c["kind"]): c for c in json.loads(result.stdout)["comparisons"]}
     history = rows[("peak_memory_bytes", "")]
     assert history["decides"] and history["verdict"] == "regression"

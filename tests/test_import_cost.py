@@ -3,8 +3,8 @@ time, so the packages only some commands need (pandas for Ascend tables, request
 posting to a forge, torch for running) stay out of the gate and of ``detect``, and of scipy
 they load ``scipy.special`` alone.
 
-Each case runs the real CLI in a fresh interpreter and reports which of the packages it
-imported (``sys.modules``); nothing here is timed.
+Each case runs the real CLI in a fresh interpreter (helpers.perfgate's ``spawn``) that says
+at exit which modules it imported (``sys.modules``); nothing here is timed.
 """
 
 from __future__ import annotations
@@ -16,21 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
-# Runs the CLI with argv[2:] in this interpreter, then prints which of the comma-separated
-# modules in argv[1] it imported, as JSON.
-LOADED_AFTER = """
-import json, sys
-from click.testing import CliRunner
-from perfgate.cli import cli
-result = CliRunner().invoke(cli, sys.argv[2:])
-print(json.dumps({
-    "exit": result.exit_code,
-    "output": result.output,
-    "loaded": [m for m in sys.argv[1].split(",") if m in sys.modules],
-    "scipy": sorted(m for m in sys.modules if m.split(".")[0] == "scipy"),
-}))
+# First on a spawned interpreter's path, imported by ``site`` at start-up: at exit, the
+# modules the interpreter imported (``sys.modules``) as the last line of its stderr.
+MARK = "perfgate-test-modules: "
+SITECUSTOMIZE = f"""
+import atexit, json, sys
+atexit.register(lambda: print({MARK!r} + json.dumps(sorted(sys.modules)), file=sys.stderr))
 """
 
 NOT_FOR_THE_GATE = ("pandas", "requests", "urllib3", "torch")
@@ -48,19 +41,27 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "scipy")))
 """
 
 
-def loaded_after(modules: tuple[str, ...], *args: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFGATE_")}
-    proc = subprocess.run(
-        [sys.executable, "-c", LOADED_AFTER, ",".join(modules), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return found
+@pytest.fixture(scope="module")
+def hook(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("hook")
+    (where / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    return where
+
+
+def loaded_after(hook: Path, modules: tuple[str, ...], *args: str) -> dict[str, object]:
+    """``perfgate ARGS`` in a fresh interpreter: its exit code and output, which of
+    ``modules`` it imported, and every scipy module it imported."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PERFGATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))
+    done = perfgate(None, *args, env=env, spawn=True)
+    said, _, listed = done.stderr.rpartition(MARK)
+    imported = set(json.loads(listed))
+    return {
+        "exit": done.returncode,
+        "output": done.stdout + said,
+        "loaded": [m for m in modules if m in imported],
+        "scipy": sorted(m for m in imported if m.split(".")[0] == "scipy"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -88,22 +89,23 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_gate_imports_no_pandas_requests_or_torch(
-    db: str, as_json: bool, scipy_special: set[str]
+    hook: Path, db: str, as_json: bool, scipy_special: set[str]
 ) -> None:
     args = ["gate", "--branch", "feat", "--against", "main", "--db", db]
-    found = loaded_after(NOT_FOR_THE_GATE, *args, *(["--json"] if as_json else []))
+    found = loaded_after(hook, NOT_FOR_THE_GATE, *args, *(["--json"] if as_json else []))
     assert found["exit"] == 1, found["output"]  # a real verdict was reached: +30% fails
     assert found["loaded"] == []
     assert set(found["scipy"]) <= scipy_special, sorted(set(found["scipy"]) - scipy_special)
 
 
 def test_detect_imports_no_store_pandas_or_requests(
-    tmp_path: Path, scipy_special: set[str]
+    hook: Path, tmp_path: Path, scipy_special: set[str]
 ) -> None:
     series = tmp_path / "series.csv"
     rows = [f"{i},{10.0 if i < 20 else 12.0}" for i in range(40)]
     series.write_text("index,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    found = loaded_after(("sqlalchemy", "perfgate.store", *NOT_FOR_THE_GATE), "detect", str(series))
+    modules = ("sqlalchemy", "perfgate.store", *NOT_FOR_THE_GATE)
+    found = loaded_after(hook, modules, "detect", str(series))
     assert found["exit"] == 0, found["output"]
     assert "index 20" in str(found["output"])
     assert found["loaded"] == []
@@ -147,7 +149,7 @@ NOT_WITHOUT_USE = ("pandas", "scipy", "torch")
     ids=lambda a: "-".join(a),
 )
 def test_commands_without_a_use_for_pandas_or_scipy_do_not_load_them(
-    db: str, tmp_path: Path, args: tuple[str, ...]
+    hook: Path, db: str, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     data = Path(__file__).parent / "data"
     files = {
@@ -161,6 +163,6 @@ def test_commands_without_a_use_for_pandas_or_scipy_do_not_load_them(
         argv = ["history", "--db", db]
     else:
         argv = list(args)
-    found = loaded_after(NOT_WITHOUT_USE, *argv)
+    found = loaded_after(hook, NOT_WITHOUT_USE, *argv)
     assert found["exit"] == 0, found["output"]
     assert found["loaded"] == []

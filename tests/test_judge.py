@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from helpers import fill, record
 
 import perfgate
-from perfgate.cli import cli
 from perfgate.errors import UsageError
 from perfgate.models import RunRecord
 
@@ -320,8 +319,8 @@ def _gate_and_judge(
     (its exit code and comparisons by benchmark) and ``perfgate.judge`` on their numbers."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     fill(url, [*runs, *feat])
-    result = CliRunner().invoke(
-        cli, ["gate", "--db", url, "--json", "--branch", "feat", "--against", "main"]
+    result = helpers.perfgate(
+        None, "gate", "--db", url, "--json", "--branch", "feat", "--against", "main"
     )
     gated = {c["benchmark"]: c for c in json.loads(result.stdout)["comparisons"]}
 
@@ -331,7 +330,7 @@ def _gate_and_judge(
     benches = sorted({r.benchmark for r in runs})
     baseline = {b: [repeats(r) for r in runs if r.benchmark == b] for b in benches}
     judged = perfgate.judge(baseline, {r.benchmark: repeats(r) for r in feat})
-    return result.exit_code, gated, judged
+    return result.returncode, gated, judged
 
 
 def test_judge_gives_the_gate_s_verdicts_for_the_numbers_of_a_store(tmp_path: Path) -> None:
@@ -444,9 +443,9 @@ def test_three_short_runs_and_a_large_slowdown_fail_the_gate(tmp_path: Path) -> 
     runs = [with_constants(record(i, 20.0, noise=0.08, repeats=1, seed=3)) for i in range(3)]
     feat = with_constants(record(9, 26.0, branch="feat", noise=0.08, repeats=1, seed=4))
     fill(url, [*runs, feat])
-    result = CliRunner().invoke(
-        cli, ["gate", "--db", url, "--json", "--branch", "feat", "--against", "main"]
+    result = helpers.perfgate(
+        None, "gate", "--db", url, "--json", "--branch", "feat", "--against", "main"
     )
-    assert result.exit_code == 1, result.stdout
+    assert result.returncode == 1, result.stdout
     (step,) = [c for c in json.loads(result.stdout)["comparisons"] if c["metric"] == "step_time_ms"]
     assert step["verdict"] == "regression"

@@ -15,10 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
-from perfgate.cli import cli
 from perfgate.models import RunRecord
 from perfgate.reporters.markdown import escape
 
@@ -104,13 +102,11 @@ def history(
 
 
 def gate(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
-    result = CliRunner().invoke(
-        cli,
-        ["gate", "--db", url, "--json", "--branch", "feat", "--against", "main", *args],
-        env=env,
+    result = perfgate(
+        None, "gate", "--db", url, "--json", "--branch", "feat", "--against", "main", *args, env=env
     )
-    assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return result.returncode, json.loads(result.stdout)
 
 
 def only(data: dict[str, object]) -> dict[str, object]:
@@ -145,15 +141,14 @@ def test_what_main_did_after_the_fork_point_is_not_the_prs(
     )
     assert said is not None, note
     assert 9.0 <= float(said.group(1)) <= 11.0
-    text = CliRunner().invoke(cli, ["gate", "--db", url, "--branch", "feat", "--against", "main"])
-    assert text.exit_code == 0
+    text = perfgate(None, "gate", "--db", url, "--branch", "feat", "--against", "main")
+    assert text.returncode == 0
     assert f"note: {note}" in " ".join(text.stdout.split())  # wrapped at 100 columns
     out = tmp_path / "out"
-    posted = CliRunner().invoke(
-        cli,
-        ["gate", "--db", url, "--branch", "feat", "--against", "main", "--report-dir", str(out)],
+    posted = perfgate(
+        None, "gate", "--db", url, "--branch", "feat", "--against", "main", "--report-dir", str(out)
     )
-    assert posted.exit_code == 0, posted.output
+    assert posted.returncode == 0, posted.stdout + posted.stderr
     assert f"ℹ️ {escape(note, 500)}" in (out / "report.md").read_text(encoding="utf-8")
 
 
@@ -185,17 +180,16 @@ def test_base_sha_option_ends_the_window_without_git(
     assert code == 0
     assert only(data)["baseline_runs"][-1] == f"mlp-main-{FORK:03d}"  # type: ignore[index]
     assert any("since your branch point (5 runs after" in n for n in data["notes"])  # type: ignore[attr-defined]
-    compared = CliRunner().invoke(
-        cli,
-        ["compare", "--db", url, "--json", "--branch", "feat", "--against", "main"]
-        + ["--base-sha", commits[FORK]],
-    )
-    assert compared.exit_code == 0, compared.output
+    compared = perfgate(
+        None, "compare", "--db", url, "--json", "--branch", "feat", "--against", "main",
+        "--base-sha", commits[FORK],
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stdout + compared.stderr
     assert only(json.loads(compared.stdout))["verdict"] == "unchanged"
-    bad = CliRunner().invoke(cli, ["gate", "--db", url, "--branch", "feat", "--base-sha", "no!"])
-    assert bad.exit_code == 2
-    assert "--base-sha 'no!': not a commit id (no git repository here)" in bad.output
-    assert "Traceback" not in bad.output
+    bad = perfgate(None, "gate", "--db", url, "--branch", "feat", "--base-sha", "no!")
+    assert bad.returncode == 2
+    assert "--base-sha 'no!': not a commit id (no git repository here)" in bad.stdout + bad.stderr
+    assert "Traceback" not in bad.stdout + bad.stderr
 
 
 def test_github_event_base_sha_is_taken_to_the_merge_base(

@@ -24,11 +24,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from fake_forge import FakeForge
+from helpers import perfgate
 
 from perfgate.app import bisect as bisect_app
-from perfgate.cli import cli
 from perfgate.models import ChangePoint, DetectedChange, Direction
 from perfgate.reporters.markdown import escape
 
@@ -138,14 +137,13 @@ def test_a_search_longer_than_the_http_budget_still_names_the_culprit(
             "PERFGATE_HTTP_TIMEOUT_S": "1",
             "PERFGATE_HTTP_BUDGET_S": "1",
         }
-        result = CliRunner().invoke(
-            cli,
-            ["bisect", "--suite", str(root / "perfgate.toml"), "--changes", str(changes),
-             "--branch", "main", "--budget", "10m", "--alert"],
-            env=env,
+        result = perfgate(
+            None, "bisect", "--suite", str(root / "perfgate.toml"), "--changes", str(changes),
+            "--branch", "main", "--budget", "10m", "--alert", env=env,
         )  # fmt: skip
-        assert result.exit_code == 0, result.output
+        assert result.returncode == 0, result.stdout + result.stderr
         (issue,) = forge.issues["42"]
         (comment,) = issue["comments"]
     assert f"first bad commit **{shas[3][:12]}** revision 3" in comment
-    assert "perfgate: tracking issue 1 opened, culprit named in a comment" in result.output
+    said = "perfgate: tracking issue 1 opened, culprit named in a comment"
+    assert said in result.stdout + result.stderr

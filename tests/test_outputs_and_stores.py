@@ -28,12 +28,11 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import helpers
 import pytest
-from click.testing import CliRunner
 from helpers import fill, record
 
 from perfgate.app.files import write_atomic
-from perfgate.cli import cli
 from perfgate.exporters.prometheus import split_credentials
 from perfgate.models import BenchmarkSpec, RunRecord
 from perfgate.store.connect import make_target, mask_url, parse_url
@@ -413,8 +412,8 @@ def test_password_with_an_unencoded_at_is_masked_whole(raw: str) -> None:
 def test_unreachable_postgres_error_never_shows_the_password() -> None:
     pytest.importorskip("psycopg")
     db = "postgresql://postgres:se@cret@127.0.0.1:9/test?connect_timeout=5"
-    result = CliRunner().invoke(cli, ["history", "--db", db], catch_exceptions=False)
-    assert result.exit_code == 3, result.output
+    result = helpers.perfgate(None, "history", "--db", db)
+    assert result.returncode == 3, result.stdout + result.stderr
     line = _one_line(result.stderr)
     assert "127.0.0.1" in line and "cret" not in line and "se@" not in line, line
 
@@ -446,12 +445,12 @@ def _commands(db: str) -> list[list[str]]:
 def test_a_password_with_at_colon_and_slash_never_leaks(tmp_path: Path, db: str) -> None:
     pytest.importorskip("psycopg")
     for args in _commands(db):
-        result = CliRunner().invoke(cli, args, catch_exceptions=False)
-        assert result.exit_code in (2, 3), (args, result.output)
+        result = helpers.perfgate(None, *args)
+        assert result.returncode in (2, 3), (args, result.stdout + result.stderr)
         line = _one_line(result.stderr)
         assert line.startswith("perfgate: error: ") and "***" in line, line
         for fragment in _FRAGMENTS:
-            assert fragment not in result.output, (args, line)
+            assert fragment not in result.stdout + result.stderr, (args, line)
 
 
 def test_a_password_with_at_colon_and_slash_is_read_as_the_driver_reads_it() -> None:
@@ -480,11 +479,11 @@ def test_a_password_with_at_colon_and_slash_connects_to_postgres(tmp_path: Path)
         pytest.skip("the test server takes a password; this test needs trust authentication")
     port = f":{url.port}" if url.port else ""
     db = f"postgresql://{url.username}:{SECRET}@{url.host}{port}/{url.database}"
-    result = CliRunner().invoke(cli, ["db", "status", "--db", db], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    result = helpers.perfgate(None, "db", "status", "--db", db)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert f"{url.username}:***@{url.host}" in result.stdout, result.stdout
     for fragment in _FRAGMENTS:
-        assert fragment not in result.output, result.output
+        assert fragment not in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 class _Gateway(BaseHTTPRequestHandler):
@@ -538,12 +537,10 @@ def test_push_gateway_credentials_go_as_basic_auth(
         monkeypatch.delenv(name, raising=False)
     port, received = gateway
     url = f"http://pusher:se@cret@127.0.0.1:{port}"
-    result = CliRunner().invoke(
-        cli,
-        ["export", "prometheus", "--db", store, "--push-gateway", url, "--job", "nightly"],
-        catch_exceptions=False,
+    result = helpers.perfgate(
+        None, "export", "prometheus", "--db", store, "--push-gateway", url, "--job", "nightly"
     )
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     ((method, path, auth),) = received
     assert (method, path) == ("PUT", "/metrics/job/nightly")
     assert auth == "Basic " + base64.b64encode(b"pusher:se@cret").decode()
@@ -557,10 +554,8 @@ def test_push_gateway_failure_with_credentials_never_shows_them(
     for name in ("http_proxy", "HTTP_PROXY"):
         monkeypatch.delenv(name, raising=False)
     url = "http://pusher:se@cret@127.0.0.1:9"
-    result = CliRunner().invoke(
-        cli, ["export", "prometheus", "--db", store, "--push-gateway", url], catch_exceptions=False
-    )
-    assert result.exit_code == 3
+    result = helpers.perfgate(None, "export", "prometheus", "--db", store, "--push-gateway", url)
+    assert result.returncode == 3
     line = _one_line(result.stderr)
     assert "push to the Pushgateway http://127.0.0.1:9 failed" in line
     assert "cret" not in line and "pusher" not in line

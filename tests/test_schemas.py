@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import Done, fill, perfgate, record
 from jsonschema import Draft202012Validator
 
 from perfgate import config as suite_config
-from perfgate.cli import cli
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,10 +66,8 @@ def check_jsonschema(name: str, *documents: Path) -> subprocess.CompletedProcess
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        cli, list(args), env={"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None}
-    )
-    return result.exit_code, result.stdout, result.stderr
+    result = perfgate(None, *args)  # out of CI: no step summary, no annotations
+    return result.returncode, result.stdout, result.stderr
 
 
 def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
@@ -195,23 +191,13 @@ entry = "bench_tiny:build"
 
 
 @pytest.mark.slow
-def test_check_json_is_a_gate_document(tmp_path: Path) -> None:
+def test_check_json_is_a_gate_document(tmp_path: Path, cli: Callable[..., Done]) -> None:
     """A real ``check``: main's run, then the feature branch's, in worker processes."""
     pytest.importorskip("torch")
     (tmp_path / "bench_tiny.py").write_text(textwrap.dedent(BENCH))
     (tmp_path / "perfgate.toml").write_text(textwrap.dedent(SUITE))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_", "GITLAB"))}
-    env.pop("CI", None)
-    env.pop("PERFGATE_DATABASE_URL", None)
-
-    def perfgate(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "perfgate", *args], cwd=tmp_path, env=env,
-            capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
-
-    assert perfgate("run", "--branch", "main").returncode == 0
-    done = perfgate("check", "--branch", "feat", "--against", "main", "--json")
+    assert cli("run", "--branch", "main", spawn=True).returncode == 0
+    done = cli("check", "--branch", "feat", "--against", "main", "--json", spawn=True)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "check.json"
     path.write_text(done.stdout)

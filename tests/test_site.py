@@ -12,13 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
 from perfgate import app
 from perfgate.app import deliver as report
 from perfgate.app.site import gather_site
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.models import (
     Direction,
@@ -93,8 +91,8 @@ def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def site_dir(store_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("html") / "report"
-    result = CliRunner().invoke(cli, ["report", "--html", str(out), "--db", store_url])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "report", "--html", str(out), "--db", store_url)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == str(out / "index.html")
     return out
 
@@ -243,10 +241,10 @@ def test_chromium_draws_every_plot_without_console_errors(site_dir: Path, tmp_pa
 
 
 def test_report_refuses_unknown_benchmarks(store_url: str, tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        cli, ["report", "--html", str(tmp_path / "r"), "--db", store_url, "--benchmark", "nope"]
+    result = perfgate(
+        None, "report", "--html", str(tmp_path / "r"), "--db", store_url, "--benchmark", "nope"
     )
-    assert result.exit_code == 2
+    assert result.returncode == 2
     assert "no runs of nope" in result.stderr
 
 
@@ -278,10 +276,8 @@ def test_worker_processes_write_the_same_site(
 
     monkeypatch.setattr(site_module, "PARALLEL_MIN_BENCHMARKS", 1)
     out = tmp_path / "parallel"
-    result = CliRunner().invoke(
-        cli, ["report", "--html", str(out), "--db", store_url, "--jobs", "2"]
-    )
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "report", "--html", str(out), "--db", store_url, "--jobs", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
     serial = {p.relative_to(site_dir) for p in site_dir.rglob("*")}
     assert {p.relative_to(out) for p in out.rglob("*")} == serial
     for rel in serial:
@@ -304,8 +300,8 @@ def test_report_into_a_project_directory_keeps_its_own_files(
     stale = tmp_path / "runs" / "gone-0123abcd.html"
     stale.parent.mkdir()
     stale.write_text("an old page")
-    result = CliRunner().invoke(cli, ["report", "--html", str(tmp_path), "--db", store_url])
-    assert result.exit_code == 0, result.output
+    result = perfgate(None, "report", "--html", str(tmp_path), "--db", store_url)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert mine.read_text() == "print('mine')\n"
     assert not stale.exists()
     assert (tmp_path / benchmark_path("mlp")).is_file()
@@ -322,7 +318,7 @@ def test_an_unwritable_report_directory_is_one_line_and_exit_3(
         ["baseline", "export", "--out", str(out)],
         ["export", "tensorboard", str(out)],
     ):
-        result = CliRunner().invoke(cli, [*args, "--db", store_url])
-        assert result.exit_code == 3, (args, result.output)
+        result = perfgate(None, *args, "--db", store_url)
+        assert result.returncode == 3, (args, result.stdout + result.stderr)
         assert result.stderr.startswith("perfgate: error: cannot write "), result.stderr
         assert "Not a directory" in result.stderr and len(result.stderr.splitlines()) == 1

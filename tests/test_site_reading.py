@@ -16,11 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
 from perfgate.app.site import gather_site, write_site
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.models import Direction, GitContext, Measurement, RunRecord, Verdict
 from perfgate.parsers.torch_trace import parse_torch_trace
@@ -67,10 +65,8 @@ def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def site(store_url: str) -> SiteView:
     # the PR gate fails first, as in CI
-    gate = CliRunner().invoke(
-        cli, ["gate", "--branch", "feat", "--against", "main", "--db", store_url]
-    )
-    assert gate.exit_code == 1, gate.output
+    gate = perfgate(None, "gate", "--branch", "feat", "--against", "main", "--db", store_url)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
     store = open_store(store_url)
     try:
         return gather_site(Config(), store)

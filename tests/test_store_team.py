@@ -20,7 +20,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers import (
     T0,
     count,
@@ -29,6 +28,7 @@ from helpers import (
     make_measurement,
     make_profile,
     make_run,
+    perfgate,
     record,
     snapshot,
 )
@@ -41,7 +41,6 @@ from perfgate.app.baselines import (
     import_baselines,
     read_baseline,
 )
-from perfgate.cli import cli
 from perfgate.config import Config
 from perfgate.errors import StoreError
 from perfgate.models import Finding, NewAlert, RunRecord, Severity, Verdict
@@ -58,8 +57,8 @@ def config_for(url: str, **changes: object) -> Config:
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), env=env)
-    return result.exit_code, result.stdout, result.stderr
+    result = perfgate(None, *args, env=env)
+    return result.returncode, result.stdout, result.stderr
 
 
 def save_all(url: str, runs: list[RunRecord]) -> None:

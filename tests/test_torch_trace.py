@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import perfgate
 
 from perfgate.errors import ParseError, UsageError
 from perfgate.models import OpStat, ProfileSummary
@@ -434,10 +435,6 @@ def test_bad_durations(tmp_path: Path, dur: Any, fragment: str) -> None:
 def test_a_trace_without_step_markers_says_so_in_advise_and_ingest(tmp_path: Path) -> None:
     """The real trace less its ProfilerStep# spans: both commands print the note that the
     whole trace was taken as one step, instead of a silent "1 profiled step(s)"."""
-    from click.testing import CliRunner
-
-    from perfgate.cli import cli
-
     with gzip.open(DATA / "mlp_cpu.pt.trace.json.gz", "rt", encoding="utf-8") as f:
         doc = json.load(f)
     events = doc["traceEvents"]
@@ -448,11 +445,11 @@ def test_a_trace_without_step_markers_says_so_in_advise_and_ingest(tmp_path: Pat
     path = tmp_path / "nosteps.pt.trace.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     note = "note: steps: no ProfilerStep annotations; the whole trace is taken as 1 step(s)"
-    advise = CliRunner().invoke(cli, ["advise", str(path)])
-    assert advise.exit_code == 0, advise.output
+    advise = perfgate(None, "advise", str(path))
+    assert advise.returncode == 0, advise.stdout + advise.stderr
     assert note in advise.stdout
     url = f"sqlite:///{tmp_path / 's.db'}"
     args = ["ingest", str(path), "--benchmark", "b", "--db", url, "--branch", "main"]
-    ingest = CliRunner().invoke(cli, args)
-    assert ingest.exit_code == 0, ingest.output
+    ingest = perfgate(None, *args)
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
     assert note in ingest.stdout

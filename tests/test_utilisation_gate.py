@@ -10,11 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from helpers import fill, record
+from helpers import fill, perfgate, record
 
 from perfgate.app.measure import measurement
-from perfgate.cli import cli
 from perfgate.models import RunRecord
 
 
@@ -27,12 +25,10 @@ def _history(url: str, metric: str, level: float, head: float) -> dict[str, obje
     main = [_with_util(record(i, 20.0), metric, level + rng.normal(0, 0.5)) for i in range(10)]
     feat = _with_util(record(20, 20.0, branch="feat"), metric, head)
     fill(url, [*main, feat])
-    result = CliRunner().invoke(
-        cli, ["gate", "--db", url, "--json", "--branch", "feat", "--against", "main"]
-    )
+    result = perfgate(None, "gate", "--db", url, "--json", "--branch", "feat", "--against", "main")
     data = json.loads(result.stdout)
     (row,) = [c for c in data["comparisons"] if c["metric"] == metric]
-    return {"exit": result.exit_code, **row}
+    return {"exit": result.returncode, **row}
 
 
 @pytest.mark.parametrize("metric", ["aicore_util_pct", "cube_util_pct", "l2_hit_pct"])
@@ -61,22 +57,9 @@ def test_the_points_are_the_suites_to_change(tmp_path: Path) -> None:
         _with_util(record(i, 20.0), "aicore_util_pct", 80.0 + rng.normal(0, 0.5)) for i in range(10)
     ]
     fill(url, [*main, _with_util(record(20, 20.0, branch="feat"), "aicore_util_pct", 70.0)])
-    result = CliRunner().invoke(
-        cli,
-        [
-            "gate",
-            "--db",
-            url,
-            "--json",
-            "--suite",
-            str(suite),
-            "--branch",
-            "feat",
-            "--against",
-            "main",
-        ],
-    )
+    against = ["--branch", "feat", "--against", "main"]
+    result = perfgate(None, "gate", "--db", url, "--json", "--suite", str(suite), *against)
     data = json.loads(result.stdout)
     (row,) = [c for c in data["comparisons"] if c["metric"] == "aicore_util_pct"]
     assert row["verdict"] == "regression"
-    assert result.exit_code == 1
+    assert result.returncode == 1

@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from helpers import record
+from helpers import perfgate, record
 from jsonschema import Draft202012Validator
 
 from perfgate.advisor.work import work_change
 from perfgate.app.gate import compare_records, gate_failed
 from perfgate.app.measure import profile_measurements
-from perfgate.cli import cli
 from perfgate.config import Config, config_from_mapping, load_config
 from perfgate.errors import ConfigError
 from perfgate.models import OpStat, ProfileSummary, RunRecord, Verdict, WorkChange
@@ -101,12 +99,8 @@ def history(
 
 
 def gate(url: str, *args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(
-        cli,
-        ["gate", "--db", url, "--branch", "feat", "--against", "main", *args],
-        env={"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None},
-    )
-    return done.exit_code, done.stdout
+    done = perfgate(None, "gate", "--db", url, "--branch", "feat", "--against", "main", *args)
+    return done.returncode, done.stdout  # out of CI: no step summary, no annotations
 
 
 def calls(document: dict[str, Any]) -> dict[str, Any]:

@@ -19,9 +19,11 @@ import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import Done
 
 from perfgate.config import config_from_mapping
 from perfgate.errors import ConfigError
@@ -158,14 +160,10 @@ def test_stored_specs_without_a_timeout_still_load() -> None:
     assert BenchmarkSpec.from_dict(old).timeout_s == 900.0
 
 
-def test_bad_timeout_flag_is_a_usage_error(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from perfgate.cli import cli
-
-    result = CliRunner().invoke(cli, ["run", "--workload", "mlp", "--timeout", "0"])
-    assert result.exit_code == 2
-    assert "--timeout" in result.output
+def test_bad_timeout_flag_is_a_usage_error(cli: Callable[..., Done]) -> None:
+    result = cli("run", "--workload", "mlp", "--timeout", "0")
+    assert result.returncode == 2
+    assert "--timeout" in result.stdout + result.stderr
 
 
 # -- real workers -------------------------------------------------------------------------------
