@@ -2,16 +2,12 @@
 
 Each workload module has ``build(device, **params) -> Workload``: a full training step
 (forward, loss, backward, optimizer step) with fixed seeds. Every one takes ``slowdown``, a
-knob that adds a proportional amount of real extra work (``slowdown=0.3`` computes the
-forward and backward passes over 30% more rows), for demos and for tests of a known
-regression; the loss is the same, bit for bit. In ``mlp`` the extra rows go through the
-step's own calls (the same operators doing more work: a time regression that no operator
-count shows); ``cnn`` and ``transformer``, whose rows meet inside a call (batch norm,
-attention), run them as a separate forward and backward pass. ``ddp_mlp`` / ``ddp_cnn`` are
-the same steps under DistributedDataParallel (``perfgate run --nproc N``, see
-:mod:`perfgate.workloads.ddp`); ``mlp_infer`` is an
-inference benchmark (``kind = "inference"``, see :mod:`perfgate.workloads.inference`). This
-package imports no torch; the modules it names do.
+knob that adds a proportional amount of real extra work (``slowdown=0.3``: 30% more rows
+through the forward and backward passes, :mod:`perfgate.workloads.base`), for demos and for
+tests of a known regression; the loss is the same, bit for bit. ``ddp_mlp`` / ``ddp_cnn``
+are the same steps under DistributedDataParallel (:mod:`perfgate.workloads.ddp`);
+``mlp_infer`` is an inference benchmark (:mod:`perfgate.workloads.inference`). This package
+imports no torch; the modules it names do.
 """
 
 from __future__ import annotations

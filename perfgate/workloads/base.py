@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfgate.models import ParamValue
 
@@ -26,6 +26,12 @@ class Workload:
     step: Callable[[], object]
     batch_size: int
     params: Mapping[str, ParamValue] = field(default_factory=dict)
+
+
+def own_params(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A builder's effective parameters: its arguments (``locals()`` on entry), in order,
+    less ``device``, which is not a parameter of the measurement."""
+    return {name: value for name, value in args.items() if name != "device"}
 
 
 def extra_rows(batch_size: int, slowdown: float) -> int:

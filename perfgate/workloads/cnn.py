@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Sgd, Workload, extra_rows, extra_work
+from perfgate.workloads.base import Sgd, Workload, extra_rows, extra_work, own_params
 
 
 def make_model(channels: int = 16, classes: int = 10) -> nn.Module:
@@ -33,6 +33,7 @@ def build(
     classes: int = 10,
     slowdown: float = 0.0,
 ) -> Workload:
+    params = own_params(locals())
     torch.manual_seed(0)
     model = make_model(channels, classes).to(device)
     optimizer = Sgd(model.parameters(), lr=0.01, momentum=0.9)
@@ -50,10 +51,4 @@ def build(
         optimizer.step()
         return loss.detach()
 
-    params = {
-        "batch_size": batch_size,
-        "image_size": image_size,
-        "channels": channels,
-        "classes": classes,
-    }
-    return Workload(step=step, batch_size=batch_size, params={**params, "slowdown": slowdown})
+    return Workload(step=step, batch_size=batch_size, params=params)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -44,16 +45,22 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from perfgate.workloads import cnn, mlp
-from perfgate.workloads.base import Workload, extra_rows, extra_work, record_collective_wait
+from perfgate.workloads.base import (
+    Workload,
+    extra_rows,
+    extra_work,
+    own_params,
+    record_collective_wait,
+)
 
 
-def _require_group() -> tuple[int, int]:
+def _require_group() -> int:
     if not dist.is_available() or not dist.is_initialized():
         raise ValueError(
             "DDP workloads run under torch.distributed: use 'perfgate run --nproc N' "
             "(or nproc = N in the suite entry)"
         )
-    return dist.get_rank(), dist.get_world_size()
+    return dist.get_rank()
 
 
 def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
@@ -137,17 +144,17 @@ def _ddp_step(
     return step
 
 
+_KNOBS = ("slowdown", "straggler_rank", "straggler_extra", "extra_allreduce", "bucket_cap_mb")
+"""The multi-device knobs (see the module), the last parameters of each builder."""
+
+
 def _build(
-    make_model: Callable[[], nn.Module],
-    shape: tuple[int, ...],
-    device: str,
-    classes: int,
-    params: dict[str, Any],
-    **knobs: Any,
+    make_model: Callable[[], nn.Module], shape: tuple[int, ...], device: str, params: dict[str, Any]
 ) -> Workload:
     """``make_model()`` under DDP, trained on a batch of ``shape`` drawn with the rank's seed;
-    ``knobs``: the multi-device ones (see the module)."""
-    rank, _ = _require_group()
+    ``params``: the builder's own (:func:`~perfgate.workloads.base.own_params`)."""
+    rank = _require_group()
+    knobs = {knob: params[knob] for knob in _KNOBS}
     for knob in ("straggler_extra", "extra_allreduce"):
         if knobs[knob] < 0:
             raise ValueError(f"{knob} must be >= 0, got {knobs[knob]}")
@@ -157,9 +164,9 @@ def _build(
     model = make_model().to(device)
     torch.manual_seed(1000 + rank)
     x = torch.randn(*shape, device=device)
-    y = torch.randint(0, classes, (shape[0],), device=device)
+    y = torch.randint(0, params["classes"], (shape[0],), device=device)
     step = _ddp_step(model, device, x, y, rank=rank, **knobs)
-    return Workload(step=step, batch_size=shape[0], params={**params, **knobs})
+    return Workload(step=step, batch_size=shape[0], params=params)
 
 
 def build_mlp(
@@ -175,18 +182,9 @@ def build_mlp(
     bucket_cap_mb: float = 25.0,
 ) -> Workload:
     """The MLP of :mod:`perfgate.workloads.mlp` under DDP; ``batch_size`` is per rank."""
-    return _build(
-        lambda: mlp.make_model(features, hidden, classes),
-        (batch_size, features),
-        device,
-        classes,
-        {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes},
-        slowdown=slowdown,
-        straggler_rank=straggler_rank,
-        straggler_extra=straggler_extra,
-        extra_allreduce=extra_allreduce,
-        bucket_cap_mb=bucket_cap_mb,
-    )
+    params = own_params(locals())
+    model = partial(mlp.make_model, features, hidden, classes)
+    return _build(model, (batch_size, features), device, params)
 
 
 def build_cnn(
@@ -202,21 +200,6 @@ def build_cnn(
     bucket_cap_mb: float = 25.0,
 ) -> Workload:
     """The CNN of :mod:`perfgate.workloads.cnn` under DDP; ``batch_size`` is per rank."""
-    params = {
-        "batch_size": batch_size,
-        "image_size": image_size,
-        "channels": channels,
-        "classes": classes,
-    }
-    return _build(
-        lambda: cnn.make_model(channels, classes),
-        (batch_size, 3, image_size, image_size),
-        device,
-        classes,
-        params,
-        slowdown=slowdown,
-        straggler_rank=straggler_rank,
-        straggler_extra=straggler_extra,
-        extra_allreduce=extra_allreduce,
-        bucket_cap_mb=bucket_cap_mb,
-    )
+    params = own_params(locals())
+    model = partial(cnn.make_model, channels, classes)
+    return _build(model, (batch_size, 3, image_size, image_size), device, params)

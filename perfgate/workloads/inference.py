@@ -13,7 +13,7 @@ import math
 import torch
 
 from perfgate.workloads import mlp
-from perfgate.workloads.base import Workload
+from perfgate.workloads.base import Workload, own_params
 
 
 def build_mlp(
@@ -26,6 +26,7 @@ def build_mlp(
     tail_factor: float = 1.0,
 ) -> Workload:
     """Forward passes of the MLP of :mod:`perfgate.workloads.mlp` in eval mode."""
+    params = own_params(locals())
     if tail_every < 0:
         raise ValueError(f"tail_every must be >= 0, got {tail_every}")
     if tail_factor < 1.0:
@@ -48,12 +49,4 @@ def build_mlp(
                 model(x[:part])
         return out
 
-    params = {
-        "batch_size": batch_size,
-        "features": features,
-        "hidden": hidden,
-        "classes": classes,
-        "tail_every": tail_every,
-        "tail_factor": tail_factor,
-    }
     return Workload(step=step, batch_size=batch_size, params=params)

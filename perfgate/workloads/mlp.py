@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Sgd, Workload, extra_rows, with_extra_rows
+from perfgate.workloads.base import Sgd, Workload, extra_rows, own_params, with_extra_rows
 
 
 def make_model(features: int = 512, hidden: int = 1024, classes: int = 10) -> nn.Module:
@@ -33,6 +33,7 @@ def build(
     classes: int = 10,
     slowdown: float = 0.0,
 ) -> Workload:
+    params = own_params(locals())
     torch.manual_seed(0)
     model = make_model(features, hidden, classes).to(device)
     optimizer = Sgd(model.parameters(), lr=0.01, momentum=0.9)
@@ -50,5 +51,4 @@ def build(
         optimizer.step()
         return loss.detach()
 
-    params = {"batch_size": batch_size, "features": features, "hidden": hidden, "classes": classes}
-    return Workload(step=step, batch_size=batch_size, params={**params, "slowdown": slowdown})
+    return Workload(step=step, batch_size=batch_size, params=params)

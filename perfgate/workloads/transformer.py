@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Workload, extra_rows, extra_work
+from perfgate.workloads.base import Workload, extra_rows, extra_work, own_params
 
 
 def build(
@@ -18,6 +18,7 @@ def build(
     layers: int = 2,
     slowdown: float = 0.0,
 ) -> Workload:
+    params = own_params(locals())
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(
         d_model, heads, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True
@@ -38,11 +39,4 @@ def build(
         optimizer.step()
         return loss.detach()
 
-    params = {
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "d_model": d_model,
-        "heads": heads,
-        "layers": layers,
-    }
-    return Workload(step=step, batch_size=batch_size, params={**params, "slowdown": slowdown})
+    return Workload(step=step, batch_size=batch_size, params=params)
