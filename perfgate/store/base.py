@@ -87,6 +87,13 @@ class StoreBase:
             time.sleep(RETRY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _commit(self, action: str, body: Callable[[Connection], _T]) -> _T:
+        """:meth:`_transact`, a database failure being a StoreError that names ``action``."""
+        try:
+            return self._transact(body)
+        except SQLAlchemyError as exc:
+            raise self._failure(action, exc) from exc
+
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         if self._pinned is not None:
@@ -131,19 +138,16 @@ class StoreBase:
         except SQLAlchemyError as exc:
             raise self._failure(action, exc) from exc
         except (ValueError, KeyError) as exc:
-            raise self._damaged(action, exc) from exc
-
-    def _damaged(self, action: str, exc: Exception) -> StoreError:
-        """A stored JSON document or enum value that does not decode: a damaged row."""
-        return StoreError(
-            f"store {self._target.where}: cannot {action}: stored data is damaged ({exc!r})"
-        )
+            # a stored JSON document or enum value that does not decode: a damaged row
+            damaged = f"stored data is damaged ({exc!r})"
+            raise StoreError(f"store {self._target.where}: cannot {action}: {damaged}") from exc
 
     @staticmethod
     def _has_run(conn: Connection, run_id: str) -> bool:
         return conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
 
-    def _run_exists(self, run_id: str) -> bool:
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with exactly this id is stored."""
         with self._read(f"read run {run_id}") as conn:
             return self._has_run(conn, run_id)
 

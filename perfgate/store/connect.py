@@ -15,6 +15,7 @@ write lock up front and waits on ``busy_timeout`` instead of failing half-way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -54,6 +55,16 @@ class SqliteSettings:
     read_only: bool = False
 
 
+@dataclass(frozen=True)
+class NewSqliteFile:
+    """A SQLite store file that did not exist before this command opened it, and the
+    directories opening it created: what :func:`perfgate.store.sql._discard` removes when
+    the command fails before it recorded anything."""
+
+    path: Path
+    directories: tuple[Path, ...] = field(default=())  # the deepest first
+
+
 @dataclass
 class Target:
     """An engine plus how to name its database in messages."""
@@ -62,10 +73,9 @@ class Target:
     url: str  # the URL with any password masked
     where: str  # the file path for SQLite, the masked URL otherwise
     sqlite: SqliteSettings | None = field(default=None)
-
-    @property
-    def is_postgres(self) -> bool:
-        return self.engine.dialect.name == "postgresql"
+    created: NewSqliteFile | None = None
+    """The SQLite file that does not exist yet (opening the store creates it); None for
+    one that exists (anything at its path, even a broken link) or another database."""
 
     @property
     def read_only(self) -> bool:
@@ -84,10 +94,11 @@ def parse_url(raw: str) -> URL:
     Raises:
         ArgumentError, ValueError: not a URL SQLAlchemy can parse.
     """
-    split = _split_credentials(raw)
-    if split is not None:
-        scheme, userinfo, rest = split
-        user, colon, password = userinfo.partition(":")
+    scheme, sep, after = raw.partition("://")
+    userinfo, at, rest = after.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    # No credentials to re-encode without an ``@``, nor in a SQLite URL (its path may hold one)
+    if sep and at and not scheme.startswith("sqlite") and "/" not in user:
         creds = quote(unquote(user), safe="")
         if colon:
             creds += ":" + quote(unquote(password), safe="")
@@ -95,27 +106,13 @@ def parse_url(raw: str) -> URL:
     return make_url(raw)
 
 
-def _split_credentials(raw: str) -> tuple[str, str, str] | None:
-    """(scheme, userinfo, host and the rest) of a server URL with credentials, split at the
-    last ``@``; None for a URL without them (or a SQLite URL, whose path may hold an ``@``)."""
-    scheme, sep, after = raw.partition("://")
-    userinfo, at, rest = after.rpartition("@")
-    if not sep or not at or scheme.startswith("sqlite"):
-        return None
-    if "/" in userinfo.partition(":")[0]:
-        return None
-    return scheme, userinfo, rest
-
-
 def mask_url(raw: str) -> str:
     """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``
     (the password read as :func:`parse_url` reads it, so an unencoded ``@`` or ``/`` in it
     does not leak the rest). A URL that does not parse as a whole keeps only its scheme and
     what follows the last ``@``: nothing before it is shown."""
-    try:
+    with contextlib.suppress(ArgumentError, ValueError):
         return parse_url(raw).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        pass
     scheme, sep, after = raw.partition("://")
     if not sep:
         _, at, rest = raw.rpartition("@")
@@ -195,6 +192,7 @@ def make_target(raw: str, *, create: bool = True) -> Target:
 def _sqlite_target(url: URL, *, create: bool = True) -> Target:
     database = url.database or ""
     path: Path | None = None
+    created = None
     if database and database != ":memory:" and not database.startswith("file:"):
         path = Path(database).expanduser().absolute()
         if not create and not path.is_file():
@@ -204,6 +202,13 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
             )
         if path.is_file() and not _writable(path):
             return _read_only_target(url, path)
+        if not os.path.lexists(path):
+            missing = []
+            parent = path.parent
+            while not os.path.lexists(parent) and parent != parent.parent:
+                missing.append(parent)
+                parent = parent.parent
+            created = NewSqliteFile(path, tuple(missing))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -212,7 +217,7 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
             ) from exc
         url = url.set(database=str(path))
     shown = f"sqlite:///{path}" if path is not None else f"sqlite:///{database}"
-    return _sqlite_engine(url, SqliteSettings(path), shown, str(path) if path else shown)
+    return _sqlite_engine(url, SqliteSettings(path), shown, str(path) if path else shown, created)
 
 
 def _writable(path: Path) -> bool:
@@ -239,21 +244,18 @@ def _read_only_target(url: URL, path: Path) -> Target:
     create; where the directory cannot be written and those files are missing, the file is
     opened ``immutable`` (read as a plain file; nothing can be writing it there anyway).
     """
-    query: dict[str, str] = {"uri": "true", "mode": "ro"}
-    wal = Path(f"{path}-wal")
-    shm = Path(f"{path}-shm")
-    if (
-        _in_wal_mode(path)
-        and not os.access(path.parent, os.W_OK | os.X_OK)
-        and not (wal.is_file() and shm.is_file())
-    ):
+    query = {"uri": "true", "mode": "ro"}
+    side_files = all(Path(f"{path}-{side}").is_file() for side in ("wal", "shm"))
+    if _in_wal_mode(path) and not os.access(path.parent, os.W_OK | os.X_OK) and not side_files:
         query["immutable"] = "1"
     ro_url = url.set(database=path.as_uri(), query=query)
     settings = SqliteSettings(path, read_only=True)
     return _sqlite_engine(ro_url, settings, f"sqlite:///{path}", str(path))
 
 
-def _sqlite_engine(url: URL, settings: SqliteSettings, shown: str, where: str) -> Target:
+def _sqlite_engine(
+    url: URL, settings: SqliteSettings, shown: str, where: str, created: NewSqliteFile | None = None
+) -> Target:
     """The engine of ``url`` with perfgate's SQLite connection hooks."""
     engine = create_engine(url)
 
@@ -274,12 +276,10 @@ def _sqlite_engine(url: URL, settings: SqliteSettings, shown: str, where: str) -
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        if conn.get_execution_options().get(WRITE_OPTION):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            conn.exec_driver_sql("BEGIN")
+        write = conn.get_execution_options().get(WRITE_OPTION)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
-    return Target(engine=engine, url=shown, where=where, sqlite=settings)
+    return Target(engine, shown, where, settings, created)
 
 
 def enable_wal(target: Target, conn: Connection) -> None:
@@ -301,11 +301,8 @@ def enable_wal(target: Target, conn: Connection) -> None:
 def _postgres_target(url: URL) -> Target:
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
-    connect_args: dict[str, Any] = {}
-    if "connect_timeout" not in url.query:
-        connect_args["connect_timeout"] = POSTGRES_CONNECT_TIMEOUT_S
-    if "application_name" not in url.query:
-        connect_args["application_name"] = "perfgate"
+    defaults = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "perfgate"}
+    connect_args = {key: value for key, value in defaults.items() if key not in url.query}
     masked = url.render_as_string(hide_password=True)
     if url.drivername == "postgresql+psycopg":
         require("psycopg", extra="postgres", feature=f"the store {masked}")

@@ -114,9 +114,14 @@ def current_revision(conn: Connection, where: str) -> str | None:
     return str(revisions[0])
 
 
-def is_known(revision: str) -> bool:
-    """Whether this perfgate ships ``revision`` (an unknown one was written by a newer one)."""
-    return revision in _revisions()[0]
+def schema_state(revision: str | None) -> str:
+    """``empty`` (no store yet: no revision), ``newer`` (a revision this perfgate does not
+    ship: a newer one wrote it), ``current`` (head) or ``behind``."""
+    if revision is None:
+        return "empty"
+    if revision not in _revisions()[0]:
+        return "newer"
+    return "current" if revision == head_revision() else "behind"
 
 
 def newer_schema_error(where: str, revision: str) -> StoreError:
@@ -135,11 +140,10 @@ def needs_upgrade(conn: Connection, where: str) -> bool:
         StoreError: the database is not a perfgate store, or is one of a newer schema.
     """
     revision = current_revision(conn, where)
-    if revision is None:
-        return True
-    if not is_known(revision):
-        raise newer_schema_error(where, revision)
-    return revision != head_revision()
+    state = schema_state(revision)
+    if state == "newer":
+        raise newer_schema_error(where, str(revision))
+    return state != "current"
 
 
 def upgrade(conn: Connection) -> None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, exists, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, Table, exists, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -38,6 +39,8 @@ from perfgate.models import (
 )
 from perfgate.store.base import StoreBase, finite_or_none, log_event, require_aware
 from perfgate.store.schema import (
+    FINDING_COLUMNS,
+    SUMMARY_COLUMNS,
     findings,
     measurements,
     profiles,
@@ -55,7 +58,6 @@ _SAVE_HOOK: Callable[[str], None] | None = None
 _IDS_PER_QUERY = 500
 """Run ids one ``IN (...)`` query names at most (well under every backend's limit)."""
 
-_SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
 
 CLOCK_NOTE_AFTER = timedelta(hours=1)
 """How far a run's start may be from the store's clock before saving it says so."""
@@ -132,7 +134,7 @@ class RunStore(StoreBase):
             self._transact(write)
         except IntegrityError as exc:
             # Another writer may have stored the same run ids first: then they are stored once.
-            if all(self._run_exists(run.id) for run in batch):
+            if all(self.has_run(run.id) for run in batch):
                 return ()
             raise self._failure(f"save run {ids}", exc) from exc
         except SQLAlchemyError as exc:
@@ -150,16 +152,9 @@ class RunStore(StoreBase):
         with self._read(f"read run {run_id}") as conn:
             row = conn.execute(_run_select().where(runs.c.id == run_id)).mappings().first()
             if row is None and len(run_id) >= MIN_ID_PREFIX:
-                matches = (
-                    conn.execute(
-                        _run_select()
-                        .where(runs.c.id.startswith(run_id, autoescape=True))
-                        .order_by(runs.c.id)
-                        .limit(3)
-                    )
-                    .mappings()
-                    .all()
-                )
+                prefix = runs.c.id.startswith(run_id, autoescape=True)
+                query = _run_select().where(prefix).order_by(runs.c.id).limit(3)
+                matches = conn.execute(query).mappings().all()
                 if len(matches) > 1:
                     shown = ", ".join(m["id"] for m in matches[:2])
                     raise NotFoundError(
@@ -178,11 +173,11 @@ class RunStore(StoreBase):
         (per 500 ids) instead of each whole run."""
         ids = list(dict.fromkeys(run_ids))
         docs: dict[str, str] = {}
+        p = profiles.c
         with self._read("read profiles") as conn:
             for at in range(0, len(ids), _IDS_PER_QUERY):
-                part = ids[at : at + _IDS_PER_QUERY]
-                query = select(profiles.c.run_id, profiles.c.summary).where(
-                    profiles.c.run_id.in_(part)
+                query = select(p.run_id, p.summary).where(
+                    p.run_id.in_(ids[at : at + _IDS_PER_QUERY])
                 )
                 docs.update((str(run_id), doc) for run_id, doc in conn.execute(query).all())
         return {run_id: _profile(doc) for run_id, doc in docs.items()}
@@ -191,8 +186,9 @@ class RunStore(StoreBase):
         """The most recently recorded run of ``benchmark`` on ``branch`` that is not
         excluded: the last one the store's sequence numbered, whatever its start time says
         (a runner's clock may be wrong)."""
-        found = self.latest_runs(project=project, benchmarks=[benchmark], branch=branch)
-        return found.get(benchmark)
+        return self.latest_runs(project=project, benchmarks=[benchmark], branch=branch).get(
+            benchmark
+        )
 
     def latest_runs(
         self, *, project: str, benchmarks: Sequence[str], branch: str
@@ -206,12 +202,7 @@ class RunStore(StoreBase):
             for at in range(0, len(names), _IDS_PER_QUERY):
                 newest = [
                     select(r.id)
-                    .where(
-                        r.project == project,
-                        r.benchmark == name,
-                        r.branch == branch,
-                        r.excluded.is_(False),
-                    )
+                    .where(*_history_conditions(project, name, branch))
                     .order_by(r.recorded_seq.desc())
                     .limit(1)
                     .scalar_subquery()
@@ -235,74 +226,29 @@ class RunStore(StoreBase):
         with self._read("list branches") as conn:
             return sorted(_distinct(conn, runs.c.branch, [runs.c.project == project]))
 
-    def history(
-        self,
-        *,
-        project: str,
-        benchmark: str,
-        branch: str | None,
-        before: datetime | None = None,
-        exclude_run_ids: Sequence[str] = (),
-        fingerprint_key: str | None = None,
-        limit: int = 30,
-        since: datetime | None = None,
-    ) -> list[RunPoint]:
+    def history(self, *, limit: int = 30, **query: Any) -> list[RunPoint]:
         """One point per (run, metric) of the last ``limit`` eligible runs, oldest run first.
 
-        Eligible runs are those of ``benchmark`` on ``branch`` (any branch if ``None``), not
-        excluded, not in ``exclude_run_ids``, started strictly before ``before``, at or after
-        ``since`` (a baseline reset) and with ``fingerprint_key`` when these are given.
+        Eligible runs (``query``, keyword arguments: :func:`_history_conditions`) are those
+        of ``benchmark`` on ``branch`` (any branch if ``None``), not excluded, not in
+        ``exclude_run_ids``, started strictly before ``before``, at or after ``since`` (a
+        baseline reset) and with ``fingerprint_key`` when these are given.
         """
-        points, _ = self.history_and_centres(
-            project=project,
-            benchmark=benchmark,
-            branch=branch,
-            before=before,
-            exclude_run_ids=exclude_run_ids,
-            fingerprint_key=fingerprint_key,
-            limit=limit,
-            scan=0,
-            since=since,
-        )
-        return points
+        return self.history_and_centres(limit=limit, scan=0, **query)[0]
 
-    def recent_runs(
-        self,
-        *,
-        project: str,
-        benchmark: str,
-        branch: str | None,
-        before: datetime | None = None,
-        exclude_run_ids: Sequence[str] = (),
-        fingerprint_key: str | None = None,
-        limit: int = 30,
-        since: datetime | None = None,
-    ) -> list[tuple[str, str, datetime]]:
+    def recent_runs(self, *, limit: int = 30, **query: Any) -> list[tuple[str, str, datetime]]:
         """(run id, commit, start) of the last ``limit`` runs :meth:`history` would take,
         newest first, without their measurements: where a PR's window may end is a question
         about commits, asked of a hundred runs of every benchmark."""
         if limit <= 0:
             return []
         r = runs.c
-        conditions = _history_conditions(
-            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
-        )
-        query = _newest(conditions, limit, r.id, r.commit, r.started_at)
-        with self._read(f"read the runs of {benchmark}") as conn:
-            return [(run_id, commit, at) for run_id, commit, at in conn.execute(query).all()]
+        window = _newest(_history_conditions(**query), limit, r.id, r.commit, r.started_at)
+        with self._read(f"read the runs of {query['benchmark']}") as conn:
+            return [(run_id, commit, at) for run_id, commit, at in conn.execute(window).all()]
 
     def history_and_centres(
-        self,
-        *,
-        project: str,
-        benchmark: str,
-        branch: str | None,
-        before: datetime | None = None,
-        exclude_run_ids: Sequence[str] = (),
-        fingerprint_key: str | None = None,
-        limit: int = 30,
-        scan: int = 100,
-        since: datetime | None = None,
+        self, *, limit: int = 30, scan: int = 100, **query: Any
     ) -> tuple[list[RunPoint], dict[str, list[tuple[str, float]]]]:
         """In one read: :meth:`history`'s points of the last ``limit`` eligible runs, and per
         metric the (run id, centre) of the last ``scan`` eligible runs, oldest first (what a
@@ -313,21 +259,12 @@ class RunStore(StoreBase):
         if n <= 0:
             return [], {}
         r = runs.c
-        conditions = _history_conditions(
-            project, benchmark, branch, before, exclude_run_ids, fingerprint_key, since
-        )
+        conditions = _history_conditions(**query)
+        benchmark = query["benchmark"]
         window = _newest(conditions, n, r.id, r.branch, r.commit, r.fingerprint_key, r.started_at)
         m = measurements.c
-        metric_columns = select(
-            m.run_id,
-            m.metric,
-            m.unit,
-            m.direction,
-            m.deterministic,
-            m.centre,
-            m.repeat_centres,
-            m.centre_se,
-        ).order_by(m.seq)
+        columns = (m.run_id, m.metric, m.unit, m.direction, m.deterministic, m.centre)
+        metric_columns = select(*columns, m.repeat_centres, m.centre_se).order_by(m.seq)
         points: list[RunPoint] = []
         centres: dict[str, list[tuple[str, float]]] = {}
         with self._read(f"read the history of {benchmark}") as conn:
@@ -371,17 +308,12 @@ class RunStore(StoreBase):
         """Each fingerprint key seen for ``benchmark`` on ``branch`` (any if ``None``), with
         the fingerprint of its most recent non-excluded run."""
         r = runs.c
-        conditions = _history_conditions(project, benchmark, branch, None, (), None)
+        conditions = _history_conditions(project, benchmark, branch)
         found: dict[str, Fingerprint] = {}
         with self._read(f"read the fingerprints of {benchmark}") as conn:
             for key in sorted(_distinct(conn, r.fingerprint_key, conditions)):
-                doc = conn.execute(
-                    select(r.fingerprint)
-                    .where(*conditions, r.fingerprint_key == key)
-                    .order_by(r.started_at.desc(), r.id.desc())
-                    .limit(1)
-                ).scalar_one()
-                found[key] = Fingerprint.from_dict(json.loads(doc))
+                newest = _newest([*conditions, r.fingerprint_key == key], 1, r.fingerprint)
+                found[key] = Fingerprint.from_dict(json.loads(conn.execute(newest).scalar_one()))
         return found
 
     # -- exclusion and counts ------------------------------------------------------------
@@ -406,22 +338,14 @@ class RunStore(StoreBase):
                 reason=reason,
             )
 
-        try:
-            self._transact(write)
-        except SQLAlchemyError as exc:
-            raise self._failure(f"exclude run {run.id}", exc) from exc
+        self._commit(f"exclude run {run.id}", write)
         return run
-
-    def has_run(self, run_id: str) -> bool:
-        """Whether a run with exactly this id is stored."""
-        return self._run_exists(run_id)
 
     def count_runs(self, *, project: str | None = None) -> int:
         conditions = [] if project is None else [runs.c.project == project]
+        query = select(func.count()).select_from(runs).where(*conditions)
         with self._read("count runs") as conn:
-            return int(
-                conn.execute(select(func.count()).select_from(runs).where(*conditions)).scalar_one()
-            )
+            return int(conn.execute(query).scalar_one())
 
 
 def _distinct(
@@ -449,10 +373,6 @@ def _dumps(value: Any, run_id: str, what: str) -> str:
         raise StoreError(f"run {run_id}: {what} holds a non-finite number") from exc
     except TypeError as exc:
         raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
-
-
-_FINDING_COLUMNS = ("source", "rule", "severity", "location", "message", "suggestion")
-"""The findings table's columns that hold a key of the finding's dict as it is."""
 
 
 @dataclass(frozen=True)
@@ -512,7 +432,7 @@ def _rows_of(run: RunRecord) -> _Rows:
             {
                 "run_id": run.id,
                 "seq": seq,
-                **{k: doc[k] for k in _FINDING_COLUMNS},
+                **{k: doc[k] for k in FINDING_COLUMNS},
                 "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
                 "impact_ms": f.impact_ms
                 if f.impact_ms is not None and math.isfinite(f.impact_ms)
@@ -533,7 +453,7 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
     if not all(math.isfinite(x) for rep in repeats for x in rep):
         raise StoreError(f"{where} has a non-finite sample")
     summary = m.summary.to_dict()
-    for name in _SUMMARY_COLUMNS:
+    for name in SUMMARY_COLUMNS:
         if not math.isfinite(float(summary[name])):
             raise StoreError(f"{where} has a non-finite summary value ({name})")
     return {
@@ -552,7 +472,7 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
         "dropped": int(m.summary.dropped),
         "centre_se": finite_or_none(m.summary.centre_se, where),
         "samples": _dumps(repeats, run_id, f"metric {m.metric!r}"),
-        **{name: float(summary[name]) for name in _SUMMARY_COLUMNS},
+        **{name: float(summary[name]) for name in SUMMARY_COLUMNS},
     }
 
 
@@ -577,33 +497,9 @@ def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
     (at most ``_IDS_PER_QUERY`` rows); rank profiles and findings are read only for the runs
     that have some (most have neither)."""
     ids = [str(row["id"]) for row in rows]
-    if not ids:
-        return []
-    by_run: dict[str, list[RowMapping]] = {i: [] for i in ids}
-    for m in conn.execute(
-        select(measurements)
-        .where(measurements.c.run_id.in_(ids))
-        .order_by(measurements.c.run_id, measurements.c.seq)
-    ).mappings():
-        by_run[str(m["run_id"])].append(m)
-    ranks: dict[str, list[str]] = {i: [] for i in ids}
-    with_ranks = [str(row["id"]) for row in rows if row["_has_ranks"]]
-    if with_ranks:
-        for run_id, doc in conn.execute(
-            select(rank_profiles.c.run_id, rank_profiles.c.summary)
-            .where(rank_profiles.c.run_id.in_(with_ranks))
-            .order_by(rank_profiles.c.run_id, rank_profiles.c.seq)
-        ):
-            ranks[str(run_id)].append(doc)
-    found: dict[str, list[RowMapping]] = {i: [] for i in ids}
-    with_findings = [str(row["id"]) for row in rows if row["_has_findings"]]
-    if with_findings:
-        for f in conn.execute(
-            select(findings)
-            .where(findings.c.run_id.in_(with_findings))
-            .order_by(findings.c.run_id, findings.c.seq)
-        ).mappings():
-            found[str(f["run_id"])].append(f)
+    by_run = _children(conn, measurements, ids)
+    ranks = _children(conn, rank_profiles, [str(r["id"]) for r in rows if r["_has_ranks"]])
+    found = _children(conn, findings, [str(r["id"]) for r in rows if r["_has_findings"]])
     return [
         RunRecord(
             id=i,
@@ -619,13 +515,25 @@ def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
             profile=None if row["_profile"] is None else _profile(row["_profile"]),
             excluded=bool(row["excluded"]),
             paired_with=row["paired_with"],
-            rank_profiles=tuple(map(_profile, ranks[i])),
+            rank_profiles=tuple(_profile(p["summary"]) for p in ranks[i]),
             findings=tuple(
                 Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in found[i]
             ),
         )
         for row, i in zip(rows, ids, strict=True)
     ]
+
+
+def _children(conn: Connection, table: Table, ids: list[str]) -> dict[str, list[RowMapping]]:
+    """The rows of ``table`` (measurements, rank profiles, findings) of the runs ``ids``, by
+    run, in their order: one query for all of them."""
+    found: dict[str, list[RowMapping]] = defaultdict(list)
+    if ids:
+        c = table.c
+        query = select(table).where(c.run_id.in_(ids)).order_by(c.run_id, c.seq)
+        for row in conn.execute(query).mappings():
+            found[str(row["run_id"])].append(row)
+    return found
 
 
 def _profile(doc: str) -> ProfileSummary:
@@ -689,11 +597,12 @@ def _history_conditions(
     project: str,
     benchmark: str,
     branch: str | None,
-    before: datetime | None,
-    exclude_run_ids: Sequence[str],
-    fingerprint_key: str | None,
+    before: datetime | None = None,
+    exclude_run_ids: Sequence[str] = (),
+    fingerprint_key: str | None = None,
     since: datetime | None = None,
 ) -> list[ColumnElement[bool]]:
+    """The conditions on the runs a history read may take (see :meth:`RunStore.history`)."""
     if before is not None:
         require_aware(before, "history(before=...)")
     if since is not None:
@@ -701,19 +610,11 @@ def _history_conditions(
     if isinstance(exclude_run_ids, str):
         exclude_run_ids = (exclude_run_ids,)
     r = runs.c
-    conditions: list[ColumnElement[bool]] = [
-        r.project == project,
-        r.benchmark == benchmark,
-        r.excluded.is_(False),
-    ]
-    if branch is not None:
-        conditions.append(r.branch == branch)
-    if before is not None:
-        conditions.append(r.started_at < before)
-    if exclude_run_ids:
-        conditions.append(r.id.not_in(list(exclude_run_ids)))
-    if fingerprint_key is not None:
-        conditions.append(r.fingerprint_key == fingerprint_key)
-    if since is not None:
-        conditions.append(r.started_at >= since)
-    return conditions
+    c: list[ColumnElement[bool]] = [r.project == project, r.benchmark == benchmark]
+    c += [r.excluded.is_(False)]
+    c += [] if branch is None else [r.branch == branch]
+    c += [] if before is None else [r.started_at < before]
+    c += [r.id.not_in(list(exclude_run_ids))] if exclude_run_ids else []
+    c += [] if fingerprint_key is None else [r.fingerprint_key == fingerprint_key]
+    c += [] if since is None else [r.started_at >= since]
+    return c

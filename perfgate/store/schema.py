@@ -65,6 +65,11 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(timezone.utc)
 
 
+SUMMARY_COLUMNS = ("centre", "median", "mean", "mad", "p10", "p90", "p99", "min", "max")
+"""A measurement's summary statistics (:class:`~perfgate.models.Summary`), a column each."""
+FINDING_COLUMNS = ("source", "rule", "severity", "location", "message", "suggestion")
+"""The findings table's columns that hold a key of the finding's dict as it is."""
+
 metadata = MetaData()
 
 perfgate_meta = Table(
@@ -128,15 +133,7 @@ measurements = Table(
     Column("direction", Text, nullable=False),
     Column("deterministic", Boolean, nullable=False),
     Column("n", Integer, nullable=False),
-    Column("centre", Double, nullable=False),
-    Column("median", Double, nullable=False),
-    Column("mean", Double, nullable=False),
-    Column("mad", Double, nullable=False),
-    Column("p10", Double, nullable=False),
-    Column("p90", Double, nullable=False),
-    Column("p99", Double, nullable=False),
-    Column("min", Double, nullable=False),
-    Column("max", Double, nullable=False),
+    *[Column(name, Double, nullable=False) for name in SUMMARY_COLUMNS],
     Column("repeat_centres", Text, nullable=False),
     Column("samples", Text, nullable=False),
     Column("dropped", Integer, nullable=False, server_default="0"),
@@ -155,12 +152,7 @@ findings = Table(
     metadata,
     Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("source", Text, nullable=False),
-    Column("rule", Text, nullable=False),
-    Column("severity", Text, nullable=False),
-    Column("location", Text, nullable=False),
-    Column("message", Text, nullable=False),
-    Column("suggestion", Text, nullable=False),
+    *[Column(name, Text, nullable=False) for name in FINDING_COLUMNS],
     Column("evidence", Text, nullable=False),
     Column("impact_ms", Double, nullable=True),
 )

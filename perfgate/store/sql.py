@@ -8,9 +8,10 @@ upgrades their schema.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -22,20 +23,20 @@ from perfgate.errors import StoreError
 from perfgate.store.connect import (
     SQLITE_BUSY_TIMEOUT_MS,
     WRITE_OPTION,
+    NewSqliteFile,
     enable_wal,
     first_line,
     make_target,
     open_failure,
-    parse_url,
 )
 from perfgate.store.migrate import (
     POSTGRES_LOCK_KEY,
     MigrationError,
     current_revision,
     head_revision,
-    is_known,
     needs_upgrade,
     newer_schema_error,
+    schema_state,
     upgrade,
 )
 from perfgate.store.runs import RunStore
@@ -57,7 +58,6 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
             a schema newer than this perfgate. Such a database is left as it was; a SQLite
             file this open created (a full disk, say) is removed again.
     """
-    new = NewSqliteFile.of(url) if create else None
     target = make_target(url, create=create)
     try:
         with target.engine.connect() as conn:
@@ -68,7 +68,7 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
                 # Then again under the write lock, as a concurrent open may have migrated.
                 conn.execution_options(**{WRITE_OPTION: True})
                 with conn.begin():
-                    if target.is_postgres:
+                    if conn.dialect.name == "postgresql":
                         conn.execute(select(func.pg_advisory_xact_lock(POSTGRES_LOCK_KEY)))
                     if needs_upgrade(conn, target.where):
                         try:
@@ -78,7 +78,7 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
             enable_wal(target, conn)
     except (StoreError, SQLAlchemyError, MigrationError) as exc:
         target.engine.dispose()
-        _discard(new)
+        _discard(target.created)
         if isinstance(exc, SQLAlchemyError):
             raise open_failure(target, exc) from exc
         if isinstance(exc, MigrationError):
@@ -87,45 +87,7 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
                 "(rolled back: the database is as it was)"
             ) from exc
         raise
-    store = SqlStore(target)
-    store.created = new
-    return store
-
-
-@dataclass(frozen=True)
-class NewSqliteFile:
-    """A SQLite store file that did not exist before this command opened it, and the
-    directories opening it created: what :func:`_discard` removes when the command fails
-    before it recorded anything."""
-
-    path: Path
-    directories: tuple[Path, ...] = field(default=())  # the deepest first
-
-    @classmethod
-    def of(cls, url: str) -> NewSqliteFile | None:
-        """The file a ``sqlite:///PATH`` URL names when it does not exist yet; None for one
-        that exists, another database or a URL that does not parse (opening it says why)."""
-        try:
-            parsed = parse_url(url)
-        except Exception:  # noqa: BLE001 - make_target reports a bad URL
-            return None
-        database = parsed.database or ""
-        if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
-            return None
-        if database.startswith("file:"):
-            return None
-        path = Path(database).expanduser().absolute()
-        if os.path.lexists(path):
-            return None
-        missing = []
-        parent = path.parent
-        while not os.path.lexists(parent) and parent != parent.parent:
-            missing.append(parent)
-            parent = parent.parent
-        return cls(path, tuple(missing))
-
-
-_SIDE_FILES = ("-wal", "-shm", "-journal")
+    return SqlStore(target)
 
 
 def _discard(new: NewSqliteFile | None) -> None:
@@ -137,11 +99,9 @@ def _discard(new: NewSqliteFile | None) -> None:
         return
     if new.path.stat().st_size > 0 and _holds_runs(new.path):
         return
-    for suffix in ("", *_SIDE_FILES):
-        try:
+    for suffix in ("", "-wal", "-shm", "-journal"):  # with SQLite's side files
+        with contextlib.suppress(OSError):
             os.unlink(f"{new.path}{suffix}")
-        except OSError:
-            pass
     for directory in new.directories:
         try:
             directory.rmdir()
@@ -191,20 +151,16 @@ def store_status(url: str) -> StoreStatus:
         StoreError: the database cannot be reached or is not a perfgate store.
     """
     target = make_target(url)
-    if target.sqlite is not None and target.sqlite.path is not None:
-        if not target.sqlite.path.exists():
-            target.engine.dispose()
-            return StoreStatus(target.url, "sqlite", None, head_revision(), "empty", None)
+    path = target.sqlite.path if target.sqlite else None
+    if path is not None and not path.exists():
+        target.engine.dispose()
+        return StoreStatus(target.url, "sqlite", None, head_revision(), "empty", None)
     try:
         with target.engine.connect() as conn, conn.begin():
             revision = current_revision(conn, target.where)
+            state = schema_state(revision)
             runs_count: int | None = None
-            if revision is None:
-                state = "empty"
-            elif not is_known(revision):
-                state = "newer"
-            else:
-                state = "current" if revision == head_revision() else "behind"
+            if state in ("current", "behind"):
                 runs_count = int(conn.execute(select(func.count()).select_from(runs)).scalar_one())
     except SQLAlchemyError as exc:
         raise open_failure(target, exc) from exc
@@ -233,11 +189,6 @@ def upgrade_store(url: str) -> tuple[StoreStatus, StoreStatus]:
 class SqlStore(RunStore, TeamStore):
     """The baseline store. Build it with :func:`open_store`; close it when done."""
 
-    created: NewSqliteFile | None = None
-    """The SQLite file :func:`open_store` created for this store (None: it existed, or
-    another database): leaving the ``with`` block on an exception removes it again while
-    it holds no run, so a failed command leaves no empty store behind."""
-
     def __repr__(self) -> str:
         return f"SqlStore({self.url!r})"
 
@@ -252,4 +203,6 @@ class SqlStore(RunStore, TeamStore):
     ) -> None:
         self.close()
         if exc_type is not None:
-            _discard(self.created)
+            # A SQLite file this store's open created goes again while it holds no run, so
+            # a failed command leaves no empty store behind.
+            _discard(self._target.created)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, delete, insert, select, update
+from sqlalchemy import ColumnElement, Table, delete, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -82,24 +82,18 @@ class TeamStore(StoreBase):
         limit: int = 1000,
     ) -> list[Alert]:
         """Alerts of ``project``, newest first, optionally of some states or one benchmark."""
-        conditions: list[ColumnElement[bool]] = [alerts.c.project == project]
+        conditions = _of_benchmark(alerts, project, benchmark)
         if status:
             conditions.append(alerts.c.status.in_(list(status)))
-        if benchmark is not None:
-            conditions.append(alerts.c.benchmark == benchmark)
+        query = select(alerts).where(*conditions).order_by(alerts.c.id.desc()).limit(limit)
         with self._read("list alerts") as conn:
-            rows = conn.execute(
-                select(alerts).where(*conditions).order_by(alerts.c.id.desc()).limit(limit)
-            )
-            return [_alert_of(r) for r in rows.mappings()]
+            return [_alert_of(r) for r in conn.execute(query).mappings()]
 
     def alert_statuses(self, *, project: str, benchmark: str | None) -> dict[tuple[str, str], str]:
         """(run id, metric) -> triage state of every alert of ``benchmark`` (of every
         benchmark of ``project`` for ``None``: one read where a gate needs them all)."""
         a = alerts.c
-        conditions = [a.project == project]
-        if benchmark is not None:
-            conditions.append(a.benchmark == benchmark)
+        conditions = _of_benchmark(alerts, project, benchmark)
         with self._read(f"read the alerts of {benchmark or project}") as conn:
             rows = conn.execute(select(a.run_id, a.metric, a.status).where(*conditions))
             return {(str(r), str(m)): str(st) for r, m, st in rows}
@@ -125,16 +119,15 @@ class TeamStore(StoreBase):
             raise StoreError(f"unknown alert state {state!r} (one of {', '.join(ALERT_STATES)})")
         require_aware(now, "triage_alert(now=...)")
 
+        a = alerts.c
+
         def write(conn: Connection) -> bool:
-            row = conn.execute(
-                select(alerts.c.run_id, alerts.c.benchmark).where(
-                    alerts.c.id == alert_id, alerts.c.project == project
-                )
-            ).first()
+            found = select(a.run_id, a.benchmark).where(a.id == alert_id, a.project == project)
+            row = conn.execute(found).first()
             if row is None:
                 return False
             conn.execute(
-                update(alerts).where(alerts.c.id == alert_id).values(status=state, updated_at=now)
+                update(alerts).where(a.id == alert_id).values(status=state, updated_at=now)
             )
             log_event(
                 conn,
@@ -150,30 +143,19 @@ class TeamStore(StoreBase):
             )
             return True
 
-        try:
-            found = self._transact(write)
-        except SQLAlchemyError as exc:
-            raise self._failure(f"triage alert {alert_id}", exc) from exc
-        if not found:
+        if not self._commit(f"triage alert {alert_id}", write):
             raise NotFoundError(
                 f"no alert {alert_id} in project {project!r} ({self._target.where})"
             )
         with self._read(f"read alert {alert_id}") as conn:
-            return _alert_of(
-                conn.execute(select(alerts).where(alerts.c.id == alert_id)).mappings().one()
-            )
+            return _alert_of(conn.execute(select(alerts).where(a.id == alert_id)).mappings().one())
 
     def triage_events(self, *, project: str, limit: int = 1000) -> list[TriageEvent]:
         """The triage trail of ``project``, newest first."""
         t = triage_events.c
+        query = select(triage_events).where(t.project == project).order_by(t.at.desc(), t.id.desc())
         with self._read("read the triage trail") as conn:
-            rows = conn.execute(
-                select(triage_events)
-                .where(t.project == project)
-                .order_by(t.at.desc(), t.id.desc())
-                .limit(limit)
-            ).mappings()
-            return [row_to(TriageEvent, r) for r in rows]
+            return [row_to(TriageEvent, r) for r in conn.execute(query.limit(limit)).mappings()]
 
     # -- baseline resets -----------------------------------------------------------------
 
@@ -199,12 +181,10 @@ class TeamStore(StoreBase):
         conditions: list[ColumnElement[bool]] = [r.project == project, r.benchmark == benchmark]
         if branch is not None:
             conditions.append(r.branch == branch)
+        at_commit = r.commit.startswith(commit, autoescape=True)
+        query = select(r.id, r.commit, r.started_at).where(*conditions, at_commit)
         with self._read(f"find commit {commit}") as conn:
-            rows = conn.execute(
-                select(r.id, r.commit, r.started_at)
-                .where(*conditions, r.commit.startswith(commit, autoescape=True))
-                .order_by(r.started_at, r.id)
-            ).all()
+            rows = conn.execute(query.order_by(r.started_at, r.id)).all()
         commits = sorted({str(c) for _, c, _ in rows})
         if not rows:
             raise NotFoundError(
@@ -229,11 +209,8 @@ class TeamStore(StoreBase):
         }
 
         def write(conn: Connection) -> int:
-            new_id = int(
-                conn.execute(
-                    insert(baseline_resets).returning(baseline_resets.c.id), values
-                ).scalar_one()
-            )
+            added = insert(baseline_resets).returning(baseline_resets.c.id)
+            new_id = int(conn.execute(added, values).scalar_one())
             log_event(
                 conn,
                 project=project,
@@ -246,38 +223,24 @@ class TeamStore(StoreBase):
             )
             return new_id
 
-        try:
-            new_id = self._transact(write)
-        except SQLAlchemyError as exc:
-            raise self._failure(f"reset the baseline of {benchmark}", exc) from exc
+        new_id = self._commit(f"reset the baseline of {benchmark}", write)
         return BaselineReset(id=new_id, **values)  # type: ignore[arg-type]
 
     def baseline_reset(self, *, project: str, benchmark: str) -> BaselineReset | None:
         """The latest accepted reset of ``benchmark``'s baseline, if any."""
         b = baseline_resets.c
+        latest = select(baseline_resets).where(b.project == project, b.benchmark == benchmark)
         with self._read(f"read the baseline resets of {benchmark}") as conn:
-            row = (
-                conn.execute(
-                    select(baseline_resets)
-                    .where(b.project == project, b.benchmark == benchmark)
-                    .order_by(b.id.desc())
-                    .limit(1)
-                )
-                .mappings()
-                .first()
-            )
+            row = conn.execute(latest.order_by(b.id.desc()).limit(1)).mappings().first()
         return None if row is None else row_to(BaselineReset, row)
 
     def baseline_resets(self, *, project: str) -> dict[str, BaselineReset]:
         """:meth:`baseline_reset` of every benchmark of ``project`` that has one, by
         benchmark, in one read (resets are few: one per accepted change)."""
         b = baseline_resets.c
+        query = select(baseline_resets).where(b.project == project).order_by(b.id)
         with self._read(f"read the baseline resets of {project}") as conn:
-            rows = (
-                conn.execute(select(baseline_resets).where(b.project == project).order_by(b.id))
-                .mappings()
-                .all()
-            )
+            rows = conn.execute(query).mappings().all()
         # Ordered by id: the latest of a benchmark wins.
         return {str(row["benchmark"]): row_to(BaselineReset, row) for row in rows}
 
@@ -306,56 +269,37 @@ class TeamStore(StoreBase):
         r = runs.c
         cutoff = None if keep_days is None else now - timedelta(days=keep_days)
         with self._read("plan the prune") as conn:
-            rows = conn.execute(
-                select(
-                    r.id,
-                    r.benchmark,
-                    r.branch,
-                    r.fingerprint_key,
-                    r.started_at,
-                    r.excluded,
-                    r.paired_with,
-                )
-                .where(r.project == project)
-                .order_by(r.started_at.desc(), r.id.desc())
-            ).all()
+            columns = (r.id, r.benchmark, r.branch, r.fingerprint_key, r.started_at, r.excluded)
+            newest_first = (r.started_at.desc(), r.id.desc())
+            query = select(*columns, r.paired_with).where(r.project == project)
+            rows = conn.execute(query.order_by(*newest_first)).all()
             a = alerts.c
             alert_rows = conn.execute(
                 select(a.run_id, a.previous_run_id, a.source, a.status).where(a.project == project)
             ).all()
-            reset_ids = set(
-                conn.execute(
-                    select(baseline_resets.c.run_id).where(baseline_resets.c.project == project)
-                ).scalars()
-            )
-        position: dict[tuple[str, str, str], int] = {}
-        window_seen: dict[tuple[str, str, str], int] = {}
+            b = baseline_resets.c
+            reset_ids = set(conn.execute(select(b.run_id).where(b.project == project)).scalars())
+        position: Counter[tuple[str, str, str]] = Counter()  # runs seen, per series
+        window_seen: Counter[tuple[str, str, str]] = Counter()  # of them not excluded
         candidates: list[str] = []
-        protect: dict[str, set[str]] = {
-            "baseline": set(),
-            "change_point": set(),
-            "alert": set(),
-            "reset": reset_ids,
-            "paired": set(),
-        }
+        protect: dict[str, set[str]] = {n: set() for n in ("baseline", "change_point", "alert")}
         for run_id, bench, branch, key, started, excluded, _ in rows:
             series = (bench, branch, key)
-            index = position.get(series, 0)
-            position[series] = index + 1
             if not excluded:
-                seen = window_seen.get(series, 0)
-                if seen < baseline_window:
+                if window_seen[series] < baseline_window:
                     protect["baseline"].add(run_id)
-                window_seen[series] = seen + 1
-            old = cutoff is None or started < cutoff
-            beyond = keep_runs is None or index >= keep_runs
-            if old and beyond:
+                window_seen[series] += 1
+            beyond = keep_runs is None or position[series] >= keep_runs
+            position[series] += 1
+            if (cutoff is None or started < cutoff) and beyond:
                 candidates.append(run_id)
         for run_id, previous, source, status in alert_rows:
+            pair = {i for i in (run_id, previous) if i}
             if source == "history":
-                protect["change_point"].update(i for i in (run_id, previous) if i)
+                protect["change_point"] |= pair
             if status in OPEN_ALERT_STATES:
-                protect["alert"].update(i for i in (run_id, previous) if i)
+                protect["alert"] |= pair
+        protect["reset"] = reset_ids
         candidate_set = set(candidates)
         protect["paired"] = {pw for rid, *_, pw in rows if pw and rid not in candidate_set}
         why = {c: next((name for name, ids in protect.items() if c in ids), "") for c in candidates}
@@ -365,13 +309,9 @@ class TeamStore(StoreBase):
 
             def write(conn: Connection) -> None:
                 for start in range(0, len(doomed), 500):
-                    chunk = doomed[start : start + 500]
-                    conn.execute(delete(runs).where(runs.c.id.in_(chunk)))
+                    conn.execute(delete(runs).where(runs.c.id.in_(doomed[start : start + 500])))
 
-            try:
-                self._transact(write)
-            except SQLAlchemyError as exc:
-                raise self._failure("prune runs", exc) from exc
+            self._commit("prune runs", write)
         return PrunePlan(
             candidates=len(candidates),
             protected=len(candidates) - len(doomed),
@@ -379,6 +319,12 @@ class TeamStore(StoreBase):
             dry_run=dry_run,
             reasons=reasons,
         )
+
+
+def _of_benchmark(table: Table, project: str, benchmark: str | None) -> list[ColumnElement[bool]]:
+    """The rows of ``table`` of ``project``, and of ``benchmark`` unless it is None."""
+    c = table.c
+    return [c.project == project] + ([] if benchmark is None else [c.benchmark == benchmark])
 
 
 def _alert_of(row: RowMapping) -> Alert:
