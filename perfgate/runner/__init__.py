@@ -10,10 +10,11 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError, require
@@ -38,12 +39,8 @@ def repeat_value(result: RepeatResult) -> str:
     device time where taken), in ms."""
     from statistics import median
 
-    parts = [f"step {median(result.step_ms):.4g} ms"] if result.step_ms else []
-    if result.cpu_ms:
-        parts.append(f"cpu {median(result.cpu_ms):.4g} ms")
-    if result.device_ms:
-        parts.append(f"device {median(result.device_ms):.4g} ms")
-    return ", ".join(parts) or "no timed step"
+    clocks = (("step", result.step_ms), ("cpu", result.cpu_ms), ("device", result.device_ms))
+    return ", ".join(f"{name} {median(ms):.4g} ms" for name, ms in clocks if ms) or "no timed step"
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ class ProcessSetup:
 
     def request(self) -> dict[str, Any]:
         """The worker request's keys for this setup."""
-        return {"fixed_layout": self.fixed_layout, "gc_off": self.gc_off, "pin_cpu": self.pin_cpu}
+        return asdict(self)
 
 
 # ``threads`` is the runner's own parameter, not the entry's: the number of intra-op threads
@@ -207,14 +204,6 @@ def _request(
     }
 
 
-def timeout_message(where: str, timeout_s: float) -> str:
-    """The one line a repeat that outlived its timeout fails with."""
-    return (
-        f"{where}: the worker did not finish within {timeout_s:g} s and was killed "
-        "(raise the limit with --timeout SECONDS or the benchmark's timeout key)"
-    )
-
-
 def _tail(path: Path, size: int = 65536) -> str:
     """The last ``size`` bytes of a worker's stderr log, as text."""
     try:
@@ -251,43 +240,41 @@ def run_repeat(
     need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
+    progress = workdir / f"progress-{tag}.txt"
     request = {
         **_request(spec, params, threads, sys_path, profile=trace_path is not None),
         **(setup or ProcessSetup()).request(),
         "trace_path": None if trace_path is None else str(trace_path),
         "result_path": str(result_path),
-        "progress_path": str(workdir / f"progress-{tag}.txt"),
+        "progress_path": str(progress),
     }
     request_path = workdir / f"request-{tag}.json"
     request_path.write_text(json.dumps(request), encoding="utf-8")
-    env = dict(os.environ)
-    env.setdefault("PYTHONHASHSEED", "0")
-    env.update(worker_env(workdir))  # the worker dies with perfgate, even a SIGKILLed one
+    # worker_env: the worker dies with perfgate, even a SIGKILLed one
+    env = {"PYTHONHASHSEED": "0", **os.environ, **worker_env(workdir)}
     where = (
         f"benchmark {spec.name}{f' ({label})' if label else ''}, repeat {repeat + 1}/{spec.repeats}"
     )
     log_path = workdir / f"stderr-{tag}.log"
     with interruptible(), log_path.open("wb") as log:
+        cmd = [sys.executable, "-m", "perfgate.runner.worker", str(request_path)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "perfgate.runner.worker", str(request_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
+            cmd, stdin=DEVNULL, stdout=DEVNULL, stderr=log, env=env, cwd=cwd, start_new_session=True
         )
         try:
             returncode = wait_for_worker(
                 proc,
-                progress_path=Path(request["progress_path"]),
+                progress_path=progress,
                 timeout_s=timeout_s,
                 measured=spec.measured,
                 where=where,
             )
         except subprocess.TimeoutExpired:
             kill_group(proc)
-            raise RunnerError(timeout_message(where, timeout_s)) from None
+            raise RunnerError(
+                f"{where}: the worker did not finish within {timeout_s:g} s and was killed "
+                "(raise the limit with --timeout SECONDS or the benchmark's timeout key)"
+            ) from None
         except BaseException:
             kill_group(proc)
             raise
@@ -301,13 +288,13 @@ def run_repeat(
             raise ConfigError(f"{where}: {result['message']}")
         raise RunnerError(f"{where}: the step raised {result['message']}")
     return RepeatResult(
-        step_ms=tuple(ns / 1e6 for ns in result["step_ns"]),
+        step_ms=_ms(result["step_ns"]),
         batch_size=int(result["batch_size"]),
         params=dict(result["params"]),
         peak_memory_bytes=int(result["peak_memory_bytes"]),
         env=dict(result["env"]),
         trace_path=result["trace_path"],
-        cpu_ms=tuple(ns / 1e6 for ns in result.get("cpu_ns", ())),
+        cpu_ms=_ms(result.get("cpu_ns", ())),
         cpu_clock=str(result.get("cpu_clock", "")),
         device_ms=tuple(float(ms) for ms in result.get("device_ms", ())),
         memory_capacity_bytes=int(result.get("memory_capacity_bytes") or 0),
@@ -320,44 +307,41 @@ def _loss(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _ms(ns: Iterable[int]) -> tuple[float, ...]:
+    return tuple(n / 1e6 for n in ns)
+
+
 def job_result(result: Mapping[str, Any]) -> RepeatResult:
     """A torchrun job's result document (rank 0's) as one repeat: the job's step time is,
     step by step, the slowest rank's (the ranks' steps run concurrently, coupled by their
     collectives; see :func:`perfgate.runner.distributed.timed_steps`)."""
-    ranks = tuple(
-        sorted(
-            (
-                RankResult(
-                    rank=int(r["rank"]),
-                    step_ms=tuple(ns / 1e6 for ns in r["step_ns"]),
-                    peak_memory_bytes=int(r["peak_memory_bytes"]),
-                    profile=None
-                    if r["profile"] is None
-                    else ProfileSummary.from_dict(r["profile"]),
-                    host=str(r.get("host", "")),
-                    wait_ms=tuple(ns / 1e6 for ns in r.get("wait_ns", ())),
-                    memory_capacity_bytes=int(r.get("memory_capacity_bytes") or 0),
-                )
-                for r in result["ranks"]
-            ),
-            key=lambda r: r.rank,
-        )
-    )
-    job_ms = tuple(max(steps) for steps in zip(*(r.step_ms for r in ranks), strict=True))
+    ranks = tuple(sorted(map(_rank_result, result["ranks"]), key=lambda r: r.rank))
     world = int(result["world_size"])
-    env = {**result["env"], "device_count": world}
     largest = max(ranks, key=lambda r: r.peak_memory_bytes)
     return RepeatResult(
-        step_ms=job_ms,
+        step_ms=tuple(map(max, zip(*(r.step_ms for r in ranks), strict=True))),
         batch_size=int(result["batch_size"]),
         params=dict(result["params"]),
         peak_memory_bytes=largest.peak_memory_bytes,
-        env=env,
+        env={**result["env"], "device_count": world},
         trace_path=None,
         ranks=ranks,
         world_size=world,
         memory_capacity_bytes=largest.memory_capacity_bytes,
         loss=_loss(result.get("loss")),
+    )
+
+
+def _rank_result(r: Mapping[str, Any]) -> RankResult:
+    profile = None if r["profile"] is None else ProfileSummary.from_dict(r["profile"])
+    return RankResult(
+        rank=int(r["rank"]),
+        step_ms=_ms(r["step_ns"]),
+        peak_memory_bytes=int(r["peak_memory_bytes"]),
+        profile=profile,
+        host=str(r.get("host", "")),
+        wait_ms=_ms(r.get("wait_ns", ())),
+        memory_capacity_bytes=int(r.get("memory_capacity_bytes") or 0),
     )
 
 
@@ -449,17 +433,13 @@ def run_benchmark(
                 if profiled is not None:
                     profiled.mkdir(parents=True, exist_ok=True)
                 if spec.distributed:
-                    launched = run_job_repeat(
-                        spec, repeat, trace_dir=profiled, launch=launch or LaunchOptions(), **common
-                    )
-                    if launched is None:
+                    job = launch or LaunchOptions()
+                    result = run_job_repeat(spec, repeat, trace_dir=profiled, launch=job, **common)
+                    if result is None:
                         break
-                    result = launched
                 else:
-                    trace_path = (
-                        None if profiled is None else profiled / f"{spec.name}.pt.trace.json"
-                    )
-                    result = run_repeat(spec, repeat, trace_path=trace_path, **common)
+                    trace = profiled and profiled / f"{spec.name}.pt.trace.json"
+                    result = run_repeat(spec, repeat, trace_path=trace, **common)
                 results.append(result)
                 if progress is not None:
                     value = repeat_value(result)
@@ -469,10 +449,5 @@ def run_benchmark(
         if fresh_trace_dir and trace_dir is not None:
             shutil.rmtree(trace_dir, ignore_errors=True)
         raise
-    return BenchmarkOutcome(
-        spec=spec,
-        threads=threads,
-        repeats=tuple(results),
-        started_at=started,
-        finished_at=datetime.now(timezone.utc),
-    )
+    finished = datetime.now(timezone.utc)
+    return BenchmarkOutcome(spec, threads, tuple(results), started, finished)

@@ -41,8 +41,9 @@ class Backend(Protocol):
 
     def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
         """Profile ``steps`` steps (after one warm-up step under the profiler) and write the
-        result at or under ``trace_path``; returns the path the parser should read."""
-        ...
+        result at or under ``trace_path``; returns the path the parser should read (here:
+        :func:`torch_profile`)."""
+        return torch_profile(self, step, steps, trace_path)
 
 
 _CPUINFO = "/proc/cpuinfo"
@@ -120,15 +121,6 @@ def _hex(value: str) -> int | None:
         return None
 
 
-def _midr_fields(midr_text: str) -> tuple[int, int] | None:
-    """(implementer, part) from a ``midr_el1`` register value ("0x00000000481fd010"):
-    implementer is bits 31-24, part number bits 15-4."""
-    midr = _hex(midr_text)
-    if midr is None:
-        return None
-    return (midr >> 24) & 0xFF, (midr >> 4) & 0xFFF
-
-
 def arm_cpu_name(implementer: int, part: int, machine: str = "aarch64") -> str:
     """The name of an Arm core from its MIDR implementer and part number
     ("HiSilicon Kunpeng 920 (TaiShan v110)"), or its numbers where the pair is not known
@@ -172,10 +164,9 @@ def cpu_model_from_cpuinfo(
             part = _hex(value)
             if part is not None and (implementer, part) not in pairs:
                 pairs.append((implementer, part))
-    if not pairs:
-        fields = _midr_fields(midr_text) if midr_text.strip() else None
-        if fields is not None:
-            pairs.append(fields)
+    midr = _hex(midr_text)  # a register value ("0x00000000481fd010")
+    if not pairs and midr is not None:  # implementer: bits 31-24; part number: bits 15-4
+        pairs.append(((midr >> 24) & 0xFF, (midr >> 4) & 0xFFF))
     if pairs:
         # 32-bit Arm kernels do print "model name", but only as "ARMv7 Processor rev 4".
         return " + ".join(arm_cpu_name(i, p, machine) for i, p in pairs)
@@ -247,7 +238,7 @@ def base_description() -> dict[str, Any]:
     }
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """CPU: nothing to synchronise; peak memory is the worker process's peak RSS."""
 
     device = "cpu"
@@ -278,11 +269,8 @@ class CpuBackend:
         info.update(device_model=info["cpu_model"], device_count=1)
         return info
 
-    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
-        return torch_profile(self, step, steps, trace_path)
 
-
-class CudaBackend:
+class CudaBackend(Backend):
     """CUDA: steps end with ``torch.cuda.synchronize()`` so the clock sees the device's work;
     peak memory is the caching allocator's ``max_memory_allocated``."""
 
@@ -333,9 +321,6 @@ class CudaBackend:
         if driver:
             info["driver_version"] = driver
         return info
-
-    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
-        return torch_profile(self, step, steps, trace_path)
 
 
 def _nvidia_driver_version() -> str:

@@ -7,18 +7,16 @@ The parent (:func:`run_job`, no torch) launches::
 
 (one node: ``127.0.0.1`` and a free port). Every rank (:func:`main`) joins the process group
 with the device's backend (gloo on CPU, nccl on CUDA, hccl on NPU), builds the workload,
-runs the warm-up steps, then the measured steps (:func:`timed_steps`): one barrier before
-the first and one after the last, not per step (a gloo barrier is ~0.5 ms on loopback);
-each rank times its own steps (monotonic clock, device synchronised, profiler off) and the
-part of each step it was blocked in collectives, as the step reports it
-(:func:`perfgate.workloads.base.record_collective_wait`). A rank's step time includes the
-time it waits inside the step for the others (in the gradient all-reduce), so a rank that
-is slow *between* synchronisations makes the others' next steps as long as its own; its
-step less its wait (its own work) is what tells it apart. Then every rank profiles its own
-window (torch.profiler trace per rank, or the NPU backend's profile) and summarises it;
-rank 0 gathers every rank's samples and summary with ``gather_object`` and writes the
-result file, with its own loss (the last measured step's, for the numerics guard: every rank
-of a DDP job holds the same model but its own batch, so rank 0's is one fixed number).
+runs the warm-up steps, then the measured steps (:func:`timed_steps`, profiler off), each
+rank timing its own steps and the part of each it was blocked in collectives. A rank's step
+time includes the time it waits inside the step for the others (in the gradient all-reduce),
+so a rank that is slow *between* synchronisations makes the others' next steps as long as
+its own; its step less its wait (its own work) is what tells it apart. Then every rank
+profiles its own window (torch.profiler trace per rank, or the NPU backend's profile) and
+summarises it; rank 0 gathers every rank's samples and summary with ``gather_object`` and
+writes the result file, with its own loss (the last measured step's, for the numerics guard:
+every rank of a DDP job holds the same model but its own batch, so rank 0's is one fixed
+number).
 
 A rank whose code raises writes ``{"ok": false, "rank": r, ...}`` to its own error file
 and exits; torchrun then stops the other ranks, and the parent names the rank that failed
@@ -41,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from subprocess import DEVNULL, STDOUT
 from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
@@ -74,23 +73,9 @@ def torchrun_command(
                 "a multi-node job needs --rdzv-endpoint HOST:PORT (the same on every node)"
             )
         endpoint = f"127.0.0.1:{free_port()}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        str(nproc),
-        "--nnodes",
-        str(nnodes),
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        endpoint,
-        "--rdzv-id",
-        launch.rdzv_id,
-        "--max-restarts",
-        "0",
-    ]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    cmd += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint]
+    cmd += ["--rdzv-id", launch.rdzv_id, "--max-restarts", "0"]
     if launch.node_rank is not None:
         cmd += ["--node-rank", str(launch.node_rank)]
     return [*cmd, "-m", _WORKER_MODULE, str(request_path)]
@@ -130,13 +115,11 @@ def _first_failure(workdir: Path) -> dict[str, Any] | None:
     """The error of the rank that failed first (the others usually fail because it did)."""
     failures: list[dict[str, Any]] = []
     for path in workdir.glob("error-rank*.json"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             failures.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    if not failures:
-        return None
-    return min(failures, key=lambda f: (float(f.get("time", 0.0)), int(f.get("rank", 0))))
+    return min(
+        failures, key=lambda f: (float(f.get("time", 0.0)), int(f.get("rank", 0))), default=None
+    )
 
 
 def _last_line(log: Path) -> str:
@@ -177,20 +160,14 @@ def run_job(
         "timeout_s": timeout_s,
     }
     request_path.write_text(json.dumps(request), encoding="utf-8")
-    env = dict(os.environ)
-    env.setdefault("PYTHONHASHSEED", "0")
+    env = {"PYTHONHASHSEED": "0", **os.environ}
     env[WORK_DIR_ENV] = str(workdir)  # marks torchrun and its ranks for a later cleanup
     env["OMP_NUM_THREADS"] = str(max(int(request.get("threads", 1)), 1))
     cmd = torchrun_command(request_path, nproc=nproc, nnodes=nnodes, launch=launch)
     log = workdir / "torchrun.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
+            cmd, stdin=DEVNULL, stdout=out, stderr=STDOUT, env=env, start_new_session=True
         )
         try:
             code = proc.wait(timeout=timeout_s)
@@ -296,33 +273,26 @@ def timed_steps(
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
     import torch.distributed as dist
 
-    from perfgate.runner.worker import (
-        EntryError,
-        build_workload,
-        load_entry,
-        loss_value,
-        prepare_process,
-        step_mode,
-    )
+    from perfgate.runner import worker
     from perfgate.workloads.base import collective_wait_ns
 
     workdir = str(request["workdir"])
     device = str(request["device"])
-    backend = prepare_process(request)
+    backend = worker.prepare_process(request)
     _set_device(device, local_rank)
     dist.init_process_group(
         backend=DIST_BACKENDS[device], timeout=timedelta(seconds=float(request["timeout_s"]))
     )
     world = dist.get_world_size()
     _state(workdir, rank, "building")
-    func = load_entry(str(request["target"]))
+    func = worker.load_entry(str(request["target"]))
     try:
-        step, batch_size, effective = build_workload(func, backend.device, request["params"])
+        step, batch_size, effective = worker.build_workload(func, device, request["params"])
     except (TypeError, ValueError) as exc:
-        raise EntryError(f"cannot build the workload: {exc}") from exc
+        raise worker.EntryError(f"cannot build the workload: {exc}") from exc
     sync = backend.synchronize
     barrier = dist.barrier
-    with step_mode(request):
+    with worker.step_mode(request):
         _state(workdir, rank, "warm-up")
         for _ in range(int(request["warmup"])):
             step()
@@ -335,7 +305,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         )
         peak = backend.peak_memory_bytes()
         capacity = backend.memory_capacity_bytes()
-        loss = loss_value(returned, str(request.get("kind", "training")))
+        loss = worker.loss_value(returned, str(request.get("kind", "training")))
         del returned
         profile = None
         trace_dir = request.get("trace_dir")

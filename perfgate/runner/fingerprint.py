@@ -76,13 +76,14 @@ def build_fingerprint(
         timing_method=TIMING_METHOD,
         params=params,
         host_label=host_label,
-        device_model=str(env.get("device_model", "")),
         device_count=int(env.get("device_count", 1)),
-        torch_version=str(env.get("torch_version", "")),
-        torch_npu_version=str(env.get("torch_npu_version", "")),
-        cuda_version=str(env.get("cuda_version", "")),
-        cann_version=str(env.get("cann_version", "")),
-        driver_version=str(env.get("driver_version", "")),
-        cpu_model=str(env.get("cpu_model", "")),
         cpu_cores=int(env.get("cpu_cores", 0)),
+        **{key: str(env.get(key, "")) for key in _ENV_TEXT},
     )
+
+
+_ENV_TEXT = (
+    "device_model cpu_model driver_version torch_version torch_npu_version "
+    "cuda_version cann_version"
+).split()
+"""The text fields of a fingerprint that a worker's environment description holds."""

@@ -142,11 +142,9 @@ def die_with_parent() -> None:
         return
     armed = False
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            armed = False
     if os.getppid() != parent:  # the parent died before the signal was armed
         os.kill(os.getpid(), signal.SIGKILL)
     if not armed:
@@ -249,8 +247,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's: alive
+        pass
     return True
 
 

@@ -116,17 +116,15 @@ class NpuBackend:
     def describe(self) -> dict[str, Any]:
         from perfgate.runner.backends import base_description
 
-        npu = self._npu
-        info = base_description()
-        info.update(
-            device_model=str(npu.get_device_name(0)),
-            device_count=int(npu.device_count()),
-            torch_npu_version=str(getattr(self._torch_npu, "__version__", "")),
-            cann_version=cann_version(self._env),
-            profiler_level=self.level,
-            aic_metrics=self.aic_metrics,
-        )
-        return info
+        return {
+            **base_description(),
+            "device_model": str(self._npu.get_device_name(0)),
+            "device_count": int(self._npu.device_count()),
+            "torch_npu_version": str(getattr(self._torch_npu, "__version__", "")),
+            "cann_version": cann_version(self._env),
+            "profiler_level": self.level,
+            "aic_metrics": self.aic_metrics,
+        }
 
     def _experimental_config(self) -> Any:
         prof = self._torch_npu.profiler

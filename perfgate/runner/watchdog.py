@@ -46,6 +46,10 @@ POLL_S = 0.25
 """How often the parent reads the worker's progress while it waits."""
 
 
+_PHASES = {"w": "warmup", "m": "measured", "p": "profiled"}
+"""The phase each kind of progress line starts (``w`` lines carry a warm-up step's ns)."""
+
+
 @dataclass
 class _Progress:
     """What the parent has read of a worker's progress file."""
@@ -69,16 +73,10 @@ class _Progress:
         self.offset += end
         for line in data[:end].decode("ascii", "replace").splitlines():
             kind, _, value = line.partition(" ")
+            self.phase = _PHASES.get(kind, self.phase)
             if kind == "w":
-                self.phase = "warmup"
-                try:
+                with contextlib.suppress(ValueError):
                     self.warmup_s.append(int(value) / 1e9)
-                except ValueError:
-                    continue
-            elif kind == "m":
-                self.phase = "measured"
-            elif kind == "p":
-                self.phase = "profiled"
         return True
 
     def typical_step_s(self) -> float | None:

@@ -325,13 +325,8 @@ def failure(exc: BaseException) -> tuple[dict[str, Any], int]:
         return {"ok": False, "kind": "config", "message": str(exc)}, 2
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-    message = f"{type(exc).__name__}: {exc}{where}"
-    return {
-        "ok": False,
-        "kind": "runner",
-        "message": message,
-        "traceback": traceback.format_exc(),
-    }, 3
+    doc = {"ok": False, "kind": "runner", "message": f"{type(exc).__name__}: {exc}{where}"}
+    return {**doc, "traceback": traceback.format_exc()}, 3
 
 
 def write_json(path: str, doc: Mapping[str, Any]) -> None:
