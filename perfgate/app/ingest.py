@@ -77,7 +77,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -139,8 +139,7 @@ TIMING_METHODS = {
 # not comparable. The export type (text or db) is left out: both describe the same job.
 _COMPARABLE_COLLECTION = ("profiler_level", "aic_metrics")
 
-
-# --- reading -------------------------------------------------------------------------------
+_NO_BRANCH = "cannot tell the branch: pass --branch or run inside a git checkout"
 
 
 def read_step_times(path: Path) -> tuple[float, ...]:
@@ -172,22 +171,49 @@ def read_step_times(path: Path) -> tuple[float, ...]:
     return tuple(values)
 
 
-# --- the record ----------------------------------------------------------------------------
-
-
 def job_step_times(ranks: Sequence[ProfileSummary]) -> tuple[float, ...]:
-    """Each profiled step's time for the whole job: the slowest rank's, step by step."""
+    """Each profiled step's time for the whole job: the slowest rank's, step by step (as
+    many steps as the rank with the fewest has)."""
     series = [r.step_times_ms for r in ranks if r.step_times_ms]
-    if not series:
-        return ()
-    n = min(len(s) for s in series)
-    return tuple(max(s[i] for s in series) for i in range(n))
+    return tuple(map(max, zip(*series, strict=False)))
 
 
 def _measurement(metric: str, values: Sequence[float]) -> Measurement:
     """One repeat of ``values`` (an ingested run is one process's profile), summarised as it
     is: a profile's steps are its profiled window, not a timed run with a warm-up to find."""
     return measurement(metric, [values], steady=False)
+
+
+def _record(
+    name: str,
+    project: str,
+    git: GitContext,
+    ci: CIContext,
+    fp: Fingerprint,
+    measurements: tuple[Measurement, ...],
+    stamp: datetime,
+    *,
+    measured: int,
+    profiled: int = 0,
+    repeats: int = 1,
+    kind: str = "training",
+    **more: Any,
+) -> RunRecord:
+    """A run recorded from a file: no warm-up (its samples are taken as they are), on the
+    fingerprint's device with its params; ``more``: the profile fields of the run."""
+    spec = BenchmarkSpec(
+        name=name,
+        kind=kind,
+        device=fp.device_kind,
+        warmup=0,
+        measured=measured,
+        profiled=profiled,
+        repeats=repeats,
+        params=dict(fp.params),
+    )
+    return RunRecord(
+        uuid.uuid4().hex, project, name, fp, git, ci, stamp, stamp, measurements, spec, **more
+    )
 
 
 def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Measurement, ...]:
@@ -212,31 +238,23 @@ def _measurements(profiled: Profiled, step_times: Sequence[float]) -> tuple[Meas
     out += capacity_measurements(slowest)
     if len(profiled.ranks) > 1:
         # Each card's own too, so a budget such as "AI Core >= 70% on every card" sees each.
-        for r in profiled.ranks:
-            if r.rank is not None:
-                out += [
-                    _measurement(f"{m.metric}.rank{r.rank}", m.samples)
-                    for m in utilisation_measurements(r)
-                ]
+        for r in (r for r in profiled.ranks if r.rank is not None):
+            out += [
+                _measurement(f"{m.metric}.rank{r.rank}", m.samples)
+                for m in utilisation_measurements(r)
+            ]
     return tuple(out)
 
 
 def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
     first = profiled.slowest
     collection = first.collection
-    if profiled.format == FORMAT_ASCEND:
-        device_kind = "npu"
-    elif any(op.device == "cuda" for op in first.ops):
-        device_kind = "cuda"
-    else:
-        device_kind = "cpu"
-    params: dict[str, ParamValue] = {
-        k: collection[k] for k in _COMPARABLE_COLLECTION if k in collection
-    }
+    cuda = any(op.device == "cuda" for op in first.ops)
+    device_kind = "npu" if profiled.format == FORMAT_ASCEND else "cuda" if cuda else "cpu"
     return collect_fingerprint(
         device_kind=device_kind,
         timing_method=TIMING_METHODS[profiled.format],
-        params=params,
+        params={k: collection[k] for k in _COMPARABLE_COLLECTION if k in collection},
         host_label=host_label,
         device_model=collection.get("device", ""),
         device_count=len(profiled.ranks),
@@ -273,28 +291,16 @@ def build_ingest_record(
             f"{profiled.path}: no step time in the profile (no step_trace_time and no step "
             "markers); pass --step-times FILE"
         )
-    stamp = datetime.now(timezone.utc)
-    fingerprint = _fingerprint(profiled, host_label)
-    spec = BenchmarkSpec(
-        name=benchmark,
-        device=fingerprint.device_kind,
-        warmup=0,
+    return _record(
+        benchmark,
+        project,
+        git,
+        ci,
+        _fingerprint(profiled, host_label),
+        _measurements(profiled, times),
+        datetime.now(timezone.utc),
         measured=len(times),
         profiled=slowest.steps,
-        repeats=1,
-        params=dict(fingerprint.params),
-    )
-    return RunRecord(
-        id=uuid.uuid4().hex,
-        project=project,
-        benchmark=benchmark,
-        fingerprint=fingerprint,
-        git=git,
-        ci=ci,
-        started_at=stamp,
-        finished_at=stamp,
-        measurements=_measurements(profiled, times),
-        spec=spec,
         profile=slowest,
         rank_profiles=profiled.ranks if len(profiled.ranks) > 1 else (),
         findings=tuple(findings),
@@ -388,28 +394,10 @@ def build_ais_bench_record(
     say or what was not recorded (pure)."""
     measurements, notes = ais_bench_measurements(summary)
     fingerprint = _ais_bench_fingerprint(summary, host_label, ais_bench_version, cann_version)
+    n = len(summary.compute_times_ms) or summary.compute.count or 1
     stamp = datetime.now(timezone.utc)
-    spec = BenchmarkSpec(
-        name=benchmark,
-        kind="inference",
-        device="npu",
-        warmup=0,
-        measured=len(summary.compute_times_ms) or summary.compute.count or 1,
-        profiled=0,
-        repeats=1,
-        params=dict(fingerprint.params),
-    )
-    record = RunRecord(
-        id=uuid.uuid4().hex,
-        project=project,
-        benchmark=benchmark,
-        fingerprint=fingerprint,
-        git=git,
-        ci=ci,
-        started_at=stamp,
-        finished_at=stamp,
-        measurements=measurements,
-        spec=spec,
+    record = _record(
+        benchmark, project, git, ci, fingerprint, measurements, stamp, measured=n, kind="inference"
     )
     if not ais_bench_version:
         notes += (
@@ -429,53 +417,26 @@ def result_measurement(metric: ResultMetric) -> Measurement:
     if lookup(metric.name) is not None:
         return measurement(metric.name, metric.repeats, steady=False)
     groups = tuple(tuple(float(x) for x in rep) for rep in metric.repeats)
-    return Measurement(
-        metric.name,
-        metric.unit,
-        metric.direction or Direction.LOWER_IS_BETTER,
-        groups,
-        summarize(groups, steady=False),
-    )
-
-
-def _same_commit(a: str, b: str) -> bool:
-    a, b = a.lower(), b.lower()
-    return a.startswith(b) or b.startswith(a)
+    direction = metric.direction or Direction.LOWER_IS_BETTER
+    return Measurement(metric.name, metric.unit, direction, groups, summarize(groups, steady=False))
 
 
 def _result_git(git: GitContext, result: ResultFile) -> tuple[GitContext, tuple[str, ...]]:
     """The git context of a result file's runs: its own commit, when it names one, over the
     one given or detected; the branch given or detected, else the file's."""
-    notes: list[str] = []
+    notes: tuple[str, ...] = ()
     commit = git.commit
     if result.commit:
-        same = bool(git.commit) and _same_commit(git.commit, result.commit)
+        given, named = git.commit.lower(), result.commit.lower()
+        same = bool(given) and (given.startswith(named) or named.startswith(given))
         if git.commit and not same:
-            notes.append(
+            notes = (
                 f"recorded at commit {result.commit[:12]}, which the file says it measured, "
-                f"not at {git.commit[:12]} (--commit or the checkout)"
+                f"not at {git.commit[:12]} (--commit or the checkout)",
             )
         # The same commit both ways: the longer name of it.
         commit = max(git.commit, result.commit, key=len) if same else result.commit
-    return replace(git, commit=commit, branch=git.branch or result.branch), tuple(notes)
-
-
-def _result_fingerprint(
-    result: ResultFile, params: Mapping[str, ParamValue], host_label: str
-) -> Fingerprint:
-    h = result.host  # what the file says of its host; the rest is read here
-    return collect_fingerprint(
-        device_kind=h.device_kind,
-        timing_method=TIMING_METHODS[result.format],
-        params=params,
-        host_label=host_label,
-        device_count=1 if h.device_kind else 0,
-        cpu_model=h.cpu_model or None,
-        cpu_cores=h.cpu_cores or None,
-        os_name=h.os or None,
-        os_release=h.os_release or None,
-        python_version=h.python_version or None,
-    )
+    return replace(git, commit=commit, branch=git.branch or result.branch), notes
 
 
 def build_result_records(
@@ -493,34 +454,27 @@ def build_result_records(
     (pure apart from the host fields the file does not name)."""
     git, notes = _result_git(git, result)
     stamp = datetime.now(timezone.utc)
+    h = result.host  # what the file says of its host; the rest is read here
     records = []
     for bench in result.benchmarks:
         name = f"{benchmark}/{bench.name}" if benchmark and bench.name else bench.name or benchmark
-        fingerprint = _result_fingerprint(result, {**result.params, **bench.params}, host_label)
-        measurements = tuple(result_measurement(m) for m in bench.metrics)
-        first = measurements[0]
-        spec = BenchmarkSpec(
-            name=name,
-            device=fingerprint.device_kind,
-            warmup=0,
-            measured=max(len(rep) for rep in first.repeats),
-            profiled=0,
-            repeats=len(first.repeats),
-            params=dict(fingerprint.params),
+        fp = collect_fingerprint(
+            device_kind=h.device_kind,
+            timing_method=TIMING_METHODS[result.format],
+            params={**result.params, **bench.params},
+            host_label=host_label,
+            device_count=1 if h.device_kind else 0,
+            cpu_model=h.cpu_model or None,
+            cpu_cores=h.cpu_cores or None,
+            os_name=h.os or None,
+            os_release=h.os_release or None,
+            python_version=h.python_version or None,
         )
+        measurements = tuple(result_measurement(m) for m in bench.metrics)
+        first = measurements[0].repeats
+        n = max(len(rep) for rep in first)
         records.append(
-            RunRecord(
-                id=uuid.uuid4().hex,
-                project=project,
-                benchmark=name,
-                fingerprint=fingerprint,
-                git=git,
-                ci=ci,
-                started_at=stamp,
-                finished_at=stamp,
-                measurements=measurements,
-                spec=spec,
-            )
+            _record(name, project, git, ci, fp, measurements, stamp, measured=n, repeats=len(first))
         )
     return tuple(records), (*result.notes, *notes)
 
@@ -589,38 +543,26 @@ def read_ingest(
             else "a result file has its own samples"
         )
         raise UsageError(f"{path}: --step-times applies to a profile; {own}")
+    where: dict[str, Any] = dict(benchmark=benchmark, project=config.project, git=git, ci=ci)
+    where["host_label"] = config.host_label
     if fmt in RESULT_FORMATS:
         result = parse_results(path, fmt)
         if not benchmark and any(not b.name for b in result.benchmarks):
             raise UsageError(
                 f"{path}: a metrics file does not name its benchmark: pass --benchmark NAME"
             )
-        records, notes = build_result_records(
-            result,
-            benchmark=benchmark,
-            project=config.project,
-            git=git,
-            ci=ci,
-            host_label=config.host_label,
-        )
+        records, notes = build_result_records(result, **where)
         if not records[0].git.branch:
-            raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+            raise UsageError(_NO_BRANCH)
         return ReadIngest(records[0], None, None, None, fmt, path, notes, others=records[1:])
     if not git.branch:
-        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+        raise UsageError(_NO_BRANCH)
     if fmt == FORMAT_AIS_BENCH:
         from perfgate.runner.npu import cann_version
 
-        summary = parse_ais_bench(path)
+        ais, cann = _installed_version(AIS_BENCH_PACKAGE), cann_version(os.environ)
         record, notes = build_ais_bench_record(
-            summary,
-            benchmark=benchmark,
-            project=config.project,
-            git=git,
-            ci=ci,
-            host_label=config.host_label,
-            ais_bench_version=_installed_version(AIS_BENCH_PACKAGE),
-            cann_version=cann_version(os.environ),
+            parse_ais_bench(path), **where, ais_bench_version=ais, cann_version=cann
         )
         return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, path, notes)
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
@@ -628,36 +570,23 @@ def read_ingest(
     if progress is not None and size >= LONG_INGEST_BYTES:
         progress(f"reading {path} ({size / 1e6:.1f} MB)")
     profiled = read_job(path, config.advisor)
+    ranks = profiled.ranks
     if progress is not None and size >= LONG_INGEST_BYTES:
-        steps = max((r.steps for r in profiled.ranks), default=0)
-        progress(f"read {path}: {profiled.format}, {len(profiled.ranks)} rank(s), {steps} step(s)")
+        steps = max((r.steps for r in ranks), default=0)
+        progress(f"read {path}: {profiled.format}, {len(ranks)} rank(s), {steps} step(s)")
     findings: tuple[Finding, ...] = ()
     problem: str | None = None
     version: str | None = None
     if profiled.format == FORMAT_ASCEND and advisor:
         from perfgate.advisor import msprof
 
-        where = (
-            f"rank {profiled.ranks[0].rank}"
-            if len(profiled.ranks) == 1 and profiled.ranks[0].rank is not None
-            else f"{len(profiled.ranks)} ranks"
-            if len(profiled.ranks) > 1
-            else ""
-        )
+        one = len(ranks) == 1 and ranks[0].rank is not None
+        location = f"rank {ranks[0].rank}" if one else f"{len(ranks)} ranks" if ranks[1:] else ""
         if progress is not None:
             progress(f"running msprof-analyze's advisor (up to {advisor_timeout_s:.0f} s)")
-        outcome = msprof.run(path, location=where, timeout_s=advisor_timeout_s)
+        outcome = msprof.run(path, location=location, timeout_s=advisor_timeout_s)
         findings, problem, version = outcome.findings, outcome.problem, outcome.version
-    record = build_ingest_record(
-        profiled,
-        benchmark=benchmark,
-        project=config.project,
-        git=git,
-        ci=ci,
-        host_label=config.host_label,
-        step_times=step_times,
-        findings=findings,
-    )
+    record = build_ingest_record(profiled, **where, step_times=step_times, findings=findings)
     return ReadIngest(record, profiled, problem, version, profiled.format, profiled.path)
 
 
