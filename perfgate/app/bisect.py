@@ -35,9 +35,11 @@ so it is tested on simulated verdicts; :func:`bisect` builds the real one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import os
 import subprocess
 import tempfile
 import time
@@ -47,7 +49,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfgate.app.context import GitHistory
 from perfgate.app.gate import AB_BASE_SUFFIX, compare_records
@@ -73,6 +75,9 @@ from perfgate.runner import BenchmarkOutcome, RepeatResult, split_threads
 from perfgate.stats import looks
 from perfgate.stats.decide import ALPHA, deciding
 from perfgate.stats.paired import pairs_to_decide
+
+if TYPE_CHECKING:
+    from perfgate.app.deliver import TargetOverrides
 
 GOOD = "good"
 BAD = "bad"
@@ -260,20 +265,16 @@ def commit_chain(root: Path, good: str, bad: str) -> list[Commit]:
     history = GitHistory(root)
     if not _git(root, "rev-parse", "--git-dir"):
         raise UsageError(f"bisect: {root} is not inside a git checkout")
-    shas = {}
     for flag, ref in (("--good", good), ("--bad", bad)):
-        sha = history.resolve(ref)
-        if not sha:
+        if not history.resolve(ref):
             raise UsageError(f"bisect: {flag} {ref}: no such commit here (a shallow clone?)")
-        shas[flag] = sha
-    if shas["--good"] == shas["--bad"]:
+    first, last = history.resolve(good), history.resolve(bad)
+    if first == last:
         raise UsageError(f"bisect: --good {good} and --bad {bad} are the same commit")
-    if not history.is_ancestor(shas["--good"], shas["--bad"]):
+    if not history.is_ancestor(first, last):
         raise UsageError(f"bisect: --good {good} is not an ancestor of --bad {bad}")
-    listed = _git(
-        root, "rev-list", "--reverse", "--ancestry-path", f"{shas['--good']}..{shas['--bad']}"
-    ).split()
-    return [describe(root, s) for s in (shas["--good"], *listed)]
+    listed = _git(root, "rev-list", "--reverse", "--ancestry-path", f"{first}..{last}").split()
+    return [describe(root, s) for s in (first, *listed)]
 
 
 def describe(root: Path, sha: str) -> Commit:
@@ -300,14 +301,6 @@ def checkout_of(suite: Path) -> tuple[Path, Path]:
 
 
 # --- measuring one midpoint ------------------------------------------------------------------
-
-
-def _outcome(
-    spec: BenchmarkSpec, repeats: Sequence[RepeatResult], started: datetime
-) -> BenchmarkOutcome:
-    threads, _ = split_threads(spec)
-    spec = replace(spec, repeats=len(repeats))
-    return BenchmarkOutcome(spec, threads, tuple(repeats), started, datetime.now(timezone.utc))
 
 
 def _with_min_effect(config: Config, record: RunRecord, pct: float | None) -> Config:
@@ -356,7 +349,7 @@ def _scratch_store() -> Iterator[Any]:
 
 
 class _Skip(Exception):
-    """A midpoint stopped running while more pairs were added."""
+    """A midpoint that does not build or run: skipped."""
 
 
 def paired_measure(
@@ -377,7 +370,7 @@ def paired_measure(
 
     subjects = {c.sha: c.subject for c in chain}
     attempts: dict[str, int] = {}
-    first = max(spec.repeats, pairs_to_decide(ALPHA / FIRST_FAMILY))
+    first_pairs = max(spec.repeats, pairs_to_decide(ALPHA / FIRST_FAMILY))
 
     def measure(sha: str, against: str, seconds: float) -> Step:
         began = clock()
@@ -394,27 +387,38 @@ def paired_measure(
             started = datetime.now(timezone.utc)
             seed = int(uuid.uuid4().hex[:8], 16)
 
-            def more(k: int) -> None:
+            def more(k: int, *, first: bool = False) -> None:
                 nonlocal seed
                 seed += 1
-                base_out, head_out, _ = run_pairs(
-                    replace(head_spec, repeats=k, profiled=0),
-                    head_dir=head_dir,
-                    base_dir=base_dir,
-                    suite_dir=suite_dir,
-                    trace_dir=None,
-                    seed=seed,
-                    progress=progress,
-                    base_spec=replace(base_spec, repeats=k, profiled=0),
-                )
+                try:
+                    base_out, head_out, _ = run_pairs(
+                        replace(head_spec, repeats=k, profiled=0),
+                        head_dir=head_dir,
+                        base_dir=base_dir,
+                        suite_dir=suite_dir,
+                        trace_dir=None,
+                        seed=seed,
+                        progress=progress,
+                        base_spec=replace(base_spec, repeats=k, profiled=0),
+                    )
+                except (RunnerError, ConfigError) as exc:
+                    if "(base)" not in str(exc):
+                        raise _Skip(str(exc)) from exc
+                    if not first:
+                        raise
+                    good = f"bisect: the good commit {against[:12]} does not run: {exc}"
+                    raise RunnerError(good) from exc
                 base.extend(base_out.repeats)
                 head.extend(head_out.repeats)
 
             def record(
                 side: BenchmarkSpec, repeats: list[RepeatResult], git: GitContext
             ) -> RunRecord:
+                threads, _ = split_threads(side)
+                side = replace(side, repeats=len(repeats))
+                now = datetime.now(timezone.utc)
                 return build_record(
-                    _outcome(side, repeats, started),
+                    BenchmarkOutcome(side, threads, tuple(repeats), started, now),
                     run_id=uuid.uuid4().hex,
                     project=config.project,
                     git=git,
@@ -436,54 +440,38 @@ def paired_measure(
                     judged, store, [head_run], branch="bisect", against="bisect-good"
                 )
 
-            try:
-                more(first)
-            except (RunnerError, ConfigError) as exc:
-                if "(base)" in str(exc):
-                    raise RunnerError(
-                        f"bisect: the good commit {against[:12]} does not run: {exc}"
-                    ) from exc
-                return Step(sha, subject, SKIP, against, seconds=clock() - began, note=str(exc))
-            took = clock() - began
-            attempts[sha] = attempts.get(sha, 0) + 1
-            # The first try of a midpoint is one look at its first pairs, at alpha: a change
-            # far beyond the minimum effect (what a bisection looks for) is decided there.
-            # A retry (it stayed inconclusive) gets looks that add pairs within its share of
-            # the budget, the looks' levels summing to alpha (check --mode ab's rule).
-            extra = (
-                looks.Budget(pairs=0)
-                if attempts[sha] == 1
-                else looks.Budget(seconds=max(seconds - (clock() - began), 0.0))
-            )
-            verdict, row = INCONCLUSIVE, None
+            verdict: str = INCONCLUSIVE
+            row: Comparison | None = None
 
             def look(asked: Mapping[str, float]) -> set[str]:
                 nonlocal verdict, row
                 verdict, row = step_verdict(judge(asked[spec.name]), spec.name)
                 return {spec.name} if verdict != INCONCLUSIVE else set()
 
-            def add(_: str, k: int, __: float) -> None:
-                try:
-                    more(k)
-                except (RunnerError, ConfigError) as exc:
-                    if "(base)" in str(exc):
-                        raise
-                    raise _Skip(str(exc)) from exc
-
             try:
+                more(first_pairs, first=True)
+                took = clock() - began
+                attempts[sha] = attempts.get(sha, 0) + 1
+                extra = (
+                    looks.Budget(pairs=0)
+                    if attempts[sha] == 1
+                    else looks.Budget(seconds=max(seconds - (clock() - began), 0.0))
+                )
+                # The first try of a midpoint is one look at its first pairs, at alpha: a
+                # change far beyond the minimum effect (what a bisection looks for) is decided
+                # there. A retry (it stayed inconclusive) gets looks that add pairs within its
+                # share of the budget, the looks' levels summing to alpha (check --mode ab's).
                 looks.measure_until_decided(
                     {spec.name: len(head)},
                     seconds_per_pair={spec.name: took / max(len(head), 1)},
                     budget=extra,
-                    measure=add,
+                    measure=lambda _, k, __: more(k),
                     judge=look,
                     clock=clock,
                 )
             except _Skip as exc:
                 return Step(sha, subject, SKIP, against, seconds=clock() - began, note=str(exc))
-        ci = None
-        if row is not None and row.ci_low_pct is not None and row.ci_high_pct is not None:
-            ci = (row.ci_low_pct, row.ci_high_pct)
+        low, high = (row.ci_low_pct, row.ci_high_pct) if row is not None else (None, None)
         return Step(
             sha,
             subject,
@@ -491,7 +479,7 @@ def paired_measure(
             against,
             metric=row.metric if row else "",
             change_pct=row.change_pct if row else None,
-            ci=ci,
+            ci=(low, high) if low is not None and high is not None else None,
             pairs=len(head),
             seconds=clock() - began,
             note=row.reason if row is not None and verdict == INCONCLUSIVE else "",
@@ -614,22 +602,11 @@ def suspects(
         span = _git(root, "rev-list", "--count", "--ancestry-path", f"{before}..{after}").strip()
         if not span.isdigit() or int(span) < 2:
             continue
-        key = change_key(
-            DetectedChange(
-                benchmark=name,
-                metric=metric,
-                unit="",
-                direction=Direction.LOWER_IS_BETTER,
-                branch="",
-                fingerprint_key=str(row.get("fingerprint_key", "")),
-                point=ChangePoint(0, 0.0, 0.0, 0.0, 1.0, 0.0),
-                last_run_before="",
-                first_run_after=str(row.get("first_run_after", "")),
-                commit_before=before,
-                commit_after=after,
-                runs_in_series=0,
-            )
-        )
+        # the change point's key: its series and the first run after it (the rest is moot)
+        series, first = str(row.get("fingerprint_key", "")), str(row.get("first_run_after", ""))
+        point, lower = ChangePoint(0, 0.0, 0.0, 0.0, 1.0, 0.0), Direction.LOWER_IS_BETTER
+        change = DetectedChange(name, metric, "", lower, "", series, point, "", first, "", "", 0)
+        key = change_key(change)
         if bisected_key(key) in done:
             continue
         change_pct = float(row.get("change_pct") or 0.0)
@@ -639,8 +616,9 @@ def suspects(
 
 @dataclass(frozen=True)
 class NightlyBisect:
-    """What ``bisect --changes`` did: the change point it searched (None: nothing to
-    search), what the search found, and what was said on the tracking issue."""
+    """What ``bisect`` did: the change point it searched (``--changes``; None: nothing to
+    search, or a range given), what the search found (None: nothing searched), and what was
+    said on the tracking issue."""
 
     suspect: Suspect | None
     outcome: BisectOutcome | None = None
@@ -703,6 +681,74 @@ def bisect_changes(
     return NightlyBisect(suspect, outcome, delivered)
 
 
+def bisect_job(
+    config: Config,
+    *,
+    suite: Path | None,
+    seconds: float,
+    benchmark: str | None = None,
+    good: str = "",
+    bad: str = "",
+    changes: Path | None = None,
+    min_effect_pct: float | None = None,
+    branch: str | None = None,
+    alert: TargetOverrides | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: ProgressFn | None = None,
+    note: Callable[[Step], None] | None = None,
+) -> NightlyBisect:
+    """``perfgate bisect``'s whole job: with ``changes``, the nightly's search
+    (:func:`bisect_changes`, among ``benchmark`` only where given), else ``benchmark``'s
+    first bad commit after ``good`` up to ``bad`` (:func:`bisect`); with ``alert`` (overrides
+    of the CI's forge target), the culprit is named on the project's tracking issue.
+    ``suite``: the suite file where the config names none (default ``./perfgate.toml``);
+    ``branch`` None: the base branch; ``env`` None: ``os.environ``.
+
+    Raises:
+        UsageError: ``benchmark`` is not in the suite; what the search raises.
+        ReportError: the forge target cannot be told (before anything is measured).
+    """
+    from perfgate.app import deliver
+    from perfgate.app.specs import benchmark_specs
+
+    env = os.environ if env is None else env
+    specs = {s.name: s for s in benchmark_specs(config)}
+    if benchmark is not None:
+        if benchmark not in specs:
+            known = ", ".join(sorted(specs)) or "none"
+            raise UsageError(f"bisect: --benchmark {benchmark}: not in the suite (it has: {known})")
+        specs = {benchmark: specs[benchmark]}
+    fresh: Callable[[], Reporter] | None = None
+    if alert is not None:
+        # one client per delivery: a client's HTTP budget (PERFGATE_HTTP_BUDGET_S) starts at
+        # its first request, and the search between them takes minutes
+        fresh = functools.partial(deliver.make_reporter, deliver.resolve_target(env, alert), env)
+    reporter = fresh() if fresh is not None else None
+    suite = Path(config.source) if config.source else (suite or Path("perfgate.toml"))
+    branch = branch or config.base_branch
+    common: dict[str, Any] = dict(suite=suite, seconds=seconds, progress=progress, note=note)
+    if changes is not None:
+        return bisect_changes(
+            config,
+            specs,
+            changes=changes,
+            branch=branch,
+            reporter=reporter,
+            reporter_after=fresh,
+            **common,
+        )
+    assert benchmark is not None
+    outcome = bisect(
+        config, specs[benchmark], good=good, bad=bad, min_effect_pct=min_effect_pct, **common
+    )
+    delivered = ""
+    if reporter is not None:
+        key = bisected_key(f"{outcome.benchmark} {good} {bad}")
+        comment = render_culprit_markdown(outcome)
+        delivered = deliver.alert_culprit(config.project, branch, comment, key, reporter)
+    return NightlyBisect(None, outcome, delivered)
+
+
 def render_culprit_markdown(outcome: BisectOutcome, suspect: Suspect | None = None) -> str:
     """The tracking issue's comment: the culprit (or the range narrowed to), its author
     line, the measured change and each step."""
@@ -754,12 +800,10 @@ def render_culprit_markdown(outcome: BisectOutcome, suspect: Suspect | None = No
 
 def why_text(outcome: BisectOutcome) -> str:
     """Why a bisection stopped short of one commit, in words."""
-    if outcome.why == BUDGET:
-        return "the budget ran out"
-    if outcome.why == SKIPPED:
-        return "every commit left between them was skipped: it does not build or run"
     if outcome.why == UNDECIDED:
-        last = outcome.steps[-1] if outcome.steps else None
-        where = f" {last.sha[:12]}" if last else ""
+        where = f" {outcome.steps[-1].sha[:12]}" if outcome.steps else ""
         return f"the midpoint{where} stayed inconclusive after {MAX_TRIES} tries"
-    return "found"
+    return {
+        BUDGET: "the budget ran out",
+        SKIPPED: "every commit left between them was skipped: it does not build or run",
+    }.get(outcome.why, "found")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,33 +93,26 @@ def bisect(
         perfgate bisect --changes changes.json --alert        # the nightly
     """
     from perfgate.app import bisect as use_case
+    from perfgate.app.deliver import TargetOverrides
 
     seconds = _budget_seconds(changes, benchmark, good, bad, budget)
-    config = _config(suite, None, project)
-    specs = _suite_specs(config, benchmark)
-    reporter, fresh_reporter = _alert_reporters(alert, forge, forge_url, repo)
-    common = _search_options(config, suite, seconds)
-    branch = branch or config.base_branch
-    if changes is not None:
-        nightly = use_case.bisect_changes(
-            config,
-            specs,
-            changes=changes,
-            branch=branch,
-            reporter=reporter,
-            reporter_after=fresh_reporter,
-            **common,
-        )
-        if nightly.outcome is None:
-            return _nothing_to_bisect(as_json=as_json)
-        outcome, delivered = nightly.outcome, nightly.delivered
-    else:
-        assert benchmark is not None and good is not None and bad is not None
-        outcome = use_case.bisect(
-            config, specs[benchmark], good=good, bad=bad, min_effect_pct=min_effect, **common
-        )
-        delivered = _alert_culprit(config.project, branch, outcome, f"{good} {bad}", reporter)
-    _show(outcome, delivered, as_json=as_json)
+    found = use_case.bisect_job(
+        _config(suite, None, project),
+        suite=suite,
+        seconds=seconds,
+        benchmark=benchmark,
+        good=good or "",
+        bad=bad or "",
+        changes=changes,
+        min_effect_pct=min_effect,
+        branch=branch,
+        alert=TargetOverrides(forge=forge, api_url=forge_url, repo=repo) if alert else None,
+        progress=progress_for_command(),
+        note=lambda step: click.echo(f"perfgate: bisect: {_step_line(step)}", err=True),
+    )
+    if found.outcome is None:
+        return _nothing_to_bisect(as_json=as_json)
+    _show(found.outcome, found.delivered, as_json=as_json)
 
 
 def _budget_seconds(
@@ -140,59 +131,6 @@ def _budget_seconds(
     if plan.seconds is None:
         raise ConfigError(f"--budget {budget!r}: bisect's budget is a time (600s, 20m, 1h)")
     return plan.seconds
-
-
-def _suite_specs(config: Any, benchmark: str | None) -> dict[str, Any]:
-    """The suite's benchmarks by name (only ``--benchmark``, which must be one of them)."""
-    from perfgate.app.specs import benchmark_specs
-
-    specs = {s.name: s for s in benchmark_specs(config)}
-    if benchmark is not None and benchmark not in specs:
-        known = ", ".join(sorted(specs)) or "none"
-        raise UsageError(f"bisect: --benchmark {benchmark}: not in the suite (it has: {known})")
-    return specs if benchmark is None else {benchmark: specs[benchmark]}
-
-
-def _search_options(config: Any, suite: Path | None, seconds: float) -> dict[str, Any]:
-    """What both searches take: the suite file, the budget and the progress callbacks."""
-    return dict(
-        suite=Path(config.source) if config.source else (suite or Path("perfgate.toml")),
-        seconds=seconds,
-        progress=progress_for_command(),
-        note=lambda step: click.echo(f"perfgate: bisect: {_step_line(step)}", err=True),
-    )
-
-
-def _alert_reporters(
-    alert: bool, forge: str | None, forge_url: str | None, repo: str | None
-) -> tuple[Any, Callable[[], Any] | None]:
-    """With ``--alert``: a reporter for the tracking issue, and a maker of fresh ones."""
-    if not alert:
-        return None, None
-    from perfgate.app import deliver
-
-    target = deliver.resolve_target(
-        os.environ, deliver.TargetOverrides(forge=forge, api_url=forge_url, repo=repo)
-    )
-
-    def make_reporter() -> Any:
-        # one client per delivery: a client's HTTP budget (PERFGATE_HTTP_BUDGET_S)
-        # starts at its first request, and the search between them takes minutes
-        return deliver.make_reporter(target, os.environ)
-
-    return make_reporter(), make_reporter
-
-
-def _alert_culprit(project: str, branch: str, outcome: Any, span: str, reporter: Any) -> str:
-    """Name the culprit of ``--good``/``--bad`` (``span``) on the tracking issue, with
-    ``--alert`` (a ``reporter``); what was done, "" without."""
-    if reporter is None:
-        return ""
-    from perfgate.app import bisect as use_case
-    from perfgate.app.deliver import alert_culprit
-
-    key = use_case.bisected_key(f"{outcome.benchmark} {span}")
-    return alert_culprit(project, branch, use_case.render_culprit_markdown(outcome), key, reporter)
 
 
 def _nothing_to_bisect(*, as_json: bool) -> None:
