@@ -17,6 +17,7 @@ and ``--json`` outputs show keys), or by ``device:KIND`` (``device:cpu``, ``devi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from perfgate.config import Config
 from perfgate.errors import UsageError
@@ -46,22 +47,12 @@ def matches(selector: str, key: str, fp: Fingerprint) -> bool:
 def _latest(
     config: Config, store: SqlStore, benchmark: str, selector: str, branch: str | None
 ) -> RunRecord | None:
-    keys = [
-        k
-        for k, fp in store.fingerprints(
-            project=config.project, benchmark=benchmark, branch=branch
-        ).items()
-        if matches(selector, k, fp)
-    ]
+    where: dict[str, Any] = dict(project=config.project, benchmark=benchmark, branch=branch)
     newest = None
-    for key in keys:
-        points = store.history(
-            project=config.project,
-            benchmark=benchmark,
-            branch=branch,
-            fingerprint_key=key,
-            limit=1,
-        )
+    for key, fp in store.fingerprints(**where).items():
+        if not matches(selector, key, fp):
+            continue
+        points = store.history(**where, fingerprint_key=key, limit=1)
         if points and (newest is None or points[-1].started_at > newest.started_at):
             newest = points[-1]
     return None if newest is None else store.get_run(newest.run_id)
@@ -72,15 +63,11 @@ def _ops(a: RunRecord, b: RunRecord) -> tuple[tuple[OpRow, ...], tuple[OpRow, ..
         return (), ()
     times_a = {o.name: o.self_time_ms_per_step for o in a.profile.ops}
     times_b = {o.name: o.self_time_ms_per_step for o in b.profile.ops}
-    top_a = tuple(
-        OpRow(o.name, o.self_time_ms_per_step, times_b.get(o.name))
-        for o in a.profile.top_ops(TOP_OPS)
+    top = a.profile.top_ops(TOP_OPS), b.profile.top_ops(TOP_OPS)
+    return (
+        tuple(OpRow(o.name, o.self_time_ms_per_step, times_b.get(o.name)) for o in top[0]),
+        tuple(OpRow(o.name, times_a.get(o.name), o.self_time_ms_per_step) for o in top[1]),
     )
-    top_b = tuple(
-        OpRow(o.name, times_a.get(o.name), o.self_time_ms_per_step)
-        for o in b.profile.top_ops(TOP_OPS)
-    )
-    return top_a, top_b
 
 
 def compare_across(
@@ -111,23 +98,17 @@ def compare_across(
         if run_b is not None:
             fp_b = fp_b or run_b.fingerprint
         if run_a is None or run_b is None:
-            if run_a is not None:
-                only_a.append(name)
-            elif run_b is not None:
-                only_b.append(name)
+            if run_a is not None or run_b is not None:
+                (only_a if run_a is not None else only_b).append(name)
             continue
         if run_a.id == run_b.id:
             raise UsageError(f"{a!r} and {b!r} select the same run of {name} ({run_a.id[:12]})")
-        metrics = []
-        for m in run_a.measurements:
-            other = run_b.measurement(m.metric)
-            if other is None:
-                continue
-            metrics.append(
-                MetricRatio(m.metric, m.unit, m.direction, m.summary.centre, other.summary.centre)
-            )
-        top_a, top_b = _ops(run_a, run_b)
-        rows.append(AcrossBenchmark(name, run_a.id, run_b.id, tuple(metrics), top_a, top_b))
+        metrics = tuple(
+            MetricRatio(m.metric, m.unit, m.direction, m.summary.centre, other.summary.centre)
+            for m in run_a.measurements
+            if (other := run_b.measurement(m.metric)) is not None
+        )
+        rows.append(AcrossBenchmark(name, run_a.id, run_b.id, metrics, *_ops(run_a, run_b)))
     if fp_a is None:
         raise UsageError(f"--across: {a!r} selects no stored run in project {config.project!r}")
     if fp_b is None:

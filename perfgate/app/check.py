@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from perfgate.app.context import GitHistory
 from perfgate.app.gate import AB_BASE_SUFFIX, check_base_branch, compare_records
@@ -68,7 +69,6 @@ from perfgate.models import (
     Confirmation,
     GateResult,
     GitContext,
-    LaunchOptions,
     RunRecord,
     Verdict,
 )
@@ -192,10 +192,6 @@ def _open(result: GateResult, method: str) -> set[str]:
     }
 
 
-def _remeasurable(spec: BenchmarkSpec) -> bool:
-    return not spec.distributed and spec.kind == "training"
-
-
 def _seconds_per_repeat(record: RunRecord) -> float:
     """Seconds one repeat of ``record`` took; for the head run of an A/B pair, one pair (its
     start and end span both sides' repeats)."""
@@ -219,6 +215,16 @@ class _Check:
     history: GitHistory | None
     progress: ProgressFn | None
     warn: ProgressFn | None
+
+    def recording(self) -> dict[str, Any]:
+        """How the runs are measured and recorded (``run_and_record``'s keywords)."""
+        return dict(
+            git=self.git,
+            ci=self.ci,
+            trace_root=self.trace_root,
+            progress=self.progress,
+            warn=self.warn,
+        )
 
     def judge(self, runs: Sequence[RunRecord]) -> GateResult:
         return compare_records(
@@ -250,7 +256,6 @@ def run_check(
     ab_ref: str = "",
     progress: ProgressFn | None = None,
     warn: ProgressFn | None = None,
-    launch: LaunchOptions | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> CheckOutcome:
     """Run ``specs``, gate them against ``against`` and settle what is left inconclusive
@@ -291,34 +296,22 @@ def run_check(
             ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
             outcome = _check_ab(job, ref=ref, repo=repo, clock=clock)
         else:
-            outcome = _check_history(job, sys_path=sys_path, launch=launch)
+            outcome = _check_history(job, sys_path=sys_path)
     except Interrupted as exc:
         # the first pass's runs (and any re-measured one) are recorded as each finishes: say
-        # which, rather than the runner's "nothing recorded"
-        recorded = _recorded_since(config, store, specs, git, began)
+        # which (the check's branch, and its A/B base runs), not the runner's "nothing recorded"
+        recorded = [
+            (run_id, spec.name, branch)
+            for spec in specs
+            for branch in (git.branch, f"{git.branch}{AB_BASE_SUFFIX}")
+            for run_id, _, _ in store.recent_runs(
+                project=config.project, benchmark=spec.name, branch=branch, since=began
+            )
+        ]
         raise RunnerError(stopped_line(exc, recorded)) from exc
     # a base-branch check's regressions become alerts, as a base-branch gate's do
     record_alerts(config, store, result=outcome.result)
     return outcome
-
-
-def _recorded_since(
-    config: Config,
-    store: SqlStore,
-    specs: Sequence[BenchmarkSpec],
-    git: GitContext,
-    began: datetime,
-) -> list[tuple[str, str, str]]:
-    """(run id, benchmark, branch) of the runs of ``specs`` on the check's branch (and its
-    A/B base runs) that started since ``began``: what an interrupted check recorded."""
-    found = []
-    for spec in specs:
-        for branch in (git.branch, f"{git.branch}{AB_BASE_SUFFIX}"):
-            for run_id, _, _ in store.recent_runs(
-                project=config.project, benchmark=spec.name, branch=branch, since=began
-            ):
-                found.append((run_id, spec.name, branch))
-    return found
 
 
 def stopped_line(exc: Interrupted, recorded: Sequence[tuple[str, str, str]]) -> str:
@@ -339,28 +332,15 @@ def stopped_line(exc: Interrupted, recorded: Sequence[tuple[str, str, str]]) -> 
     )
 
 
-def _check_history(
-    job: _Check, *, sys_path: Sequence[str], launch: LaunchOptions | None
-) -> CheckOutcome:
+def _check_history(job: _Check, *, sys_path: Sequence[str]) -> CheckOutcome:
     """``history`` mode: the head's runs, the gate, then more repeats for the benchmarks the
     plain gate left open, both looks at the level of the confirmation
     (:func:`perfgate.app.record.confirm_and_record`)."""
-    records = run_and_record(
-        job.config,
-        job.specs,
-        job.store,
-        git=job.git,
-        ci=job.ci,
-        trace_root=job.trace_root,
-        sys_path=sys_path,
-        progress=job.progress,
-        warn=job.warn,
-        launch=launch,
-    )
+    records = run_and_record(job.config, job.specs, job.store, sys_path=sys_path, **job.recording())
     plain = job.judge(records)
     by_name = {s.name: s for s in job.specs}
     looked = second_look(plain.comparisons, method="history", regression_stands=False)
-    open_ = {b for b in looked if _remeasurable(by_name[b])}
+    open_ = {b for b in looked if not by_name[b].distributed and by_name[b].kind == "training"}
     if not open_:
         return _as_judged(plain, records, "history")
     extra = job.budget.extra([_seconds_per_repeat(r) for r in records if r.benchmark in open_])
@@ -399,16 +379,7 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
     budget = job.budget
     started = clock()  # the budget is the whole check's: the first pairs spend it too
     pairs = run_ab_and_record(
-        job.config,
-        job.specs,
-        job.store,
-        ref=ref,
-        repo=repo,
-        git=job.git,
-        ci=job.ci,
-        trace_root=job.trace_root,
-        progress=job.progress,
-        warn=job.warn,
+        job.config, job.specs, job.store, ref=ref, repo=repo, **job.recording()
     )
     heads = [head for _, head in pairs]
     by_name = {s.name: s for s in job.specs}
@@ -436,8 +407,9 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
             at(h, levels_now[h.benchmark]) if h.benchmark in levels_now else h
             for h in (current[b][1] for b in current)
         ]
-        result = job.judge(runs)
-        return {b for b in levels if _decided(result, b)}
+        # decided: a deciding paired comparison is a regression, or none is inconclusive
+        still = second_look(job.judge(runs).comparisons, regression_stands=True)
+        return {b for b in levels if b not in still}
 
     def measure(benchmark: str, k: int, level: float) -> None:
         current[benchmark] = extend_pairs_and_record(
@@ -481,12 +453,6 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
         remeasured,
         stops,
     )
-
-
-def _decided(result: GateResult, benchmark: str) -> bool:
-    """Whether a look decided ``benchmark``: a deciding paired comparison is a regression,
-    or none is inconclusive."""
-    return benchmark not in second_look(result.comparisons, regression_stands=True)
 
 
 def _tests(result: GateResult) -> int:
@@ -546,31 +512,26 @@ def unsettled_notes(
             if c.benchmark == benchmark and c.verdict is Verdict.INCONCLUSIVE
         ]
         if benchmark in stopped:
-            out.append(f"{benchmark}: still inconclusive: {_why_looks(rows, stopped[benchmark])}")
-            continue
-        out.append(
-            f"{benchmark}: still inconclusive: "
-            + _why(
-                rows,
-                budget_note=budget_note,
-                not_confirmed=why_not.get(benchmark, ""),
-                remeasured=benchmark in done,
-                extra=extra,
-                contended=benchmark in contended and any(c.metric == "step_time_ms" for c in rows),
+            why = _why_looks(rows, stopped[benchmark])
+        else:
+            slow = benchmark in contended and any(c.metric == "step_time_ms" for c in rows)
+            why = _why(
+                rows, budget_note, why_not.get(benchmark, ""), benchmark in done, extra, slow
             )
-        )
+        out.append(f"{benchmark}: still inconclusive: {why}")
     return tuple(out)
 
 
 def _why(
     rows: Sequence[Comparison],
-    *,
     budget_note: str,
     not_confirmed: str,
     remeasured: bool,
     extra: int,
     contended: bool,
 ) -> str:
+    """Why ``rows`` (history mode, or a paired benchmark no look was spent on) stayed open,
+    and what would settle them, in words."""
     worst = max(rows, key=lambda c: c.mde_pct if c.mde_pct is not None else math.inf)
     paired = worst.method == "paired"
     runs = len(worst.baseline_run_ids)
@@ -639,20 +600,14 @@ def _why_looks(rows: Sequence[Comparison], stop: looks.Stop) -> str:
             f"{spent} can see a change of {size_text(worst.mde_pct)} (80% power, level "
             f"{stop.level:.2g}) against a minimum effect of {floor:g}%"
         )
-    if stop.why == looks.BUDGET:
-        why, fix = "the budget was spent: no further pair fitted", "raise --budget"
-    elif stop.why == looks.PLANNED:
-        why, fix = f"the budget's {stop.extra} extra pairs were measured", "raise --budget"
-    elif stop.why == looks.CAP:
-        why, fix = (
-            f"it reached the cap of {looks.MAX_PAIRS} pairs",
-            "a quieter runner or a steadier step (the pairs disagree too much)",
-        )
-    else:
-        why, fix = (
-            "a look decided it, but not the final gate (adjusted across every metric)",
-            "raise --budget",
-        )
+    why = {
+        looks.BUDGET: "the budget was spent: no further pair fitted",
+        looks.PLANNED: f"the budget's {stop.extra} extra pairs were measured",
+        looks.CAP: f"it reached the cap of {looks.MAX_PAIRS} pairs",
+    }.get(stop.why, "a look decided it, but not the final gate (adjusted across every metric)")
+    fix = "raise --budget"
+    if stop.why == looks.CAP:
+        fix = "a quieter runner or a steadier step (the pairs disagree too much)"
     change = abs(worst.change_pct or 0.0)
     target = max(change, floor)
     need = looks.pairs_to_settle(

@@ -96,13 +96,8 @@ def spread_pct(values: Sequence[float]) -> float:
 def per_repeat_extras(rep: RepeatResult) -> dict[str, tuple[float, ...]]:
     """What a repeat adds where it knows it (each one value): ``peak_memory_pct_of_capacity``
     (its peak / its device's capacity) and ``loss`` (its last measured step's)."""
-    out: dict[str, tuple[float, ...]] = {}
-    pct = rep.peak_memory_pct
-    if pct is not None:
-        out["peak_memory_pct_of_capacity"] = (pct,)
-    if rep.loss is not None:
-        out["loss"] = (rep.loss,)
-    return out
+    values = {"peak_memory_pct_of_capacity": rep.peak_memory_pct, "loss": rep.loss}
+    return {metric: (value,) for metric, value in values.items() if value is not None}
 
 
 def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
@@ -117,8 +112,7 @@ def training_samples(rep: RepeatResult) -> Mapping[str, tuple[float, ...]]:
         samples["step_cpu_ms"] = tuple(rep.cpu_ms)
     if rep.device_ms:
         samples["step_device_ms"] = tuple(rep.device_ms)
-    samples.update(per_repeat_extras(rep))
-    return samples
+    return samples | per_repeat_extras(rep)
 
 
 EXTRA_METRICS = ("peak_memory_pct_of_capacity", "loss")
@@ -267,32 +261,26 @@ def job_measurements(
     ]
     ranks = sorted({k.rank for r in reps for k in r.ranks})
     for rank in ranks:
-        out.append(
-            measurement(
-                f"step_time_ms.rank{rank}",
-                [k.step_ms for r in reps for k in r.ranks if k.rank == rank],
-            )
-        )
+        steps = [k.step_ms for r in reps for k in r.ranks if k.rank == rank]
+        out.append(measurement(f"step_time_ms.rank{rank}", steps))
         own = [k.own_ms for r in reps for k in r.ranks if k.rank == rank and k.wait_ms]
         if own:
             out.append(measurement(f"own_step_ms.rank{rank}", own))
     profiles = tuple(k.profile for k in reps[0].ranks if k.profile is not None)
     comm = {p.rank: c for p in profiles if (c := _communication(p)) is not None}
     if comm and len(comm) == len(profiles):
-        out.append(measurement("allreduce_ms", [[float(np.mean([c[0] for c in comm.values()]))]]))
-        out.append(
-            measurement("communication_not_overlapped_ms", [[max(c[1] for c in comm.values())]])
-        )
+        out += [
+            measurement("allreduce_ms", [[float(np.mean([c[0] for c in comm.values()]))]]),
+            measurement("communication_not_overlapped_ms", [[max(c[1] for c in comm.values())]]),
+        ]
         for p in profiles:
             total, exposed = comm[p.rank]
             step = p.breakdown.step_ms if p.breakdown is not None else 0.0
-            out.append(measurement(f"communication_ms.rank{p.rank}", [[total]]))
-            out.append(
-                measurement(
-                    f"communication_not_overlapped_pct.rank{p.rank}",
-                    [[exposed / step * 100.0 if step > 0 else 0.0]],
-                )
-            )
+            pct = exposed / step * 100.0 if step > 0 else 0.0
+            out += [
+                measurement(f"communication_ms.rank{p.rank}", [[total]]),
+                measurement(f"communication_not_overlapped_pct.rank{p.rank}", [[pct]]),
+            ]
     medians = {
         k.rank: float(
             np.median([x for r in reps for j in r.ranks if j.rank == k.rank for x in j.own_ms])

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfgate.errors import ConfigError
 from perfgate.models import Confirmation, IngestResult, LaunchOptions, ParamValue, RunRecord
@@ -168,31 +168,18 @@ def run_benchmarks(
             )
             folded = tuple(c.folded for c in confirmations if c.folded is not None)
             return RunOutcome(folded, tuple(confirmations))
+        # how either kind of run is measured and recorded
+        how: dict[str, Any] = dict(
+            git=git, ci=detect_ci_context(env), trace_root=trace_dir, progress=progress, warn=warn
+        )
         if request.ab_ref is not None:
             pairs = record.run_ab_and_record(
-                config,
-                specs,
-                store,
-                ref=request.ab_ref,
-                repo=where,
-                git=git,
-                ci=detect_ci_context(env),
-                trace_root=trace_dir,
-                progress=progress,
-                warn=warn,
+                config, specs, store, ref=request.ab_ref, repo=where, **how
             )
             return RunOutcome(tuple(r for pair in pairs for r in pair))
+        sys_path = [str(where), str(cwd)]
         records = record.run_and_record(
-            config,
-            specs,
-            store,
-            git=git,
-            ci=detect_ci_context(env),
-            trace_root=trace_dir,
-            sys_path=[str(where), str(cwd)],
-            progress=progress,
-            warn=warn,
-            launch=request.launch,
+            config, specs, store, sys_path=sys_path, launch=request.launch, **how
         )
     return RunOutcome(tuple(records))
 

@@ -164,18 +164,12 @@ def parse_param(text: str) -> tuple[str, ParamValue]:
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise ConfigError(f"--param {text!r}: expected KEY=VALUE")
-    value: ParamValue
     if raw.lower() in ("true", "false"):
-        value = raw.lower() == "true"
-    else:
-        try:
-            value = int(raw)
-        except ValueError:
-            try:
-                value = float(raw)
-            except ValueError:
-                value = raw
-    return key.strip(), value
+        return key.strip(), raw.lower() == "true"
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return key.strip(), kind(raw)
+    return key.strip(), raw
 
 
 def warn_line(line: str) -> None:

@@ -98,7 +98,7 @@ def check(
         config=store.config(host_label=host_label),
         budget=app.parse_budget(budget),
         fail_on=None if fail_on is None else parse_fail_on(fail_on),  # before the suite runs
-        measure=measure.measure(),
+        measure=measure(),
         suite=store.suite,
         mode=mode,
         ab_ref=ab_ref,

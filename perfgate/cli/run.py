@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -77,30 +77,25 @@ _MEASURE_FIELDS = tuple(
 as they are (``--param`` is parsed first; ``nproc`` and ``nnodes`` are ``run``'s own)."""
 
 
-@dataclass(frozen=True)
-class MeasureFlags:
-    """The flags of :data:`_MEASURE_OPTIONS` as given; :meth:`measure` reads ``--param``
-    (a malformed one is a usage error where the command asks for it)."""
-
-    params: tuple[str, ...]
-    fields: dict[str, Any]
-
-    def measure(self, **more: Any) -> Measure:
-        """The :class:`~perfgate.app.run_job.Measure` these flags ask for, with ``more``
-        fields (``nproc``, ``nnodes``: ``run``'s)."""
-        params = tuple(parse_param(p) for p in self.params)
-        return Measure(params=params, **self.fields, **more)
+MeasureFlags = Callable[..., Measure]
+"""The flags of :data:`_MEASURE_OPTIONS` as given: called with the fields they leave out
+(``nproc``, ``nnodes``: ``run``'s), the :class:`~perfgate.app.run_job.Measure` they ask for,
+``--param`` read then (a malformed one is a usage error where the command asks for it)."""
 
 
 def measure_options(func: F) -> F:
     """``run``'s and ``check``'s options: the store's, ``--quiet``, ``--host-label``, and
-    what to measure, handed to ``func`` as one ``measure`` (:class:`MeasureFlags`)."""
+    what to measure, handed to ``func`` as one ``measure`` (:data:`MeasureFlags`)."""
 
     @functools.wraps(func)
     def command(*args: Any, **kwargs: Any) -> Any:
         fields = {name: kwargs.pop(name) for name in _MEASURE_FIELDS}
-        flags = MeasureFlags(tuple(kwargs.pop("params")), fields)
-        return func(*args, measure=flags, **kwargs)
+        params = tuple(kwargs.pop("params"))
+
+        def measure(**more: Any) -> Measure:
+            return Measure(params=tuple(parse_param(p) for p in params), **fields, **more)
+
+        return func(*args, measure=measure, **kwargs)
 
     return options(store_options, quiet_option, *_MEASURE_OPTIONS)(cast(F, command))
 
@@ -165,7 +160,7 @@ def run(
 
     request = RunRequest(
         config=store.config(host_label=host_label),
-        measure=measure.measure(nproc=nproc, nnodes=nnodes),
+        measure=measure(nproc=nproc, nnodes=nnodes),
         suite=store.suite,
         ab_ref=ab_ref,
         confirm=confirm,
