@@ -18,7 +18,7 @@ Pure: no I/O, no torch.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from perfgate.models import Attribution, OpDelta, OpStat, ProfileSummary
 
@@ -85,13 +85,9 @@ def attribute(
         op = now.get(key)
         cur_ms = op.self_time_ms_per_step if op is not None else 0.0
         change = cur_ms - base_ms
-        seen_before = sum(1 for t in before if key in t)
-        status = "changed"
-        if op is None:
-            status = "vanished"
-        elif seen_before == 0:
-            status = "new"
-        base_shapes = _shapes(before, key)
+        status = "vanished" if op is None else "changed" if any(key in t for t in before) else "new"
+        # the input shapes of the newest baseline profile that has the op
+        base_shapes = next((t[key].input_shapes for t in reversed(before) if key in t), ())
         cur_shapes = op.input_shapes if op is not None else ()
         shape_changed = bool(base_shapes and cur_shapes) and set(base_shapes) != set(cur_shapes)
         if abs(change) <= spread or abs(change) < floor or change == 0:
@@ -100,18 +96,10 @@ def attribute(
             continue
         if change * sign < 0 and abs(change) < abs(delta_ms) * OFFSET_SHARE:
             continue
-        deltas.append(
-            OpDelta(
-                name=key[0],
-                device=key[1],
-                baseline_ms=base_ms,
-                current_ms=cur_ms,
-                share=change / delta_ms if delta_ms else None,
-                status=status,
-                baseline_shapes=base_shapes if shape_changed or status == "vanished" else (),
-                current_shapes=cur_shapes if shape_changed or status == "new" else (),
-            )
-        )
+        share = change / delta_ms if delta_ms else None
+        shapes_before = base_shapes if shape_changed or status == "vanished" else ()
+        shapes_now = cur_shapes if shape_changed or status == "new" else ()
+        deltas.append(OpDelta(*key, base_ms, cur_ms, share, status, shapes_before, shapes_now))
     deltas.sort(key=lambda d: (-d.delta_ms * sign, d.name, d.device))
     listed = tuple(deltas[:max_ops])
     explained = sum(d.delta_ms for d in listed) / delta_ms if delta_ms else None
@@ -126,12 +114,3 @@ def attribute(
     if quiet_shapes:
         notes.append("input shapes changed without a time change: " + ", ".join(quiet_shapes[:5]))
     return Attribution(benchmark, metric, delta_ms, listed, explained, "; ".join(notes))
-
-
-def _shapes(tables: Sequence[Mapping[_Key, OpStat]], key: _Key) -> tuple[str, ...]:
-    """The input shapes of ``key`` in the newest baseline profile that has the op."""
-    for table in reversed(tables):
-        op = table.get(key)
-        if op is not None:
-            return op.input_shapes
-    return ()

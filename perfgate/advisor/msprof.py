@@ -98,6 +98,10 @@ def run(
             problem="msprof-analyze is not installed (pip install 'perfgate[ascend]'); "
             "no Ascend advisor findings"
         )
+
+    def failed(problem: str) -> AdvisorOutcome:
+        return AdvisorOutcome(problem=problem, version=version)
+
     # Absolute: the tool runs in a scratch directory, so that whatever it writes lands there.
     target = str(profile_dir.resolve())
     argv = [*command, "advisor", "all", "-d", target, "-l", "en", "--force", "--agent"]
@@ -114,26 +118,22 @@ def run(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return AdvisorOutcome(
-                problem=f"msprof-analyze advisor timed out after {timeout_s:g} s on "
-                f"{profile_dir}; no Ascend advisor findings",
-                version=version,
+            return failed(
+                f"msprof-analyze advisor timed out after {timeout_s:g} s on "
+                f"{profile_dir}; no Ascend advisor findings"
             )
         except OSError as exc:
-            return AdvisorOutcome(
-                problem=f"msprof-analyze advisor could not start: {exc.strerror}", version=version
-            )
+            return failed(f"msprof-analyze advisor could not start: {exc.strerror}")
     # Its stderr is not echoed: progress bars and log lines only, nothing a report needs.
     if done.returncode != 0:
-        return AdvisorOutcome(
-            problem=f"msprof-analyze advisor exited with status {done.returncode} on "
-            f"{profile_dir}; run 'msprof-analyze advisor all -d {profile_dir} -l en' to see why",
-            version=version,
+        return failed(
+            f"msprof-analyze advisor exited with status {done.returncode} on "
+            f"{profile_dir}; run 'msprof-analyze advisor all -d {profile_dir} -l en' to see why"
         )
     try:
         findings = findings_from_agent_output(done.stdout, location=location)
     except ValueError as exc:
-        return AdvisorOutcome(problem=f"msprof-analyze advisor: {exc}", version=version)
+        return failed(f"msprof-analyze advisor: {exc}")
     return AdvisorOutcome(findings=findings, version=version)
 
 
@@ -151,18 +151,14 @@ def _agent_document(text: str) -> Mapping[str, Any]:
 
 
 def _number(cell: Any) -> float | None:
-    if isinstance(cell, bool):
-        return None
-    if isinstance(cell, int | float):
+    if isinstance(cell, int | float) and not isinstance(cell, bool):
         return float(cell)
-    if isinstance(cell, str):
-        text = cell.strip().rstrip("%")
-        try:
-            value = float(text)
-        except ValueError:
-            return None
-        return value / 100.0 if cell.strip().endswith("%") else value
-    return None
+    text = cell.strip() if isinstance(cell, str) else ""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        return None
+    return value / 100.0 if text.endswith("%") else value
 
 
 def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Finding, ...]:
@@ -196,16 +192,7 @@ def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Findin
         description = " ".join(str(cells.get("description", "")).split())
         if _NOTHING_FOUND.match(description.lower()) or evidence.get("problem_count") == 0:
             continue
-        informational = category in _INFORMATIONAL
-        out.append(
-            Finding(
-                rule=category,
-                severity=Severity.INFO if informational else Severity.WARNING,
-                location=location,
-                message=description,
-                suggestion=str(cells.get("suggestion", "")).strip(),
-                evidence=evidence,
-                source=SOURCE,
-            )
-        )
+        severity = Severity.INFO if category in _INFORMATIONAL else Severity.WARNING
+        suggestion = str(cells.get("suggestion", "")).strip()
+        out.append(Finding(category, severity, location, description, suggestion, evidence, SOURCE))
     return tuple(out)

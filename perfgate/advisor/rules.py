@@ -18,6 +18,7 @@ No I/O, no torch.
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
@@ -138,8 +139,7 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
     )
     comm = profile.communication
     if comm is not None:
-        evidence["transit_ms"] = comm.transit_ms
-        evidence["wait_ms"] = comm.wait_ms
+        evidence.update(transit_ms=comm.transit_ms, wait_ms=comm.wait_ms)
         if comm.wait_ratio is not None:
             evidence["wait_ratio"] = comm.wait_ratio
         message += f"; in collectives: transit {_ms(comm.transit_ms)}, wait {_ms(comm.wait_ms)}"
@@ -148,16 +148,9 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
                 " Most collective time here is waiting for other ranks: find the slow rank "
                 "first (run perfgate advise on the whole job directory)."
             )
+    where, impact = _where(profile, "communication"), min(exposed, hideable)
     return [
-        Finding(
-            rule="comm_not_overlapped",
-            severity=severity,
-            location=_where(profile, "communication"),
-            message=message,
-            suggestion=advice,
-            evidence=evidence,
-            impact_ms=min(exposed, hideable),
-        )
+        Finding("comm_not_overlapped", severity, where, message, advice, evidence, impact_ms=impact)
     ]
 
 
@@ -190,21 +183,15 @@ def host_sync(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
         message += " (no device on this trace: each would stall an accelerator's queue)"
     evidence: dict[str, float | str] = {f"calls_per_step:{k}": v for k, v in calls.items()}
     evidence["calls_per_step"] = total
-    return [
-        Finding(
-            rule="host_sync",
-            severity=Severity.WARNING if device else Severity.INFO,
-            location=_where(profile, "host synchronisation"),
-            message=message,
-            suggestion=(
-                "Keep values on the device inside the step: accumulate losses and metrics as "
-                "tensors and call .item() / .cpu() / .tolist() once every N steps; avoid "
-                "data-dependent shapes (nonzero, boolean indexing). Per-parameter .item() "
-                "calls from Adam/AdamW step counters go away with fused=True."
-            ),
-            evidence=evidence,
-        )
-    ]
+    advice = (
+        "Keep values on the device inside the step: accumulate losses and metrics as "
+        "tensors and call .item() / .cpu() / .tolist() once every N steps; avoid "
+        "data-dependent shapes (nonzero, boolean indexing). Per-parameter .item() "
+        "calls from Adam/AdamW step counters go away with fused=True."
+    )
+    severity = Severity.WARNING if device else Severity.INFO
+    where = _where(profile, "host synchronisation")
+    return [Finding("host_sync", severity, where, message, advice, evidence)]
 
 
 def _sync_is_cause(
@@ -229,16 +216,13 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     if idle < t.idle_share_warning:
         return []
     device = _on_device(profile)
-    severity = Severity.WARNING
-    if idle >= t.idle_share_critical and device:
-        severity = Severity.CRITICAL
+    severity = Severity.CRITICAL if idle >= t.idle_share_critical and device else Severity.WARNING
     evidence: dict[str, float | str] = {"step_ms": step, "free_ms": b.free_ms, "idle_share": idle}
     loading = b.data_loading_ms
     syncs = _sync_calls(profile)
     if loading is not None and loading / step >= t.data_loading_share:
         cause = f"data loading ({_ms(loading)} per step)"
-        evidence["data_loading_ms"] = loading
-        evidence["cause"] = "data_loading"
+        evidence.update(data_loading_ms=loading, cause="data_loading")
         advice = (
             "Load data off the critical path: DataLoader(num_workers>0, pin_memory=True, "
             "persistent_workers=True, prefetch_factor>=2), and move decoding/augmentation to "
@@ -247,8 +231,7 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     elif _sync_is_cause(profile, syncs, device, t):
         names = ", ".join(sorted(syncs))
         cause = f"host synchronisation inside the step ({names})"
-        evidence["cause"] = "host_sync"
-        evidence["sync_calls_per_step"] = sum(syncs.values())
+        evidence.update(cause="host_sync", sync_calls_per_step=sum(syncs.values()))
         advice = (
             "Remove the synchronisation points from the step (.item(), .cpu(), .tolist(), "
             "stream synchronise): keep values on the device and read them every N steps."
@@ -263,8 +246,7 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
             gap_us = b.free_ms * 1000.0 / calls
             kind = "device ops" if device else "top-level ops"
             cause += f" ({calls:g} {kind} per step, {gap_us:.0f} µs idle per op)"
-            evidence["op_calls_per_step"] = calls
-            evidence["idle_us_per_op"] = gap_us
+            evidence.update(op_calls_per_step=calls, idle_us_per_op=gap_us)
         advice = (
             "Cut host overhead: torch.compile (or torch_npu graph mode / CUDA graphs) to run "
             "the step as a graph, larger batches per step, and no Python work between ops."
@@ -274,17 +256,8 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
         f"{what} idle {_pct(idle)} of the step ({_ms(b.free_ms)} of {_ms(step)}): host-bound; "
         f"likely cause: {cause}"
     )
-    return [
-        Finding(
-            rule="host_bound",
-            severity=severity,
-            location=_where(profile, "free"),
-            message=message,
-            suggestion=advice,
-            evidence=evidence,
-            impact_ms=b.free_ms,
-        )
-    ]
+    where = _where(profile, "free")
+    return [Finding("host_bound", severity, where, message, advice, evidence, impact_ms=b.free_ms)]
 
 
 def _weighted_median_us(ops: Sequence[OpStat]) -> float | None:
@@ -321,23 +294,19 @@ def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     if b is not None and b.free_ms is not None:
         impact = min(impact, b.free_ms)
     kind = "kernel launches" if device else "top-level ops"
+    message = (
+        f"{count:g} {kind} per step with a median of {median:.1f} µs per call: "
+        "launch and dispatch overhead dominates"
+    )
+    advice = (
+        "Fuse the small ops: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+        "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python "
+        "loops over tensor elements with batched tensor ops."
+    )
+    evidence: dict[str, float | str] = {"calls_per_step": count, "median_call_us": median}
+    where = _where(profile, "ops")
     return [
-        Finding(
-            rule="tiny_ops",
-            severity=Severity.WARNING,
-            location=_where(profile, "ops"),
-            message=(
-                f"{count:g} {kind} per step with a median of {median:.1f} µs per call: "
-                "launch and dispatch overhead dominates"
-            ),
-            suggestion=(
-                "Fuse the small ops: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-                "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python "
-                "loops over tensor elements with batched tensor ops."
-            ),
-            evidence={"calls_per_step": count, "median_call_us": median},
-            impact_ms=impact,
-        )
+        Finding("tiny_ops", Severity.WARNING, where, message, advice, evidence, impact_ms=impact)
     ]
 
 
@@ -354,59 +323,47 @@ def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Findin
     if total <= 0:
         return []
     out: list[Finding] = []
+    warn = Severity.WARNING
     aicpu = sorted(
         (o for o in table if o.core.upper() == _AICPU), key=lambda o: -o.total_time_ms_per_step
     )
     aicpu_ms = sum(o.total_time_ms_per_step for o in aicpu)
     if aicpu and aicpu_ms / total >= t.aicpu_share:
         top = ", ".join(f"{o.op_type or o.name} {_ms(o.total_time_ms_per_step)}" for o in aicpu[:3])
-        out.append(
-            Finding(
-                rule="aicpu_ops",
-                severity=Severity.WARNING,
-                location=_where(profile, "core AI_CPU"),
-                message=(
-                    f"AI CPU operators take {_pct(aicpu_ms / total)} of NPU op time "
-                    f"({_ms(aicpu_ms)} per step): {top}"
-                ),
-                suggestion=(
-                    "Move these ops to AI Core: use dtypes and shapes AI Core supports (e.g. "
-                    "int32 instead of int64, float16/bfloat16), avoid dynamic shapes, and check "
-                    "the CANN op support list for an AI Core variant or a fused replacement."
-                ),
-                evidence={"aicpu_ms": aicpu_ms, "op_ms": total, "share": aicpu_ms / total},
-                impact_ms=aicpu_ms,
-            )
+        message = (
+            f"AI CPU operators take {_pct(aicpu_ms / total)} of NPU op time "
+            f"({_ms(aicpu_ms)} per step): {top}"
         )
-    by_type: dict[str, float] = {}
-    calls: dict[str, float] = {}
+        advice = (
+            "Move these ops to AI Core: use dtypes and shapes AI Core supports (e.g. "
+            "int32 instead of int64, float16/bfloat16), avoid dynamic shapes, and check "
+            "the CANN op support list for an AI Core variant or a fused replacement."
+        )
+        evidence = {"aicpu_ms": aicpu_ms, "op_ms": total, "share": aicpu_ms / total}
+        where = _where(profile, "core AI_CPU")
+        out.append(Finding("aicpu_ops", warn, where, message, advice, evidence, impact_ms=aicpu_ms))
+    by_type: dict[str, float] = defaultdict(float)
+    calls: dict[str, float] = defaultdict(float)
     for o in table:
-        kind = o.op_type or o.name
-        if kind in _FORMAT_CONVERSIONS:
-            by_type[kind] = by_type.get(kind, 0.0) + o.total_time_ms_per_step
-            calls[kind] = calls.get(kind, 0.0) + o.calls_per_step
+        if (kind := o.op_type or o.name) in _FORMAT_CONVERSIONS:
+            by_type[kind] += o.total_time_ms_per_step
+            calls[kind] += o.calls_per_step
     for kind, ms in sorted(by_type.items(), key=lambda x: -x[1]):
         share = ms / total
         if share < t.format_conversion_share:
             continue
+        message = f"{kind} takes {_pct(share)} of NPU op time ({_ms(ms)} per step, "
+        message += f"{calls[kind]:g} calls)"
+        advice = (
+            "Avoid repeated layout and dtype conversions: keep weights in the format "
+            "the op wants (torch_npu.npu_format_cast once, outside the step), keep "
+            "channel/hidden sizes multiples of 16, and one dtype through the model "
+            "(autocast instead of scattered .half()/.float())."
+        )
+        evidence = {"time_ms": ms, "op_ms": total, "share": share, "calls": calls[kind]}
+        where = _where(profile, f"op type {kind}")
         out.append(
-            Finding(
-                rule="format_conversion",
-                severity=Severity.WARNING,
-                location=_where(profile, f"op type {kind}"),
-                message=(
-                    f"{kind} takes {_pct(share)} of NPU op time ({_ms(ms)} per step, "
-                    f"{calls[kind]:g} calls)"
-                ),
-                suggestion=(
-                    "Avoid repeated layout and dtype conversions: keep weights in the format "
-                    "the op wants (torch_npu.npu_format_cast once, outside the step), keep "
-                    "channel/hidden sizes multiples of 16, and one dtype through the model "
-                    "(autocast instead of scattered .half()/.float())."
-                ),
-                evidence={"time_ms": ms, "op_ms": total, "share": share, "calls": calls[kind]},
-                impact_ms=ms,
-            )
+            Finding("format_conversion", warn, where, message, advice, evidence, impact_ms=ms)
         )
     return out
 
@@ -462,18 +419,13 @@ def low_unit_utilization(profile: ProfileSummary, t: Thresholds) -> list[Finding
                 "batch and hidden sizes the kernel tiles evenly, prefer the NZ format for "
                 "matmul weights, and avoid tiny per-call sizes that leave cores idle."
             )
+        message = (
+            f"{op.op_type or op.name} takes {_pct(share)} of device op time but its "
+            f"{name} is busy {_pct(ratio)} of it ({why})"
+        )
+        where = _where(profile, f"op {op.name}")
         out.append(
-            Finding(
-                rule="low_unit_utilization",
-                severity=Severity.WARNING,
-                location=_where(profile, f"op {op.name}"),
-                message=(
-                    f"{op.op_type or op.name} takes {_pct(share)} of device op time but its "
-                    f"{name} is busy {_pct(ratio)} of it ({why})"
-                ),
-                suggestion=advice,
-                evidence=evidence,
-            )
+            Finding("low_unit_utilization", Severity.WARNING, where, message, advice, evidence)
         )
     return out
 
@@ -497,76 +449,56 @@ def memory(
 ) -> list[Finding]:
     """Peak memory near the device's capacity; memory that keeps growing across steps."""
     out: list[Finding] = []
+    warn, where = Severity.WARNING, _where(profile, "memory")
     peaks = [p for p in (profile.peak_reserved_bytes, profile.peak_memory_bytes) if p is not None]
     if device_memory_bytes and peaks:
         peak = max(peaks)
         share = peak / device_memory_bytes
         if share >= t.memory_capacity_warning:
-            critical = share >= t.memory_capacity_critical
-            out.append(
-                Finding(
-                    rule="memory_near_capacity",
-                    severity=Severity.CRITICAL if critical else Severity.WARNING,
-                    location=_where(profile, "memory"),
-                    message=(
-                        f"peak memory {_mib(peak)} is {_pct(share)} of the device's "
-                        f"{_mib(device_memory_bytes)}: out-of-memory risk"
-                    ),
-                    suggestion=(
-                        "Make room: activation checkpointing, a smaller micro-batch with "
-                        "gradient accumulation, mixed precision, ZeRO/FSDP sharding of optimizer "
-                        "state; set PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF "
-                        "expandable_segments:True against fragmentation."
-                    ),
-                    evidence={"peak_bytes": peak, "capacity_bytes": device_memory_bytes},
-                )
+            severity = Severity.CRITICAL if share >= t.memory_capacity_critical else warn
+            message = (
+                f"peak memory {_mib(peak)} is {_pct(share)} of the device's "
+                f"{_mib(device_memory_bytes)}: out-of-memory risk"
             )
+            advice = (
+                "Make room: activation checkpointing, a smaller micro-batch with "
+                "gradient accumulation, mixed precision, ZeRO/FSDP sharding of optimizer "
+                "state; set PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF "
+                "expandable_segments:True against fragmentation."
+            )
+            evidence: dict[str, float | str] = {"peak_bytes": peak}
+            evidence["capacity_bytes"] = device_memory_bytes
+            out.append(Finding("memory_near_capacity", severity, where, message, advice, evidence))
     series = profile.memory_per_step_bytes
     if _leak(series, t):
         growth = series[-1] - series[0]
         per_step = growth / (len(series) - 1)
-        out.append(
-            Finding(
-                rule="memory_growth",
-                severity=Severity.WARNING,
-                location=_where(profile, "memory"),
-                message=(
-                    f"memory grows every step ({_mib(series[0])} -> {_mib(series[-1])} over "
-                    f"{len(series)} steps, {_mib(per_step)} per step) without levelling off: "
-                    "likely a leak"
-                ),
-                suggestion=(
-                    "Look for tensors kept across steps: losses or outputs appended to a list "
-                    "without .detach()/.item(), caches keyed by step, hooks that store "
-                    "activations; compare torch.cuda/npu.memory_snapshot() between steps."
-                ),
-                evidence={
-                    "first_bytes": series[0],
-                    "last_bytes": series[-1],
-                    "growth_bytes_per_step": per_step,
-                    "steps": float(len(series)),
-                },
-            )
+        message = (
+            f"memory grows every step ({_mib(series[0])} -> {_mib(series[-1])} over "
+            f"{len(series)} steps, {_mib(per_step)} per step) without levelling off: "
+            "likely a leak"
         )
+        advice = (
+            "Look for tensors kept across steps: losses or outputs appended to a list "
+            "without .detach()/.item(), caches keyed by step, hooks that store "
+            "activations; compare torch.cuda/npu.memory_snapshot() between steps."
+        )
+        evidence = {"first_bytes": series[0], "last_bytes": series[-1]}
+        evidence.update(growth_bytes_per_step=per_step, steps=float(len(series)))
+        out.append(Finding("memory_growth", warn, where, message, advice, evidence))
     elif len(series) < t.leak_min_steps and profile.memory_growth_bytes is not None and peaks:
         growth = float(profile.memory_growth_bytes)
         if growth >= max(t.leak_min_growth_bytes, t.window_growth_share * max(peaks)):
-            out.append(
-                Finding(
-                    rule="memory_growth",
-                    severity=Severity.INFO,
-                    location=_where(profile, "memory"),
-                    message=(
-                        f"allocated memory grew {_mib(growth)} over the profiled window; "
-                        "too few steps to tell a leak from warm-up"
-                    ),
-                    suggestion=(
-                        f"Profile at least {t.leak_min_steps} steps after warm-up; a leak keeps "
-                        "growing every step, a warm-up cache levels off."
-                    ),
-                    evidence={"growth_bytes": growth},
-                )
+            message = (
+                f"allocated memory grew {_mib(growth)} over the profiled window; "
+                "too few steps to tell a leak from warm-up"
             )
+            advice = (
+                f"Profile at least {t.leak_min_steps} steps after warm-up; a leak keeps "
+                "growing every step, a warm-up cache levels off."
+            )
+            evidence = {"growth_bytes": growth}
+            out.append(Finding("memory_growth", Severity.INFO, where, message, advice, evidence))
     return out
 
 
@@ -595,39 +527,28 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
             f"{level})"
         )
         message += _wait_evidence(view, slowest_ms, others, evidence)
+        advice = (
+            "Balance the ranks: same data per rank (sequence length / padding), no "
+            "rank-0-only work inside the step (logging, checkpointing, evaluation), "
+            "same device health and frequency (npu-smi / nvidia-smi), and CPU cores "
+            "bound per rank."
+        )
+        severity = Severity.CRITICAL if critical else Severity.WARNING
+        impact = slowest_ms - statistics.median(others) if others else None
+        where = f"rank {view.slowest_rank}"
         out.append(
-            Finding(
-                rule="slow_rank",
-                severity=Severity.CRITICAL if critical else Severity.WARNING,
-                location=f"rank {view.slowest_rank}",
-                message=message,
-                suggestion=(
-                    "Balance the ranks: same data per rank (sequence length / padding), no "
-                    "rank-0-only work inside the step (logging, checkpointing, evaluation), "
-                    "same device health and frequency (npu-smi / nvidia-smi), and CPU cores "
-                    "bound per rank."
-                ),
-                evidence=evidence,
-                impact_ms=slowest_ms - statistics.median(others) if others else None,
-            )
+            Finding("slow_rank", severity, where, message, advice, evidence, impact_ms=impact)
         )
     for link in view.slow_links:
         words = link.split()
         where = " ".join(words[:3]) if len(words) >= 3 else link
-        out.append(
-            Finding(
-                rule="slow_link",
-                severity=Severity.WARNING,
-                location=where,
-                message=f"slow link: {link}",
-                suggestion=(
-                    "Check the link's topology and health (hccn_tool / nvidia-smi topo -m), that "
-                    "ranks of one node talk over HCCS/NVLink rather than PCIe, and that no other "
-                    "job shares it."
-                ),
-                evidence={"link": link},
-            )
+        advice = (
+            "Check the link's topology and health (hccn_tool / nvidia-smi topo -m), that "
+            "ranks of one node talk over HCCS/NVLink rather than PCIe, and that no other "
+            "job shares it."
         )
+        message = f"slow link: {link}"
+        out.append(Finding("slow_link", Severity.WARNING, where, message, advice, {"link": link}))
     return out
 
 
@@ -665,34 +586,27 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
     for link in sorted(low):
         found = sorted(low[link], key=lambda sp: (sp[0], sp[1].src, sp[1].dst))
         shown = found[:_PAIRS_SHOWN]
-        evidence: dict[str, float | str] = {
-            "pairs": float(len(found)),
-            "nominal_gb_s": nominal[link],
-            "threshold_share": t.pair_low_utilisation,
-        }
+        evidence: dict[str, float | str] = {"pairs": float(len(found))}
+        evidence.update(nominal_gb_s=nominal[link], threshold_share=t.pair_low_utilisation)
         for share, pair in shown:
             evidence[f"bandwidth_gb_s:{_pair_name(pair)}"] = pair.bandwidth_gb_s
             evidence[f"utilisation:{_pair_name(pair)}"] = share
         names = [
             f"{_pair_name(p)} {p.bandwidth_gb_s:.1f} GB/s ({_pct(share)})" for share, p in shown
         ]
+        message = (
+            f"{len(found)} {link} rank pair(s) below {_pct(t.pair_low_utilisation)} of "
+            f"the link's nominal {nominal[link]:g} GB/s: " + _pair_list(names, len(found))
+        )
+        advice = (
+            "Send fewer, larger messages (bigger gradient buckets, fused collectives), "
+            "check that the pair talks over the expected link (hccn_tool, npu-smi "
+            "info -t topo) and that no other job shares it; a pair far below its peers "
+            "on the same link points at a degraded link."
+        )
+        where = f"{link} rank pairs"
         out.append(
-            Finding(
-                rule="low_pair_utilisation",
-                severity=Severity.WARNING,
-                location=f"{link} rank pairs",
-                message=(
-                    f"{len(found)} {link} rank pair(s) below {_pct(t.pair_low_utilisation)} of "
-                    f"the link's nominal {nominal[link]:g} GB/s: " + _pair_list(names, len(found))
-                ),
-                suggestion=(
-                    "Send fewer, larger messages (bigger gradient buckets, fused collectives), "
-                    "check that the pair talks over the expected link (hccn_tool, npu-smi "
-                    "info -t topo) and that no other job shares it; a pair far below its peers "
-                    "on the same link points at a degraded link."
-                ),
-                evidence=evidence,
-            )
+            Finding("low_pair_utilisation", Severity.WARNING, where, message, advice, evidence)
         )
     waiting = sorted(
         (
@@ -706,46 +620,33 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
     )
     if waiting:
         shown_w = waiting[:_PAIRS_SHOWN]
-        evidence_w: dict[str, float | str] = {
-            "pairs": float(len(waiting)),
-            "threshold_ms": t.pair_wait_ms,
-        }
+        evidence_w: dict[str, float | str] = {"pairs": float(len(waiting))}
+        evidence_w["threshold_ms"] = t.pair_wait_ms
         for pair in shown_w:
             evidence_w[f"wait_ms:{_pair_name(pair)}"] = pair.wait_ms or 0.0
         names_w = [f"{_pair_name(p)} {_ms(p.wait_ms or 0.0)}" for p in shown_w]
-        out.append(
-            Finding(
-                rule="pair_wait",
-                severity=Severity.WARNING,
-                location="rank pairs",
-                message=(
-                    f"{len(waiting)} rank pair(s) wait more than {_ms(t.pair_wait_ms)} per step "
-                    "before transferring (the source rank's wait in the ops that carry them): "
-                    + _pair_list(names_w, len(waiting))
-                ),
-                suggestion=(
-                    "A transfer waits for its peer to reach the collective: look for the rank "
-                    "that arrives late (slow_rank, uneven data per rank, rank-only work before "
-                    "the collective, host-side stalls) rather than at the link."
-                ),
-                evidence=evidence_w,
-                impact_ms=max(p.wait_ms or 0.0 for p in waiting),
-            )
+        message = (
+            f"{len(waiting)} rank pair(s) wait more than {_ms(t.pair_wait_ms)} per step "
+            "before transferring (the source rank's wait in the ops that carry them): "
+            + _pair_list(names_w, len(waiting))
         )
+        advice = (
+            "A transfer waits for its peer to reach the collective: look for the rank "
+            "that arrives late (slow_rank, uneven data per rank, rank-only work before "
+            "the collective, host-side stalls) rather than at the link."
+        )
+        impact = max(p.wait_ms or 0.0 for p in waiting)
+        where, warn = "rank pairs", Severity.WARNING
+        out.append(Finding("pair_wait", warn, where, message, advice, evidence_w, impact_ms=impact))
     return out
 
 
 def _job_pairs(profile: ProfileSummary, ranks: Sequence[ProfileSummary]) -> list[RankPair]:
     """Every rank's pairs once (each rank's profile holds the pairs it is the source of)."""
-    seen: set[tuple[int, int, str]] = set()
-    out: list[RankPair] = []
-    for summary in ranks or (profile,):
-        for pair in summary.rank_pairs:
-            key = (pair.src, pair.dst, pair.link.upper())
-            if key not in seen:
-                seen.add(key)
-                out.append(pair)
-    return out
+    out: dict[tuple[int, int, str], RankPair] = {}
+    for pair in (p for summary in ranks or (profile,) for p in summary.rank_pairs):
+        out.setdefault((pair.src, pair.dst, pair.link.upper()), pair)
+    return list(out.values())
 
 
 def _wait_evidence(
@@ -788,43 +689,32 @@ def profile_window(
 ) -> list[Finding]:
     """Reminders about the profile itself: too few steps, or a heavy profiler."""
     out: list[Finding] = []
+    info, where = Severity.INFO, _where(profile, "profile window")
     if profile.steps < t.min_profiled_steps:
-        out.append(
-            Finding(
-                rule="short_profile",
-                severity=Severity.INFO,
-                location=_where(profile, "profile window"),
-                message=(
-                    f"the profile covers {profile.steps} step(s): one unusual step decides "
-                    "every number here"
-                ),
-                suggestion=(
-                    f"Profile at least {t.min_profiled_steps} steps after warm-up "
-                    "(torch.profiler.schedule(wait=1, warmup=1, active=3))."
-                ),
-                evidence={"steps": float(profile.steps)},
-            )
+        message = (
+            f"the profile covers {profile.steps} step(s): one unusual step decides "
+            "every number here"
         )
+        advice = (
+            f"Profile at least {t.min_profiled_steps} steps after warm-up "
+            "(torch.profiler.schedule(wait=1, warmup=1, active=3))."
+        )
+        evidence = {"steps": float(profile.steps)}
+        out.append(Finding("short_profile", info, where, message, advice, evidence))
     step = _step(profile)
     if measured_step_ms and step is not None and step / measured_step_ms - 1 >= t.profiler_overhead:
-        out.append(
-            Finding(
-                rule="profiler_overhead",
-                severity=Severity.INFO,
-                location=_where(profile, "profile window"),
-                message=(
-                    f"profiled steps take {step / measured_step_ms:.1f}x the timed step "
-                    f"({_ms(step)} vs {_ms(measured_step_ms)}): absolute op times are inflated "
-                    "by the profiler; shares and counts still hold"
-                ),
-                suggestion=(
-                    "Lighten the profiler when absolute times matter: with_stack=False, "
-                    "record_shapes=False, profile_memory=False (torch_npu: profiler_level "
-                    "Level0, aic_metrics off)."
-                ),
-                evidence={"profiled_step_ms": step, "measured_step_ms": measured_step_ms},
-            )
+        message = (
+            f"profiled steps take {step / measured_step_ms:.1f}x the timed step "
+            f"({_ms(step)} vs {_ms(measured_step_ms)}): absolute op times are inflated "
+            "by the profiler; shares and counts still hold"
         )
+        advice = (
+            "Lighten the profiler when absolute times matter: with_stack=False, "
+            "record_shapes=False, profile_memory=False (torch_npu: profiler_level "
+            "Level0, aic_metrics off)."
+        )
+        evidence = {"profiled_step_ms": step, "measured_step_ms": measured_step_ms}
+        out.append(Finding("profiler_overhead", info, where, message, advice, evidence))
     return out
 
 
@@ -847,21 +737,14 @@ def _cluster_of(ranks: Sequence[ProfileSummary], t: Thresholds) -> ClusterView |
     return cluster_view(ranks, t)
 
 
-_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+_SEVERITY_ORDER = {severity: i for i, severity in enumerate(Severity)}  # critical first
 
 
 def _ordered(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """Most severe first, then largest estimated impact, then by key (stable output)."""
     return tuple(
         sorted(
-            findings,
-            key=lambda f: (
-                _SEVERITY_ORDER[f.severity],
-                -(f.impact_ms or 0.0),
-                f.source,
-                f.rule,
-                f.location,
-            ),
+            findings, key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.impact_ms or 0.0), *f.key())
         )
     )
 
@@ -891,9 +774,7 @@ def advise(
         The findings, most severe first, then by estimated impact.
     """
     t = thresholds or Thresholds()
-    found: list[Finding] = []
-    for rule in RULES:
-        found.extend(rule(profile, t))
+    found = [f for rule in RULES for f in rule(profile, t)]
     found.extend(memory(profile, t, device_memory_bytes))
     view = cluster if cluster is not None else _cluster_of(ranks, t)
     if view is not None:
@@ -905,15 +786,6 @@ def advise(
 
 # msprof-analyze categories (lower case) that perfgate's own rule of that name covers.
 _SAME_PROBLEM = {"slow rank": "slow_rank"}
-
-
-def _without_duplicates(own: Sequence[Finding], msprof: Iterable[Finding]) -> list[Finding]:
-    mine = {f.rule for f in own}
-    return [
-        f
-        for f in msprof
-        if not (f.source != SOURCE and _SAME_PROBLEM.get(f.rule.strip().lower()) in mine)
-    ]
 
 
 def merge_findings(
@@ -932,7 +804,12 @@ def merge_findings(
     """
     known = {f.key() for f in baseline_findings}
     own = tuple(own)
-    msprof = tuple(_without_duplicates(own, msprof))
+    mine = {f.rule for f in own}
+    msprof = [
+        f
+        for f in msprof
+        if f.source == SOURCE or _SAME_PROBLEM.get(f.rule.strip().lower()) not in mine
+    ]
     kept: dict[tuple[str, str, str], Finding] = {}
     for f in (*own, *msprof):
         key = f.key()

@@ -67,12 +67,8 @@ def work_change(
         calls = op.calls_per_step if op is not None else 0.0
         if min(counts) <= calls <= max(counts):
             continue
-        if op is not None:
-            time_ms = op.total_time_ms_per_step
-        else:
-            time_ms = statistics.median(
-                t[key].total_time_ms_per_step if key in t else 0.0 for t in before
-            )
+        then = [t[key].total_time_ms_per_step if key in t else 0.0 for t in before]
+        time_ms = op.total_time_ms_per_step if op is not None else statistics.median(then)
         changed.append(OpCountChange(key[0], key[1], statistics.median(counts), calls, time_ms))
     if not changed:
         return None
