@@ -150,48 +150,49 @@ class Config:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def _where(source: str, key: str) -> str:
-    return f"{source}: {key}" if source else key
+def _err(source: str, key: str, what: str) -> ConfigError:
+    """The error ``what`` at ``key`` of the file ``source`` (``S02.toml: benchmarks[0].repeat``)."""
+    return ConfigError(f"{source}: {key}: {what}" if source else f"{key}: {what}")
+
+
+def _table(value: Any, source: str, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _err(source, path, "expected a table")
+    return value
 
 
 def _check_keys(table: Mapping[str, Any], allowed: set[str], source: str, path: str) -> None:
     for key in table:
         if key not in allowed:
             known = ", ".join(sorted(allowed))
-            raise ConfigError(
-                f"{_where(source, path + key)}: unknown key (known keys here: {known})"
-            )
+            raise _err(source, path + key, f"unknown key (known keys here: {known})")
 
 
 def _int(value: Any, source: str, path: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(
-            f"{_where(source, path)}: expected an integer >= {minimum}, got {value!r}"
-        )
+        raise _err(source, path, f"expected an integer >= {minimum}, got {value!r}")
     return value
 
 
 def _str(value: Any, source: str, path: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{_where(source, path)}: expected a non-empty string, got {value!r}")
+        raise _err(source, path, f"expected a non-empty string, got {value!r}")
     return value
 
 
 def _device(value: Any, source: str, path: str) -> str:
     if value not in _DEVICES:
-        raise ConfigError(f"{_where(source, path)}: expected one of cpu, cuda, npu, got {value!r}")
+        raise _err(source, path, f"expected one of cpu, cuda, npu, got {value!r}")
     return str(value)
 
 
 def _params(value: Any, source: str, path: str) -> dict[str, str | int | float | bool]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{_where(source, path)}: expected a table of parameters")
+        raise _err(source, path, "expected a table of parameters")
     out: dict[str, str | int | float | bool] = {}
     for k, v in value.items():
         if not isinstance(v, str | int | float | bool):
-            raise ConfigError(
-                f"{_where(source, f'{path}.{k}')}: parameters must be strings, numbers or booleans"
-            )
+            raise _err(source, f"{path}.{k}", "parameters must be strings, numbers or booleans")
         out[str(k)] = v
     return out
 
@@ -205,25 +206,22 @@ def parse_benchmark(
     name = _str(merged.get("name"), source, f"{path}.name")
     workload, entry = merged.get("workload"), merged.get("entry")
     if (workload is None) == (entry is None):
-        raise ConfigError(
-            f"{_where(source, path)}: give exactly one of 'workload' (built-in) or "
-            "'entry' ('module:function')"
+        raise _err(
+            source,
+            path,
+            "give exactly one of 'workload' (built-in) or 'entry' ('module:function')",
         )
     if entry is not None and (not isinstance(entry, str) or ":" not in entry):
-        raise ConfigError(
-            f"{_where(source, path + '.entry')}: expected 'module:function', got {entry!r}"
-        )
+        raise _err(source, path + ".entry", f"expected 'module:function', got {entry!r}")
     if workload is not None:
         _str(workload, source, f"{path}.workload")
     device = _device(merged.get("device", "cpu"), source, f"{path}.device")
     treatment = merged.get("treatment_params", list(TREATMENT_PARAMS))
     if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
-        raise ConfigError(f"{_where(source, path + '.treatment_params')}: expected a list of names")
+        raise _err(source, path + ".treatment_params", "expected a list of names")
     kind = merged.get("kind", "")  # "": the workload's own kind (perfgate.app.specs)
     if kind != "" and kind not in _KINDS:
-        raise ConfigError(
-            f"{_where(source, path + '.kind')}: expected one of {', '.join(_KINDS)}, got {kind!r}"
-        )
+        raise _err(source, path + ".kind", f"expected one of {', '.join(_KINDS)}, got {kind!r}")
     return BenchmarkSpec(
         name=name,
         workload=workload,
@@ -250,45 +248,36 @@ def _number(value: Any) -> bool:
 def _timeout(value: Any, source: str, path: str) -> float:
     """A benchmark's ``timeout``: seconds one repeat may take, a finite number > 0."""
     if not _number(value) or value == 0:
-        raise ConfigError(
-            f"{_where(source, path)}: expected a number of seconds > 0, got {value!r}"
-        )
+        raise _err(source, path, f"expected a number of seconds > 0, got {value!r}")
     return float(value)
 
 
 def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     path = f"metrics.{name}"
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{_where(source, path)}: expected a table")
-    _check_keys(table, _METRIC_KEYS, source, path + ".")
+    _check_keys(_table(table, source, path), _METRIC_KEYS, source, path + ".")
     base = default_policy(name)
     direction = table.get("direction", base.direction.value)
     try:
         parsed_direction = Direction(direction)
     except ValueError:
-        raise ConfigError(
-            f"{_where(source, path + '.direction')}: expected 'lower' or 'higher', "
-            f"got {direction!r}"
+        raise _err(
+            source, path + ".direction", f"expected 'lower' or 'higher', got {direction!r}"
         ) from None
     effect = table.get("min_effect_pct", base.min_effect_pct)
     if not _number(effect) or effect >= 1000:
-        raise ConfigError(
-            f"{_where(source, path + '.min_effect_pct')}: expected a percentage, got {effect!r}"
-        )
+        raise _err(source, path + ".min_effect_pct", f"expected a percentage, got {effect!r}")
     deterministic = table.get("deterministic", base.deterministic)
     if not isinstance(deterministic, bool):
-        raise ConfigError(f"{_where(source, path + '.deterministic')}: expected true or false")
+        raise _err(source, path + ".deterministic", "expected true or false")
     absolute = table.get("min_effect_abs", base.min_effect_abs)
     if isinstance(absolute, bool) or not isinstance(absolute, int | float) or not absolute >= 0:
-        raise ConfigError(
-            f"{_where(source, path + '.min_effect_abs')}: expected a number >= 0, got {absolute!r}"
-        )
+        raise _err(source, path + ".min_effect_abs", f"expected a number >= 0, got {absolute!r}")
     # Naming a metric is asking for it to decide: an operator count, which only explains by
     # default (the catalogue's ``decides``), fails the gate in a suite that names it, unless
     # the table says ``decides = false`` (kept shown, with its own tolerance, say).
     decides = table.get("decides", True)
     if not isinstance(decides, bool):
-        raise ConfigError(f"{_where(source, path + '.decides')}: expected true or false")
+        raise _err(source, path + ".decides", "expected true or false")
     return MetricPolicy(
         parsed_direction,
         float(effect),
@@ -304,13 +293,11 @@ def _parse_number_table(
 ) -> tuple[tuple[str, float], ...]:
     """A table of name = number >= 0 merged over ``default`` (names compared upper-cased)."""
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{_where(source, path)}: expected a table of name = number")
+        raise _err(source, path, "expected a table of name = number")
     merged = {name.upper(): value for name, value in default}
     for name, value in table.items():
         if not _number(value):
-            raise ConfigError(
-                f"{_where(source, path + '.' + name)}: expected a number >= 0, got {value!r}"
-            )
+            raise _err(source, path + "." + name, f"expected a number >= 0, got {value!r}")
         merged[str(name).upper()] = float(value)
     return tuple(merged.items())
 
@@ -318,9 +305,7 @@ def _parse_number_table(
 def _parse_advisor(table: Any, source: str) -> Thresholds:
     """``[advisor]``: any Thresholds field, each a number >= 0 (integers where the default is);
     the table fields (``[advisor.slow_link_gb_s]``) are merged over their defaults."""
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{_where(source, 'advisor')}: expected a table")
-    _check_keys(table, set(threshold_names()), source, "advisor.")
+    _check_keys(_table(table, source, "advisor"), set(threshold_names()), source, "advisor.")
     defaults = Thresholds()
     values: dict[str, Any] = {}
     for key, value in table.items():
@@ -332,9 +317,7 @@ def _parse_advisor(table: Any, source: str) -> Thresholds:
         whole = isinstance(getattr(defaults, key), int)
         if not _number(value) or (whole and not float(value).is_integer()):
             kind = "an integer" if whole else "a number"
-            raise ConfigError(
-                f"{_where(source, 'advisor.' + key)}: expected {kind} >= 0, got {value!r}"
-            )
+            raise _err(source, "advisor." + key, f"expected {kind} >= 0, got {value!r}")
         values[key] = int(value) if whole else float(value)
     return replace(defaults, **values)
 
@@ -347,11 +330,6 @@ _OF_REFERENCE = re.compile(r"%\s*of\s+(the\s+)?reference")
 BUDGET_FORMS = '"<= 100", ">= 70", "< 0.5" or ">= 95% of reference"'
 
 
-def _budget_unit(metric: str) -> str:
-    spec = lookup(metric)
-    return "" if spec is None else spec.unit
-
-
 def parse_budget(metric: str, text: Any, source: str, path: str) -> Budget:
     """One budget's text: an operator (``<=``, ``<``, ``>=``, ``>``) and a number in the
     metric's unit (the unit may follow: ``"<= 100 ms"``, ``">= 70%"``), or a percentage of the
@@ -361,27 +339,22 @@ def parse_budget(metric: str, text: Any, source: str, path: str) -> Budget:
         ConfigError: anything else, naming the file and the key.
     """
     expected = f"expected a budget like {BUDGET_FORMS}"
-    if not isinstance(text, str):
-        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
-    found = _BUDGET.fullmatch(text.strip())
-    if found is None:
-        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
+    found = _BUDGET.fullmatch(text.strip()) if isinstance(text, str) else None
+    if found is None or not math.isfinite(float(found["num"])):
+        raise _err(source, path, f"{expected}, got {text!r}")
     op, value, rest = found["op"], float(found["num"]), found["rest"].strip()
-    if not math.isfinite(value):
-        raise ConfigError(f"{_where(source, path)}: {expected}, got {text!r}")
     if _OF_REFERENCE.fullmatch(rest):
         if value <= 0:
-            raise ConfigError(
-                f"{_where(source, path)}: a share of the reference must be more than 0%, "
-                f"got {text!r}"
-            )
+            raise _err(source, path, f"a share of the reference must be more than 0%, got {text!r}")
         return Budget(metric, op, value / 100.0, True, f"{op} {found['num']}% of reference")
-    unit = _budget_unit(metric)
+    spec = lookup(metric)
+    unit = "" if spec is None else spec.unit
     if rest and rest != unit:
         known = f"the metric's unit is {unit!r}" if unit else "give a plain number"
-        raise ConfigError(
-            f"{_where(source, path)}: {expected} ({known}; a share of the reference is "
-            f"'% of reference'), got {text!r}"
+        raise _err(
+            source,
+            path,
+            f"{expected} ({known}; a share of the reference is '% of reference'), got {text!r}",
         )
     return Budget(metric, op, value, False, f"{op} {found['num']}")
 
@@ -401,8 +374,7 @@ def parse_budgets(
         ConfigError: a value that is neither a budget nor a table, a bad budget, a budget
             relative to the reference with no ``reference`` file named.
     """
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{_where(source, 'budgets')}: expected a table")
+    table = _table(table, source, "budgets")
     budgets: dict[str, dict[str, Budget]] = {}
     reference: Path | None = None
     for key, value in table.items():
@@ -414,17 +386,21 @@ def parse_budgets(
             if lookup(str(key)) is not None:
                 # TOML reads an unquoted step_time_ms.rank1 = ... as a table step_time_ms.
                 inner = next(iter(value), "rank1")
-                raise ConfigError(
-                    f"{_where(source, path)}: {key} is a metric, not a benchmark: a per-rank "
-                    f'metric is written quoted ("{key}.{inner}" = "<= 100")'
+                raise _err(
+                    source,
+                    path,
+                    f"{key} is a metric, not a benchmark: a per-rank "
+                    f'metric is written quoted ("{key}.{inner}" = "<= 100")',
                 )
             one = budgets.setdefault(str(key), {})
             for metric, text in value.items():
                 if isinstance(text, Mapping):
-                    raise ConfigError(
-                        f"{_where(source, f'{path}.{metric}')}: expected a budget like "
+                    raise _err(
+                        source,
+                        f"{path}.{metric}",
+                        f"expected a budget like "
                         f"{BUDGET_FORMS}, got a table (a per-rank metric is written quoted: "
-                        f'"{metric}.rank1" = "<= 100")'
+                        f'"{metric}.rank1" = "<= 100")',
                     )
                 one[str(metric)] = parse_budget(str(metric), text, source, f"{path}.{metric}")
         else:
@@ -438,17 +414,18 @@ def parse_budgets(
         if budget.of_reference
     ]
     if relative and reference is None:
-        raise ConfigError(
-            f"{_where(source, relative[0])}: a budget relative to the reference needs the "
-            'reference file: [budgets] reference = "official.json"'
+        raise _err(
+            source,
+            relative[0],
+            "a budget relative to the reference needs the "
+            'reference file: [budgets] reference = "official.json"',
         )
     return budgets, reference
 
 
 def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
     """``[defaults]`` valid on its own, whichever benchmarks use it (suite or ``--workload``)."""
-    minimum = {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}
-    for key, least in minimum.items():
+    for key, least in {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}.items():
         if key in defaults:
             _int(defaults[key], source, f"defaults.{key}", least)
     if "device" in defaults:
@@ -461,31 +438,22 @@ def config_from_mapping(
     """Validate a parsed TOML document (the perfgate table) into a Config; ``base_dir`` is
     the suite file's folder (the budgets' reference file is named relative to it)."""
     _check_keys(data, _TOP_KEYS, source, "")
-    defaults = data.get("defaults", {})
-    if not isinstance(defaults, Mapping):
-        raise ConfigError(f"{_where(source, 'defaults')}: expected a table")
+    defaults = _table(data.get("defaults", {}), source, "defaults")
     _check_keys(defaults, _DEFAULT_KEYS, source, "defaults.")
     _check_defaults(defaults, source)
-    metrics: dict[str, MetricPolicy] = {}
-    raw_metrics = data.get("metrics", {})
-    if not isinstance(raw_metrics, Mapping):
-        raise ConfigError(f"{_where(source, 'metrics')}: expected a table")
-    for name, table in raw_metrics.items():
-        metrics[name] = _parse_metric(name, table, source)
+    raw_metrics = _table(data.get("metrics", {}), source, "metrics").items()
+    metrics = {name: _parse_metric(name, table, source) for name, table in raw_metrics}
     raw_benchmarks = data.get("benchmarks", [])
     if not isinstance(raw_benchmarks, list):
-        raise ConfigError(f"{_where(source, 'benchmarks')}: expected [[benchmarks]] tables")
+        raise _err(source, "benchmarks", "expected [[benchmarks]] tables")
     benchmarks = []
     for i, table in enumerate(raw_benchmarks):
-        if not isinstance(table, Mapping):
-            raise ConfigError(f"{_where(source, f'benchmarks[{i}]')}: expected a table")
-        benchmarks.append(parse_benchmark(table, defaults, source, f"benchmarks[{i}]"))
+        where = f"benchmarks[{i}]"
+        benchmarks.append(parse_benchmark(_table(table, source, where), defaults, source, where))
     names = [b.name for b in benchmarks]
     for name in names:
         if names.count(name) > 1:
-            raise ConfigError(
-                f"{_where(source, 'benchmarks')}: benchmark name {name!r} is repeated"
-            )
+            raise _err(source, "benchmarks", f"benchmark name {name!r} is repeated")
     fail_on_raw = data.get("fail_on", sorted(v.value for v in DEFAULT_FAIL_ON))
     verdicts = ", ".join(v.value for v in Verdict)
     try:
@@ -493,15 +461,12 @@ def config_from_mapping(
             raise TypeError
         fail_on = frozenset(Verdict(v) for v in fail_on_raw)
     except (ValueError, TypeError):
-        raise ConfigError(
-            f"{_where(source, 'fail_on')}: expected a list of verdicts "
-            f"({verdicts}), got {fail_on_raw!r}"
+        raise _err(
+            source, "fail_on", f"expected a list of verdicts ({verdicts}), got {fail_on_raw!r}"
         ) from None
     if not fail_on:
         # fail_on = [] would fail on nothing: the gate silently switched off.
-        raise ConfigError(
-            f"{_where(source, 'fail_on')}: empty; give at least one verdict ({verdicts})"
-        )
+        raise _err(source, "fail_on", f"empty; give at least one verdict ({verdicts})")
     budgets, reference = parse_budgets(data.get("budgets", {}), source, base_dir)
     return Config(
         project=_str(data.get("project", "default"), source, "project"),
@@ -580,15 +545,8 @@ def load_config(
     environ = os.environ if env is None else env
     path = suite if suite is not None else find_config_file(cwd or Path.cwd())
     config = read_config_file(path) if path is not None else Config()
-    config = config.with_overrides(
-        database_url=environ.get("PERFGATE_DATABASE_URL") or None,
-        project=environ.get("PERFGATE_PROJECT") or None,
-        base_branch=environ.get("PERFGATE_BASE_BRANCH") or None,
-        host_label=environ.get("PERFGATE_HOST_LABEL") or None,
+    flags = dict(
+        database_url=database_url, project=project, base_branch=base_branch, host_label=host_label
     )
-    return config.with_overrides(
-        database_url=database_url,
-        project=project,
-        base_branch=base_branch,
-        host_label=host_label,
-    )
+    variables = {name: environ.get(f"PERFGATE_{name.upper()}") or None for name in flags}
+    return config.with_overrides(**variables).with_overrides(**flags)
