@@ -1,10 +1,11 @@
 """The metric catalogue: every metric perfgate records, with its unit, which way is better,
 the smallest change that matters, and how its samples are taken.
 
-One entry per metric. A measurement builder takes a metric's unit, direction and kind of
-samples from here (it never writes them itself), and :meth:`perfgate.config.Config.policy`
-starts from the entry's policy and applies the suite's ``[metrics.NAME]`` table over it.
-Adding a metric is one entry here plus the code that produces its samples.
+One entry per metric, described in words in :data:`_ABOUT`. A measurement builder takes a
+metric's unit, direction and kind of samples from here (it never writes them itself), and
+:meth:`perfgate.config.Config.policy` starts from the entry's policy and applies the suite's
+``[metrics.NAME]`` table over it. Adding a metric is one entry and its description here plus
+the code that produces its samples.
 
 Per-rank metrics of a multi-device job are named ``<metric>.rank<r>`` (``step_time_ms.rank1``)
 and take the entry of ``<metric>``. A metric not in the catalogue (one read from a baseline
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
+from typing import Any
 
 from perfgate.models import Direction, MetricPolicy
 
@@ -92,250 +94,120 @@ class MetricSpec:
         )
 
 
-def _utilisation(name: str, description: str) -> MetricSpec:
+_STEP, _RUN = Samples.PER_STEP, Samples.PER_RUN
+
+
+def _spec(
+    name: str,
+    unit: str,
+    direction: Direction,
+    min_effect_pct: float,
+    samples: Samples = Samples.PER_REPEAT,
+    **flags: Any,
+) -> MetricSpec:
+    """The catalogue's entry of ``name``, described by :data:`_ABOUT`."""
+    return MetricSpec(name, unit, direction, min_effect_pct, _ABOUT[name], samples=samples, **flags)
+
+
+def _utilisation(name: str) -> MetricSpec:
     """A utilisation percentage from a profile: higher is better, judged in points
     (:data:`UTILISATION_POINTS`), never in % of its baseline."""
-    return MetricSpec(
-        name,
-        "%",
-        HIGHER,
-        0.0,
-        description,
-        min_effect_abs=UTILISATION_POINTS,
-        samples=Samples.PER_RUN,
-    )
+    return _spec(name, "%", HIGHER, 0.0, _RUN, min_effect_abs=UTILISATION_POINTS)
 
+
+_ABOUT = {
+    "step_time_ms": "wall time of one training step, device synchronised; for a multi-device job "
+    "the slowest rank's, step by step; for an ingested profile its profiled steps",
+    "step_cpu_ms": "CPU time of one training step on the CPU, beside its wall time: the step "
+    "thread's CPU time with one intra-op thread, the whole process's (every thread, summed) with "
+    "more; the scheduler's waits for busy neighbours stretch the wall time, not this",
+    "step_device_ms": "device time of one training step on an accelerator (CUDA, NPU), between "
+    "two timing events recorded around it on the stream; host noise does not reach it",
+    "throughput_samples_per_s": "samples per second of each step: batch size (x ranks) / step time",
+    "peak_memory_bytes": "the allocator's peak (RSS on CPU); for a multi-device job the largest "
+    "rank's",
+    "own_step_ms": "per rank (own_step_ms.rank<r>): the rank's timed step less its time blocked "
+    "in collectives, when the step reports it",
+    "rank_spread_pct": "per repeat, (slowest - fastest rank's median own work) / fastest: a "
+    "straggler; its baseline is near 0, so its minimum effect is in points",
+    "op_calls_per_step": "operator calls per profiled step; shown, not deciding, unless the suite "
+    "names it in [metrics.op_calls_per_step]: the operators that changed are named beside the "
+    "time verdict",
+    "computing_ms": "compute per step of the profile's step breakdown",
+    "communication_not_overlapped_ms": "communication per step not hidden under compute (a job: "
+    "the most of any rank)",
+    "free_ms": "time per step the device did neither compute nor communication",
+    "communication_ms": "per rank (communication_ms.rank<r>): its communication per step, hidden "
+    "or not",
+    "communication_not_overlapped_pct": "per rank (communication_not_overlapped_pct.rank<r>): its "
+    "non-overlapped communication as a share of its step",
+    "allreduce_ms": "collective communication per step, mean over ranks (in a DDP step, the "
+    "gradient all-reduce)",
+    "device_busy_pct": "share of the profiled step the device was running something (compute or "
+    "communication), per step",
+    "aicore_util_pct": "Ascend: AI Core busy share of the step, time-weighted over its kernels' "
+    "aicore_time / duration",
+    "cube_util_pct": "Ascend: Cube (matrix) unit utilisation, time-weighted over the kernels that "
+    "report it (aic_mac_ratio, cube_utilization(%))",
+    "vector_util_pct": "Ascend: Vector unit utilisation, time-weighted over the kernels that "
+    "report it (aiv_vec_ratio)",
+    "l2_hit_pct": "Ascend: L2 cache hit rate, weighted by the tasks' durations (l2_cache.csv)",
+    "hbm_bandwidth_gb_s": "mean HBM read + write bandwidth over the profiled window, where "
+    "collected",
+    "sm_occupancy_pct": "CUDA: the kernels' est. achieved occupancy, weighted by their durations",
+    "peak_memory_pct_of_capacity": "peak memory as a share of the device's capacity, where the "
+    "capacity is known",
+    "loss": "the training loss at the end of the measured window with a fixed seed: it must stay "
+    "equal within its tolerance (a relative %), whatever the speed did",
+    "latency_p50_ms": "every request's latency; its centre, the median of the repeats' medians, "
+    "is the P50",
+    "latency_p90_ms": "the 90th percentile of each repeat's request latencies",
+    "latency_p99_ms": "the 99th percentile of each repeat's request latencies",
+    "h2d_latency_ms": "host-to-device copy of one inference's inputs, median (ais_bench "
+    "H2D_latency)",
+    "d2h_latency_ms": "device-to-host copy of one inference's outputs, median (ais_bench "
+    "D2H_latency)",
+    "throughput_requests_per_s": "requests per second of each repeat: requests / summed latency",
+}
+"""What each metric is, in words (the Prometheus HELP text, the HTML report's tooltips)."""
 
 _ENTRIES = (
     # Training, measured by the runner (profiler off).
-    MetricSpec(
-        "step_time_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "wall time of one training step, device synchronised; for a multi-device job the "
-        "slowest rank's, step by step; for an ingested profile its profiled steps",
-        samples=Samples.PER_STEP,
-        steady=True,
-    ),
-    MetricSpec(
-        "step_cpu_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "CPU time of one training step on the CPU, beside its wall time: the step thread's "
-        "CPU time with one intra-op thread, the whole process's (every thread, summed) with "
-        "more; the scheduler's waits for busy neighbours stretch the wall time, not this",
-        samples=Samples.PER_STEP,
-        steady=True,
-    ),
-    MetricSpec(
-        "step_device_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "device time of one training step on an accelerator (CUDA, NPU), between two timing "
-        "events recorded around it on the stream; host noise does not reach it",
-        samples=Samples.PER_STEP,
-        steady=True,
-    ),
-    MetricSpec(
-        "throughput_samples_per_s",
-        "1/s",
-        HIGHER,
-        3.0,
-        "samples per second of each step: batch size (x ranks) / step time",
-        samples=Samples.PER_STEP,
-        steady=True,
-    ),
-    MetricSpec(
-        "peak_memory_bytes",
-        "bytes",
-        LOWER,
-        5.0,
-        "the allocator's peak (RSS on CPU); for a multi-device job the largest rank's",
-    ),
-    MetricSpec(
-        "own_step_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "per rank (own_step_ms.rank<r>): the rank's timed step less its time blocked in "
-        "collectives, when the step reports it",
-        samples=Samples.PER_STEP,
-        steady=True,
-    ),
-    MetricSpec(
-        "rank_spread_pct",
-        "%",
-        LOWER,
-        0.0,
-        "per repeat, (slowest - fastest rank's median own work) / fastest: a straggler; "
-        "its baseline is near 0, so its minimum effect is in points",
-        min_effect_abs=5.0,
-    ),
+    _spec("step_time_ms", "ms", LOWER, 3.0, _STEP, steady=True),
+    _spec("step_cpu_ms", "ms", LOWER, 3.0, _STEP, steady=True),
+    _spec("step_device_ms", "ms", LOWER, 3.0, _STEP, steady=True),
+    _spec("throughput_samples_per_s", "1/s", HIGHER, 3.0, _STEP, steady=True),
+    _spec("peak_memory_bytes", "bytes", LOWER, 5.0),
+    _spec("own_step_ms", "ms", LOWER, 3.0, _STEP, steady=True),
+    _spec("rank_spread_pct", "%", LOWER, 0.0, min_effect_abs=5.0),
     # From a profile: the first repeat's profiled window, or an ingested profile.
-    MetricSpec(
-        "op_calls_per_step",
-        "count",
-        LOWER,
-        0.5,
-        "operator calls per profiled step; shown, not deciding, unless the suite names it "
-        "in [metrics.op_calls_per_step]: the operators that changed are named beside the "
-        "time verdict",
-        samples=Samples.PER_RUN,
-        deterministic=True,
-        decides=False,
-    ),
-    MetricSpec(
-        "computing_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "compute per step of the profile's step breakdown",
-        samples=Samples.PER_RUN,
-    ),
-    MetricSpec(
-        "communication_not_overlapped_ms",
-        "ms",
-        LOWER,
-        5.0,
-        "communication per step not hidden under compute (a job: the most of any rank)",
-        samples=Samples.PER_RUN,
-    ),
-    MetricSpec(
-        "free_ms",
-        "ms",
-        LOWER,
-        10.0,
-        "time per step the device did neither compute nor communication",
-        samples=Samples.PER_RUN,
-    ),
-    MetricSpec(
-        "communication_ms",
-        "ms",
-        LOWER,
-        5.0,
-        "per rank (communication_ms.rank<r>): its communication per step, hidden or not",
-        samples=Samples.PER_RUN,
-    ),
-    MetricSpec(
-        "communication_not_overlapped_pct",
-        "%",
-        LOWER,
-        5.0,
-        "per rank (communication_not_overlapped_pct.rank<r>): its non-overlapped "
-        "communication as a share of its step",
-        min_effect_abs=5.0,
-        samples=Samples.PER_RUN,
-    ),
-    MetricSpec(
-        "allreduce_ms",
-        "ms",
-        LOWER,
-        5.0,
-        "collective communication per step, mean over ranks (in a DDP step, the gradient "
-        "all-reduce)",
-        samples=Samples.PER_RUN,
-    ),
+    _spec("op_calls_per_step", "count", LOWER, 0.5, _RUN, deterministic=True, decides=False),
+    _spec("computing_ms", "ms", LOWER, 3.0, _RUN),
+    _spec("communication_not_overlapped_ms", "ms", LOWER, 5.0, _RUN),
+    _spec("free_ms", "ms", LOWER, 10.0, _RUN),
+    _spec("communication_ms", "ms", LOWER, 5.0, _RUN),
+    _spec("communication_not_overlapped_pct", "%", LOWER, 5.0, _RUN, min_effect_abs=5.0),
+    _spec("allreduce_ms", "ms", LOWER, 5.0, _RUN),
     # Utilisation, from a profile (2.4): percentages judged in points, so that a drop from
     # 80% to 64% (16 points) is a change and one to 70% (10 points) is not.
-    _utilisation(
-        "device_busy_pct",
-        "share of the profiled step the device was running something (compute or "
-        "communication), per step",
-    ),
-    _utilisation(
-        "aicore_util_pct",
-        "Ascend: AI Core busy share of the step, time-weighted over its kernels' "
-        "aicore_time / duration",
-    ),
-    _utilisation(
-        "cube_util_pct",
-        "Ascend: Cube (matrix) unit utilisation, time-weighted over the kernels that report "
-        "it (aic_mac_ratio, cube_utilization(%))",
-    ),
-    _utilisation(
-        "vector_util_pct",
-        "Ascend: Vector unit utilisation, time-weighted over the kernels that report it "
-        "(aiv_vec_ratio)",
-    ),
-    _utilisation(
-        "l2_hit_pct",
-        "Ascend: L2 cache hit rate, weighted by the tasks' durations (l2_cache.csv)",
-    ),
-    MetricSpec(
-        "hbm_bandwidth_gb_s",
-        "GB/s",
-        HIGHER,
-        15.0,
-        "mean HBM read + write bandwidth over the profiled window, where collected",
-        samples=Samples.PER_RUN,
-    ),
-    _utilisation(
-        "sm_occupancy_pct",
-        "CUDA: the kernels' est. achieved occupancy, weighted by their durations",
-    ),
-    MetricSpec(
-        "peak_memory_pct_of_capacity",
-        "%",
-        LOWER,
-        0.0,
-        "peak memory as a share of the device's capacity, where the capacity is known",
-        min_effect_abs=5.0,
-    ),
+    _utilisation("device_busy_pct"),
+    _utilisation("aicore_util_pct"),
+    _utilisation("cube_util_pct"),
+    _utilisation("vector_util_pct"),
+    _utilisation("l2_hit_pct"),
+    _spec("hbm_bandwidth_gb_s", "GB/s", HIGHER, 15.0, _RUN),
+    _utilisation("sm_occupancy_pct"),
+    _spec("peak_memory_pct_of_capacity", "%", LOWER, 0.0, min_effect_abs=5.0),
     # Numerics guard (DESIGN.md §5): the loss at the end of the measured window, fixed seed.
-    MetricSpec(
-        "loss",
-        "",
-        LOWER,
-        0.1,
-        "the training loss at the end of the measured window with a fixed seed: it must stay "
-        "equal within its tolerance (a relative %), whatever the speed did",
-        deterministic=True,
-        numerics=True,
-    ),
+    _spec("loss", "", LOWER, 0.1, deterministic=True, numerics=True),
     # Inference. A P90/P99 is one value per repeat, resting on a repeat's few slowest
     # requests: it moves more from run to run than a median, hence the larger minimum effect.
-    MetricSpec(
-        "latency_p50_ms",
-        "ms",
-        LOWER,
-        3.0,
-        "every request's latency; its centre, the median of the repeats' medians, is the P50",
-        samples=Samples.PER_STEP,
-    ),
-    MetricSpec(
-        "latency_p90_ms", "ms", LOWER, 5.0, "the 90th percentile of each repeat's request latencies"
-    ),
-    MetricSpec(
-        "latency_p99_ms",
-        "ms",
-        LOWER,
-        10.0,
-        "the 99th percentile of each repeat's request latencies",
-    ),
-    MetricSpec(
-        "h2d_latency_ms",
-        "ms",
-        LOWER,
-        10.0,
-        "host-to-device copy of one inference's inputs, median (ais_bench H2D_latency)",
-    ),
-    MetricSpec(
-        "d2h_latency_ms",
-        "ms",
-        LOWER,
-        10.0,
-        "device-to-host copy of one inference's outputs, median (ais_bench D2H_latency)",
-    ),
-    MetricSpec(
-        "throughput_requests_per_s",
-        "1/s",
-        HIGHER,
-        3.0,
-        "requests per second of each repeat: requests / summed latency",
-    ),
+    _spec("latency_p50_ms", "ms", LOWER, 3.0, _STEP),
+    _spec("latency_p90_ms", "ms", LOWER, 5.0),
+    _spec("latency_p99_ms", "ms", LOWER, 10.0),
+    _spec("h2d_latency_ms", "ms", LOWER, 10.0),
+    _spec("d2h_latency_ms", "ms", LOWER, 10.0),
+    _spec("throughput_requests_per_s", "1/s", HIGHER, 3.0),
 )
 
 CATALOGUE: Mapping[str, MetricSpec] = MappingProxyType({m.name: m for m in _ENTRIES})
