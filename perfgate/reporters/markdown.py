@@ -18,6 +18,7 @@ important rows first (unchanged, then improvements, ...) and says how many it le
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections import Counter
@@ -54,39 +55,24 @@ ZWJ = "\u200d"
 """Zero-width joiner: put after ``@``/``#``/``!``/... it stops mentions and references."""
 
 _SPARKS = "▁▂▃▄▅▆▇█"
-_ESCAPED = set("\\`*_[]|~")
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+_INERT = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", **{c: "\\" + c for c in "\\`*_[]|~"}}
+)
+"""HTML specials as entities, Markdown punctuation backslash-escaped."""
 _REFERENCE = re.compile(r"([@#!~%$&^])(?=\w)")
 _INVISIBLE = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
-_RANK = {
-    Verdict.OVER_BUDGET: -1,
-    Verdict.REGRESSION: 0,
-    Verdict.INCONCLUSIVE: 1,
-    Verdict.INCOMPARABLE: 2,
-    Verdict.NO_BASELINE: 3,
-    Verdict.IMPROVEMENT: 4,
-    Verdict.UNCHANGED: 5,
+_VERDICTS = {  # worst first: the table's label, the noun of a count of one, of several
+    Verdict.OVER_BUDGET: ("❌ over budget", "over budget", "over budget"),
+    Verdict.REGRESSION: ("🔴 regression", "regression", "regressions"),
+    Verdict.INCONCLUSIVE: ("🟡 inconclusive", "inconclusive", "inconclusive"),
+    Verdict.INCOMPARABLE: ("🟠 incomparable", "incomparable", "incomparable"),
+    Verdict.NO_BASELINE: ("⚪ no baseline", "without baseline", "without baseline"),
+    Verdict.IMPROVEMENT: ("🟢 improvement", "improvement", "improvements"),
+    Verdict.UNCHANGED: ("⚪ unchanged", "unchanged", "unchanged"),
 }
-_LABEL = {
-    Verdict.OVER_BUDGET: "❌ over budget",
-    Verdict.REGRESSION: "🔴 regression",
-    Verdict.IMPROVEMENT: "🟢 improvement",
-    Verdict.UNCHANGED: "⚪ unchanged",
-    Verdict.INCONCLUSIVE: "🟡 inconclusive",
-    Verdict.NO_BASELINE: "⚪ no baseline",
-    Verdict.INCOMPARABLE: "🟠 incomparable",
-}
-_NOUN = {
-    Verdict.OVER_BUDGET: ("over budget", "over budget"),
-    Verdict.REGRESSION: ("regression", "regressions"),
-    Verdict.INCONCLUSIVE: ("inconclusive", "inconclusive"),
-    Verdict.INCOMPARABLE: ("incomparable", "incomparable"),
-    Verdict.IMPROVEMENT: ("improvement", "improvements"),
-    Verdict.NO_BASELINE: ("without baseline", "without baseline"),
-    Verdict.UNCHANGED: ("unchanged", "unchanged"),
-}
+_RANK = {verdict: i - 1 for i, verdict in enumerate(_VERDICTS)}  # over budget: -1
 _SEVERITY = {
     Severity.CRITICAL: "🔴 critical",
     Severity.WARNING: "🟠 warning",
@@ -131,15 +117,7 @@ def escape(text: str, limit: int = MAX_NAME_CHARS) -> str:
     flat = _REFERENCE.sub(lambda m: m.group(1) + ZWJ, flat)
     flat = re.sub(r":(?=//)", ":" + ZWJ, flat)
     flat = re.sub(r"(?i)(www)(?=\.)", lambda m: m.group(1) + ZWJ, flat)
-    out = []
-    for ch in flat:
-        if ch in _ENTITIES:
-            out.append(_ENTITIES[ch])
-        elif ch in _ESCAPED:
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
+    return flat.translate(_INERT)
 
 
 def marker(project: str, suite: str, testbed: str) -> str:
@@ -175,7 +153,7 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
 def _tally(found: Sequence[Comparison], order: Iterable[Verdict]) -> list[str]:
     """``2 regressions``, ``1 improvement``, ...: each verdict of ``found``, in ``order``."""
     counts = Counter(c.verdict for c in found)
-    return [f"{n} {_NOUN[v][n != 1]}" for v in order if (n := counts[v])]
+    return [f"{n} {_VERDICTS[v][1 + (n != 1)]}" for v in order if (n := counts[v])]
 
 
 def _counts(result: GateResult) -> str:
@@ -185,7 +163,7 @@ def _counts(result: GateResult) -> str:
     over = [c for c in every if is_budget(c) and c.verdict is Verdict.OVER_BUDGET]
     decided = [*over, *(c for c in every if not is_budget(c))]
     changed = [c for c in decided if c.verdict is not Verdict.UNCHANGED]
-    parts = _tally(changed, sorted(_RANK, key=_RANK.__getitem__))
+    parts = _tally(changed, _VERDICTS)
     benchmarks = len({c.benchmark for c in every})
     found = ", ".join(parts) or ("no change" if decided else "nothing compared")
     noun = "benchmark" if benchmarks == 1 else "benchmarks"
@@ -209,12 +187,7 @@ def _icon(result: GateResult, ctx: ReportContext) -> str:
     seen = deciding_verdicts(result.comparisons)
     if ctx.failed:
         return "❌"
-    if seen & {
-        Verdict.OVER_BUDGET,
-        Verdict.REGRESSION,
-        Verdict.INCONCLUSIVE,
-        Verdict.INCOMPARABLE,
-    }:
+    if any(_RANK[v] <= _RANK[Verdict.INCOMPARABLE] for v in seen):  # incomparable or worse
         return "⚠️"
     if seen and seen <= {Verdict.NO_BASELINE}:
         return "ℹ️"
@@ -239,22 +212,11 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
         "| --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for c in rows:
-        metric = escape(c.metric) + metric_tags(c)
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    escape(c.benchmark),
-                    metric,
-                    format_value(c.baseline_centre, c.unit),
-                    format_value(c.current_centre, c.unit),
-                    format_change(c),
-                    _LABEL[c.verdict] if c.decides else c.verdict.value,
-                    sparkline(ctx.trends.get((c.benchmark, c.metric), ())),
-                ]
-            )
-            + " |"
-        )
+        values = [format_value(x, c.unit) for x in (c.baseline_centre, c.current_centre)]
+        label = _VERDICTS[c.verdict][0] if c.decides else c.verdict.value
+        trend = sparkline(ctx.trends.get((c.benchmark, c.metric), ()))
+        cells = [escape(c.benchmark), escape(c.metric) + metric_tags(c), *values, format_change(c)]
+        lines.append("| " + " | ".join([*cells, label, trend]) + " |")
     return lines
 
 
@@ -268,19 +230,24 @@ def _budget_lines(result: GateResult) -> list[str]:
     if not judged:
         return []
     lines = ["#### Budgets", ""]
-    for breached in (True, False):
-        rows = [c for c in judged if (c.verdict is Verdict.OVER_BUDGET) is breached]
+    for breached, kind in ((True, "over"), (False, "within")):
         label = "❌ over budget" if breached else "✅ within budget"
-        for c in rows[:MAX_BUDGET_LINES]:
-            lines.append(f"- {label}: **{escape(c.benchmark)}** {escape(c.reason, 400)}")
-        if len(rows) > MAX_BUDGET_LINES:
-            more = len(rows) - MAX_BUDGET_LINES
-            lines.append(f"- … {more} more {'over' if breached else 'within'} budget")
+        rows = [
+            f"- {label}: **{escape(c.benchmark)}** {escape(c.reason, 400)}"
+            for c in judged
+            if (c.verdict is Verdict.OVER_BUDGET) is breached
+        ]
+        lines += _capped(rows, MAX_BUDGET_LINES, f"{kind} budget")
     return [*lines, ""]
 
 
+def _capped(lines: list[str], limit: int, noun: str) -> list[str]:
+    """The first ``limit`` of ``lines``, then how many more ``noun`` there are."""
+    return lines[:limit] + ([f"- … {len(lines) - limit} more {noun}"] if len(lines) > limit else [])
+
+
 def _not_shown(dropped: Sequence[Comparison]) -> str:
-    parts = _tally([c for c in dropped if c.decides], sorted(_RANK, key=lambda v: -_RANK[v]))
+    parts = _tally([c for c in dropped if c.decides], reversed(_VERDICTS))
     beside = sum(1 for c in dropped if not c.decides)
     if beside:
         parts.append(f"{beside} shown, not deciding")
@@ -292,9 +259,7 @@ def _not_shown(dropped: Sequence[Comparison]) -> str:
 
 
 def _attribution_line(a: Attribution) -> str:
-    ops = []
-    for op in a.ops[:MAX_OPS]:
-        ops.append(op_delta_text(op, escape(op.name)))
+    ops = [op_delta_text(op, escape(op.name)) for op in a.ops[:MAX_OPS]]
     if len(a.ops) > MAX_OPS:
         ops.append(f"{len(a.ops) - MAX_OPS} more")
     line = f"- **{escape(a.benchmark)}** {escape(a.metric)} {a.delta_ms:+.2f} ms per step"
@@ -307,17 +272,17 @@ def _attribution_line(a: Attribution) -> str:
     return line
 
 
-def _finding_lines(f: Finding) -> list[str]:
+def _finding_text(f: Finding) -> str:
+    """A finding's item and, on its own line, its suggestion."""
     where = f" @ {escape(f.location)}" if f.location else ""
-    head = f"- {_SEVERITY[f.severity]} · {escape(f.source)} {escape(f.rule)}{where}"
+    text = f"- {_SEVERITY[f.severity]} · {escape(f.source)} {escape(f.rule)}{where}"
     if f.message:
-        head += f": {escape(f.message, 400)}"
+        text += f": {escape(f.message, 400)}"
     if f.impact_ms is not None:
-        head += f" (could save ~{f.impact_ms:.2f} ms per step)"
-    lines = [head]
+        text += f" (could save ~{f.impact_ms:.2f} ms per step)"
     if f.suggestion:
-        lines.append(f"  *Suggestion:* {escape(f.suggestion, 400)}")
-    return lines
+        text += f"\n  *Suggestion:* {escape(f.suggestion, 400)}"
+    return text
 
 
 def _why(result: GateResult) -> list[str]:
@@ -325,19 +290,13 @@ def _why(result: GateResult) -> list[str]:
     lines = [
         f"- **{escape(w.benchmark)}** {escape(work_text(w), 500)}" for w in result.work_changes
     ]
-    attributions = list(result.attributions)
-    for a in attributions[:MAX_ATTRIBUTIONS]:
-        lines.append(_attribution_line(a))
-    if len(attributions) > MAX_ATTRIBUTIONS:
-        lines.append(f"- … {len(attributions) - MAX_ATTRIBUTIONS} more attributions")
+    attributions = [_attribution_line(a) for a in result.attributions]
+    lines += _capped(attributions, MAX_ATTRIBUTIONS, "attributions")
     new = sorted(
         (f for f in result.findings if not f.known),
         key=lambda f: (list(Severity).index(f.severity), -(f.impact_ms or 0.0)),
     )
-    for f in new[:MAX_FINDINGS]:
-        lines.extend(_finding_lines(f))
-    if len(new) > MAX_FINDINGS:
-        lines.append(f"- … {len(new) - MAX_FINDINGS} more new findings")
+    lines += _capped([_finding_text(f) for f in new], MAX_FINDINGS, "new findings")
     known = sum(1 for f in result.findings if f.known)
     notes = [
         f"- **{escape(c.benchmark)}** {escape(c.metric)}: {escape(c.reason, 500)}"
@@ -378,12 +337,8 @@ def _shell(word: str, placeholder: str = "NAME") -> str:
 def _environment_lines(ctx: ReportContext) -> list[str]:
     lines: list[str] = []
     for key, fields in ctx.environments:
-        lines += [
-            f"**Environment** (fingerprint {escape(key)})",
-            "",
-            "| field | value |",
-            "| --- | --- |",
-        ]
+        lines += [f"**Environment** (fingerprint {escape(key)})", "", "| field | value |"]
+        lines.append("| --- | --- |")
         for name, value in fields.items():
             if isinstance(value, Mapping):
                 value = ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
@@ -446,7 +401,7 @@ def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
 def _accept_lines(result: GateResult) -> list[str]:
     against = escape(result.against)
     base = _shell(result.against, "BASE")
-    return [
+    lines = [
         "**Accept, settle or silence**",
         "",
         f"- An intended change: after merging, accept it with `perfgate baseline reset NAME "
@@ -460,16 +415,13 @@ def _accept_lines(result: GateResult) -> list[str]:
         f"- Too noisy to gate: `perfgate noise --branch {base}` lists metrics that cannot see "
         "their minimum effect; raise `min_effect_pct` under `[metrics.NAME]` or add repeats.",
         "- Fewer comments: `--comment-mode change` or `--comment-mode regression`.",
-        *(
-            [
-                "- Over budget: the limit is the suite's `[budgets]` (reviewed like code); a "
-                "breach fails the gate unless `fail_on` leaves out `over_budget`.",
-            ]
-            if Verdict.OVER_BUDGET in deciding_verdicts(result.comparisons)
-            else []
-        ),
-        "",
     ]
+    if Verdict.OVER_BUDGET in deciding_verdicts(result.comparisons):
+        lines.append(
+            "- Over budget: the limit is the suite's `[budgets]` (reviewed like code); a "
+            "breach fails the gate unless `fail_on` leaves out `over_budget`."
+        )
+    return [*lines, ""]
 
 
 def _details(result: GateResult, ctx: ReportContext) -> list[str]:
@@ -548,20 +500,18 @@ def render_comment(result: GateResult, ctx: ReportContext, *, max_chars: int | N
     if max_chars is None:
         return _compose(result, ctx, rows, (), details=True)
     for details in (True, False):
-        if len(_compose(result, ctx, rows, (), details=details)) <= max_chars:
+
+        def fits(dropped: int, details: bool = details) -> bool:
+            keep = len(rows) - dropped
+            return (
+                len(_compose(result, ctx, rows[:keep], rows[keep:], details=details)) <= max_chars
+            )
+
+        if fits(0):
             return _compose(result, ctx, rows, (), details=details)
-        if len(_compose(result, ctx, [], rows, details=details)) > max_chars:
-            continue
-        low, high = 1, len(rows)  # the fewest dropped rows that fit, by bisection
-        while low < high:
-            mid = (low + high) // 2
-            keep = len(rows) - mid
-            if len(_compose(result, ctx, rows[:keep], rows[keep:], details=details)) <= max_chars:
-                high = mid
-            else:
-                low = mid + 1
-        keep = len(rows) - low
-        return _compose(result, ctx, rows[:keep], rows[keep:], details=details)
+        if fits(len(rows)):  # then the fewest dropped rows that fit, by bisection
+            keep = len(rows) - 1 - bisect.bisect_left(range(1, len(rows)), True, key=fits)
+            return _compose(result, ctx, rows[:keep], rows[keep:], details=details)
     short = _compose(result, ctx, [], rows, details=False)
     note = "\n\n*Report cut to fit the comment size limit; `perfgate gate --json` has it all.*\n"
     cut = short[: max(0, max_chars - len(note))]
@@ -651,7 +601,7 @@ def _alert_row(c: DetectedChange) -> str:
     return (
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
-        f"{c.point.change_pct:+.1f}% | {_LABEL[c.verdict]}{_alert_kind(c)} | "
+        f"{c.point.change_pct:+.1f}% | {_VERDICTS[c.verdict][0]}{_alert_kind(c)} | "
         f"{c.point.confidence:.3f} | "
         f"{c.runs_in_series} |"
     )

@@ -66,24 +66,13 @@ class Unit:
 _TIME = ("_seconds", "_milliseconds", "_microseconds", "_nanoseconds", "_ms", "_us", "_ns", "_s")
 _BYTES = ("_bytes", "_b", "_kib", "_mib", "_gib", "_kb", "_mb", "_gb")
 _RATE = ("_bytes_per_second", "_per_second", "_gb_s", "_mb_s", "_kb_s", "_b_s", "_per_s")
+_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_BYTES_IN = {"bytes": 1.0, "B": 1.0, "KiB": 1024.0, "MiB": 1024.0**2, "GiB": 1024.0**3}
+_BYTES_IN |= {"KB": 1e3, "MB": 1e6, "GB": 1e9}
 _UNITS = {
-    "s": Unit(1.0, "_seconds", _TIME),
-    "ms": Unit(1e-3, "_seconds", _TIME),
-    "us": Unit(1e-6, "_seconds", _TIME),
-    "µs": Unit(1e-6, "_seconds", _TIME),
-    "ns": Unit(1e-9, "_seconds", _TIME),
-    "bytes": Unit(1.0, "_bytes", _BYTES),
-    "B": Unit(1.0, "_bytes", _BYTES),
-    "KiB": Unit(1024.0, "_bytes", _BYTES),
-    "MiB": Unit(1024.0**2, "_bytes", _BYTES),
-    "GiB": Unit(1024.0**3, "_bytes", _BYTES),
-    "KB": Unit(1e3, "_bytes", _BYTES),
-    "MB": Unit(1e6, "_bytes", _BYTES),
-    "GB": Unit(1e9, "_bytes", _BYTES),
-    "B/s": Unit(1.0, "_bytes_per_second", _RATE),
-    "KB/s": Unit(1e3, "_bytes_per_second", _RATE),
-    "MB/s": Unit(1e6, "_bytes_per_second", _RATE),
-    "GB/s": Unit(1e9, "_bytes_per_second", _RATE),
+    **{unit: Unit(scale, "_seconds", _TIME) for unit, scale in _SECONDS.items()},
+    **{unit: Unit(scale, "_bytes", _BYTES) for unit, scale in _BYTES_IN.items()},
+    **{f"{u}/s": Unit(_BYTES_IN[u], "_bytes_per_second", _RATE) for u in ("B", "KB", "MB", "GB")},
     "1/s": Unit(1.0, "_per_second", _RATE),
     "%": Unit(0.01, "_ratio", ("_percent", "_pct"), anywhere=True),
 }
@@ -125,23 +114,16 @@ def readable_testbed(fingerprint: Fingerprint) -> str:
 
 
 def _unit(unit: str) -> Unit:
-    known = _UNITS.get(unit)
-    if known is not None:
-        return known
-    if unit.endswith("/s"):
-        return _OTHER_RATE
-    return _AS_IS
+    return _UNITS.get(unit) or (_OTHER_RATE if unit.endswith("/s") else _AS_IS)
 
 
 def split_metric(metric: str) -> tuple[str, str, str]:
     """perfgate's name as (base name, rank, step): ``step_time_ms.rank1`` is
     (``step_time_ms``, ``1``, ""), ``loss.step25`` is (``loss``, "", ``25``)."""
-    for suffix, at in ((RANK_SUFFIX, 1), (STEP_SUFFIX, 2)):
+    for suffix in (RANK_SUFFIX, STEP_SUFFIX):
         base, sep, number = metric.rpartition(suffix)
         if sep and base and number.isdigit():
-            parts = [base, "", ""]
-            parts[at] = number
-            return parts[0], parts[1], parts[2]
+            return (base, number, "") if suffix == RANK_SUFFIX else (base, "", number)
     return metric, "", ""
 
 

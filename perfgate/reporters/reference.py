@@ -34,16 +34,11 @@ def render_reference_lines(rows: Sequence[ReferenceRow], source: Path | str | No
         return [f"reference{where}: no figure for this benchmark"]
     table = [["metric", "unit", "run", "official", "run/official", "change", "the run is"]]
     for r in rows:
+        value = "-" if r.value is None else _number(r.value)
+        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}x"
+        change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
         table.append(
-            [
-                r.metric,
-                r.unit or "-",
-                "-" if r.value is None else _number(r.value),
-                _number(r.official),
-                "-" if r.ratio is None else f"{r.ratio:.3f}x",
-                "-" if r.change_pct is None else f"{r.change_pct:+.1f}%",
-                _judgement(r),
-            ]
+            [r.metric, r.unit or "-", value, _number(r.official), ratio, change, _judgement(r)]
         )
     return [f"against reference{where} (a report, not a verdict):", *_table(table)]
 
