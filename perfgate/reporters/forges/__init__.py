@@ -193,7 +193,4 @@ def forge_named(name: str) -> Forge:
 
 def detect_forge(env: Mapping[str, str]) -> Forge | None:
     """The forge whose CI this job runs in, from its variables; None outside any."""
-    for forge in FORGES:
-        if forge.detect(env):
-            return forge
-    return None
+    return next((forge for forge in FORGES if forge.detect(env)), None)

@@ -84,8 +84,11 @@ class Poster:
     at creation). A forge names its paths and the words its API uses."""
 
     client: ForgeClient
+    base: str
+    """The repository's path in the API (``repos/OWNER/NAME``, ``projects/ID``)."""
     COMMENT = "comment"
-    """What the forge calls a comment on a change request (``note`` on GitLab)."""
+    """What the forge calls a comment on a change request (``note`` on GitLab); its plural
+    ends the path of an issue's comments."""
     REFERENCE = "!"
     """How a change request is referenced in an error message (``#`` on GitHub)."""
     OPEN = "open"
@@ -107,7 +110,7 @@ class Poster:
 
     def _issues(self) -> str:
         """The path that lists the open issues."""
-        raise NotImplementedError
+        return f"{self.base}/issues"
 
     def _is_issue(self, item: Mapping[str, Any]) -> bool:
         """Whether an item the issue listing returned is an issue (GitHub lists PRs too)."""
@@ -123,6 +126,15 @@ class Poster:
             what = f"{self.client.name}: the new issue's {self.ISSUE_NUMBER}"
             return api_int(data[self.ISSUE_NUMBER], what)
         return 0
+
+    def head_sha(self, number: int) -> str | None:
+        """The head commit of pull request ``number``."""
+        data = self.client.request("GET", f"{self.base}/pulls/{number}").data
+        head = data.get("head") if isinstance(data, dict) else None
+        return str(head.get("sha", "")) if isinstance(head, dict) else ""
+
+    def comment_issue(self, number: int, body: str) -> None:
+        self.client.request("POST", f"{self._issues()}/{number}/{self.COMMENT}s", {"body": body})
 
     def find_comment(self, number: int, marker: str) -> dict[str, Any] | None:
         """The first comment on change request ``number`` that carries ``marker``."""

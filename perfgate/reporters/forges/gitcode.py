@@ -93,11 +93,8 @@ class GitCodeReporter(Poster):
             raise ReportError(f"GitCode: repository {repo!r} is not owner/name")
         self.client = client
         self.owner, self.name = (quote(part, safe="") for part in repo.split("/"))
+        self.base = f"repos/{self.owner}/{self.name}"
         self._titles: dict[int, str] = {}
-
-    @property
-    def _repo(self) -> str:
-        return f"repos/{self.owner}/{self.name}"
 
     def _pages(
         self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
@@ -113,13 +110,10 @@ class GitCodeReporter(Poster):
             full = len(response.data)
 
     def _comments(self, number: int) -> str:
-        return f"{self._repo}/pulls/{number}/comments"
+        return f"{self.base}/pulls/{number}/comments"
 
     def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
-        return "PATCH", f"{self._repo}/pulls/comments/{comment_id}"
-
-    def _issues(self) -> str:
-        return f"{self._repo}/issues"
+        return "PATCH", f"{self.base}/pulls/comments/{comment_id}"
 
     def _seen(self, number: int, item: Mapping[str, Any]) -> None:
         self._titles[number] = str(item.get("title") or "")
@@ -129,12 +123,6 @@ class GitCodeReporter(Poster):
     ) -> None:
         """Never called: GitCode's API v5 has no commit status (the registry says so)."""
         raise ReportError("GitCode: the API has no commit status")
-
-    def head_sha(self, number: int) -> str | None:
-        """The head commit of pull request ``number``."""
-        data = self.client.request("GET", f"{self._repo}/pulls/{number}").data
-        head = data.get("head") if isinstance(data, dict) else None
-        return str(head.get("sha", "")) if isinstance(head, dict) else ""
 
     def create_issue(self, title: str, body: str, label: str) -> int:
         payload = {"repo": self.name, "title": title, "body": body, "labels": label}
@@ -149,14 +137,8 @@ class GitCodeReporter(Poster):
         if title is None:
             data = self.client.request("GET", f"{self._issues()}/{number}").data
             title = str(data.get("title") or "") if isinstance(data, dict) else ""
-        self.client.request(
-            "PATCH",
-            f"repos/{self.owner}/issues/{number}",
-            {"repo": self.name, "title": title, "body": body},
-        )
-
-    def comment_issue(self, number: int, body: str) -> None:
-        self.client.request("POST", f"{self._issues()}/{number}/comments", {"body": body})
+        payload = {"repo": self.name, "title": title, "body": body}
+        self.client.request("PATCH", f"repos/{self.owner}/issues/{number}", payload)
 
 
 def connect(

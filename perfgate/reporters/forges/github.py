@@ -95,8 +95,7 @@ class GitHubReporter(Poster):
     def __init__(self, client: ForgeClient, repo: str) -> None:
         if not _REPO.match(repo):
             raise ReportError(f"GitHub: repository {repo!r} is not owner/name")
-        self.client = client
-        self.repo = repo
+        self.client, self.repo, self.base = client, repo, f"repos/{repo}"
 
     def _pages(
         self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
@@ -114,13 +113,10 @@ class GitHubReporter(Poster):
             url = next_link(response)
 
     def _comments(self, number: int) -> str:
-        return f"repos/{self.repo}/issues/{number}/comments"
+        return f"{self._issues()}/{number}/comments"
 
     def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
-        return "PATCH", f"repos/{self.repo}/issues/comments/{comment_id}"
-
-    def _issues(self) -> str:
-        return f"repos/{self.repo}/issues"
+        return "PATCH", f"{self._issues()}/comments/{comment_id}"
 
     def _is_issue(self, item: Mapping[str, Any]) -> bool:
         return "pull_request" not in item
@@ -134,24 +130,15 @@ class GitHubReporter(Poster):
         payload = {"state": state, "context": context, "description": description[:140]}
         if target_url:
             payload["target_url"] = target_url
-        self.client.request("POST", f"repos/{self.repo}/statuses/{quote(sha, safe='')}", payload)
+        self.client.request("POST", f"{self.base}/statuses/{quote(sha, safe='')}", payload)
 
-    def pull_head_sha(self, number: int) -> str:
-        """The head commit of pull request ``number``."""
-        data = self.client.request("GET", f"repos/{self.repo}/pulls/{number}").data
-        head = data.get("head") if isinstance(data, dict) else None
-        return str(head.get("sha", "")) if isinstance(head, dict) else ""
-
-    head_sha = pull_head_sha
+    pull_head_sha = Poster.head_sha
 
     def create_issue(self, title: str, body: str, label: str) -> int:
         return self._new_issue(self._issues(), {"title": title, "body": body, "labels": [label]})
 
     def update_issue(self, number: int, body: str) -> None:
         self.client.request("PATCH", f"{self._issues()}/{number}", {"body": body})
-
-    def comment_issue(self, number: int, body: str) -> None:
-        self.client.request("POST", self._comments(number), {"body": body})
 
 
 def connect(

@@ -59,8 +59,8 @@ class GitLabReporter(Poster):
     def __init__(self, client: ForgeClient, project: str) -> None:
         if not project.strip():
             raise ReportError("GitLab: no project id")
-        self.client = client
-        self.project = quote(project, safe="")
+        self.client, self.project = client, quote(project, safe="")
+        self.base = f"projects/{self.project}"
 
     def _pages(
         self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
@@ -76,13 +76,10 @@ class GitLabReporter(Poster):
                 return
 
     def _comments(self, number: int) -> str:
-        return f"projects/{self.project}/merge_requests/{number}/notes"
+        return f"{self.base}/merge_requests/{number}/notes"
 
     def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
         return "PUT", f"{self._comments(number)}/{comment_id}"
-
-    def _issues(self) -> str:
-        return f"projects/{self.project}/issues"
 
     def set_status(
         self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
@@ -91,9 +88,7 @@ class GitLabReporter(Poster):
         payload = {"state": STATES[state], "name": context, "description": description[:140]}
         if target_url:
             payload["target_url"] = target_url
-        self.client.request(
-            "POST", f"projects/{self.project}/statuses/{quote(sha, safe='')}", payload
-        )
+        self.client.request("POST", f"{self.base}/statuses/{quote(sha, safe='')}", payload)
 
     def head_sha(self, number: int) -> str | None:
         """None: the merge request's head is not checked on GitLab."""
@@ -105,9 +100,6 @@ class GitLabReporter(Poster):
 
     def update_issue(self, number: int, body: str) -> None:
         self.client.request("PUT", f"{self._issues()}/{number}", {"description": body})
-
-    def comment_issue(self, number: int, body: str) -> None:
-        self.client.request("POST", f"{self._issues()}/{number}/notes", {"body": body})
 
 
 def connect(
