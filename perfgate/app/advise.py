@@ -133,11 +133,7 @@ def findings_for(
     key (:func:`~perfgate.advisor.rules.merge_findings`). Those ``base`` (the run it is
     judged against, e.g. :func:`base_run`) also had are marked ``known``; ``base`` may be
     a function that reads that run, called only when the run has a finding to mark (the
-    gate reads no base run for a benchmark without findings).
-
-    The one findings path: ``perfgate ingest``, ``perfgate advise RUN``, the gate and the
-    HTML run page show what this returns.
-    """
+    gate reads no base run for a benchmark without findings)."""
     own = run_findings(config, record, device_memory_bytes)
     if not own and not record.findings:
         return ()

@@ -19,7 +19,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -252,20 +252,16 @@ def read_baseline(path: Path) -> BaselineFile:
     )
 
 
-def baseline_files(files: Path | Iterable[Path]) -> list[Path]:
-    """The ``*.json`` files of a directory (sorted), or the given files."""
-    if isinstance(files, Path):
-        if files.is_dir():
-            return sorted(files.glob("*.json"))
-        return [files]
-    return list(files)
+def baseline_files(path: Path) -> list[Path]:
+    """The ``*.json`` files of a directory (sorted), or the given file."""
+    return sorted(path.glob("*.json")) if path.is_dir() else [path]
 
 
 # --- judging without a database --------------------------------------------------------------
 
 
 def gate_from_baseline_files(
-    config: Config, records: Sequence[RunRecord], files: Path | Iterable[Path]
+    config: Config, records: Sequence[RunRecord], files: Path
 ) -> GateResult:
     """Judge ``records`` (one run per benchmark) against baseline files, with no store.
 
@@ -276,7 +272,7 @@ def gate_from_baseline_files(
     attribution and findings need the store and are not part of this result.
 
     Args:
-        files: a directory of ``*.json`` baseline files, or the files themselves.
+        files: a directory of ``*.json`` baseline files, or one such file.
 
     Raises:
         ParseError: a baseline file is unreadable or malformed.
@@ -383,7 +379,7 @@ def records_of(baseline: BaselineFile) -> list[RunRecord]:
     return out
 
 
-def import_baselines(store: SqlStore, files: Path | Iterable[Path]) -> ImportResult:
+def import_baselines(store: SqlStore, files: Path) -> ImportResult:
     """Load baseline files into ``store`` (one transaction per file); runs already stored
     (by id) are left as they are, so importing twice adds nothing.
 

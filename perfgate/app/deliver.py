@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,13 +112,11 @@ def resolve_target(
     return target
 
 
-def make_reporter(
-    target: ForgeTarget, env: Mapping[str, str], policy: RetryPolicy | None = None
-) -> Reporter:
+def make_reporter(target: ForgeTarget, env: Mapping[str, str]) -> Reporter:
     """A poster for ``target`` with the token from the environment (the first of the
-    forge's token variables that is set)."""
+    forge's token variables that is set), retrying as the environment says."""
     forge = forge_named(target.forge)
-    return forge.poster(target.api_url, target.repo, env, policy or RetryPolicy.from_env(env))
+    return forge.poster(target.api_url, target.repo, env, RetryPolicy.from_env(env))
 
 
 # --- the gate's report ---------------------------------------------------------------------
@@ -280,21 +278,20 @@ def publish(
             warnings.append(f"comment not posted: {exc}")
     if status and not forge.statuses:
         done.append(f"no commit status on {target.forge} (the job's own result is the check)")
+    elif status and not target.sha:
+        warnings.append(f"{target.forge}: no commit (pass --sha): status not set")
     elif status:
-        if not target.sha:
-            warnings.append(f"{target.forge}: no commit (pass --sha): status not set")
-        else:
-            try:
-                reporter.set_status(
-                    target.sha,
-                    report.state,
-                    context=report.context,
-                    description=report.description,
-                    target_url=target.job_url,
-                )
-                done.append(f"status {report.state} set on {target.sha[:12]}")
-            except ReportError as exc:
-                warnings.append(f"status not set: {exc}")
+        try:
+            reporter.set_status(
+                target.sha,
+                report.state,
+                context=report.context,
+                description=report.description,
+                target_url=target.job_url,
+            )
+            done.append(f"status {report.state} set on {target.sha[:12]}")
+        except ReportError as exc:
+            warnings.append(f"status not set: {exc}")
     return Delivery(tuple(done), tuple(warnings))
 
 
@@ -328,7 +325,6 @@ def deliver_gate(
     options: DeliveryOptions,
     commit: str = "",
     job_url: str = "",
-    reporter_factory: Callable[[ForgeTarget], Reporter] | None = None,
 ) -> Delivery:
     """Everything the gate's reporting flags ask for, in one call: render, write the report
     directory, append the job summary, post the comment and the status."""
@@ -368,7 +364,7 @@ def deliver_gate(
         warnings.append(problem)
     if posting and target is not None:
         try:
-            reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
+            reporter = make_reporter(target, env)
         except ReportError as exc:
             warnings.append(f"not posted: {exc}")
         else:
@@ -386,15 +382,11 @@ FORK_CONTEXT = "perfgate (fork PR)"
 (which an unprivileged fork's job wrote), so it cannot pass for a required check."""
 
 CONCLUSIONS = {
-    "success": "success",
-    "failure": "failure",
-    "neutral": "success",
-    "cancelled": "error",
-    "timed_out": "error",
-    "skipped": "error",
-    "action_required": "error",
-    "stale": "error",
-    "startup_failure": "error",
+    **{"success": "success", "failure": "failure", "neutral": "success"},
+    **dict.fromkeys(
+        ("cancelled", "timed_out", "skipped", "action_required", "stale", "startup_failure"),
+        "error",
+    ),
 }
 """The fork job's conclusion (``github.event.workflow_run.conclusion``) -> the status state."""
 
@@ -405,17 +397,13 @@ _SAFE_TAGS = ("<details>", "</details>", "<summary>", "</summary>", "<sub>", "</
 _INLINE_LINK = re.compile(r"(!?)\[([^\[\]\n]*)\]\(([^()\s]*)(?:\s+\"[^\"\n]*\")?\)")
 _MENTION = re.compile(r"([@#!~%$^])(?=\w)")
 _AUTOLINK = re.compile(r"(?i)(:)(?=//)|(www)(?=\.)")
+_TEXT = (str, type(None))
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "forge": (str, type(None)),
-    "api_url": (str, type(None)),
-    "repo": (str, type(None)),
+    **dict.fromkeys(("forge", "api_url", "repo"), _TEXT),
     "number": (int, type(None)),
-    "sha": (str, type(None)),
-    "job_url": (str, type(None)),
-    "marker": (str,),
-    "verdict": (str,),
-    "failed": (bool,),
-    "post": (bool,),
+    **dict.fromkeys(("sha", "job_url"), _TEXT),
+    **dict.fromkeys(("marker", "verdict"), (str,)),
+    **dict.fromkeys(("failed", "post"), (bool,)),
     "mode": (str,),
 }
 """The fields of ``target.json`` that are read, and their types. ``state``, ``context`` and
@@ -454,8 +442,7 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
             forge_named(data["forge"])
         except UsageError as exc:
             raise UsageError(f"{where}: forge: {exc}") from None
-    number = data.get("number")
-    if number is not None and number < 1:
+    if data.get("number") is not None and data["number"] < 1:
         raise bad("number", "expected a positive whole number")
     if data.get("sha") and not _HEX_SHA.fullmatch(data["sha"]):
         raise bad("sha", "expected 7 to 40 hex digits")
@@ -481,14 +468,10 @@ def forge_hosts(forge: Forge, env: Mapping[str, str], api_url: str) -> frozenset
     """The host names of the forge this job posts to: its web server (the registry's
     ``server_url_variable``: ``GITHUB_SERVER_URL``, ``CI_SERVER_URL``, ``GITCODE_SERVER_URL``)
     and its API host (``api.`` dropped too: ``api.gitcode.com`` -> ``gitcode.com``)."""
-    hosts: set[str] = set()
     server = env.get(forge.server_url_variable, "") if forge.server_url_variable else ""
-    for url in (server, api_url or forge.default_api_url):
-        host = (urlsplit(url).hostname or "").lower()
-        if host:
-            hosts.add(host)
-            hosts.add(host.removeprefix("api."))
-    return frozenset(hosts)
+    urls = (server, api_url or forge.default_api_url)
+    hosts = [(urlsplit(url).hostname or "").lower() for url in urls]
+    return frozenset(h for host in hosts if host for h in (host, host.removeprefix("api.")))
 
 
 def _on_host(url: str, hosts: frozenset[str]) -> bool:
@@ -567,7 +550,6 @@ def post_report_dir(
     status: bool = True,
     conclusion: str | None = None,
     expect_sha: str | None = None,
-    reporter_factory: Callable[[ForgeTarget], Reporter] | None = None,
 ) -> Delivery:
     """``perfgate comment --from DIR``: post what a gate wrote with ``--report-dir``.
 
@@ -612,7 +594,7 @@ def post_report_dir(
     )
     marker_line, rest = body.split("\n", 1)
     body = f"{marker_line}\n{fork_label(conclusion)}\n\n{rest}"[: forge.max_chars]
-    reporter = (reporter_factory or (lambda t: make_reporter(t, env)))(target)
+    reporter = make_reporter(target, env)
     if expect_sha is not None and target.number is not None:
         head = reporter.head_sha(target.number)  # None where the forge's poster cannot tell
         if head is not None and head != expect_sha:

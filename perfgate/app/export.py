@@ -21,16 +21,6 @@ from perfgate.reporters.prometheus import LatestValue
 from perfgate.store import SqlStore
 
 TOP_OPS = 10
-_BREAKDOWN = (
-    "step_ms",
-    "compute_ms",
-    "communication_not_overlapped_ms",
-    "communication_overlapped_ms",
-    "free_ms",
-    "data_loading_ms",
-    "bubble_ms",
-    "preparing_ms",
-)
 
 
 @dataclass(frozen=True)
@@ -51,10 +41,10 @@ def _profile_scalars(run: RunRecord, step: int) -> list[Scalar]:
         Scalar(tag("top_ops_ms_per_step", op.name), step, op.self_time_ms_per_step, wall)
         for op in profile.top_ops(TOP_OPS)
     ]
-    data = profile.breakdown.to_dict() if profile.breakdown is not None else {}
-    for field in _BREAKDOWN:
-        if data.get(field) is not None:
-            out.append(Scalar(tag("breakdown", field), step, float(data[field]), wall))
+    parts = profile.breakdown.to_dict() if profile.breakdown is not None else {}  # ms per step
+    for part, ms in parts.items():
+        if ms is not None:
+            out.append(Scalar(tag("breakdown", part), step, float(ms), wall))
     return out
 
 
@@ -89,9 +79,7 @@ def export_tensorboard(
         for p in points:
             by_branch.setdefault(p.branch, []).append(p)
         for run_branch, series in sorted(by_branch.items()):
-            order: dict[str, int] = {}
-            for p in series:
-                order.setdefault(p.run_id, len(order))
+            order = {run: i for i, run in enumerate(dict.fromkeys(p.run_id for p in series))}
             scalars = [
                 Scalar(
                     tag("metrics", p.metric), order[p.run_id], p.centre, p.started_at.timestamp()

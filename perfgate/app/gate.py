@@ -162,9 +162,8 @@ class GateReads:
         else:
             reset = store.baseline_reset(project=config.project, benchmark=benchmark)
             resets = {} if reset is None else {benchmark: reset}
-        return cls(
-            resets, frozenset(key for key, status in statuses.items() if status == "invalid")
-        )
+        invalid = frozenset(key for key, status in statuses.items() if status == "invalid")
+        return cls(resets, invalid)
 
 
 def _selection(
@@ -191,35 +190,17 @@ def _selection(
 
 
 def baseline_window(
-    config: Config,
-    store: SqlStore,
-    *,
-    benchmark: str,
-    fingerprint_key: str,
-    against: str,
-    before: datetime | None = None,
-    exclude_run_ids: Sequence[str] = (),
-    reads: GateReads | None = None,
+    config: Config, store: SqlStore, *, benchmark: str, fingerprint_key: str, against: str
 ) -> Window:
     """The baseline window a gate judges a run of ``benchmark`` against: the last
     ``baseline_window`` runs on ``against`` with the same fingerprint key, not excluded,
     started at or after the benchmark's latest baseline reset and, per metric, after the
-    last change point of its series that was not triaged invalid (``reads``: the resets
-    and triage a gate over many benchmarks read once, else read here). One benchmark
-    alone: a gate scans its benchmarks' series net of the job factor they share
+    last change point of its series that was not triaged invalid. One benchmark alone: a
+    gate scans its benchmarks' series net of the job factor they share
     (:func:`compare_records`)."""
-    reads = reads or GateReads.read(config, store, benchmark)
-    read = _window_read(
-        config,
-        store,
-        benchmark=benchmark,
-        fingerprint_key=fingerprint_key,
-        against=against,
-        before=before,
-        exclude_run_ids=exclude_run_ids,
-        reads=reads,
-    )
-    return read.cut(config, read.centres)
+    reads = GateReads.read(config, store, benchmark)
+    read = _window_read(config, store, reads, benchmark, fingerprint_key, against, None, ())
+    return read.cut(config)
 
 
 @dataclass(frozen=True)
@@ -232,11 +213,13 @@ class _WindowRead:
     others: dict[str, Fingerprint]
     invalid: frozenset[tuple[str, str]]
 
-    def cut(self, config: Config, centres: Mapping[str, Sequence[tuple[str, float]]]) -> Window:
+    def cut(
+        self, config: Config, centres: Mapping[str, Sequence[tuple[str, float]]] | None = None
+    ) -> Window:
         """The window after the last change point of each metric's ``centres`` (this
         read's, or the gate's net of the job factor)."""
         since = runs_since_last_change(
-            centres,
+            self.centres if centres is None else centres,
             deterministic=lambda metric: config.policy(metric).deterministic,
             invalid=self.invalid,
         )
@@ -246,34 +229,24 @@ class _WindowRead:
 def _window_read(
     config: Config,
     store: SqlStore,
-    *,
+    reads: GateReads,
     benchmark: str,
-    fingerprint_key: str,
+    key: str,
     against: str,
     before: datetime | None,
-    exclude_run_ids: Sequence[str],
-    reads: GateReads,
+    excluded: Sequence[str],
 ) -> _WindowRead:
-    selection = _selection(
-        config, reads, benchmark, fingerprint_key, against, before, exclude_run_ids
-    )
+    selection = _selection(config, reads, benchmark, key, against, before, excluded)
     points, centres = store.history_and_centres(
         **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
     )
     others: dict[str, Fingerprint] = {}
     if not points:
-        others = {
-            k: fp
-            for k, fp in store.fingerprints(
-                project=config.project, benchmark=benchmark, branch=against
-            ).items()
-            if k != fingerprint_key
-        }
+        fingerprints = store.fingerprints(
+            project=config.project, benchmark=benchmark, branch=against
+        )
+        others = {k: fp for k, fp in fingerprints.items() if k != key}
     return _WindowRead(points, centres, others, reads.invalid)
-
-
-def _short(commit: str) -> str:
-    return commit[:7]
 
 
 @dataclass(frozen=True)
@@ -346,7 +319,7 @@ def _merge_base_anchor(
     if git is None or not of:
         why = "no git repository here" if git is None else "git here knows neither it nor you"
         return None, (
-            f"no run of {against} at your merge-base {_short(target)}, and {why} to find the "
+            f"no run of {against} at your merge-base {target[:7]}, and {why} to find the "
             "nearest earlier one: compared with the latest runs"
         )
     known = False
@@ -361,7 +334,7 @@ def _merge_base_anchor(
             f"the runs of {against} are not in this checkout's git history (a shallow clone?): "
             "compared with the latest runs; fetch the history or pass --base-sha"
         )
-    where = f"at or before your merge-base {_short(target)}" if of == target else "in your history"
+    where = f"at or before your merge-base {target[:7]}" if of == target else "in your history"
     return None, (
         f"no run of {against} {where} among its newest {len(runs)} runs: compared with the "
         "latest runs"
@@ -376,8 +349,8 @@ def _anchor_notes(config: Config, against: str, anchor: _Anchor, window: Window)
     runs = max((len(ps) for ps in window.points.values()), default=0)
     if not anchor.exact and anchor.merge_base:
         notes.append(
-            f"no run of {against} at your merge-base {_short(anchor.merge_base)}; compared "
-            f"with the {runs} run{'s' if runs != 1 else ''} up to {_short(anchor.commit)}"
+            f"no run of {against} at your merge-base {anchor.merge_base[:7]}; compared "
+            f"with the {runs} run{'s' if runs != 1 else ''} up to {anchor.commit[:7]}"
         )
     moved = []
     for metric, points in window.points.items():
@@ -390,7 +363,7 @@ def _anchor_notes(config: Config, against: str, anchor: _Anchor, window: Window)
         later = len({p.run_id for p in anchor.newer})
         notes.append(
             f"{against} is {', '.join(moved)} since your branch point ({later} run"
-            f"{'s' if later != 1 else ''} after {_short(anchor.commit)}): rebase to compare "
+            f"{'s' if later != 1 else ''} after {anchor.commit[:7]}): rebase to compare "
             "with it"
         )
     return notes
@@ -407,11 +380,9 @@ def _grouped(notes: Sequence[tuple[str, str]]) -> tuple[str, ...]:
         by_note.setdefault(note, {})[benchmark] = None
     out = []
     for note, named in by_note.items():
-        names = list(named)
-        shown = ", ".join(names[:NOTE_BENCHMARKS_SHOWN])
-        if len(names) > NOTE_BENCHMARKS_SHOWN:
-            shown += f" and {len(names) - NOTE_BENCHMARKS_SHOWN} more"
-        out.append(f"{shown}: {note}")
+        more = len(named) - NOTE_BENCHMARKS_SHOWN
+        shown = ", ".join(list(named)[:NOTE_BENCHMARKS_SHOWN])
+        out.append(f"{shown}{f' and {more} more' if more > 0 else ''}: {note}")
     return tuple(out)
 
 
@@ -449,27 +420,17 @@ def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _
     shown: list[Candidate] = []
     fixed: list[Comparison] = []
     alpha = record.spec.confirm_alpha or ALPHA
-    walls = len(window.points.get("step_time_ms", ()))
-
-    def usable(metric: str) -> bool:
-        runs = len(window.points.get(metric, ()))
-        return runs >= min(MIN_BASELINE_RUNS, walls)
-
-    beside = _shown_beside(config, record, usable)
+    enough = min(MIN_BASELINE_RUNS, len(window.points.get("step_time_ms", ())))
+    beside = _shown_beside(config, record, lambda m: len(window.points.get(m, ())) >= enough)
     for m in record.measurements:
         policy = config.policy(m.metric, m.direction)
         if window.others:
             if m.metric not in beside:
                 fixed.append(_incomparable(record, m, policy.direction, against, window.others))
             continue
-        (shown if m.metric in beside else candidates).append(
-            Candidate(
-                _point(record, m, policy.direction),
-                window.points.get(m.metric, ()),
-                policy,
-                alpha=alpha,
-            )
-        )
+        point = _point(record, m, policy.direction)
+        candidate = Candidate(point, window.points.get(m.metric, ()), policy, alpha=alpha)
+        (shown if m.metric in beside else candidates).append(candidate)
     return _Judged(candidates, shown, fixed, beside)
 
 
@@ -502,24 +463,14 @@ def gate_window(
     a base commit or a git history) and why it could not end there ("" when nothing to say):
     the one place both ``gate`` and ``run --confirm`` draw it (one benchmark alone: a gate
     scans its benchmarks net of their job factor, :func:`compare_records`)."""
-    read, anchor, why = _gate_read(
-        config,
-        store,
-        record,
-        branch=branch,
-        against=against,
-        base_sha=base_sha,
-        git=git,
-        reads=reads,
-    )
-    return read.cut(config, read.centres), anchor, why
+    read, anchor, why = _gate_read(config, store, record, branch, against, base_sha, git, reads)
+    return read.cut(config), anchor, why
 
 
 def _gate_read(
     config: Config,
     store: SqlStore,
     record: RunRecord,
-    *,
     branch: str,
     against: str,
     base_sha: str,
@@ -536,16 +487,9 @@ def _gate_read(
     before = record.started_at if branch == against else None
     if anchor is not None:
         before = anchor.started_at + timedelta(microseconds=1)
-    read = _window_read(
-        config,
-        store,
-        benchmark=record.benchmark,
-        fingerprint_key=record.fingerprint.key(),
-        against=against,
-        before=before,
-        exclude_run_ids=(record.id, *(anchor.tied if anchor else ())),
-        reads=reads,
-    )
+    excluded = (record.id, *(anchor.tied if anchor else ()))
+    key = record.fingerprint.key()
+    read = _window_read(config, store, reads, record.benchmark, key, against, before, excluded)
     return read, anchor, why
 
 
@@ -584,24 +528,12 @@ def compare_records(
     with store.snapshot():
         if records and branch != against and not any(r.paired_with for r in records):
             check_base_branch(config, store, against)
-        judged: list[_Judged] = []
-        paired: list[RunRecord] = []
-        notes: list[tuple[str, str]] = []
         # one read of the resets and triage for every benchmark, where there are several
         reads = GateReads.read(config, store) if len(records) > 1 else None
         if git is not None and branch != against:
             git.resolve_all([base_sha, *(r.git.commit for r in records)])
         read = {
-            r.id: _gate_read(
-                config,
-                store,
-                r,
-                branch=branch,
-                against=against,
-                base_sha=base_sha,
-                git=git,
-                reads=reads,
-            )
+            r.id: _gate_read(config, store, r, branch, against, base_sha, git, reads)
             for r in records
         }
         # each benchmark's change points are its own: scanned net of the job factor the
@@ -610,9 +542,9 @@ def compare_records(
             {r.id: read[r.id][0].centres for r in records},
             deterministic=lambda metric: config.policy(metric).deterministic,
         )
+        judged: list[_Judged] = []
+        notes: list[tuple[str, str]] = []
         for record in records:
-            if record.paired_with:
-                paired.append(record)
             window_read, anchor, why = read[record.id]
             window = window_read.cut(config, netted[record.id])
             if why:
@@ -625,20 +557,21 @@ def compare_records(
             wall_decides = "step_time_ms" not in judged[-1].shown_metrics
             if contended := contention_note(record, deciding_wall=wall_decides):
                 notes.append((record.benchmark, contended))
+        paired = [r for r in records if r.paired_with]
         comparisons = (*_compared(judged), *_paired(config, store, paired, against))
         ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
         attributions, found, work = _advice(config, store, records, ordered, against)
-        budgets, budget_notes = budget_comparisons(config, records)
-        return GateResult(
+        result = GateResult(
             branch=branch,
             against=against,
-            verdict=decide.overall_verdict((*budgets, *ordered)),
-            comparisons=(*budgets, *ordered),
+            verdict=decide.overall_verdict(ordered),
+            comparisons=ordered,
             findings=found,
             attributions=attributions,
-            notes=_grouped([*budget_notes, *notes]),
+            notes=_grouped(notes),
             work_changes=work,
         )
+        return with_budgets(config, records, result)
 
 
 def budget_comparisons(
@@ -655,7 +588,10 @@ def budget_comparisons(
     applied = [(r, config.budgets_for(r.benchmark)) for r in records]
     reference: Reference | None = None
     if any(b.of_reference for _, budgets in applied for b in budgets.values()):
-        reference = _read_reference(config)
+        from perfgate.app.reference import read_reference
+
+        assert config.budget_reference is not None  # config.parse_budgets refuses otherwise
+        reference = read_reference(config.budget_reference)
     comparisons: list[Comparison] = []
     notes: list[tuple[str, str]] = []
     for record, budgets in applied:
@@ -674,18 +610,9 @@ def budget_comparisons(
     return ordered, notes
 
 
-def _read_reference(config: Config) -> Reference:
-    """The budgets' reference numbers (``[budgets] reference``)."""
-    from perfgate.app.reference import read_reference
-
-    assert config.budget_reference is not None  # config.parse_budgets refuses otherwise
-    return read_reference(config.budget_reference)
-
-
 def with_budgets(config: Config, records: Sequence[RunRecord], result: GateResult) -> GateResult:
-    """``result`` with the budgets of ``records`` judged, first, and its verdict again: for a
-    gate decided elsewhere (against baseline files); :func:`compare_records` judges them
-    itself."""
+    """``result`` with the budgets of ``records`` judged, first, and its verdict again (a
+    gate against the store's history or against baseline files)."""
     budgets, notes = budget_comparisons(config, records)
     if not budgets and not notes:
         return result
@@ -713,9 +640,8 @@ def check_base_branch(config: Config, store: SqlStore, against: str) -> None:
     if store.benchmarks(project=config.project, branch=against):
         return
     branches = [b for b in store.branches(project=config.project) if not b.endswith(AB_BASE_SUFFIX)]
-    shown = ", ".join(branches[:BRANCHES_SHOWN]) + (
-        ", ..." if len(branches) > BRANCHES_SHOWN else ""
-    )
+    more = ", ..." if len(branches) > BRANCHES_SHOWN else ""
+    shown = ", ".join(branches[:BRANCHES_SHOWN]) + more
     raise UsageError(
         f"no runs on base branch {against!r} in project {config.project!r}; "
         f"branches with runs: {shown or 'none'}"
@@ -766,20 +692,16 @@ def _advice(
         for record in records
     }
     profiled = [r for r in records if r.profile is not None]
-    attributed = {r.id: [c for c in mine[r.id] if _attributable(c)] for r in profiled}
+    attributed = {
+        r.id: [
+            (c, c.baseline_run_ids[-ATTRIBUTION_WINDOW:]) for c in mine[r.id] if _attributable(c)
+        ]
+        for r in profiled
+    }
     worked = {r.id: _work_window(mine[r.id]) for r in profiled}
     # the window runs' profiles, all in one read (an attribution needs nothing else of them)
-    profiles = store.profiles(
-        [
-            *(
-                i
-                for cs in attributed.values()
-                for c in cs
-                for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:]
-            ),
-            *(i for ids in worked.values() for i in ids),
-        ]
-    )
+    wanted = [i for cs in attributed.values() for _, ids in cs for i in ids]
+    profiles = store.profiles([*wanted, *(i for ids in worked.values() for i in ids)])
     attributions: list[Attribution] = []
     found: list[Finding] = []
     work: list[WorkChange] = []
@@ -789,23 +711,18 @@ def _advice(
             changed = work_change(record.benchmark, record.profile, window_profiles)
             if changed is not None:
                 work.append(changed)
-            for c in attributed[record.id]:
+            for c, ids in attributed[record.id]:
                 assert c.current_centre is not None and c.baseline_centre is not None
                 delta = c.current_centre - c.baseline_centre
-                window = [
-                    profiles[i] for i in c.baseline_run_ids[-ATTRIBUTION_WINDOW:] if i in profiles
-                ]
+                window = [profiles[i] for i in ids if i in profiles]
                 attributions.append(
                     attribute(record.benchmark, c.metric, delta, record.profile, window)
                 )
         if record.profile is None and not record.findings and timed_cluster(record) is None:
             continue
-        found.extend(
-            replace(
-                f, location=f"{record.benchmark}: {f.location}" if f.location else record.benchmark
-            )
-            for f in findings_for(config, record, partial(base_of, record, mine[record.id]))
-        )
+        for f in findings_for(config, record, partial(base_of, record, mine[record.id])):
+            where = f"{record.benchmark}: {f.location}" if f.location else record.benchmark
+            found.append(replace(f, location=where))
     return tuple(attributions), tuple(found), tuple(work)
 
 
@@ -868,16 +785,11 @@ def _paired(
             b = base.measurement(m.metric)
             if b is None:
                 continue
-            noise = pair_noise_from_history([p for p in window if p.metric == m.metric])
             policy = config.policy(m.metric, m.direction)
+            centres = zip(b.summary.repeat_centres, m.summary.repeat_centres, strict=True)
             (shown if m.metric in beside else evidences).append(
                 compare_pairs(
-                    [
-                        Pair(base=x, head=y)
-                        for x, y in zip(
-                            b.summary.repeat_centres, m.summary.repeat_centres, strict=True
-                        )
-                    ],
+                    [Pair(base=x, head=y) for x, y in centres],
                     benchmark=head.benchmark,
                     metric=m.metric,
                     unit=m.unit,
@@ -886,7 +798,7 @@ def _paired(
                     run_id=head.id,
                     base_run_id=base.id,
                     base_commit=base.git.commit,
-                    noise=noise,
+                    noise=pair_noise_from_history([p for p in window if p.metric == m.metric]),
                     alpha=head.spec.confirm_alpha or ALPHA,
                 )
             )
@@ -909,13 +821,7 @@ def noise(config: Config, store: SqlStore, *, branch: str) -> list[NoiseRow]:
     gated at that threshold: a real regression of that size would read as inconclusive."""
     result = compare(config, store, branch=branch, against=branch)
     return [
-        NoiseRow(
-            benchmark=c.benchmark,
-            metric=c.metric,
-            runs=len(c.baseline_run_ids),
-            mde_pct=c.mde_pct,
-            min_effect_pct=c.min_effect_pct,
-        )
+        NoiseRow(c.benchmark, c.metric, len(c.baseline_run_ids), c.mde_pct, c.min_effect_pct)
         for c in result.comparisons
         if not decide.is_budget(c) and not config.policy(c.metric).deterministic
     ]

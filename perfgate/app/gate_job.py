@@ -1,14 +1,11 @@
 """The whole job of ``perfgate gate`` and ``perfgate compare``, as one call each.
 
-:func:`run_gate` judges a branch's latest runs (against the store's history or baseline
-files), records what raises an alert, writes the CI's own outputs (GitHub annotations, JUnit
-XML, a GitLab metrics report), delivers the report where asked (PR/MR comment, commit status,
-job summary, report directory) and says whether the gate fails; :func:`conclude_gate` is its
-second half, for a gate decided elsewhere (``check``). :func:`compare_environments` is
-``compare --across``. Nothing here prints: every line a command shows comes back in the
-outcome, and side effects are best effort (a file that cannot be written, a comment that
-cannot be posted, a read-only store that cannot take an alert: a warning, never another
-verdict).
+:func:`run_gate` judges a branch's latest runs and does all its result leads to (alerts, CI
+outputs, delivery, whether the gate fails); :func:`conclude_gate` is its second half, for a
+gate decided elsewhere (``check``). Nothing here prints: every line a command shows comes
+back in the outcome, and side effects are best effort (a file that cannot be written, a
+comment that cannot be posted, a read-only store that cannot take an alert: a warning, never
+another verdict).
 
 The module imports the gate's machinery on first use, so the command line can build a
 :class:`GateRequest` without loading the store or the statistics.

@@ -162,12 +162,8 @@ def series_drifts(
                 branch=branch,
                 fingerprint_key=key,
                 point=ChangePoint(
-                    index=drift.start,
-                    before=drift.before,
-                    after=drift.after,
-                    change_pct=drift.change_pct,
-                    p_value=drift.p_value,
-                    confidence=drift.confidence,
+                    *(drift.start, drift.before, drift.after),
+                    *(drift.change_pct, drift.p_value, drift.confidence),
                 ),
                 last_run_before=runs[drift.baseline_last].run_id,
                 first_run_after=runs[-1].run_id,
@@ -214,14 +210,12 @@ def _drift_alert(alerts: Sequence[Alert], d: DetectedChange) -> Alert | None:
     """The alert a drift found again keeps: the newest drift alert of its series, the same
     way (a regression's alert does not swallow a later improvement), not triaged fixed (a
     drift fixed and back is a new one)."""
+    same = (d.verdict, d.metric, d.fingerprint_key, d.branch)
     for a in alerts:  # newest first
         if (
             a.source == "drift"
-            and a.verdict == d.verdict
-            and a.metric == d.metric
-            and a.fingerprint_key == d.fingerprint_key
-            and a.branch == d.branch
             and a.status != "fixed"
+            and same == (a.verdict, a.metric, a.fingerprint_key, a.branch)
         ):
             return a
     return None
@@ -259,13 +253,8 @@ def analyze_history(
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        kinds = {
-            key: fp.device_kind
-            for key, fp in store.fingerprints(
-                project=config.project, benchmark=name, branch=branch
-            ).items()
-        }
-        shown = shown_series(points, kinds)
+        environments = store.fingerprints(project=config.project, benchmark=name, branch=branch)
+        shown = shown_series(points, {key: fp.device_kind for key, fp in environments.items()})
         if shown:
             points = [p for p in points if (p.metric, p.fingerprint_key) not in shown]
             if note is not None:
@@ -280,12 +269,10 @@ def analyze_history(
         # One family per benchmark, as one gate is: its series' drifts, BH-corrected.
         kept = kept_in_family([d.point.p_value for d in drifts], tested_series(points))
         drifts = [d for d, keep in zip(drifts, kept, strict=True) if keep]
-        if drifts:
-            known = store.alerts(project=config.project, benchmark=name)
-            for i, d in enumerate(drifts):
-                alert = _drift_alert(known, d)
-                if alert is not None:
-                    drifts[i] = replace(d, first_run_after=alert.run_id)
+        known = store.alerts(project=config.project, benchmark=name) if drifts else []
+        for i, d in enumerate(drifts):
+            if (alert := _drift_alert(known, d)) is not None:
+                drifts[i] = replace(d, first_run_after=alert.run_id)
         found.extend(changes)
         found.extend(drifts)
     if record and found:
@@ -303,12 +290,8 @@ def with_triage(
     statuses: dict[tuple[str, str], str] = {}
     for name in sorted({c.benchmark for c in found}):
         statuses.update(store.alert_statuses(project=config.project, benchmark=name))
-    out = []
-    for c in found:
-        status = statuses.get((c.first_run_after, c.metric))
-        if status != "invalid":
-            out.append(replace(c, triage=status))
-    return out
+    triaged = [replace(c, triage=statuses.get((c.first_run_after, c.metric))) for c in found]
+    return [c for c in triaged if c.triage != "invalid"]
 
 
 def metric_history(

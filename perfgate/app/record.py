@@ -73,13 +73,11 @@ def build_record(
     fingerprint = build_fingerprint(
         first.env, device=spec.device, params=comparable, host_label=host_label
     )
-    rank_profiles: tuple[ProfileSummary, ...] = ()
     if first.ranks:
         measurements, profile, rank_profiles = job_measurements(outcome)
-    elif spec.kind == "inference":
-        measurements, profile = inference_measurements(outcome), _profile(outcome.trace_path)
     else:
-        measurements, profile = training_measurements(outcome), _profile(outcome.trace_path)
+        one = inference_measurements if spec.kind == "inference" else training_measurements
+        measurements, profile, rank_profiles = one(outcome), _profile(outcome.trace_path), ()
     measurements.extend(profile_measurements(profile))
     recorded_spec = replace(spec, params={**spec.params, **first.params})
     return RunRecord(
@@ -150,10 +148,7 @@ def run_and_record(
     per repeat (``launch`` says how across nodes); on a node that did not hold rank 0
     nothing is recorded (that node's ``perfgate run`` records it).
     """
-    if not specs:
-        raise UsageError(NOTHING_TO_RUN)
-    if not git.branch:
-        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    _runnable(specs, git)
     records = []
     for spec in specs:
         run_id = uuid.uuid4().hex
@@ -185,6 +180,13 @@ def run_and_record(
                 warn(note)
         records.append(record)
     return records
+
+
+def _runnable(specs: Sequence[BenchmarkSpec], git: GitContext) -> None:
+    if not specs:
+        raise UsageError(NOTHING_TO_RUN)
+    if not git.branch:
+        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
 
 
 def with_advisor_findings(
@@ -230,10 +232,7 @@ def run_ab_and_record(
     """
     from perfgate.runner.ab import base_worktree, repo_root, resolve_commit, run_pairs
 
-    if not specs:
-        raise UsageError(NOTHING_TO_RUN)
-    if not git.branch:
-        raise UsageError("cannot tell the branch: pass --branch or run inside a git checkout")
+    _runnable(specs, git)
     _single_process_only(specs, "--ab")
     base_commit = resolve_commit(repo, ref)
     head_dir = repo_root(repo)
@@ -406,21 +405,19 @@ def confirm_and_record(
         for c in look0.comparisons
         if c.method == "history" and c.verdict is Verdict.INCONCLUSIVE
     }
-    out = []
-    for c in done:
-        if c.folded is not None:
-            verdicts = ", ".join(
-                f"{x.metric} {x.verdict.value}"
-                for x in deciding(final.comparisons)
-                if x.benchmark == c.benchmark and (x.benchmark, x.metric) in doubtful
-            )
-            note = (
-                f"confirmed with {extra} extra repeat{'s' if extra > 1 else ''} "
-                f"(both looks at alpha {folded[c.benchmark]:.2g}): {verdicts}"
-            )
-            c = replace(c, note=note)
-        out.append(c)
-    return out
+
+    def note(c: Confirmation) -> str:
+        verdicts = ", ".join(
+            f"{x.metric} {x.verdict.value}"
+            for x in deciding(final.comparisons)
+            if x.benchmark == c.benchmark and (x.benchmark, x.metric) in doubtful
+        )
+        return (
+            f"confirmed with {extra} extra repeat{'s' if extra > 1 else ''} "
+            f"(both looks at alpha {folded[c.benchmark]:.2g}): {verdicts}"
+        )
+
+    return [c if c.folded is None else replace(c, note=note(c)) for c in done]
 
 
 def _confirm_plan(
@@ -441,15 +438,13 @@ def _confirm_plan(
         points = window.points.get(m.metric, ())
         if window.others or m.deterministic or len(points) < sequential.MIN_RUNS:
             continue  # not a noisy comparison with a history
-        if m.metric in shown:
-            continue
-        if config.policy(m.metric).deterministic:
-            continue
-        if len(m.repeats) != initial:
-            rhos.append(1.0)  # one value per run: more repeats do not change it
+        if m.metric in shown or config.policy(m.metric).deterministic:
             continue
         rhos.append(
-            sequential.look_correlation(points, initial_repeats=initial, extra_repeats=extra)
+            # one value per run: more repeats do not change it
+            1.0
+            if len(m.repeats) != initial
+            else sequential.look_correlation(points, initial_repeats=initial, extra_repeats=extra)
         )
     return sequential.plan(rhos, tests=tests)
 
@@ -488,8 +483,9 @@ def _with_extra_repeats(
             )
             reps.append(rep)
             if progress is not None:
-                line = repeat_progress(spec.name, "extra repeat", i + 1, extra, repeat_value(rep))
-                progress(line)
+                progress(
+                    repeat_progress(spec.name, "extra repeat", i + 1, extra, repeat_value(rep))
+                )
     return _folded(original, reps, alpha)
 
 
