@@ -49,7 +49,7 @@ def is_ascend_profile(path: Path) -> bool:
     """True for a ``*_ascend_pt`` rank directory (it holds ``ASCEND_PROFILER_OUTPUT``), that
     ``ASCEND_PROFILER_OUTPUT`` directory itself, or a parent holding one or more rank dirs."""
     try:
-        return bool(find_rank_dirs(path))
+        return bool(_output_dirs(path))
     except ParseError:
         return False
 
@@ -77,23 +77,31 @@ def _rank_id(doc: Mapping[str, Any]) -> int | None:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
 
 
-def find_rank_dirs(path: Path) -> tuple[Path, ...]:
-    """The rank directories of a profile, sorted by rank (directories without a rank last,
-    by name). ``path`` is one rank dir, its ``ASCEND_PROFILER_OUTPUT`` or their parent."""
+def _output_dirs(path: Path) -> list[Path]:
+    """``path`` itself when it is a rank dir (or its output dir), else its subdirectories
+    that are, unsorted: what detection needs, without reading any rank's files."""
     path = as_rank_dir(Path(path))
     if not path.is_dir():
         raise ParseError(f"{path}: no such directory")
     if _has_output(path):
-        return (path,)
+        return [path]
     try:
-        children = [c for c in path.iterdir() if c.is_dir() and _has_output(c)]
+        return [c for c in path.iterdir() if c.is_dir() and _has_output(c)]
     except OSError as exc:
         raise ParseError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
+
+
+def find_rank_dirs(path: Path) -> tuple[Path, ...]:
+    """The rank directories of a profile, sorted by rank (directories without a rank last,
+    by name). ``path`` is one rank dir, its ``ASCEND_PROFILER_OUTPUT`` or their parent."""
+    children = _output_dirs(path)
     if not children:
         raise ParseError(
-            f"{path}: no {OUTPUT_DIR} directory here or in its subdirectories; "
-            "not an Ascend PyTorch Profiler output (*_ascend_pt)"
+            f"{as_rank_dir(Path(path))}: no {OUTPUT_DIR} directory here or in its "
+            "subdirectories; not an Ascend PyTorch Profiler output (*_ascend_pt)"
         )
+    if len(children) == 1:  # one rank: nothing to order, no rank file to read
+        return (children[0],)
     ranked = [(_rank_of(c), c) for c in children]
     ranked.sort(key=lambda rc: (rc[0] is None, rc[0] or 0, rc[1].name))
     return tuple(c for _, c in ranked)
