@@ -71,6 +71,7 @@ from perfgate.parsers.ascend.text import (
     STEP_COLUMNS,
     PmuTotals,
     ascend_utilisation,
+    busy_fraction,
     by_time,
     npu_op,
     op_type_stats,
@@ -203,11 +204,7 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     if tasks and not any(t.shapes for t in tasks):
         notes.append("input_shapes: none recorded (record_shapes=False?)")
 
-    busy: float | None = None
-    if breakdown is not None and breakdown.compute_ms is not None and breakdown.step_ms > 0:
-        busy = breakdown.compute_ms / breakdown.step_ms
-    else:
-        notes.append("device_busy_fraction: no step time")
+    busy = busy_fraction(breakdown, notes, "no step time")
     notes.append("data_loading_ms: the Ascend profiler does not report data loading")
     notes.append("memory_per_step_bytes: not computed for Ascend profiles")
 

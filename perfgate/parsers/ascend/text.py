@@ -116,10 +116,14 @@ def _csv_rows(path: Path, label: str) -> Iterator[tuple[list[str], Iterator[list
     _check_complete(path, label)
     with _read_errors(label), path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
-        header = [h.strip() for h in next(reader, [])]
-        if not any(header):
-            raise ParseError(f"{label}: empty file, no CSV header")
-        yield header, reader
+        yield _header(reader, label), reader
+
+
+def _header(reader: Iterator[list[str]], label: str) -> list[str]:
+    header = [h.strip() for h in next(reader, [])]
+    if not any(header):
+        raise ParseError(f"{label}: empty file, no CSV header")
+    return header
 
 
 def _check_complete(path: Path, label: str) -> None:
@@ -157,6 +161,12 @@ def _rows(reader: Iterator[list[str]], label: str, width: int) -> Iterator[tuple
                 continue
             raise _short_row(label, line, len(row), width)
         yield line, row
+
+
+def _cell(text: str) -> str:
+    """A text cell stripped, ``N/A`` as ''."""
+    text = text.strip()
+    return "" if text == _NA else text
 
 
 def _float(cell: str) -> float | None:
@@ -322,9 +332,8 @@ class _Window(io.RawIOBase):
         return True
 
     def read(self, n: int | None = -1) -> bytes:
-        n = -1 if n is None else n
         if self.left > 0:
-            data = self.handle.read(self.left if n < 0 else min(n, self.left))
+            data = self.handle.read(self.left if n is None or n < 0 else min(n, self.left))
             self.left = self.left - len(data) if data else 0
             if data:
                 return data
@@ -438,8 +447,7 @@ class _KernelScan:
     def _group(self, name: str, core: str, op_type: str) -> int:
         g = len(self.types)
         self.index[(name, core)] = g
-        op_type = op_type.strip()
-        self.types.append("" if op_type == _NA else op_type)
+        self.types.append(_cell(op_type))
         self.shapes.append([])
         return g
 
@@ -586,14 +594,9 @@ class _KernelScan:
     def _lines_before(self, at: int) -> int:
         """The number of lines before byte ``at`` of the file: counted only for an error
         message, so that blocks read by pandas need not count their line ends."""
-        if not at:
-            return 0
         count = 0
         with self.path.open("rb") as handle:
-            while at > 0:
-                piece = handle.read(min(at, _CHUNK_BYTES))
-                if not piece:
-                    break
+            while at > 0 and (piece := handle.read(min(at, _CHUNK_BYTES))):
                 count += piece.count(b"\n")
                 at -= len(piece)
         return count
@@ -680,9 +683,7 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
     # The header and the first rows through csv (they decide which columns are metrics),
     # the rest in blocks of whole lines through pandas.
     reader = csv.reader(_decoded(lines))
-    header = [h.strip() for h in next(reader, [])]
-    if not any(header):
-        raise ParseError(f"{label}: empty file, no CSV header")
+    header = _header(reader, label)
     width = len(header)
     head = [(reader.line_num, row) for row in islice(reader, _HEAD_ROWS)]
     i_name = _col(header, "Name", "Op Name")
@@ -724,8 +725,7 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
     by_type: dict[tuple[str, str], list[float]] = {}
     hccl = 0
     for (name, raw_core), g in scan.index.items():
-        core = raw_core.strip()
-        core = "" if core == _NA else core
+        core = _cell(raw_core)
         calls, dur_us, op_type = int(scan.calls[g]), float(scan.dur[g]), scan.types[g]
         shapes = tuple(scan.shapes[g])
         ops.append(
@@ -836,6 +836,14 @@ class PmuTotals:
     sums: Mapping[str, float]
     means: Mapping[str, float]
     busy_us: float | None
+
+
+def busy_fraction(breakdown: StepBreakdown | None, notes: list[str], why: str) -> float | None:
+    """Computing / step time, or None with a note saying ``why``. Shared by both exports."""
+    if breakdown is not None and breakdown.compute_ms is not None and breakdown.step_ms > 0:
+        return breakdown.compute_ms / breakdown.step_ms
+    notes.append(f"device_busy_fraction: {why}")
+    return None
 
 
 def ascend_utilisation(
@@ -1008,8 +1016,8 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
             total = _float(row[i_total])
             if count is None or total is None:
                 raise ParseError(f"{label}: row {line}: Count and Total Time(us) must be numbers")
-            core = row[i_core].strip() if i_core is not None else ""
-            slot = acc.setdefault((row[i_type].strip(), "" if core == _NA else core), [0.0, 0.0])
+            core = _cell(row[i_core]) if i_core is not None else ""
+            slot = acc.setdefault((row[i_type].strip(), core), [0.0, 0.0])
             slot[0] += count
             slot[1] += total
     return op_type_stats(acc, steps)
@@ -1298,12 +1306,7 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         else:
             notes.append("peak_reserved_bytes: memory_record.csv and npu_module_mem.csv absent")
 
-    busy: float | None = None
-    if breakdown is not None and breakdown.compute_ms is not None and breakdown.step_ms > 0:
-        busy = breakdown.compute_ms / breakdown.step_ms
-    else:
-        notes.append("device_busy_fraction: no compute time or zero step time")
-
+    busy = busy_fraction(breakdown, notes, "no compute time or zero step time")
     # Utilisation: that of the kernel_details.csv sums, plus l2_hit_pct from l2_cache.csv.
     utilisation, util_notes = ascend_utilisation(
         kernels.pmu,
@@ -1326,11 +1329,11 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
                 notes.append(f"l2_hit_pct: {why}")
     else:
         notes.append(f"l2_hit_pct: no l2_cache.csv (l2_cache={l2_setting})")
-    notes.append(
+    notes += (
         "hbm_bandwidth_gb_s: the text export has no HBM bandwidth file "
-        "(trace_view.json's HBM counter track is not read)"
+        "(trace_view.json's HBM counter track is not read)",
+        "device_memory_capacity_bytes: the text export does not record it",
     )
-    notes.append("device_memory_capacity_bytes: the text export does not record it")
 
     return ProfileSummary(
         source=SOURCE_TEXT,
