@@ -41,10 +41,6 @@ def as_rank_dir(path: Path) -> Path:
     return path.parent if path.name == OUTPUT_DIR else path
 
 
-def _has_output(path: Path) -> bool:
-    return (path / OUTPUT_DIR).is_dir()
-
-
 def is_ascend_profile(path: Path) -> bool:
     """True for a ``*_ascend_pt`` rank directory (it holds ``ASCEND_PROFILER_OUTPUT``), that
     ``ASCEND_PROFILER_OUTPUT`` directory itself, or a parent holding one or more rank dirs."""
@@ -56,19 +52,15 @@ def is_ascend_profile(path: Path) -> bool:
 
 def _rank_of(rank_dir: Path) -> int | None:
     """The rank a directory's profiler_info file names, from its suffix or its rank_id."""
-    plain: Path | None = None
-    for info in sorted(rank_dir.glob("profiler_info*.json")):
-        match = _RANK_FILE.match(info.name)
-        if match:
+    infos = sorted(rank_dir.glob("profiler_info*.json"))
+    for info in infos:
+        if match := _RANK_FILE.match(info.name):
             return int(match.group(1))
-        plain = info
-    if plain is not None:
-        try:
-            doc = json.loads(plain.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return _rank_id(doc) if isinstance(doc, dict) else None
-    return None
+    try:
+        doc = json.loads(infos[-1].read_text(encoding="utf-8")) if infos else None
+    except (OSError, ValueError):
+        return None
+    return _rank_id(doc) if isinstance(doc, dict) else None
 
 
 def _rank_id(doc: Mapping[str, Any]) -> int | None:
@@ -83,10 +75,10 @@ def _output_dirs(path: Path) -> list[Path]:
     path = as_rank_dir(Path(path))
     if not path.is_dir():
         raise ParseError(f"{path}: no such directory")
-    if _has_output(path):
+    if (path / OUTPUT_DIR).is_dir():
         return [path]
     try:
-        return [c for c in path.iterdir() if c.is_dir() and _has_output(c)]
+        return [c for c in path.iterdir() if (c / OUTPUT_DIR).is_dir()]
     except OSError as exc:
         raise ParseError(f"{path}: cannot be listed ({exc.strerror or exc})") from None
 
@@ -128,10 +120,12 @@ def _json_problem(exc: json.JSONDecodeError) -> str:
 
 
 def load_json(
-    path: Path, hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+    path: Path,
+    hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    problem: Callable[[json.JSONDecodeError], str] = _json_problem,
 ) -> tuple[Any, str | None]:
     """A JSON file's document (``hook`` as ``object_pairs_hook``), or ``(None, why)`` when
-    it cannot be read."""
+    it cannot be read (``problem`` says why for a JSON error)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
@@ -141,7 +135,7 @@ def load_json(
     try:
         return json.loads(text, object_pairs_hook=hook), None
     except json.JSONDecodeError as exc:
-        return None, _json_problem(exc)
+        return None, problem(exc)
     except RecursionError:
         return None, "JSON nested too deeply"
 
@@ -198,10 +192,8 @@ def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
         for key in ("torch_npu_version", "cann_version"):
             put(key, doc.get(key))
         put("rank", _rank_id(doc))
-    if "rank" not in out and infos:
-        match = _RANK_FILE.match(infos[0].name)
-        if match:
-            out["rank"] = match.group(1)
+    if "rank" not in out and infos and (match := _RANK_FILE.match(infos[0].name)):
+        out["rank"] = match.group(1)
     return out, tuple(notes)
 
 

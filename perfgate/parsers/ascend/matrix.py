@@ -49,7 +49,6 @@ Pure apart from reading the two files; no pandas.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sqlite3
@@ -60,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.models import RankPair
+from perfgate.parsers.ascend.discovery import load_json
 
 __all__ = ["MATRIX_FILE", "op_type", "rank_pairs_from_db", "rank_pairs_from_text"]
 
@@ -135,17 +135,7 @@ def _split_group(key: str) -> tuple[str, str, str]:
 
 
 def _load(path: Path) -> tuple[Any, str | None]:
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            return json.load(handle), None
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg}, line {exc.lineno})"
-    except RecursionError:
-        return None, "JSON nested too deeply"
+    return load_json(path, problem=lambda exc: f"not valid JSON ({exc.msg}, line {exc.lineno})")
 
 
 def _ops(rows: Iterable[tuple[Any, ...]]) -> _Ops:
@@ -197,46 +187,36 @@ def _pairs(
     return tuple(out)
 
 
-def _add_rows(
-    accs: dict[tuple[int, int, str], _Acc],
-    rows: Iterable[_Row],
-) -> bool:
-    """Sum (group, class, src, dst, link, size, time, op name) rows into ``accs``: a group's
-    ``total`` rows when it has them, else its distinct sampled ops. Returns whether some
-    group had no total."""
-    by_group: dict[_GroupKey, list[tuple[str, int, int, str, float, float, str]]] = defaultdict(
-        list
-    )
-    for g, cls, src, dst, link, size, time, op in rows:
-        by_group[g].append((cls, src, dst, link, size, time, op))
+def _sum_rows(rows: Iterable[_Row]) -> tuple[dict[tuple[int, int, str], _Acc], list[str]]:
+    """Sum (group, class, src, dst, link, size, time, op name) rows per (src, dst, link): a
+    group's ``total`` rows when it has them, else its distinct sampled ops (and a note)."""
+    by_group: dict[_GroupKey, list[_Row]] = defaultdict(list)
+    for row in rows:
+        by_group[row[0]].append(row)
+    accs: dict[tuple[int, int, str], _Acc] = {}
     untotalled = False
     for g, entries in by_group.items():
-        totals = [e for e in entries if e[0] == _TOTAL]
-        if totals:
-            chosen = totals
-        else:
+        chosen = [e for e in entries if e[1] == _TOTAL]
+        if not chosen:
             untotalled = True
-            seen: set[tuple[int, int, str]] = set()
-            chosen = []
+            first: dict[tuple[int, int, str], _Row] = {}
             for e in entries:
-                if (e[1], e[2], e[6]) not in seen:  # one op per link, whatever its classes
-                    seen.add((e[1], e[2], e[6]))
-                    chosen.append(e)
-        for _, src, dst, link, size, time, _op in chosen:
+                first.setdefault((e[2], e[3], e[7]), e)  # one op per link, whatever its classes
+            chosen = list(first.values())
+        for _, _, src, dst, link, size, time, _ in chosen:
             acc = accs.setdefault((src, dst, link), _Acc())
             acc.size += size
             acc.time += time
             acc.groups.add(g)
-        for _, src, dst, link, _, _, op in entries:
+        for _, _, src, dst, link, _, _, op in entries:
             if op:
                 accs.setdefault((src, dst, link), _Acc()).sampled_ops.add(op)
-    return untotalled
-
-
-_NO_TOTAL_NOTE = (
-    "rank_pairs: a matrix group has no '-total' entry; its sampled ops (top/middle/bottom) "
-    "were summed, which may undercount"
-)
+    if not untotalled:
+        return accs, []
+    return accs, [
+        "rank_pairs: a matrix group has no '-total' entry; its sampled ops (top/middle/bottom) "
+        "were summed, which may undercount"
+    ]
 
 
 def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str, ...]]:
@@ -252,7 +232,6 @@ def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str
     doc, why = _load(path)
     if why is not None:
         return (), (f"rank_pairs: {MATRIX_FILE} {why}",)
-    notes: list[str] = []
     rows: list[_Row] = []
     try:
         if not isinstance(doc, Mapping) or not doc:
@@ -281,9 +260,7 @@ def rank_pairs_from_text(out_dir: Path) -> tuple[tuple[RankPair, ...], tuple[str
                         rows.append((g, cls, src, dst, link, size, time, op))
     except ValueError as exc:
         return (), (f"rank_pairs: {MATRIX_FILE} unexpected content ({exc})",)
-    accs: dict[tuple[int, int, str], _Acc] = {}
-    if _add_rows(accs, rows):
-        notes.append(_NO_TOTAL_NOTE)
+    accs, notes = _sum_rows(rows)
     ops: _Ops | None = None
     comm_path = Path(out_dir) / _COMMUNICATION_FILE
     if comm_path.is_file():
@@ -351,7 +328,5 @@ def rank_pairs_from_db(analysis_db: Path) -> tuple[tuple[RankPair, ...], tuple[s
             ops = _ops((*row, f"{row[2]} wait_time") for row in times)
     except ValueError as exc:
         return (), (f"rank_pairs: {path.name} unexpected content ({exc})",)
-    accs: dict[tuple[int, int, str], _Acc] = {}
-    if _add_rows(accs, rows):
-        notes.append(_NO_TOTAL_NOTE)
-    return _pairs(accs, len(steps), ops), tuple(notes)
+    accs, total_notes = _sum_rows(rows)
+    return _pairs(accs, len(steps), ops), (*notes, *total_notes)
