@@ -41,9 +41,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import re
 from array import array
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,24 +86,18 @@ _US_PER_MS = 1000.0
 def breakdown_from_trace_view(
     path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> tuple[tuple[float, ...], StepBreakdown | None, tuple[str, ...]]:
-    """Per-step device time and the mean step breakdown of one rank's ``trace_view.json``.
+    """``(step_times_ms, breakdown, notes)`` of one rank's ``trace_view.json`` (plain, or
+    gzip-compressed JSON), read ``chunk_size`` bytes at a time (small values are for tests).
 
-    Args:
-        path: the ``trace_view.json`` file (plain, or gzip-compressed JSON).
-        chunk_size: bytes read at a time; small values are for tests.
+    ``step_times_ms`` holds, for each ``ProfilerStep#`` in step order that has events on the
+    Overlap Analysis track, Computing + Communication(Not Overlapped) + Free in ms.
+    ``breakdown`` is the mean of the per-step values (``data_loading_ms`` is None: the track
+    does not show it; ``preparing_ms`` is None without ``ProfilerStep#`` windows). Without
+    an Overlap Analysis track ``breakdown`` is None and the step times are the host
+    ``ProfilerStep#`` durations. ``notes`` says what was approximated or left out.
 
-    Returns:
-        ``(step_times_ms, breakdown, notes)``. ``step_times_ms`` holds, for each
-        ``ProfilerStep#`` in step order that has events on the Overlap Analysis track,
-        Computing + Communication(Not Overlapped) + Free in ms. ``breakdown`` is the mean of
-        the per-step values (``data_loading_ms`` is None: the track does not show it;
-        ``preparing_ms`` is None without ``ProfilerStep#`` windows). Without an Overlap
-        Analysis track ``breakdown`` is None and the step times are the host
-        ``ProfilerStep#`` durations. ``notes`` says what was approximated or left out.
-
-    Raises:
-        ParseError: the file cannot be read, is not JSON, is not a bare array of events, is
-            truncated, or an event the breakdown needs is malformed. One line naming the file.
+    Raises ParseError, one line naming the file: the file cannot be read, is not JSON, is not
+    a bare array of events, is truncated, or an event the breakdown needs is malformed.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be positive, not {chunk_size}")
@@ -122,15 +118,8 @@ def breakdown_from_trace_view(
 
 
 def _open(path: Path, label: str) -> io.BufferedIOBase:
-    regular_file(path, label)
-    try:
-        raw = path.open("rb")
-    except FileNotFoundError:
-        raise ParseError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise ParseError(f"{label}: is a directory, not a trace file") from None
-    except OSError as exc:
-        raise ParseError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    regular_file(path, label)  # its one-line errors; any other OSError is the caller's
+    raw = path.open("rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.close()
         return CappedReader(gzip.GzipFile(path, "rb"), label, max_decompressed_mb())
@@ -356,13 +345,11 @@ def _dur_us(event: dict[str, Any], label: str) -> float:
     dur = event.get("dur", 0.0)
     value = -1.0
     if isinstance(dur, str | int | float) and not isinstance(dur, bool):
-        try:
+        with suppress(ValueError):
             value = float(dur)
-        except ValueError:
-            pass
-    if not value >= 0.0 or value == float("inf"):
-        raise ParseError(f"{label}: event {event.get('name')!r} has a bad 'dur' ({dur!r})")
-    return value
+    if 0.0 <= value < math.inf:
+        return value
+    raise ParseError(f"{label}: event {event.get('name')!r} has a bad 'dur' ({dur!r})")
 
 
 # --------------------------------------------------------------------------- summarising
