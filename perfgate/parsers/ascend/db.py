@@ -105,37 +105,31 @@ _Step = tuple[float, dict[str, float | None]]
 
 
 def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
-    """Summarise one rank of a torch_npu db-format profile per profiled step.
+    """Summarise one rank of a torch_npu db-format profile per profiled step: ``rank_dir``
+    is the ``*_ascend_pt`` directory holding ``ASCEND_PROFILER_OUTPUT/``; the summary's
+    ``source`` is ``"ascend_db"``, its times ms per profiled step.
 
-    Args:
-        rank_dir: the rank's ``*_ascend_pt`` directory (the one holding
-            ``ASCEND_PROFILER_OUTPUT/``).
+    - steps: the rows of ``analysis.db`` ``StepTraceTime`` for this rank's device, else
+      the ``STEP_TIME`` windows, else 1 (the whole profile). ``step_times_ms`` is
+      computing + communication not overlapped + free of each step; ``breakdown`` the
+      mean of each column.
+    - ops: compute tasks and communication ops grouped by (name, accelerator core),
+      device ``npu``; self == total time; up to three distinct input shapes (the first
+      in time order); ``metrics`` the duration-weighted mean of each PMU counter.
+    - op_types: compute tasks grouped by (op type, core), as ``op_statistic.csv``
+      (which has no HCCL rows).
+    - op_calls_per_step: compute tasks + communication ops; kernel_launches_per_step:
+      compute tasks; device_busy_fraction: compute / step time.
+    - communication: ``analysis.db`` ``CommAnalyzerTime`` / ``CommAnalyzerBandwidth``,
+      the ``Total Op Info`` rows when present, else the sum of the op rows.
+    - memory: the ``PTA`` allocator's largest allocated and reserved bytes, and its
+      allocated bytes at the last record minus the first.
+    - collection: profiler level, aic_metrics, export type, rank, versions (from
+      ``profiler_info*.json``), ``device`` (NPU_INFO) and ``db_schema_version``.
 
-    Returns:
-        A ProfileSummary with ``source="ascend_db"``; times are ms per profiled step.
-
-        - steps: the rows of ``analysis.db`` ``StepTraceTime`` for this rank's device, else
-          the ``STEP_TIME`` windows, else 1 (the whole profile). ``step_times_ms`` is
-          computing + communication not overlapped + free of each step; ``breakdown`` the
-          mean of each column.
-        - ops: compute tasks and communication ops grouped by (name, accelerator core),
-          device ``npu``; self == total time; up to three distinct input shapes (the first
-          in time order); ``metrics`` the duration-weighted mean of each PMU counter.
-        - op_types: compute tasks grouped by (op type, core), as ``op_statistic.csv``
-          (which has no HCCL rows).
-        - op_calls_per_step: compute tasks + communication ops; kernel_launches_per_step:
-          compute tasks; device_busy_fraction: compute / step time.
-        - communication: ``analysis.db`` ``CommAnalyzerTime`` / ``CommAnalyzerBandwidth``,
-          the ``Total Op Info`` rows when present, else the sum of the op rows.
-        - memory: the ``PTA`` allocator's largest allocated and reserved bytes, and its
-          allocated bytes at the last record minus the first.
-        - collection: profiler level, aic_metrics, export type, rank, versions (from
-          ``profiler_info*.json``), ``device`` (NPU_INFO) and ``db_schema_version``.
-
-    Raises:
-        ParseError: no ``ascend_pytorch_profiler*.db``, a db file that SQLite cannot read
-            ("file is not a database"), or a profiler db without TASK and STEP_TIME tables.
-            The message is one line and names the file.
+    Raises ParseError (one line, naming the file) for no ``ascend_pytorch_profiler*.db``, a
+    db file that SQLite cannot read ("file is not a database"), or a profiler db without
+    TASK and STEP_TIME tables.
     """
     rank_dir = Path(rank_dir)
     collection, notes, raw_files = start_rank(rank_dir)
@@ -160,7 +154,6 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         llc_note = _LLC_NOTE if db.has("LLC", "hitRate") else ""
 
     step_rows: list[_Step] = []
-    communication: CommunicationSummary | None = None
     comm_source: list[tuple[Any, ...]] | None = None
     bandwidth_source: list[tuple[Any, ...]] = []
     if analysis_path.is_file():
@@ -187,18 +180,16 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
         step_rows = _derive_steps(windows, tasks, comm_ops, notes)
     steps = max(len(step_rows), 1)
 
+    communication = None
     if comm_source is not None:
         communication = _summarise_communication(comm_source, bandwidth_source, steps)
         if communication is None:
             notes.append(f"communication: no communication ops in {_ANALYSIS_DB}")
 
     step_times, breakdown = step_breakdown(step_rows) if step_rows else ((), None)
-    calls: float | None = None
-    launches: float | None = None
-    if tasks or comm_ops:
-        calls = (len(tasks) + len(comm_ops)) / steps
-        launches = len(tasks) / steps
-    else:
+    calls = (len(tasks) + len(comm_ops)) / steps if tasks or comm_ops else None
+    launches = len(tasks) / steps if tasks or comm_ops else None
+    if calls is None:
         notes.append("op_calls_per_step: no device tasks in the profile (NPU activity off?)")
         notes.append("kernel_launches_per_step: no device tasks in the profile")
     if tasks and not any(t.shapes for t in tasks):
@@ -360,8 +351,6 @@ def _text(value: Any, strings: Mapping[int, str]) -> str:
 
 
 def _number(value: Any) -> float | None:
-    if value is None or value == "":
-        return None
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -376,16 +365,13 @@ def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Pat
     candidates = sorted(p for p in output.glob(_PROFILER_DB_PATTERN) if p.is_file())
     if not candidates:
         raise ParseError(f"{output}: no {_PROFILER_DB_PATTERN} (not a db-format profile?)")
-    if len(candidates) > 1:
-        wanted = f"ascend_pytorch_profiler_{rank}.db"
-        for path in candidates:
-            if path.name == wanted:
-                return path
+    named = [p for p in candidates if p.name == f"ascend_pytorch_profiler_{rank}.db"]
+    if len(candidates) > 1 and not named:
         notes.append(
             f"profiler db: {len(candidates)} ascend_pytorch_profiler*.db files, "
             f"read {candidates[0].name}"
         )
-    return candidates[0]
+    return (named or candidates)[0]
 
 
 def _valid_id(value: Any) -> int | None:
@@ -773,11 +759,8 @@ def _summarise_communication(
     if not total_rows:
         return None
     elapse, transit, wait, sync, idle = (sum(r[i] for r in total_rows) for i in range(1, 6))
-    link_rows = [r for r in bandwidth_rows if r[0] == _TOTAL_OP] or [
-        r for r in bandwidth_rows if r[0] != _TOTAL_OP
-    ]
     by_link: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in link_rows:
+    for row in [r for r in bandwidth_rows if r[0] == _TOTAL_OP] or bandwidth_rows:
         by_link[row[1]].append(row)
     links = []
     for link, rows in sorted(by_link.items()):
