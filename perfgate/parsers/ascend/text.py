@@ -32,9 +32,6 @@ blocks of whole lines, with :mod:`csv` taking over any block pandas cannot read 
 :mod:`csv`, whose row-level checks (a short row is an error naming its line) pandas cannot
 make. pandas is imported by the functions that read with it, so importing the parsers (as
 ``perfgate gate`` does through the advisor) does not load it.
-
-The module is pure (it reads the files it is given and returns data) and does not import
-torch.
 """
 
 from __future__ import annotations
@@ -422,17 +419,12 @@ class _KernelScan:
             "encoding": "utf-8",
         }
         # One column read two ways (never in a real header) leaves the block to csv.
-        self.fast_ok = len(dtypes) == len(self.text_cols) + len(numbers) and len(
-            set(numbers)
-        ) == len(numbers)
+        self.fast_ok = len(dtypes) == len(self.text_cols) + len(numbers)
         self.index: dict[tuple[str, str], int] = {}
         self.types: list[str] = []
         self.shapes: list[list[str]] = []
-        self.calls = np.zeros(0)
-        self.dur = np.zeros(0)
-        self.msum = np.zeros((0, self.nm))
-        self.mweight = np.zeros((0, self.nm))
-        self.mcount = np.zeros((0, self.nm))
+        self.calls, self.dur = np.zeros(0), np.zeros(0)
+        self.msum, self.mweight, self.mcount = (np.zeros((0, self.nm)) for _ in range(3))
         self.mtotal = np.zeros(self.nm)
         """Each metric column's plain sum over every row that has a number in it."""
         self.busy_cols = list(busy_cols)
@@ -662,18 +654,17 @@ class _KernelScan:
             self.busy_us += float(busy.sum())
 
     def metrics(self, g: int, names: Sequence[str]) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for j, name in enumerate(names):
-            if self.mcount[g, j] and self.mweight[g, j] > 0:
-                out[name] = float(self.msum[g, j] / self.mweight[g, j])
-        return out
+        return {
+            name: float(self.msum[g, j] / self.mweight[g, j])
+            for j, name in enumerate(names)
+            if self.mcount[g, j] and self.mweight[g, j] > 0
+        }
 
 
 def _read_kernels(path: Path, label: str, steps: int) -> _Kernels:
     _check_complete(path, label)
     with _read_errors(label), path.open("rb") as handle:
-        kernels = _scan_kernels(path, handle, label, steps)
-    return kernels
+        return _scan_kernels(path, handle, label, steps)
 
 
 def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kernels:
@@ -727,10 +718,8 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
     for (name, raw_core), g in scan.index.items():
         core = _cell(raw_core)
         calls, dur_us, op_type = int(scan.calls[g]), float(scan.dur[g]), scan.types[g]
-        shapes = tuple(scan.shapes[g])
-        ops.append(
-            npu_op(name, op_type, core, calls, dur_us, steps, shapes, scan.metrics(g, names))
-        )
+        shapes, metrics = tuple(scan.shapes[g]), scan.metrics(g, names)
+        ops.append(npu_op(name, op_type, core, calls, dur_us, steps, shapes, metrics))
         if core == _HCCL:
             hccl += calls
         elif op_type:
@@ -759,9 +748,7 @@ def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kern
             "(aic_metrics off or Level0 profile)"
         )
     else:
-        counts = scan.mcount.sum(axis=0)
-        sums = scan.msum.sum(axis=0)
-        weights = scan.mweight.sum(axis=0)
+        counts, sums, weights = (a.sum(axis=0) for a in (scan.mcount, scan.msum, scan.mweight))
         reported = [j for j in range(len(names)) if counts[j]]
         result.pmu = PmuTotals(
             sums={lowered[j]: float(scan.mtotal[j]) for j in reported},
