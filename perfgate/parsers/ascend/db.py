@@ -76,6 +76,7 @@ from perfgate.parsers.ascend.text import (
     npu_op,
     op_type_stats,
     ratio,
+    shape_text,
     step_breakdown,
 )
 from perfgate.parsers.torch_trace import intersect_intervals, merge_intervals
@@ -455,17 +456,12 @@ def _read_compute_tasks(
             _text(core, strings),
             start,
             end,
-            _clean_shapes(_text(shapes, strings)),
+            shape_text(_text(shapes, strings)),
             pmu.get(task_id),
         )
         for start, end, task_id, name, op_type, core, shapes in rows
         if isinstance(start, int) and isinstance(end, int)
     ]
-
-
-def _clean_shapes(value: str) -> str:
-    value = value.replace('"', "").strip()
-    return "" if value in ("", "N/A") else value
 
 
 def _pmu_name(name: str) -> tuple[str, float]:

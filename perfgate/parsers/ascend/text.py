@@ -166,6 +166,11 @@ def _cell(text: str) -> str:
     return "" if text == _NA else text
 
 
+def shape_text(cell: str) -> str:
+    """An Input Shapes cell without its quotes, ``N/A`` as ''. Shared by both exports."""
+    return _cell(cell.replace('"', ""))
+
+
 def _float(cell: str) -> float | None:
     try:
         value = float(cell)
@@ -445,10 +450,8 @@ class _KernelScan:
 
     def _add_shape(self, g: int, cell: str) -> None:
         shapes = self.shapes[g]
-        if len(shapes) < MAX_SHAPES:
-            shape = cell.replace('"', "").strip()
-            if shape and shape != _NA and shape not in shapes:
-                shapes.append(shape)
+        if len(shapes) < MAX_SHAPES and (shape := shape_text(cell)) and shape not in shapes:
+            shapes.append(shape)
 
     # -- rows
 
@@ -872,9 +875,8 @@ def ascend_utilisation(
     total_us = sum(step_times_ms) * _US_PER_MS
     why = f"(aic_metrics={aic_metrics or 'unknown'})"
     if pmu is None:
-        for metric in ("aicore_util_pct", "cube_util_pct", "vector_util_pct"):
-            notes.append(f"{metric}: {source} has no AI Core PMU metrics {why}")
-        return out, notes
+        metrics = ("aicore_util_pct", "cube_util_pct", "vector_util_pct")
+        return out, notes + [f"{m}: {source} has no AI Core PMU metrics {why}" for m in metrics]
     if pmu.busy_us is None:
         notes.append(f"aicore_util_pct: {source} has no {AIC_TIME} or {AIV_TIME} {why}")
     elif total_us <= 0:
@@ -1026,12 +1028,8 @@ def _num(block: Mapping[str, Any], key: str) -> float:
 
 
 _COMM_TIMES = (
-    "Elapse Time(ms)",
-    "Transit Time(ms)",
-    "Wait Time(ms)",
-    "Synchronization Time(ms)",
-    "Idle Time(ms)",
-)
+    "Elapse Time(ms)|Transit Time(ms)|Wait Time(ms)|Synchronization Time(ms)|Idle Time(ms)"
+).split("|")
 
 
 def _read_communication(path: Path) -> CommunicationSummary | str:
