@@ -243,8 +243,6 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
 
 
 # --- SQLite access ------------------------------------------------------------------------
-
-
 class _Database:
     """A read-only SQLite file whose tables and columns are looked up case-insensitively.
 
@@ -359,8 +357,6 @@ def _number(value: Any) -> float | None:
 
 
 # --- files, rank and collection -----------------------------------------------------------
-
-
 def _find_profiler_db(rank_dir: Path, rank: str | None, notes: list[str]) -> Path:
     output = rank_dir / OUTPUT_DIR
     candidates = sorted(p for p in output.glob(_PROFILER_DB_PATTERN) if p.is_file())
@@ -415,8 +411,6 @@ def _read_db_collection(
 
 
 # --- tasks --------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class _Task:
     name: str
@@ -507,8 +501,6 @@ def _read_communication_ops(
 
 
 # --- steps --------------------------------------------------------------------------------
-
-
 def _read_step_windows(db: _Database) -> list[Interval]:
     if not db.has("STEP_TIME", "startNs", "endNs"):
         return []
@@ -613,8 +605,6 @@ def _derive_steps(
 
 
 # --- ops ----------------------------------------------------------------------------------
-
-
 def _op_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
     """Tasks grouped by (name, core); ``metrics`` each PMU counter's duration-weighted
     mean (the plain mean where the group's duration is 0); the first :data:`MAX_SHAPES`
@@ -650,8 +640,6 @@ def _op_stats(tasks: list[_Task], steps: int) -> tuple[OpStat, ...]:
 
 
 # --- utilisation --------------------------------------------------------------------------
-
-
 def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
     """The compute tasks' TASK_PMU_INFO counters summed the way the text export sums
     kernel_details.csv (see :class:`~perfgate.parsers.ascend.text.PmuTotals`)."""
@@ -713,8 +701,6 @@ _LLC_NOTE = (
 
 
 # --- communication ------------------------------------------------------------------------
-
-
 def _read_comm_time(db: _Database, notes: list[str]) -> list[tuple[Any, ...]] | None:
     """(op, elapse, transit, wait, synchronization, idle) rows, times in ms (0 for NULL)."""
     if not db.has("CommAnalyzerTime", "hccl_op_name", "elapse_time", "transit_time", "wait_time"):
@@ -783,8 +769,6 @@ def _summarise_communication(
 
 
 # --- memory -------------------------------------------------------------------------------
-
-
 def _read_memory(
     db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
 ) -> tuple[int | None, int | None, int | None]:

@@ -34,8 +34,6 @@ _RANK_FILE = re.compile(r"^profiler_info_(\d+)\.json$")
 
 
 # --------------------------------------------------------------------------- discovery
-
-
 def as_rank_dir(path: Path) -> Path:
     """``path`` itself, or its parent when ``path`` is ``ASCEND_PROFILER_OUTPUT``."""
     return path.parent if path.name == OUTPUT_DIR else path
@@ -100,8 +98,6 @@ def find_rank_dirs(path: Path) -> tuple[Path, ...]:
 
 
 # --------------------------------------------------------------------------- collection
-
-
 def _config_text(value: Any) -> str | None:
     if value is None:
         return None

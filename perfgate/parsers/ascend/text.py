@@ -92,8 +92,6 @@ _KERNEL_STANDARD = frozenset(
 
 
 # --------------------------------------------------------------------------- CSV helpers
-
-
 @contextmanager
 def _read_errors(label: str) -> Iterator[None]:
     """CSV, decoding and OS errors as a one-line ParseError naming ``label``."""
@@ -191,7 +189,6 @@ def _mean(values: Sequence[float]) -> float:
 
 
 # --------------------------------------------------------------------------- step trace
-
 STEP_COLUMNS = {
     # StepBreakdown field: the step_trace_time.csv header that feeds it
     "compute_ms": "Computing",
@@ -288,8 +285,6 @@ def step_breakdown(
 
 
 # --------------------------------------------------------------------------- kernels
-
-
 @dataclass
 class _Kernels:
     ops: tuple[OpStat, ...] = ()
@@ -439,8 +434,6 @@ class _KernelScan:
         self.bad_dur = 0
         self.no_step = 0
 
-    # -- groups
-
     def _group(self, name: str, core: str, op_type: str) -> int:
         g = len(self.types)
         self.index[(name, core)] = g
@@ -452,8 +445,6 @@ class _KernelScan:
         shapes = self.shapes[g]
         if len(shapes) < MAX_SHAPES and (shape := shape_text(cell)) and shape not in shapes:
             shapes.append(shape)
-
-    # -- rows
 
     def slow(self, records: Iterable[tuple[int, Sequence[str]]], at: int = 0) -> None:
         """Rows already split into cells by :mod:`csv`, each with its line number counted
@@ -595,8 +586,6 @@ class _KernelScan:
                 count += piece.count(b"\n")
                 at -= len(piece)
         return count
-
-    # -- sums
 
     def _grow(self, n: int) -> None:
         extra = n - len(self.calls)
@@ -804,7 +793,6 @@ def op_type_stats(
 
 
 # --------------------------------------------------------------------------- utilisation
-
 AIC_TIME = "aicore_time(us)"
 AIV_TIME = "aiv_time(us)"
 _MAC_TIME = "aic_mac_time(us)"
@@ -981,8 +969,6 @@ def _kernel_mean_us(ops: Sequence[OpStat]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- op statistic
-
-
 def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...] | str:
     """Op types from op_statistic.csv, or why they could not be read."""
     with _csv_rows(path, label) as (header, reader):
@@ -1013,8 +999,6 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
 
 
 # --------------------------------------------------------------------------- communication
-
-
 def _drop_size_distribution(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Size Distribution holds one entry per message size; nothing here reads it.
     return {k: ({} if k == "Size Distribution" else v) for k, v in pairs}
@@ -1090,8 +1074,6 @@ def ratio(part: float, other: float) -> float | None:
 
 
 # --------------------------------------------------------------------------- memory
-
-
 @dataclass
 class _Memory:
     peak: int | None = None
@@ -1183,8 +1165,6 @@ def _read_module_mem(path: Path, label: str) -> int | str:
 
 
 # --------------------------------------------------------------------------- one rank
-
-
 def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     """Summarise one rank's text export per profiled step.
 

@@ -115,8 +115,6 @@ def breakdown_from_trace_view(
 
 
 # --------------------------------------------------------------------------- reading
-
-
 def _open(path: Path, label: str) -> io.BufferedIOBase:
     regular_file(path, label)  # its one-line errors; any other OSError is the caller's
     raw = path.open("rb")
@@ -270,8 +268,6 @@ def _object_at(buf: bytes, start: int) -> tuple[int, dict[str, Any] | None]:
 
 
 # --------------------------------------------------------------------------- collecting
-
-
 @dataclass
 class _Found:
     """What the scan kept: step windows, overlap-track events per (pid, kind), receives."""
@@ -353,8 +349,6 @@ def _dur_us(event: dict[str, Any], label: str) -> float:
 
 
 # --------------------------------------------------------------------------- summarising
-
-
 def _summarise(
     found: _Found,
 ) -> tuple[tuple[float, ...], StepBreakdown | None, tuple[str, ...]]:
