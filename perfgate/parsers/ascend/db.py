@@ -387,8 +387,7 @@ def _rank_and_device(
     text = collection.get("rank", "")
     if text.lstrip("-").isdigit() and int(text) >= 0:
         return int(text), device_id
-    match = re.search(r"_(\d+)\.db$", path.name)
-    if map_rank is None and match:
+    if map_rank is None and (match := re.search(r"_(\d+)\.db$", path.name)):
         map_rank = int(match.group(1))
     return map_rank, device_id
 

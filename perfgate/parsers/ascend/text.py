@@ -977,12 +977,8 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
         i_core = _col(header, "Core Type", "Accelerator Core", "Task Type")
         i_count = _col(header, "Count")
         i_total = _col(header, "Total Time(us)")
-        missing = [
-            n
-            for n, i in (("OP Type", i_type), ("Count", i_count), ("Total Time(us)", i_total))
-            if i is None
-        ]
-        if missing:
+        wanted = {"OP Type": i_type, "Count": i_count, "Total Time(us)": i_total}
+        if missing := [n for n, i in wanted.items() if i is None]:
             return f"op_statistic.csv has no {', '.join(missing)} column"
         assert i_type is not None and i_count is not None and i_total is not None
         acc: dict[tuple[str, str], list[float]] = {}

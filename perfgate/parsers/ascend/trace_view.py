@@ -151,10 +151,7 @@ def _scan(stream: io.BufferedIOBase, label: str, chunk_size: int) -> Iterator[di
             if cut:
                 done_until = base + cut[0]
                 yield cut[1]
-        if pending >= 0:
-            pos = pending
-        else:
-            pos = max(pos, len(buf) - (_LONGEST_NEEDLE - 1))
+        pos = pending if pending >= 0 else max(pos, len(buf) - (_LONGEST_NEEDLE - 1))
         keep = max(0, pos - _BACK_CONTEXT)
         if keep:
             buf = buf[keep:]
