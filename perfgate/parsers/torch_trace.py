@@ -1,30 +1,26 @@
 """Read a torch.profiler Chrome trace into a :class:`~perfgate.models.ProfileSummary`.
 
-The input is what ``prof.export_chrome_trace(path)`` or
-``torch.profiler.tensorboard_trace_handler`` writes (``*.json``, ``*.json.gz``,
-``*.pt.trace.json[.gz]``): one JSON object whose ``traceEvents`` list holds Chrome trace
-events. Timestamps and durations are in microseconds. What this module reads of it:
+The input is what ``prof.export_chrome_trace(path)`` or ``tensorboard_trace_handler`` writes
+(``*.json``, ``*.json.gz``, ``*.pt.trace.json[.gz]``): one JSON object whose ``traceEvents``
+list holds Chrome trace events, times and durations in µs. What is read of it:
 
-- ``ph == "X"`` complete events, told apart by ``cat``:
-  ``user_annotation`` named ``ProfilerStep#K`` (one per active profiler step; they are the
-  step windows), other ``user_annotation`` (``record_function`` ranges, such as
-  ``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``, ``nccl:all_reduce`` or
-  ``gloo:all_reduce`` on gloo's worker threads), ``cpu_op`` (aten and autograd operators,
-  nested by time on one thread, ``args["Input Dims"]`` when ``record_shapes=True``),
-  ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (device activity; ``pid`` is the device and
-  ``tid`` the stream, ``args["correlation"]`` links to the launching runtime call) and
-  ``cuda_runtime`` / ``cuda_driver`` (host API calls such as ``cudaLaunchKernel``).
-  Traces from torch 1.x spell the categories ``Operator``, ``Kernel``, ``Memcpy``,
-  ``Memset`` and ``Runtime``; those are read too.
-- ``ph == "i"`` instant events named ``[memory]`` (``profile_memory=True``): one per
-  allocation or free, with ``args["Bytes"]`` (negative for a free), ``args["Total
-  Allocated"]`` (the allocator's running total after it) and ``args["Device Type"]``
-  (0 CPU, 1 CUDA, ...). On CPU the total counts only memory allocated since the profiler
-  started, so it is a lower bound of the process's real peak.
+- ``ph == "X"`` complete events, by ``cat``: ``user_annotation`` named ``ProfilerStep#K``
+  (the step windows, one per active step) and other ``record_function`` ranges
+  (``enumerate(DataLoader)#...``, ``nccl:all_reduce``, ``gloo:all_reduce`` on gloo's worker
+  threads); ``cpu_op`` (aten and autograd operators, nested by time on one thread,
+  ``args["Input Dims"]`` with ``record_shapes=True``); ``kernel`` / ``gpu_memcpy`` /
+  ``gpu_memset`` (``pid`` the device, ``tid`` the stream, ``args["correlation"]`` links to
+  the launching runtime call); ``cuda_runtime`` / ``cuda_driver`` (``cudaLaunchKernel``,
+  ...). torch 1.x's ``Operator``, ``Kernel``, ``Memcpy``, ``Memset`` and ``Runtime`` too.
+- ``ph == "i"`` instants named ``[memory]`` (``profile_memory=True``), one per allocation or
+  free: ``args["Bytes"]`` (negative for a free), ``args["Total Allocated"]`` (the
+  allocator's running total after it), ``args["Device Type"]`` (0 CPU, 1 CUDA, ...). On CPU
+  the total counts only memory allocated since the profiler started: a lower bound of the
+  process's peak.
 
-Everything else (``M`` metadata, ``s``/``f`` flow arrows such as ``fwdbwd`` and ``ac2g``,
-``python_function`` stacks, the ``Trace`` span) is ignored. The module is pure: it
-imports neither torch nor anything that does.
+The profiler's ``Trace`` span only bounds how long a step can be; everything else (``M``
+metadata, ``s``/``f`` flow arrows, ``python_function`` stacks) is ignored. Pure: imports
+neither torch nor anything that does.
 """
 
 from __future__ import annotations
@@ -72,50 +68,42 @@ Interval = tuple[float, float]
 
 
 def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None) -> ProfileSummary:
-    """Summarise a torch.profiler Chrome trace per profiled step.
+    """Summarise a torch.profiler Chrome trace (plain or gzip JSON, told by its first
+    bytes) per profiled step.
 
-    Args:
-        path: the trace file, plain or gzip-compressed JSON (detected from its first bytes).
-        steps: how many steps the trace covers, used only when it has no ``ProfilerStep#``
-            annotations (then the whole trace is one window divided by ``steps``, default 1).
+    ``steps`` (default 1) is used only when the trace has no ``ProfilerStep#`` annotations:
+    the whole trace is then one window divided by it. Op times and counts are per step and
+    cover only events that start inside a ``ProfilerStep#`` window when there are any;
+    ``notes`` names each metric that could not be computed and why.
 
-    Returns:
-        A ProfileSummary with ``source="torch_trace"``. Op times and counts are per step and
-        cover only events that start inside a ``ProfilerStep#`` window when the trace has
-        them. ``notes`` names each metric that could not be computed and why.
-
-        - ops: every ``cpu_op`` name (device ``cpu``, op_type ``aten`` or ``op``) with its
-          calls, total time (outermost occurrences only, so an op nested in itself is not
-          counted twice) and self time (minus its direct child ops on the same thread), and
-          its three most frequent input shapes; every kernel / memcpy / memset name (device
-          ``cuda``, self == total), counted in the step whose runtime call launched it.
-          Sorted by self time, largest first.
-        - op_calls_per_step: cpu ops not nested in another cpu op (per thread).
-        - kernel_launches_per_step: ``cuda_runtime``/``cuda_driver`` events whose name
-          contains ``LaunchKernel``; None on a trace without runtime events.
-        - breakdown: ``step_ms`` is the mean ``ProfilerStep#`` duration. ``compute_ms`` is the
-          time per step covered by the union of top-level cpu ops (CPU-only trace) or of
-          kernels (GPU trace), communication excluded. Communication (names containing
-          nccl, gloo or hccl, ``c10d::*`` and ``record_param_comms``; on a GPU trace the
-          nccl kernels) splits into the part under compute (overlapped) and the rest (not
-          overlapped). ``free_ms`` = step - compute - communication not overlapped, >= 0.
-          ``data_loading_ms`` is the time under ``enumerate(DataLoader)`` annotations.
-        - step_times_ms: each ``ProfilerStep#`` window's duration, in order (empty when the
-          trace has no annotations). A window of zero length or longer than the profiler's
-          ``Trace`` span (ten times the other events' extent when the trace has none) is
-          not a step: it is dropped with a note naming it, and with none left the trace is
-          read as one without annotations.
-        - collection: rank, world size and backend from ``distributedInfo``, the device
-          name and count from ``deviceProperties``, the CUDA versions when recorded.
-        - memory: the largest ``Total Allocated`` of the ``[memory]`` events, of device
-          memory when the trace has any, else host memory; per step, the largest within the
-          step window (starting from the level left by the previous event).
+    - ops: every ``cpu_op`` name (device ``cpu``, op_type ``aten`` or ``op``): calls, total
+      time (outermost occurrences only, so an op nested in itself counts once), self time
+      (minus its direct child ops on the same thread), its three most frequent input shapes;
+      every kernel / memcpy / memset name (device ``cuda``, self == total), counted in the
+      step whose runtime call launched it. Largest self time first.
+    - op_calls_per_step: cpu ops not nested in another cpu op (per thread).
+    - kernel_launches_per_step: runtime events whose name contains ``LaunchKernel``; None on
+      a trace without runtime events.
+    - breakdown: ``step_ms`` is the mean step window. ``compute_ms`` is the time per step
+      under the union of top-level cpu ops (CPU-only trace) or of kernels (GPU trace),
+      communication excluded. Communication (names containing nccl, gloo or hccl,
+      ``c10d::*``, ``record_param_comms``; on a GPU trace the nccl kernels) splits into the
+      part under compute (overlapped) and the rest. ``free_ms`` = step - compute -
+      communication not overlapped, >= 0. ``data_loading_ms``: time under
+      ``enumerate(DataLoader)``.
+    - step_times_ms: each window's duration, in order (empty without annotations); an
+      implausible window is dropped with a note (:func:`_drop_implausible_steps`).
+    - collection: rank, world size and backend (``distributedInfo``), device name and count
+      (``deviceProperties``), the CUDA versions when recorded.
+    - memory: the largest ``Total Allocated`` of device memory when the trace has any, else
+      of host memory; per step, the largest within the window (from the level the previous
+      event left).
 
     Raises:
-        ParseError: the file is missing or unreadable, is not (complete) JSON or gzip, has no
-            ``traceEvents`` list or no ``cpu_op`` events, or an event has a negative, NaN,
-            infinite or non-numeric time. The message is one line and starts with the file
-            name; it names the event by its index (``traceEvents[i]``).
+        ParseError: in one line starting with the file name (an event by its index,
+            ``traceEvents[i]``): missing or unreadable, not (complete) JSON or gzip, no
+            ``traceEvents`` list or no ``cpu_op`` events, or a negative, NaN, infinite or
+            non-numeric event time.
         UsageError: ``steps`` is given and is not a positive integer.
     """
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
@@ -196,7 +184,8 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
             ts, dur = _finite(ev.get("ts")), _finite(ev.get("dur"))
             if ts is None or dur is None or dur < 0:
                 # Only well-formed times count; an ignored event with bad times is still ignored.
-                if step or cat in _TIMED_CATS or (cat == "user_annotation" and _annotated(name)):
+                read = _is_comm(name) or name.startswith(_DATALOADER_PREFIX)
+                if step or cat in _TIMED_CATS or (cat == "user_annotation" and read):
                     raise _bad_times(ev, ts, dur, label, index)
                 continue
             if step:
@@ -231,19 +220,13 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
                 if "LaunchKernel" in name:
                     t.launch_ts.append(ts)
         elif ph in ("i", "I") and name == "[memory]" and isinstance(args := ev.get("args"), dict):
-            ts_value = _finite(ev.get("ts"))
-            if ts_value is not None:
-                t.lo, t.hi = min(t.lo, ts_value), max(t.hi, ts_value)
-            total = _finite(args.get("Total Allocated"))
-            if ts_value is not None and total is not None:
+            if (ts := _finite(ev.get("ts"))) is None:
+                continue
+            t.lo, t.hi = min(t.lo, ts), max(t.hi, ts)
+            if (total := _finite(args.get("Total Allocated"))) is not None:
                 dev = (args.get("Device Type", 0), args.get("Device Id", -1))
-                t.memory.append((ts_value, total, dev))
+                t.memory.append((ts, total, dev))
     return t
-
-
-def _annotated(name: str) -> bool:
-    """Whether a ``user_annotation`` is read: a communication or a DataLoader range."""
-    return _is_comm(name) or name.startswith(_DATALOADER_PREFIX)
 
 
 def _finite(value: Any) -> float | None:
@@ -301,9 +284,11 @@ class _Windows:
 
     def index(self, ts: float) -> int:
         i = bisect.bisect_right(self.starts, ts) - 1
-        if i >= 0 and ts <= self.spans[i][1]:
-            return i
-        return -1
+        return i if i >= 0 and ts <= self.spans[i][1] else -1
+
+    def covered(self, merged: list[Interval]) -> float:
+        """Length of the windows covered by a merged interval list."""
+        return sum(_coverage(merged, lo, hi) for lo, hi in self.spans)
 
 
 @dataclass
@@ -336,11 +321,8 @@ def _summarise(
         windows = _Windows(t.windows)
     else:
         n_steps = steps_arg or 1
-        lo = min(op[0] for op in t.cpu_ops)
-        hi = max(op[0] + op[1] for op in t.cpu_ops)
-        for ts, dur, *_ in t.device:
-            lo, hi = min(lo, ts), max(hi, ts + dur)
-        windows = _Windows([(lo, hi)])
+        timed = [(ev[0], ev[0] + ev[1]) for ev in (*t.cpu_ops, *t.device)]
+        windows = _Windows([(min(lo for lo, _ in timed), max(hi for _, hi in timed))])
         notes.append(
             f"steps: no ProfilerStep annotations; the whole trace is taken as {n_steps} "
             "step(s) and step_ms is its span divided by that"
@@ -357,15 +339,11 @@ def _summarise(
     comm = merge_intervals(comm_gpu if gpu and comm_gpu else comm_cpu + t.cpu_comm)
     data_loading = merge_intervals(t.data_loading)
 
-    step_us = compute_us = comm_us = overlap_us = loading_us = 0.0
-    overlapped = intersect_intervals(comm, compute)
-    for lo, hi in windows.spans:
-        step_us += hi - lo
-        compute_us += _coverage(compute, lo, hi)
-        comm_us += _coverage(comm, lo, hi)
-        overlap_us += _coverage(overlapped, lo, hi)
-        loading_us += _coverage(data_loading, lo, hi)
-
+    step_us = sum(hi - lo for lo, hi in windows.spans)
+    compute_us, comm_us, overlap_us, loading_us = (
+        windows.covered(merged)
+        for merged in (compute, comm, intersect_intervals(comm, compute), data_loading)
+    )
     step_ms, compute_ms = ms(step_us), ms(compute_us)
     if not comm:
         notes.append("communication_*_ms: no nccl/gloo/hccl operators or kernels in the trace")
@@ -445,13 +423,10 @@ def _utilisation(
 ) -> tuple[dict[str, float], int | None]:
     """GPU utilisation of the profiled steps, and the device's memory capacity.
 
-    - ``device_busy_pct``: the share of the step windows with at least one kernel
-      (compute or communication) running, i.e. the union of kernel intervals clipped to
-      the windows over their total length. Memcpy and memset are left out: they run on
-      the copy engines, not the SMs.
+    - ``device_busy_pct``: the share of the step windows under the union of kernels
+      (compute or communication; memcpy and memset run on the copy engines, not the SMs).
     - ``sm_occupancy_pct``: the kernels' ``est. achieved occupancy %`` (Kineto's estimate
-      from the launch configuration), weighted by kernel duration, over the kernels
-      launched inside a step that report it.
+      from the launch configuration), weighted by duration, of those launched in a step.
     - capacity: ``totalGlobalMem`` of the ``deviceProperties`` entry of the device the
       kernels ran on (their ``pid``), or of the only entry.
 
@@ -464,16 +439,13 @@ def _utilisation(
         if capacity is not None or t.device:
             notes.append("device_busy_pct, sm_occupancy_pct: no kernels in the trace")
         return out, capacity
-    busy = merge_intervals(kernels)
     if step_us > 0:
-        covered = sum(_coverage(busy, lo, hi) for lo, hi in windows.spans)
-        out["device_busy_pct"] = 100.0 * covered / step_us
+        out["device_busy_pct"] = 100.0 * windows.covered(merge_intervals(kernels)) / step_us
     else:
         notes.append("device_busy_pct: the steps have zero duration")
     weighted = weight = 0.0
     for ts, dur, occ, corr in t.occupancy:
-        launched_at = t.runtime_ts.get(corr, ts) if corr is not None else ts
-        if windows.index(launched_at) >= 0:
+        if windows.index(t.runtime_ts.get(corr, ts)) >= 0:  # where it was launched
             weighted += occ * dur
             weight += dur
     if weight > 0:
@@ -502,22 +474,16 @@ def _capacity(doc: Mapping[str, Any], kernel_devices: set[Any], notes: list[str]
     return int(memory)
 
 
-# A trace without the profiler's ``Trace`` span (hand-made, or stripped by a tool) may have
-# idle time at the edges of a step that no other event covers, so there the step is
-# compared with the extent of the other events only with this much room.
 _NO_TRACE_SPAN_SLACK = 10.0
+"""A trace without the profiler's ``Trace`` span (hand-made, or stripped by a tool) may have
+idle step edges no other event covers: its steps get this many times the events' extent."""
 
 
 def _drop_implausible_steps(t: _Trace, notes: list[str]) -> None:
-    """Remove ``ProfilerStep#`` windows that cannot be a step of this trace.
-
-    A step lasts more than zero and no longer than the profiler recorded: the extent of
-    its ``Trace`` span(s), or (without one) ten times the extent of the other events. A
-    marker beyond that (a 13 s step in a 0.4 s trace) is dropped with a note naming it;
-    when none is left, the trace is read as if it had no step markers.
-    """
-    if not t.windows:
-        return
+    """Drop, each with a note, the ``ProfilerStep#`` windows of zero length or longer than
+    the profiler recorded (a 13 s step in a 0.4 s trace): the extent of its ``Trace``
+    span(s), or :data:`_NO_TRACE_SPAN_SLACK` times the other events'. With none left, the
+    trace is read as if it had no step markers."""
     if t.trace_spans:
         extent = max(hi for _, hi in t.trace_spans) - min(lo for lo, _ in t.trace_spans)
         limit, what = extent, "the profiler's Trace span"
@@ -641,8 +607,7 @@ def _account_device(
     for ts, dur, name, op_type, corr in t.device:
         if op_type == "kernel":
             (comm if _is_comm(name) else compute).append((ts, ts + dur))
-        launched_at = t.runtime_ts.get(corr, ts) if corr is not None else ts
-        if windows.index(launched_at) < 0:
+        if windows.index(t.runtime_ts.get(corr, ts)) < 0:  # where it was launched
             continue
         acc = ops.get((name, "cuda"))
         if acc is None:
