@@ -5,25 +5,25 @@ device stream and per host thread) of spans in µs from the step's start. Two so
 
 - Ascend ``trace_view.json`` (:func:`ascend_timeline`; ``shared/fixtures/ascend/FORMATS.md``
   §1.6): a bare JSON array, ``ts`` strings of µs, processes named by ``ph: "M"``
-  ``process_name`` events. Lanes: the ``Ascend Hardware`` process's threads (``Stream N``,
-  the device's task streams), the ``HCCL`` process's threads (``Group N Communication``, the
-  collective ops; ``Plane N``, their transfer tasks), and the host threads of ``Python``
-  (``cpu_op``, ``enqueue``/``dequeue``) and ``CANN`` (AscendCL API calls). Left out:
-  ``python_function`` stack frames (one per Python call, they would crowd out the ops),
-  ``Overlap Analysis`` (derived from the others), counter tracks and flow arrows.
-- torch.profiler Chrome traces (:func:`torch_timeline`, the ``traceEvents`` already loaded):
+  ``process_name`` events. Lanes: the ``Ascend Hardware`` threads (``Stream N``, the task
+  streams), the ``HCCL`` threads (``Group N Communication``, the collectives; ``Plane N``,
+  their transfer tasks), and the host threads of ``Python`` (``cpu_op``,
+  ``enqueue``/``dequeue``) and ``CANN`` (AscendCL API calls). Left out: ``python_function``
+  frames (one per Python call, they would crowd out the ops), ``Overlap Analysis`` (derived
+  from the others), counter tracks and flow arrows.
+- torch.profiler traces (:func:`torch_timeline`, the ``traceEvents`` already loaded):
   ``kernel``/``gpu_memcpy``/``gpu_memset`` on device lanes (``pid`` the device, ``tid`` the
-  stream), ``cpu_op``/``user_annotation``/``cuda_runtime``/``cuda_driver`` on host lanes (the
-  torch 1.x spellings too). ``python_function``, ``Trace`` and ``gpu_user_annotation`` are
-  left out for the same reasons.
+  stream), ``cpu_op``/``user_annotation``/``cuda_runtime``/``cuda_driver`` on host lanes
+  (torch 1.x's spellings too). ``python_function``, ``Trace`` and ``gpu_user_annotation``
+  are left out for the same reasons.
 
 The step is the last ``ProfilerStep#N`` span with a positive duration (the last is whole in
-both profilers' traces, and its device tail is in the file). A host span belongs to it when
-it starts inside the ``ProfilerStep#`` span; a device span when it starts between that span's
-start and the next step's start (the end of the trace for the last step): device work runs
-behind the host, so it is assigned where it starts, as torch_npu's step split and
-:mod:`perfgate.parsers.ascend.trace_view` do. ``duration_us`` is the step span's duration or,
-when device work runs past it, the end of the last span.
+both profilers' traces, its device tail in the file). A host span belongs to it when it
+starts inside that span; a device span when it starts between that span's start and the
+next step's (the end of the trace for the last step): device work runs behind the host, so
+it goes where it starts, as torch_npu's step split and
+:mod:`perfgate.parsers.ascend.trace_view` do. ``duration_us`` is the step span's, or the end
+of the last span when device work runs past it.
 
 Kinds: a device task is ``compute`` (AI Core, AI Vector, MIX, AI CPU, DSA tasks; CUDA
 kernels), ``communication`` (HCCL lanes; Notify/Write Value tasks; NCCL kernels), ``memcpy``
@@ -31,12 +31,10 @@ kernels), ``communication`` (HCCL lanes; Notify/Write Value tasks; NCCL kernels)
 placeholders). A host span is ``host``, or ``communication`` when it names a collective
 (``c10d::``, ``nccl``, ``gloo``, ``hcom_``).
 
-Bounded: at most :data:`MAX_SPANS` spans are kept, the shortest dropped first and counted in
-``dropped_spans`` (a long step can hold 10^5 tasks; the short ones are invisible at a step's
-scale anyway).
-
-The file is read as a stream (:func:`ascend_timeline` decodes one event at a time), so
-memory grows with the events kept, not with the file. Pure otherwise: no torch.
+At most :data:`MAX_SPANS` spans are kept, the shortest dropped first and counted in
+``dropped_spans`` (a long step can hold 10^5 tasks, the short ones invisible at its scale).
+``trace_view.json`` is decoded one event at a time, so memory grows with the events kept,
+not with the file. Pure otherwise: no torch.
 """
 
 from __future__ import annotations
@@ -104,8 +102,7 @@ class _Events:
         ts, dur = _number(ev.get("ts")), _number(ev.get("dur"))
         if ts is None or dur is None or dur < 0:
             return
-        name = ev.get("name")
-        name = name if isinstance(name, str) else str(name)
+        name = str(ev.get("name"))
         cat = ev.get("cat")
         cat = cat if isinstance(cat, str) else ""
         if name.startswith(_STEP_PREFIX):
@@ -155,20 +152,16 @@ def _build(events: _Events, lane_of: _LaneRule) -> Timeline | None:
     for pid, tid, ts, span_dur, name, cat, task in events.spans:
         if ts < start:
             continue
-        key = (pid, tid, name, cat, task)
-        if key in memo:
-            where = memo[key]
-        else:
-            where = memo[key] = lane_of(events, *key)
+        if (key := (pid, tid, name, cat, task)) not in memo:
+            memo[key] = lane_of(events, *key)
+        where = memo[key]
         # The last step: its device work runs to the end of the trace.
         if where is None or (not where.device and ts >= host_end):
             continue
         kept.append((ts - start, span_dur, name, where))
-    dropped = 0
-    if len(kept) > MAX_SPANS:
-        dropped = len(kept) - MAX_SPANS
-        kept.sort(key=lambda s: (-s[1], s[0]))
-        kept = kept[:MAX_SPANS]
+    dropped = max(0, len(kept) - MAX_SPANS)
+    if dropped:
+        kept = sorted(kept, key=lambda s: (-s[1], s[0]))[:MAX_SPANS]
     by_lane: dict[tuple[_SortKey, str, bool], list[TimelineSpan]] = {}
     for rel, span_dur, name, where in kept:
         by_lane.setdefault((where.key, where.name, where.device), []).append(
