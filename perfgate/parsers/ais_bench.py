@@ -8,22 +8,18 @@ in ais_bench's own ``ais_bench/infer/summary.py`` (``Summary.record`` and ``Summ
 Huawei 2023, read through the code search) and in the performance sections of the Ascend
 ModelZoo ``ACL_PyTorch`` READMEs that quote the file:
 
-============================  ============================================================
-``NPU_compute_time``          ``{min, max, mean, median, <percentile>, count}`` in ms: the
-                              device's time per inference (one ``execute`` of the model,
-                              one batch), H2D and D2H copies excluded
-``H2D_latency``               the same keys, ms: host-to-device input copy per inference
-``D2H_latency``               the same keys, ms: device-to-host output copy per inference
-``throughput``                ``1000 * batchsize / NPU_compute_time.mean``: **samples** per
-                              second of device compute (batch size x inferences per second;
-                              the two agree only at batch size 1); the figure the ModelZoo
-                              quotes as the single-card throughput
-``npu_compute_time_list``     every inference's compute time in ms; with ``--threads`` and
-                              ``--pipeline``, ``[start, end]`` intervals instead, and then
-                              ``mean`` is the merged busy time / count, not a plain mean
-``args``                      ais_bench's command line (``sys.argv``)
-``filesinfo``, ``pid``        inputs and outputs per sample, the process id (not read)
-============================  ============================================================
+- ``NPU_compute_time``: ``{min, max, mean, median, <percentile>, count}`` in ms: the
+  device's time per inference (one ``execute`` of the model, one batch), H2D and D2H copies
+  excluded; ``H2D_latency`` and ``D2H_latency``: the same keys, ms, for the host-to-device
+  input copy and the device-to-host output copy per inference.
+- ``throughput``: ``1000 * batchsize / NPU_compute_time.mean``: **samples** per second of
+  device compute (batch size x inferences per second; the two agree only at batch size 1);
+  the figure the ModelZoo quotes as the single-card throughput.
+- ``npu_compute_time_list``: every inference's compute time in ms; with ``--threads`` and
+  ``--pipeline``, ``[start, end]`` intervals instead, and then ``mean`` is the merged busy
+  time / count, not a plain mean.
+- ``args``: ais_bench's command line (``sys.argv``); ``filesinfo`` and ``pid`` (inputs and
+  outputs per sample, the process id) are not read.
 
 ``<percentile>`` is ``P99`` in current releases (``"P{}".format(scale)``, scale 99) and
 ``percentile(99%)`` in older ones; ``count`` is absent from the older ones. Both spellings
@@ -39,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,9 +175,7 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
             "the list is used"
         )
     if times:
-        ordered = sorted(times)
-        n = len(ordered)
-        median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+        median = statistics.median(times)
         if not math.isclose(median, compute.median_ms, rel_tol=1e-6, abs_tol=1e-9):
             notes.append(
                 f"the median of {COMPUTE_LIST} ({median:.6g} ms) is not {COMPUTE}.median "
@@ -222,12 +217,11 @@ def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | Non
     if missing:
         raise ParseError(f"{path}: {key}: no {', '.join(missing)}")
     stats = {s: _number(raw[s], path, f"{key}.{s}") for s in _STATS}
-    percentiles: list[tuple[float, float]] = []
-    for name, value in raw.items():
-        match = _PERCENTILE.match(str(name))
-        if match:
-            q = float(match.group(1) or match.group(2))
-            percentiles.append((q, _number(value, path, f"{key}.{name}")))
+    percentiles = [
+        (float(match.group(1) or match.group(2)), _number(value, path, f"{key}.{name}"))
+        for name, value in raw.items()
+        if (match := _PERCENTILE.match(str(name)))
+    ]
     count: int | None = None
     if "count" in raw:
         c = _number(raw["count"], path, f"{key}.count")
