@@ -5,40 +5,31 @@ epoch time or a tokens/s figure from its training log, hands perfgate that file 
 Each format is read for the samples it carries, never for its own summary when the samples
 are there, so that the gate tests the same kind of evidence it tests for ``perfgate run``.
 
-=====================  ========================================================================
-format                 what is read
-=====================  ========================================================================
-``pytest_benchmark``   ``pytest --benchmark-json FILE`` (and the ``--benchmark-save`` /
-                       ``--benchmark-autosave`` files under ``.benchmarks/``): ``benchmarks[]``,
-                       each with ``name``, ``fullname``, ``options`` and ``stats``.
-                       ``stats.data`` is every round's time per iteration in seconds
-                       (``--benchmark-json`` always writes it; a saved file only with
-                       ``--benchmark-save-data``); without it, ``stats.median`` alone is one
-                       sample. ``machine_info`` (CPU, OS, Python) and ``commit_info`` (``id``,
-                       ``branch``, ``dirty``) describe where and what it measured.
-``pyperf``             ``python -m pyperf ... -o FILE`` (``.json`` or ``.json.gz``), format
-                       version ``1.0`` (pyperf >= 1.0) or 6: ``benchmarks[].runs[]``; a run is
-                       one worker process, so its ``values`` (per loop iteration, warm-ups in
-                       ``warmups`` left out) are one repeat; a run without values is
-                       pyperf's calibration and is skipped. Metadata is merged as pyperf does
-                       (the file's, the benchmark's, the run's): ``name``, ``unit``
-                       (``second``, ``byte`` or ``integer``), ``cpu_model_name``,
-                       ``cpu_count``, ``platform``, ``python_version``,
-                       ``python_implementation``.
-``asv``                ``.asv/results/<machine>/<commit>-<env>.json``, results format version
-                       2 (asv >= 0.5): ``result_columns`` names the columns of each
-                       ``results`` row (``result``, ``params``, ..., ``samples``; trailing
-                       empty columns are left out); ``result`` and ``samples`` hold one entry
-                       per combination of ``params`` (their product, in order).
-                       ``samples`` (``asv run --record-samples``) are used where written,
-                       else the result (asv's median) alone. The benchmark's type (``time``,
-                       ``memory``, ``peakmemory``, ``track``) and unit come from the
-                       ``benchmarks.json`` beside the machine folder when it is there, else
-                       from the name's prefix (``time_``, ``mem_``, ``peakmem_``,
-                       ``track_``). ``commit_hash``, ``env_name`` and ``params`` (the machine:
-                       ``machine``, ``cpu``, ``num_cpu``, ``os``, ``arch``) describe the run.
-``metrics_file``       perfgate's own plain file for figures from a training log (below).
-=====================  ========================================================================
+- ``pytest_benchmark``: ``pytest --benchmark-json FILE`` (and the ``--benchmark-save`` /
+  ``--benchmark-autosave`` files under ``.benchmarks/``): ``benchmarks[]``, each with
+  ``name``, ``fullname``, ``options`` and ``stats``. ``stats.data`` is every round's time per
+  iteration in seconds (``--benchmark-json`` always writes it; a saved file only with
+  ``--benchmark-save-data``); without it, ``stats.median`` alone is one sample.
+  ``machine_info`` (CPU, OS, Python) and ``commit_info`` (``id``, ``branch``, ``dirty``)
+  describe where and what it measured.
+- ``pyperf``: ``python -m pyperf ... -o FILE`` (``.json`` or ``.json.gz``), format version
+  ``1.0`` (pyperf >= 1.0) or 6: ``benchmarks[].runs[]``; a run is one worker process, so its
+  ``values`` (per loop iteration, warm-ups in ``warmups`` left out) are one repeat; a run
+  without values is pyperf's calibration and is skipped. Metadata is merged as pyperf does
+  (the file's, the benchmark's, the run's): ``name``, ``unit`` (``second``, ``byte`` or
+  ``integer``), ``cpu_model_name``, ``cpu_count``, ``platform``, ``python_version``,
+  ``python_implementation``.
+- ``asv``: ``.asv/results/<machine>/<commit>-<env>.json``, results format version 2 (asv >=
+  0.5): ``result_columns`` names the columns of each ``results`` row (``result``,
+  ``params``, ..., ``samples``; trailing empty columns are left out); ``result`` and
+  ``samples`` hold one entry per combination of ``params`` (their product, in order).
+  ``samples`` (``asv run --record-samples``) are used where written, else the result (asv's
+  median) alone. The benchmark's type (``time``, ``memory``, ``peakmemory``, ``track``) and
+  unit come from the ``benchmarks.json`` beside the machine folder when it is there, else
+  from the name's prefix (``time_``, ``mem_``, ``peakmem_``, ``track_``). ``commit_hash``,
+  ``env_name`` and ``params`` (the machine: ``machine``, ``cpu``, ``num_cpu``, ``os``,
+  ``arch``) describe the run.
+- ``metrics_file``: perfgate's own plain file for figures from a training log (below).
 
 Times become ms: the metric ``time_ms`` for pytest-benchmark, pyperf and asv (one call of
 the benchmarked code), ``memory_bytes`` for pyperf's ``byte`` and asv's memory benchmarks,
@@ -417,9 +408,7 @@ def _check_unique(names: Iterable[str], path: Path, key: str) -> None:
 
 def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     notes: list[str] = []
-    names: list[str] = []
-    fullnames: list[str] = []
-    parsed: list[tuple[list[float], dict[str, ParamValue]]] = []
+    parsed: list[tuple[str, str, list[float], dict[str, ParamValue]]] = []
     no_data: list[str] = []
     for where, item in _items(doc, "benchmarks", path, "pytest-benchmark"):
         name = _str(item.get("name"))
@@ -443,11 +432,9 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
             params["timer"] = timer
         if isinstance(options.get("disable_gc"), bool):
             params["disable_gc"] = options["disable_gc"]
-        names.append(name)
-        fullnames.append(_str(item.get("fullname")))
-        parsed.append((seconds, params))
-    counts = Counter(names)
-    unique = [f if counts[n] > 1 and f else n for n, f in zip(names, fullnames, strict=True)]
+        parsed.append((name, _str(item.get("fullname")), seconds, params))
+    counts = Counter(name for name, *_ in parsed)
+    unique = [f if counts[n] > 1 and f else n for n, f, *_ in parsed]
     if repeated := sorted(n for n, k in counts.items() if k > 1):
         notes.append(
             f"named by fullname, their name being repeated in the file: {', '.join(repeated)}"
@@ -476,7 +463,7 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     if commit and info.get("dirty") is True:
         notes.append(f"commit_info: the checkout had uncommitted changes over {commit[:12]}")
     benchmarks = (
-        _lower_is_better(n, _TIME, (s,), p) for n, (s, p) in zip(unique, parsed, strict=True)
+        _lower_is_better(u, _TIME, (s,), p) for u, (_, _, s, p) in zip(unique, parsed, strict=True)
     )
     return ResultFile(
         format=FORMAT_PYTEST_BENCHMARK,
@@ -679,11 +666,8 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
         python_version=_python_minor(doc.get("python")),
         device_kind="cpu",
     )
-    file_params: dict[str, ParamValue] = {}
-    if _str(doc.get("env_name")):
-        file_params["asv_env"] = _str(doc["env_name"])
-    if _str(machine.get("machine")):
-        file_params["asv_machine"] = _str(machine["machine"])
+    named = (("asv_env", doc.get("env_name")), ("asv_machine", machine.get("machine")))
+    file_params: dict[str, ParamValue] = {k: _str(v) for k, v in named if _str(v)}
     commit = _commit(doc.get("commit_hash"))
     if not commit:
         raise ParseError(f"{path}: commit_hash: missing or not a commit hash")
@@ -810,8 +794,7 @@ def _csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
         if line.strip() and not line.lstrip().startswith("#")
     ]
     reader = csv.reader([line for _, line in lines])
-    for (n, _), row in zip(lines, reader, strict=True):
-        yield n, row
+    yield from zip((n for n, _ in lines), reader, strict=True)
 
 
 def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
