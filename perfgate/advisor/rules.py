@@ -110,19 +110,14 @@ def _step(profile: ProfileSummary) -> float | None:
 
 def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     """Communication the compute does not hide, as a share of the step."""
-    b = profile.breakdown
-    step = _step(profile)
-    if b is None or step is None or b.communication_not_overlapped_ms is None:
+    b, step = profile.breakdown, _step(profile)
+    if b is None or step is None or (exposed := b.communication_not_overlapped_ms) is None:
         return []
-    exposed = b.communication_not_overlapped_ms
     share = exposed / step
     if share < t.comm_share_warning:
         return []
-    severity = Severity.CRITICAL if share >= t.comm_share_critical else Severity.WARNING
-    overlapped = b.communication_overlapped_ms or 0.0
-    compute = b.compute_ms or 0.0
-    hideable = max(0.0, compute - overlapped)
-    evidence: dict[str, float | str] = {
+    overlapped, compute = b.communication_overlapped_ms or 0.0, b.compute_ms or 0.0
+    evidence = {
         "step_ms": step,
         "communication_not_overlapped_ms": exposed,
         "communication_overlapped_ms": overlapped,
@@ -137,8 +132,7 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
         "ZeRO turn on backward prefetch / overlap_comm; check HCCL_BUFFSIZE or NCCL_BUFFSIZE "
         "and that the collectives use the fast links (HCCS / NVLink)."
     )
-    comm = profile.communication
-    if comm is not None:
+    if (comm := profile.communication) is not None:
         evidence.update(transit_ms=comm.transit_ms, wait_ms=comm.wait_ms)
         if comm.wait_ratio is not None:
             evidence["wait_ratio"] = comm.wait_ratio
@@ -148,7 +142,8 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
                 " Most collective time here is waiting for other ranks: find the slow rank "
                 "first (run perfgate advise on the whole job directory)."
             )
-    where, impact = _where(profile, "communication"), min(exposed, hideable)
+    severity = Severity.CRITICAL if share >= t.comm_share_critical else Severity.WARNING
+    where, impact = _where(profile, "communication"), min(exposed, max(0.0, compute - overlapped))
     return [
         Finding("comm_not_overlapped", severity, where, message, advice, evidence, impact_ms=impact)
     ]
@@ -194,32 +189,24 @@ def host_sync(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     return [Finding("host_sync", severity, where, message, advice, evidence)]
 
 
-def _sync_is_cause(
-    profile: ProfileSummary, syncs: dict[str, float], device: bool, t: Thresholds
-) -> bool:
-    calls = sum(syncs.values())
-    if not syncs or calls < t.sync_calls_per_step:
-        return False
-    if device:
-        return True
-    top = profile.op_calls_per_step
-    return top is not None and top > 0 and calls / top >= t.cpu_sync_cause_share
-
-
 def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     """Low device utilisation: a large share of the step with nothing running, and why."""
-    b = profile.breakdown
-    step = _step(profile)
+    b, step = profile.breakdown, _step(profile)
     if b is None or step is None or b.free_ms is None:
         return []
     idle = b.free_ms / step
     if idle < t.idle_share_warning:
         return []
     device = _on_device(profile)
-    severity = Severity.CRITICAL if idle >= t.idle_share_critical and device else Severity.WARNING
     evidence: dict[str, float | str] = {"step_ms": step, "free_ms": b.free_ms, "idle_share": idle}
-    loading = b.data_loading_ms
-    syncs = _sync_calls(profile)
+    loading, syncs, top = b.data_loading_ms, _sync_calls(profile), profile.op_calls_per_step
+    synced = sum(syncs.values())
+    # on a CPU-only trace the syncs are the cause only when they are a share of the ops
+    sync_is_cause = (
+        bool(syncs)
+        and synced >= t.sync_calls_per_step
+        and (device or (top is not None and top > 0 and synced / top >= t.cpu_sync_cause_share))
+    )
     if loading is not None and loading / step >= t.data_loading_share:
         cause = f"data loading ({_ms(loading)} per step)"
         evidence.update(data_loading_ms=loading, cause="data_loading")
@@ -228,33 +215,31 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
             "persistent_workers=True, prefetch_factor>=2), and move decoding/augmentation to "
             "the workers or the device."
         )
-    elif _sync_is_cause(profile, syncs, device, t):
-        names = ", ".join(sorted(syncs))
-        cause = f"host synchronisation inside the step ({names})"
-        evidence.update(cause="host_sync", sync_calls_per_step=sum(syncs.values()))
+    elif sync_is_cause:
+        cause = f"host synchronisation inside the step ({', '.join(sorted(syncs))})"
+        evidence.update(cause="host_sync", sync_calls_per_step=synced)
         advice = (
             "Remove the synchronisation points from the step (.item(), .cpu(), .tolist(), "
             "stream synchronise): keep values on the device and read them every N steps."
         )
     else:
-        calls = profile.op_calls_per_step
         cause = "Python and dispatch overhead between ops"
         evidence["cause"] = "python_overhead"
         if syncs:
-            evidence["sync_calls_per_step"] = sum(syncs.values())
-        if calls:
-            gap_us = b.free_ms * 1000.0 / calls
+            evidence["sync_calls_per_step"] = synced
+        if top:
+            gap_us = b.free_ms * 1000.0 / top
             kind = "device ops" if device else "top-level ops"
-            cause += f" ({calls:g} {kind} per step, {gap_us:.0f} µs idle per op)"
-            evidence.update(op_calls_per_step=calls, idle_us_per_op=gap_us)
+            cause += f" ({top:g} {kind} per step, {gap_us:.0f} µs idle per op)"
+            evidence.update(op_calls_per_step=top, idle_us_per_op=gap_us)
         advice = (
             "Cut host overhead: torch.compile (or torch_npu graph mode / CUDA graphs) to run "
             "the step as a graph, larger batches per step, and no Python work between ops."
         )
-    what = "device" if device else "CPU"
+    severity = Severity.CRITICAL if idle >= t.idle_share_critical and device else Severity.WARNING
     message = (
-        f"{what} idle {_pct(idle)} of the step ({_ms(b.free_ms)} of {_ms(step)}): host-bound; "
-        f"likely cause: {cause}"
+        f"{'device' if device else 'CPU'} idle {_pct(idle)} of the step ({_ms(b.free_ms)} of "
+        f"{_ms(step)}): host-bound; likely cause: {cause}"
     )
     where = _where(profile, "free")
     return [Finding("host_bound", severity, where, message, advice, evidence, impact_ms=b.free_ms)]
@@ -290,9 +275,8 @@ def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     if count <= t.tiny_op_calls_per_step or median is None or median >= t.tiny_op_median_us:
         return []
     impact = count * t.launch_overhead_us / 1000.0
-    b = profile.breakdown
-    if b is not None and b.free_ms is not None:
-        impact = min(impact, b.free_ms)
+    if profile.breakdown is not None and profile.breakdown.free_ms is not None:
+        impact = min(impact, profile.breakdown.free_ms)
     kind = "kernel launches" if device else "top-level ops"
     message = (
         f"{count:g} {kind} per step with a median of {median:.1f} µs per call: "
@@ -303,7 +287,7 @@ def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
         "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python "
         "loops over tensor elements with batched tensor ops."
     )
-    evidence: dict[str, float | str] = {"calls_per_step": count, "median_call_us": median}
+    evidence = {"calls_per_step": count, "median_call_us": median}
     where = _where(profile, "ops")
     return [
         Finding("tiny_ops", Severity.WARNING, where, message, advice, evidence, impact_ms=impact)
@@ -399,11 +383,7 @@ def low_unit_utilization(profile: ProfileSummary, t: Thresholds) -> list[Finding
             k: v for k, v in op.metrics.items() if k.endswith(("mte2_ratio", "mte3_ratio")) and v
         }
         bound_pipe = max(pipes, key=lambda k: pipes[k], default=None)
-        evidence: dict[str, float | str] = {
-            "share": share,
-            "time_ms": op.self_time_ms_per_step,
-            "unit_ratio": ratio,
-        }
+        evidence = {"share": share, "time_ms": op.self_time_ms_per_step, "unit_ratio": ratio}
         if bound_pipe is not None and pipes[bound_pipe] >= t.memory_bound_pipe_ratio:
             evidence[bound_pipe] = pipes[bound_pipe]
             why = f"memory-bound: {bound_pipe} {_pct(pipes[bound_pipe])}"
@@ -466,8 +446,7 @@ def memory(
                 "state; set PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF "
                 "expandable_segments:True against fragmentation."
             )
-            evidence: dict[str, float | str] = {"peak_bytes": peak}
-            evidence["capacity_bytes"] = device_memory_bytes
+            evidence: dict[str, float] = {"peak_bytes": peak, "capacity_bytes": device_memory_bytes}
             out.append(Finding("memory_near_capacity", severity, where, message, advice, evidence))
     series = profile.memory_per_step_bytes
     if _leak(series, t):
@@ -508,12 +487,9 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
     if len(view.ranks) >= 2 and view.step_spread_pct >= t.straggler_spread_pct:
         critical = view.step_spread_pct >= t.straggler_critical_pct
         slowest_ms = max(view.step_ms)
-        others = [
-            ms for r, ms in zip(view.ranks, view.step_ms, strict=True) if r != view.slowest_rank
-        ]
-        evidence: dict[str, float | str] = {
-            f"step_ms:rank {r}": ms for r, ms in zip(view.ranks, view.step_ms, strict=True)
-        }
+        by_rank = list(zip(view.ranks, view.step_ms, strict=True))
+        others = [ms for r, ms in by_rank if r != view.slowest_rank]
+        evidence: dict[str, float | str] = {f"step_ms:rank {r}": ms for r, ms in by_rank}
         evidence["spread_pct"] = view.step_spread_pct
         level = (
             f"at or above the {t.straggler_critical_pct:g}% critical threshold"
@@ -586,8 +562,8 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
     for link in sorted(low):
         found = sorted(low[link], key=lambda sp: (sp[0], sp[1].src, sp[1].dst))
         shown = found[:_PAIRS_SHOWN]
-        evidence: dict[str, float | str] = {"pairs": float(len(found))}
-        evidence.update(nominal_gb_s=nominal[link], threshold_share=t.pair_low_utilisation)
+        evidence = {"pairs": float(len(found)), "nominal_gb_s": nominal[link]}
+        evidence["threshold_share"] = t.pair_low_utilisation
         for share, pair in shown:
             evidence[f"bandwidth_gb_s:{_pair_name(pair)}"] = pair.bandwidth_gb_s
             evidence[f"utilisation:{_pair_name(pair)}"] = share
@@ -619,16 +595,14 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
         key=lambda p: (-(p.wait_ms or 0.0), p.src, p.dst),
     )
     if waiting:
-        shown_w = waiting[:_PAIRS_SHOWN]
-        evidence_w: dict[str, float | str] = {"pairs": float(len(waiting))}
-        evidence_w["threshold_ms"] = t.pair_wait_ms
-        for pair in shown_w:
-            evidence_w[f"wait_ms:{_pair_name(pair)}"] = pair.wait_ms or 0.0
-        names_w = [f"{_pair_name(p)} {_ms(p.wait_ms or 0.0)}" for p in shown_w]
+        late = waiting[:_PAIRS_SHOWN]
+        evidence = {"pairs": float(len(waiting)), "threshold_ms": t.pair_wait_ms}
+        evidence.update((f"wait_ms:{_pair_name(p)}", p.wait_ms or 0.0) for p in late)
+        names = [f"{_pair_name(p)} {_ms(p.wait_ms or 0.0)}" for p in late]
         message = (
             f"{len(waiting)} rank pair(s) wait more than {_ms(t.pair_wait_ms)} per step "
             "before transferring (the source rank's wait in the ops that carry them): "
-            + _pair_list(names_w, len(waiting))
+            + _pair_list(names, len(waiting))
         )
         advice = (
             "A transfer waits for its peer to reach the collective: look for the rank "
@@ -637,7 +611,7 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
         )
         impact = max(p.wait_ms or 0.0 for p in waiting)
         where, warn = "rank pairs", Severity.WARNING
-        out.append(Finding("pair_wait", warn, where, message, advice, evidence_w, impact_ms=impact))
+        out.append(Finding("pair_wait", warn, where, message, advice, evidence, impact_ms=impact))
     return out
 
 
@@ -731,12 +705,6 @@ RULES: tuple[ProfileRule, ...] = (
 """The rules that need only the profile and the thresholds."""
 
 
-def _cluster_of(ranks: Sequence[ProfileSummary], t: Thresholds) -> ClusterView | None:
-    if len(ranks) < 2 or not all(_step(r) is not None for r in ranks):
-        return None
-    return cluster_view(ranks, t)
-
-
 _SEVERITY_ORDER = {severity: i for i, severity in enumerate(Severity)}  # critical first
 
 
@@ -760,25 +728,19 @@ def advise(
 ) -> tuple[Finding, ...]:
     """Run every rule over one profile (and the job's cluster view when there is one).
 
-    Args:
-        profile: the profile to judge (the slowest rank's, for a multi-rank job).
-        thresholds: defaults when None.
-        cluster: the job's ClusterView; built from ``ranks`` when None and there are two
-            or more.
-        ranks: every rank's profile of a multi-rank job.
-        device_memory_bytes: the device's capacity, for the out-of-memory rule.
-        measured_step_ms: the step time measured with the profiler off, for the profiler
-            overhead reminder.
-
-    Returns:
-        The findings, most severe first, then by estimated impact.
+    ``profile`` is the slowest rank's for a multi-rank job, ``ranks`` every rank's (the
+    cluster view is built from them when ``cluster`` is None and there are two or more);
+    ``device_memory_bytes`` is the device's capacity, for the out-of-memory rule;
+    ``measured_step_ms`` the step time with the profiler off, for the overhead reminder.
+    Returns the findings most severe first, then by estimated impact.
     """
     t = thresholds or Thresholds()
     found = [f for rule in RULES for f in rule(profile, t)]
     found.extend(memory(profile, t, device_memory_bytes))
-    view = cluster if cluster is not None else _cluster_of(ranks, t)
-    if view is not None:
-        found.extend(slow_ranks_and_links(view, t))
+    if cluster is None and len(ranks) >= 2 and all(_step(r) is not None for r in ranks):
+        cluster = cluster_view(ranks, t)
+    if cluster is not None:
+        found.extend(slow_ranks_and_links(cluster, t))
     found.extend(rank_pair_findings(_job_pairs(profile, ranks), t))
     found.extend(profile_window(profile, t, measured_step_ms))
     return _ordered(found)
