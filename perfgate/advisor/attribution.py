@@ -48,24 +48,16 @@ def attribute(
     max_ops: int = MAX_OPS,
     min_share: float = MIN_SHARE,
 ) -> Attribution:
-    """Name the ops that account for ``delta_ms``, the metric's change per step.
+    """Name the ops that account for ``delta_ms``, the change per step of a time metric
+    (``step_time_ms``, ``computing_ms``, ...): current centre minus baseline centre, in ms.
 
-    Args:
-        benchmark: the benchmark, for the record.
-        metric: the time metric that changed (``step_time_ms``, ``computing_ms``, ...).
-        delta_ms: current centre minus baseline centre, in ms per step.
-        current: the current run's profile.
-        baseline: the baseline window runs' profiles, oldest first (the newest one's input
-            shapes are the baseline's shapes).
-        max_ops: how many ops to list at most.
-        min_share: ops whose change is below this share of ``|delta_ms|`` are left out.
-
-    Returns:
-        An Attribution whose ops are the changes outside the baseline's spread, largest
-        contribution first (ops that moved against the change last), with each op's
-        ``share`` of ``delta_ms`` and ``explained_share`` their sum over ``delta_ms``
-        (None when ``delta_ms`` is 0). New and vanished ops carry that status; an op whose
-        input shapes differ carries both shape lists.
+    ``baseline`` holds the baseline window runs' profiles, oldest first (the newest one's
+    input shapes are the baseline's shapes). The ops listed (at most ``max_ops``, none below
+    ``min_share`` of ``|delta_ms|``) are the changes outside the baseline's spread, largest
+    contribution first (ops that moved against the change last), each with its ``share`` of
+    ``delta_ms``; ``explained_share`` is their sum over ``delta_ms`` (None when it is 0).
+    New and vanished ops carry that status; an op whose input shapes differ carries both
+    shape lists.
     """
     if not baseline:
         return Attribution(

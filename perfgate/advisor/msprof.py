@@ -184,11 +184,8 @@ def findings_from_agent_output(text: str, *, location: str = "") -> tuple[Findin
             continue
         cells = dict(zip(headers, row, strict=False))
         category = str(cells.get("category", row[0])).strip()
-        evidence: dict[str, float | str] = {}
-        for header, key in _EVIDENCE_COLUMNS.items():
-            value = _number(cells.get(header))
-            if value is not None:
-                evidence[key] = value
+        numbers = {key: _number(cells.get(header)) for header, key in _EVIDENCE_COLUMNS.items()}
+        evidence = {key: value for key, value in numbers.items() if value is not None}
         description = " ".join(str(cells.get("description", "")).split())
         if _NOTHING_FOUND.match(description.lower()) or evidence.get("problem_count") == 0:
             continue

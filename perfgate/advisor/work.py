@@ -41,19 +41,13 @@ def work_change(
     *,
     max_ops: int = MAX_OPS,
 ) -> WorkChange | None:
-    """The operators whose calls per step changed between ``current`` and ``baseline``.
+    """The operators whose calls per step changed between ``current`` and ``baseline``
+    (``(run id, profile)`` of the baseline window's runs, oldest first; the newest with an op
+    table is named as the baseline).
 
-    Args:
-        benchmark: the benchmark, for the record.
-        current: the current run's profile.
-        baseline: ``(run id, profile)`` of the baseline window's runs with a profile,
-            oldest first; the newest with an op table is named as the baseline.
-        max_ops: how many changed ops to list at most.
-
-    Returns:
-        None when there is no baseline profile, no op table on either side, or no op whose
-        count moved beyond the baseline's own range; else the changed ops, largest total
-        time per step first (now, or in the baseline for one that vanished).
+    None when there is no baseline profile, no op table on either side, or no op whose count
+    moved beyond the baseline's own range; else at most ``max_ops`` changed ops, largest total
+    time per step first (now, or in the baseline for one that vanished).
     """
     profiled = [(run_id, p) for run_id, p in baseline if p.ops]
     if not profiled or not current.ops:
