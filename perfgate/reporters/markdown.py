@@ -120,16 +120,15 @@ def escape(text: str, limit: int = MAX_NAME_CHARS) -> str:
     return flat.translate(_INERT)
 
 
+def _enc(value: str) -> str:
+    return quote(value, safe="") or "-"
+
+
 def marker(project: str, suite: str, testbed: str) -> str:
     """The hidden line that identifies one comment: values percent-encoded, so no data can
     end the HTML comment or forge another marker."""
-
-    def enc(value: str) -> str:
-        return quote(value, safe="") or "-"
-
-    return (
-        f"<!-- perfgate:report project={enc(project)} suite={enc(suite)} testbed={enc(testbed)} -->"
-    )
+    where = f"project={_enc(project)} suite={_enc(suite)} testbed={_enc(testbed)}"
+    return f"<!-- perfgate:report {where} -->"
 
 
 def sparkline(values: Sequence[float], points: int = SPARK_POINTS) -> str:
@@ -150,6 +149,10 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
     return posts_comment(mode, result.comparisons)
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def _tally(found: Sequence[Comparison], order: Iterable[Verdict]) -> list[str]:
     """``2 regressions``, ``1 improvement``, ...: each verdict of ``found``, in ``order``."""
     counts = Counter(c.verdict for c in found)
@@ -163,12 +166,10 @@ def _counts(result: GateResult) -> str:
     over = [c for c in every if is_budget(c) and c.verdict is Verdict.OVER_BUDGET]
     decided = [*over, *(c for c in every if not is_budget(c))]
     changed = [c for c in decided if c.verdict is not Verdict.UNCHANGED]
-    parts = _tally(changed, _VERDICTS)
-    benchmarks = len({c.benchmark for c in every})
-    found = ", ".join(parts) or ("no change" if decided else "nothing compared")
-    noun = "benchmark" if benchmarks == 1 else "benchmarks"
-    metrics = len(decided) - len(over)
-    return f"{found} in {benchmarks} {noun} ({metrics} metric{'s' if metrics != 1 else ''})"
+    tally = _tally(changed, _VERDICTS)
+    found = ", ".join(tally) or ("no change" if decided else "nothing compared")
+    benchmarks = _plural(len({c.benchmark for c in every}), "benchmark")
+    return f"{found} in {benchmarks} ({_plural(len(decided) - len(over), 'metric')})"
 
 
 def _baseline_phrase(result: GateResult) -> str:
@@ -179,8 +180,7 @@ def _baseline_phrase(result: GateResult) -> str:
     widest = max(windows, key=lambda c: len(c.baseline_run_ids))
     commits = [x for x in widest.baseline_commits if x]
     at = f" @ {escape(commits[-1][:7])}" if commits else ""
-    runs = len(widest.baseline_run_ids)
-    return f"vs {against}{at}, {runs} run{'s' if runs != 1 else ''}"
+    return f"vs {against}{at}, {_plural(len(widest.baseline_run_ids), 'run')}"
 
 
 def _icon(result: GateResult, ctx: ReportContext) -> str:
@@ -230,10 +230,9 @@ def _budget_lines(result: GateResult) -> list[str]:
     if not judged:
         return []
     lines = ["#### Budgets", ""]
-    for breached, kind in ((True, "over"), (False, "within")):
-        label = "❌ over budget" if breached else "✅ within budget"
+    for breached, kind, icon in ((True, "over", "❌"), (False, "within", "✅")):
         rows = [
-            f"- {label}: **{escape(c.benchmark)}** {escape(c.reason, 400)}"
+            f"- {icon} {kind} budget: **{escape(c.benchmark)}** {escape(c.reason, 400)}"
             for c in judged
             if (c.verdict is Verdict.OVER_BUDGET) is breached
         ]
@@ -251,9 +250,8 @@ def _not_shown(dropped: Sequence[Comparison]) -> str:
     beside = sum(1 for c in dropped if not c.decides)
     if beside:
         parts.append(f"{beside} shown, not deciding")
-    total = len(dropped)
     return (
-        f"*{total} row{'s' if total != 1 else ''} not shown ({', '.join(parts)}) to stay "
+        f"*{_plural(len(dropped), 'row')} not shown ({', '.join(parts)}) to stay "
         "within the comment size limit; `perfgate gate --json` has them all.*"
     )
 
@@ -303,21 +301,16 @@ def _why(result: GateResult) -> list[str]:
         for c in sorted(deciding(result.comparisons), key=_row_order)
         if c.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.INCOMPARABLE)
     ]
-    out: list[str] = []
-    if lines or known or notes:
-        out += ["#### Why", ""]
-    out += lines
-    if notes:
-        if lines:
-            out.append("")
-        out += notes
+    if lines and notes:
+        lines.append("")
+    lines += notes
     if known:
-        out += [
+        lines += [
             "",
-            f"{known} advisor finding{'s' if known != 1 else ''} already present on "
-            f"{escape(result.against)} not repeated here.",
+            f"{_plural(known, 'advisor finding')} already present on {escape(result.against)} "
+            "not repeated here.",
         ]
-    return out
+    return ["#### Why", "", *lines] if lines else []
 
 
 def _fence(body: str) -> str:
@@ -367,7 +360,7 @@ def _window_lines(result: GateResult) -> list[str]:
             names.append(f"and {len(members) - 10} more")
         span = f", commits {escape(first)}..{escape(last)}" if first else ""
         kind = " (A/B pairs)" if method == "paired" else ""
-        line = f"- {', '.join(names)}{kind}: {n} run{'s' if n != 1 else ''}{span}"
+        line = f"- {', '.join(names)}{kind}: {_plural(n, 'run')}{span}"
         if len(members) == 1:
             ids = next(iter(members.values())).baseline_run_ids
             shown = list(ids) if len(ids) <= 4 else [ids[0], ids[1], "…", ids[-1]]
@@ -378,9 +371,8 @@ def _window_lines(result: GateResult) -> list[str]:
 
 def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
     decided = sorted(deciding(result.comparisons), key=_row_order)
-    names = list(dict.fromkeys(c.benchmark for c in decided if _RANK[c.verdict] <= 1))
-    names = [_shell(n) for n in names or dict.fromkeys(c.benchmark for c in decided)]
-    names = list(dict.fromkeys(names))
+    worst = [c.benchmark for c in decided if _RANK[c.verdict] <= 1]
+    names = list(dict.fromkeys(_shell(n) for n in worst or [c.benchmark for c in decided]))
     picks = "".join(f" --benchmark {n}" for n in names[:5])
     suite = f" --suite {_shell(ctx.suite_path, 'SUITE')}" if ctx.suite_path else ""
     branch, against = _shell(result.branch, "BRANCH"), _shell(result.against, "BASE")
@@ -422,18 +414,6 @@ def _accept_lines(result: GateResult) -> list[str]:
             "breach fails the gate unless `fail_on` leaves out `over_budget`."
         )
     return [*lines, ""]
-
-
-def _details(result: GateResult, ctx: ReportContext) -> list[str]:
-    return [
-        "<details><summary>Details: environment, baseline, how to reproduce</summary>",
-        "",
-        *_environment_lines(ctx),
-        *_window_lines(result),
-        *_reproduce_lines(result, ctx),
-        *_accept_lines(result),
-        "</details>",
-    ]
 
 
 def _safe_url(url: str) -> bool:
@@ -482,7 +462,16 @@ def _compose(
     if why:
         lines += [*why, ""]
     if details:
-        lines += [*_details(result, ctx), ""]
+        lines += [
+            "<details><summary>Details: environment, baseline, how to reproduce</summary>",
+            "",
+            *_environment_lines(ctx),
+            *_window_lines(result),
+            *_reproduce_lines(result, ctx),
+            *_accept_lines(result),
+            "</details>",
+            "",
+        ]
     lines.append(_footer(ctx))
     return "\n".join(lines) + "\n"
 
@@ -547,7 +536,7 @@ _ALERT_HEADER = (
 
 def alert_marker(project: str) -> str:
     """The hidden line that identifies a project's tracking issue."""
-    return f"<!-- perfgate:alerts project={quote(project, safe='') or '-'} -->"
+    return f"<!-- perfgate:alerts project={_enc(project)} -->"
 
 
 def alert_title(project: str, branch: str) -> str:
@@ -591,8 +580,7 @@ def alert_summary(changes: Sequence[DetectedChange], *, new: bool = False) -> st
         )
         more = len(drifts) - MAX_DRIFTS_NAMED
         named += f"; {more} more" if more > 0 else ""
-        plural = "s" if len(drifts) != 1 else ""
-        parts.append(f"{len(drifts)} {fresh}drift{plural} ({named})")
+        parts.append(f"{_plural(len(drifts), fresh + 'drift')} ({named})")
     return " and ".join(parts)
 
 
@@ -602,8 +590,7 @@ def _alert_row(c: DetectedChange) -> str:
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
         f"{c.point.change_pct:+.1f}% | {_VERDICTS[c.verdict][0]}{_alert_kind(c)} | "
-        f"{c.point.confidence:.3f} | "
-        f"{c.runs_in_series} |"
+        f"{c.point.confidence:.3f} | {c.runs_in_series} |"
     )
 
 
@@ -647,10 +634,9 @@ def render_alert_issue(
 def render_alert_comment(branch: str, new: Sequence[DetectedChange]) -> str:
     """A short comment on the tracking issue naming the change points found this time."""
     steps = sum(1 for c in new if c.drift is None)
-    drifts = len(new) - steps
     found = [
-        f"{n} new {word}{'s' if n != 1 else ''}"
-        for n, word in ((steps, "change point"), (drifts, "drift"))
+        _plural(n, f"new {word}")
+        for n, word in ((steps, "change point"), (len(new) - steps, "drift"))
         if n
     ]
     head = f"**perfgate**: {' and '.join(found) or '0 new change points'} on {escape(branch)}"
