@@ -94,6 +94,4 @@ def github_annotations(result: GateResult, fail_on: Collection[Verdict]) -> list
 def annotations_wanted(env: Mapping[str, str], flag: bool | None) -> bool:
     """``--annotations/--no-annotations`` when given, else whether this is a GitHub Actions
     job (``GITHUB_ACTIONS=true``)."""
-    if flag is not None:
-        return flag
-    return env.get("GITHUB_ACTIONS") == "true"
+    return flag if flag is not None else env.get("GITHUB_ACTIONS") == "true"

@@ -48,11 +48,8 @@ def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
     totals = {"tests": 0, "failures": 0, "errors": 0}  # junit-10.xsd: no skipped here
     for benchmark, cases in by_benchmark.items():
         fails = [decide.fails_gate(c.verdict, fail_on) for c in cases]
-        failures = sum(fails)
-        skipped = sum(
-            1 for c, failed in zip(cases, fails, strict=True) if c.verdict in SKIPPED and not failed
-        )
-        counts = {"tests": len(cases), "failures": failures, "errors": 0, "skipped": skipped}
+        skips = [c.verdict in SKIPPED and not f for c, f in zip(cases, fails, strict=True)]
+        counts = {"tests": len(cases), "failures": sum(fails), "errors": 0, "skipped": sum(skips)}
         attrs = {"name": _text(benchmark), **{k: str(v) for k, v in counts.items()}}
         suite = ET.SubElement(root, "testsuite", attrs)
         for k in totals:
@@ -60,7 +57,7 @@ def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
         properties = ET.SubElement(suite, "properties")
         for name, value in (("branch", result.branch), ("against", result.against)):
             ET.SubElement(properties, "property", name=name, value=_text(value))
-        for c, failed in zip(cases, fails, strict=True):
+        for c, failed, skipped in zip(cases, fails, skips, strict=True):
             case = ET.SubElement(
                 suite, "testcase", name=_text(case_name(c)), classname=_text(benchmark)
             )
@@ -70,7 +67,7 @@ def render_junit(result: GateResult, fail_on: Collection[Verdict]) -> bytes:
                     case, "failure", type=c.verdict.value, message=_text(c.reason)
                 )
                 failure.text = message
-            elif c.verdict in SKIPPED:
+            elif skipped:
                 ET.SubElement(case, "skipped", message=_text(f"{c.verdict.value}: {c.reason}"))
             out = ET.SubElement(case, "system-out")
             out.text = f"verdict: {c.verdict.value}\n{message}\n"

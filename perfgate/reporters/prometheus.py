@@ -163,9 +163,8 @@ def _families(values: Sequence[LatestValue]) -> Iterator[GaugeMetricFamily]:
     from prometheus_client.core import GaugeMetricFamily
 
     families: dict[str, GaugeMetricFamily] = {}
-    ordered = sorted(values, key=lambda v: (v.metric, v.benchmark, v.testbed_key, v.branch))
     stepped = {prometheus_name(v.metric, v.unit) for v in values if split_metric(v.metric)[2]}
-    for v in ordered:
+    for v in sorted(values, key=lambda v: (v.metric, v.benchmark, v.testbed_key, v.branch)):
         name = prometheus_name(v.metric, v.unit)
         base, rank, step = split_metric(v.metric)
         if name not in families:
@@ -222,12 +221,8 @@ def render_prometheus(values: Sequence[LatestValue]) -> str:
 
 
 _GITLAB_UNSAFE = re.compile(r"[#\"'\\\s]+")
-
-
-def _gitlab_value(text: str) -> str:
-    # GitLab's parser drops a line from its first '#' and splits it like a shell: a '#',
-    # a quote or a backslash in a label value would cut or break the whole report.
-    return _GITLAB_UNSAFE.sub("_", text)
+"""GitLab's parser drops a line from its first '#' and splits it like a shell: a '#', a quote
+or a backslash in a label value would cut or break the whole report."""
 
 
 def render_gitlab_metrics(result: GateResult) -> str:
@@ -247,11 +242,9 @@ def render_gitlab_metrics(result: GateResult) -> str:
         name = prometheus_name(c.metric, c.unit)
         base, rank, step = split_metric(c.metric)
         labels = [("benchmark", c.benchmark), ("metric", base), ("rank", rank)]
-        if step:
-            labels.append(("step", step))
-        if c.method == "paired":
-            labels.append(("method", "paired"))
-        text = ",".join(f'{k}="{_gitlab_value(v)}"' for k, v in labels)
+        labels += [("step", step)] if step else []
+        labels += [("method", "paired")] if c.method == "paired" else []
+        text = ",".join(f'{k}="{_GITLAB_UNSAFE.sub("_", v)}"' for k, v in labels)
         families.setdefault(name, {}).setdefault(
             f"{name}{{{text}}}", base_value(c.current_centre, c.unit)
         )
