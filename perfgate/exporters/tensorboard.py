@@ -6,10 +6,9 @@ Needs only the ``tensorboard`` package (no TensorFlow, no torch): scalars are cl
 ``EventFileWriter``), which TensorBoard and its ``EventAccumulator`` read as scalars. This
 module builds the file's bytes (:func:`event_file`, named after this host);
 :mod:`perfgate.app.export` writes them atomically and then removes the event files of the
-previous export. One TensorBoard
-*run* per (benchmark, branch), in ``LOGDIR/<benchmark>/<branch>/``; the step is the run's
-position, oldest first, among the exported runs of that benchmark on that branch; the wall
-time is the run's start.
+previous export. One TensorBoard *run* per (benchmark, branch), in
+``LOGDIR/<benchmark>/<branch>/``; the step is the run's position, oldest first, among the
+exported runs of that benchmark on that branch; the wall time is the run's start.
 """
 
 from __future__ import annotations
@@ -66,20 +65,15 @@ def event_file(scalars: Sequence[Scalar], *, now: float) -> tuple[str, bytes]:
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
 
+    writer = event_pb2.SourceMetadata(writer="perfgate")
+    events = [event_pb2.Event(wall_time=now, file_version="brain.Event:2", source_metadata=writer)]
+    for s in scalars:
+        value = summary_pb2.Summary.Value(tag=s.tag, simple_value=s.value)
+        summary = summary_pb2.Summary(value=[value])
+        events.append(event_pb2.Event(wall_time=s.wall_time, step=s.step, summary=summary))
     buffer = io.BytesIO()
     records = RecordWriter(buffer)
-    records.write(
-        event_pb2.Event(
-            wall_time=now,
-            file_version="brain.Event:2",
-            source_metadata=event_pb2.SourceMetadata(writer="perfgate"),
-        ).SerializeToString()
-    )
-    for s in scalars:
-        summary = summary_pb2.Summary(
-            value=[summary_pb2.Summary.Value(tag=s.tag, simple_value=s.value)]
-        )
-        event = event_pb2.Event(wall_time=s.wall_time, step=s.step, summary=summary)
+    for event in events:
         records.write(event.SerializeToString())
     host = re.sub(r"[^A-Za-z0-9.-]+", "_", socket.gethostname()) or "host"
     return f"events.out.tfevents.{int(now):010d}.{host}{SUFFIX}", buffer.getvalue()
