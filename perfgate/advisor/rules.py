@@ -774,8 +774,7 @@ def merge_findings(
     ]
     kept: dict[tuple[str, str, str], Finding] = {}
     for f in (*own, *msprof):
-        key = f.key()
-        seen = kept.get(key)
+        seen = kept.get(f.key())
         if seen is None or _SEVERITY_ORDER[f.severity] < _SEVERITY_ORDER[seen.severity]:
-            kept[key] = f
+            kept[f.key()] = f
     return _ordered(replace(f, known=f.key() in known) for f in kept.values())

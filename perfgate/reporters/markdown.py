@@ -481,9 +481,9 @@ def render_comment(result: GateResult, ctx: ReportContext, *, max_chars: int | N
     caller knows; no limit when None).
 
     The budgets come first, in their own section (never cut). Rows are shown worst first;
-    when the comment is too long the least important rows
-    (unchanged, then improvements, no baseline, incomparable, inconclusive, regressions;
-    the smallest changes first within each) are left out and counted.
+    when the comment is too long the least important rows (unchanged, then improvements, no
+    baseline, incomparable, inconclusive, regressions; the smallest changes first within
+    each) are left out and counted.
     """
     rows = sorted((c for c in result.comparisons if not is_budget(c)), key=_row_order)
     if max_chars is None:

@@ -14,9 +14,8 @@ from perfgate.models import Comparison, RunPoint
 
 
 def trend_values(points: Sequence[RunPoint], comparison: Comparison) -> list[float]:
-    """The baseline window's centres (those of ``points`` whose run is in the comparison's
-    window and whose metric is its metric, in ``points``' order, oldest first) followed by
-    the current run's centre when it has one."""
+    """The centres of ``points`` in the comparison's window and of its metric (in their order,
+    oldest first), then the current run's centre when it has one."""
     ids = set(comparison.baseline_run_ids)
     values = [p.centre for p in points if p.metric == comparison.metric and p.run_id in ids]
     if comparison.current_centre is not None:
