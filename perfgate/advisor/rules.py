@@ -17,6 +17,7 @@ No I/O, no torch.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +56,7 @@ _FORMAT_CONVERSIONS = frozenset(
     {"TransData", "Cast", "TransposeD", "Transpose", "TransDataRNN", "ConfusionTransposeD"}
 )
 _COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
+_COMM_NAME = re.compile(r"^(hcom_|hccl|c10d::)|nccl|gloo", re.IGNORECASE)
 _CUBE_CORES = frozenset({"AI_CORE", "MIX_AIC"})
 _VECTOR_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIV"})
 _AICPU = "AI_CPU"
@@ -91,13 +93,7 @@ def _device_ops(profile: ProfileSummary) -> tuple[OpStat, ...]:
 
 
 def _is_comm(op: OpStat) -> bool:
-    name = op.name.lower()
-    return (
-        op.core.upper() in _COMM_CORES
-        or name.startswith(("hcom_", "hccl", "c10d::"))
-        or "nccl" in name
-        or "gloo" in name
-    )
+    return op.core.upper() in _COMM_CORES or _COMM_NAME.search(op.name) is not None
 
 
 def _step(profile: ProfileSummary) -> float | None:
