@@ -1,10 +1,7 @@
-"""What every part of the store shares: the engine, read and write transactions, the
-retry of writes the database refused as locked or busy, and the checks on values before
-they are written.
-
-:class:`StoreBase` holds the plumbing; :class:`~perfgate.store.runs.RunStore` (runs and
-their history) and :class:`~perfgate.store.team.TeamStore` (alerts, triage, baseline resets,
-retention) build on it, and :class:`~perfgate.store.sql.SqlStore` is the two together.
+"""What every part of the store shares: the engine, read and write transactions (writes
+retried when the database is locked or busy), and the checks on values before they are
+written. :class:`~perfgate.store.runs.RunStore` and :class:`~perfgate.store.team.TeamStore`
+build on :class:`StoreBase`; :class:`~perfgate.store.sql.SqlStore` is the two together.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ class StoreBase:
         self._target = target
         self._engine = target.engine
         self.url: str = target.url  # password masked
-        self._pinned: Connection | None = None
-        """The connection of the open :meth:`snapshot`, if any."""
+        self._pinned: Connection | None = None  # the open snapshot's connection
 
     @property
     def engine(self) -> Engine:
@@ -88,7 +84,7 @@ class StoreBase:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _commit(self, action: str, body: Callable[[Connection], _T]) -> _T:
-        """:meth:`_transact`, a database failure being a StoreError that names ``action``."""
+        """:meth:`_transact`; a database failure is a StoreError naming ``action``."""
         try:
             return self._transact(body)
         except SQLAlchemyError as exc:
@@ -105,10 +101,9 @@ class StoreBase:
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
-        """Every read inside the block on one connection, in one read transaction: the
-        reads agree with each other while other jobs commit runs, and a gate over many
-        benchmarks pays one connection checkout, one BEGIN and one COMMIT instead of one of
-        each per read. Reads only: a write inside the block is a programming error."""
+        """Every read inside the block in one read transaction: the reads agree with each
+        other while other jobs commit runs, and a gate over many benchmarks pays one
+        checkout, BEGIN and COMMIT instead of one per read. A write inside is a bug."""
         if self._pinned is not None:
             yield  # already inside one: the outer snapshot holds
             return
@@ -129,9 +124,8 @@ class StoreBase:
                 if conn is None:
                     conn = stack.enter_context(self._engine.connect())
                     if conn.dialect.name == "postgresql":
-                        # One snapshot per read, as SQLite's read transaction is: a read of
-                        # several statements (runs, then their metrics) agrees with itself
-                        # while other jobs commit runs.
+                        # One snapshot per read, as SQLite's is: a read of several
+                        # statements agrees with itself while other jobs commit runs.
                         conn.execution_options(isolation_level="REPEATABLE READ")
                     stack.enter_context(conn.begin())
                 yield conn
@@ -156,7 +150,7 @@ class StoreBase:
 
 
 def require_aware(value: datetime, what: str) -> None:
-    """Raise StoreError when ``value`` has no timezone (the store keeps aware times only)."""
+    """StoreError when ``value`` has no timezone (the store keeps aware times only)."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise StoreError(f"{what} is a naive datetime ({value.isoformat()}); a timezone is needed")
 
@@ -171,15 +165,15 @@ def finite_or_none(value: float | None, where: str) -> float | None:
 
 
 def row_to(cls: type[_T], row: Mapping[Any, Any], **coerced: Any) -> _T:
-    """The ``cls`` (a dataclass) of a row whose columns are named as its fields, the values
-    in ``coerced`` taken over the row's."""
+    """The dataclass ``cls`` of a row whose columns are named as its fields, ``coerced``
+    taken over the row's values."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     return cls(**{n: row[n] for n in names} | coerced)
 
 
 def log_event(conn: Connection, **event: Any) -> None:
-    """Add one entry to the triage trail (``triage_events``): the action, who did it, when
-    (``at``) and why, with the alert, run, benchmark and state it concerns (None: none)."""
+    """Add one entry to the triage trail: the action, who did it, when (``at``) and why, and
+    the alert, run, benchmark and state it concerns (None: none)."""
     conn.execute(
         insert(triage_events),
         {"alert_id": None, "run_id": None, "benchmark": None, "state": None, **event},

@@ -1,15 +1,11 @@
 """From a database URL to a configured SQLAlchemy engine, and database errors to one line.
 
-SQLite connections get ``busy_timeout`` and ``foreign_keys`` on every connection, and WAL
-journal mode (with ``synchronous = NORMAL``, SQLite's recommended pairing) once the database
-is known to be a perfgate store: setting WAL rewrites the file header, which must not happen
-to a database that turns out to belong to someone else.
-A SQLite file that cannot be written (a read-only file, directory or mount) is opened
-read-only (``mode=ro``; ``immutable=1`` when it is in WAL mode and its ``-wal``/``-shm``
-files are missing and cannot be created): reading commands work on it, and nothing is
-written to it, not even the WAL switch.
-SQLAlchemy emits ``BEGIN`` itself (the pysqlite recipe), and ``BEGIN IMMEDIATE`` for
-connections marked with the ``perfgate_write`` execution option, so that a writer takes the
+SQLite connections get ``busy_timeout`` and ``foreign_keys``, and WAL journal mode (with
+``synchronous = NORMAL``) once the database is known to be a perfgate store: setting WAL
+rewrites the file header, which must not happen to someone else's database. A SQLite file
+that cannot be written is opened read-only (:func:`_read_only_target`), and nothing is
+written to it. SQLAlchemy emits ``BEGIN`` itself (the pysqlite recipe), ``BEGIN IMMEDIATE``
+for connections with the ``perfgate_write`` execution option, so that a writer takes the
 write lock up front and waits on ``busy_timeout`` instead of failing half-way.
 """
 
@@ -57,9 +53,8 @@ class SqliteSettings:
 
 @dataclass(frozen=True)
 class NewSqliteFile:
-    """A SQLite store file that did not exist before this command opened it, and the
-    directories opening it created: what :func:`perfgate.store.sql._discard` removes when
-    the command fails before it recorded anything."""
+    """A SQLite store file this command's open creates, and the directories it creates:
+    what :func:`perfgate.store.sql._discard` removes when the command records nothing."""
 
     path: Path
     directories: tuple[Path, ...] = field(default=())  # the deepest first
@@ -73,13 +68,10 @@ class Target:
     url: str  # the URL with any password masked
     where: str  # the file path for SQLite, the masked URL otherwise
     sqlite: SqliteSettings | None = field(default=None)
-    created: NewSqliteFile | None = None
-    """The SQLite file that does not exist yet (opening the store creates it); None for
-    one that exists (anything at its path, even a broken link) or another database."""
+    created: NewSqliteFile | None = None  # None: a file (even a broken link) is there, or no file
 
     @property
     def read_only(self) -> bool:
-        """Whether the store was opened read-only (a SQLite file that cannot be written)."""
         return self.sqlite is not None and self.sqlite.read_only
 
 
@@ -107,10 +99,9 @@ def parse_url(raw: str) -> URL:
 
 
 def mask_url(raw: str) -> str:
-    """``raw`` with the password of ``scheme://user:password@host`` replaced by ``***``
-    (the password read as :func:`parse_url` reads it, so an unencoded ``@`` or ``/`` in it
-    does not leak the rest). A URL that does not parse as a whole keeps only its scheme and
-    what follows the last ``@``: nothing before it is shown."""
+    """``raw`` with the password (read as :func:`parse_url` reads it, so an unencoded ``@``
+    or ``/`` in it leaks nothing) replaced by ``***``. A URL that does not parse keeps only
+    its scheme and what follows the last ``@``."""
     with contextlib.suppress(ArgumentError, ValueError):
         return parse_url(raw).render_as_string(hide_password=True)
     scheme, sep, after = raw.partition("://")
@@ -221,9 +212,8 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
 
 
 def _writable(path: Path) -> bool:
-    """Whether SQLite can write ``path``: the file, and its directory (for the journal or the
-    ``-wal`` and ``-shm`` files). ``access`` reports a read-only mount or an immutable file
-    even to root."""
+    """Whether SQLite can write the file and its directory (for the journal or ``-wal`` and
+    ``-shm`` files); ``access`` reports a read-only mount or immutable file even to root."""
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
@@ -238,12 +228,9 @@ def _in_wal_mode(path: Path) -> bool:
 
 
 def _read_only_target(url: URL, path: Path) -> Target:
-    """A SQLite file that cannot be written, opened with ``mode=ro`` through a URI.
-
-    In WAL mode SQLite reads through the ``-shm`` index, which it must be able to open or
-    create; where the directory cannot be written and those files are missing, the file is
-    opened ``immutable`` (read as a plain file; nothing can be writing it there anyway).
-    """
+    """A SQLite file that cannot be written (file, directory or mount), opened ``mode=ro``.
+    In WAL mode SQLite reads through the ``-shm`` index, which it must open or create; where
+    it cannot, the file is opened ``immutable`` (nothing can be writing it there anyway)."""
     query = {"uri": "true", "mode": "ro"}
     side_files = all(Path(f"{path}-{side}").is_file() for side in ("wal", "shm"))
     if _in_wal_mode(path) and not os.access(path.parent, os.W_OK | os.X_OK) and not side_files:
@@ -256,7 +243,6 @@ def _read_only_target(url: URL, path: Path) -> Target:
 def _sqlite_engine(
     url: URL, settings: SqliteSettings, shown: str, where: str, created: NewSqliteFile | None = None
 ) -> Target:
-    """The engine of ``url`` with perfgate's SQLite connection hooks."""
     engine = create_engine(url)
 
     @event.listens_for(engine, "connect")

@@ -1,13 +1,10 @@
 """Check what a database holds and bring a perfgate store to the head schema revision.
 
-The schema is only ever created or changed by the alembic revisions shipped in
-``migrations/``, run here on perfgate's own connection (no alembic.ini). Before anything is
-written the database is classified:
-
-* no tables at all: a new store, migrated from scratch;
-* a ``perfgate_meta`` table naming perfgate: ours; upgraded if its revision is older than
-  head, refused untouched if the revision is unknown (written by a newer perfgate);
-* anything else (another application's tables, even alembic-managed ones): refused untouched.
+The schema is only created or changed by the alembic revisions in ``migrations/``, run on
+perfgate's own connection (no alembic.ini). Before anything is written the database must be
+empty (a new store) or have a ``perfgate_meta`` table naming perfgate (upgraded if behind
+head, refused untouched if its revision is unknown: a newer perfgate's); anything else
+(another application's tables, even alembic-managed ones) is refused untouched.
 """
 
 from __future__ import annotations
@@ -56,11 +53,8 @@ _REVISION_LINE = re.compile(r'^(revision|down_revision)\s*=\s*(None|"([^"]*)")',
 
 @functools.cache
 def _revisions() -> tuple[frozenset[str], str]:
-    """The revisions this perfgate knows, and its head (read once per process).
-
-    Read from the revision files' ``revision`` / ``down_revision`` lines rather than through
-    alembic, so that opening a store already at head never imports alembic (about 0.6 s).
-    """
+    """The revisions this perfgate knows, and its head: read once from the files' ``revision``
+    / ``down_revision`` lines, so opening a store at head never imports alembic (~0.6 s)."""
     parents: dict[str, str | None] = {}
     for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
         fields = {m.group(1): m.group(3) for m in _REVISION_LINE.finditer(path.read_text())}
@@ -77,9 +71,8 @@ def head_revision() -> str:
 
 
 def current_revision(conn: Connection, where: str) -> str | None:
-    """The schema revision of the perfgate store behind ``conn``; None for an empty database.
-
-    Reads only. The revision may be one this perfgate does not know (a newer store).
+    """The schema revision of the perfgate store behind ``conn`` (maybe one this perfgate
+    does not know), None for an empty database; reads only.
 
     Raises:
         StoreError: the database is not a perfgate store.
@@ -132,9 +125,7 @@ def newer_schema_error(where: str, revision: str) -> StoreError:
 
 
 def needs_upgrade(conn: Connection, where: str) -> bool:
-    """Whether the database behind ``conn`` must be created or upgraded to head.
-
-    Reads only. Returns False for a perfgate store already at head.
+    """Whether the database behind ``conn`` must be created or upgraded to head; reads only.
 
     Raises:
         StoreError: the database is not a perfgate store, or is one of a newer schema.
@@ -147,12 +138,10 @@ def needs_upgrade(conn: Connection, where: str) -> bool:
 
 
 def upgrade(conn: Connection) -> None:
-    """Run the migrations up to head on ``conn``, inside its open transaction.
-
-    Every revision runs in that one transaction, so a revision that fails half-way leaves
-    the database as it was: PostgreSQL and SQLite both roll DDL back (perfgate's SQLite
-    connections issue ``BEGIN IMMEDIATE`` themselves, so pysqlite never commits early, and
-    alembic's batch "copy and move" of a SQLite table happens inside it too).
+    """Run the migrations up to head inside ``conn``'s open transaction, so a revision that
+    fails half-way leaves the database as it was: PostgreSQL and SQLite both roll DDL back
+    (perfgate's SQLite connections issue ``BEGIN IMMEDIATE`` themselves, so pysqlite never
+    commits early; alembic's batch "copy and move" of a table happens inside it too).
     """
     from alembic import command
     from alembic.util import CommandError

@@ -1,11 +1,10 @@
 """Runs and their history: saving runs, reading them back, the history and centres a
 gate compares against, fingerprints, benchmark names, excluding a run.
 
-One run is written in one transaction: the run row, one row per measurement (raw samples
-grouped by repeat, summary statistics and per-repeat medians) and the profile summary.
-Reads rebuild the full :class:`~perfgate.models.RunRecord`; the history query returns
-:class:`~perfgate.models.RunPoint` rows only, without raw samples, so that a gate over many
-benchmarks stays fast.
+One run is written in one transaction: the run row, a row per measurement (raw samples by
+repeat, summary statistics, per-repeat medians), its profile, rank profiles and findings.
+Reads rebuild the full :class:`~perfgate.models.RunRecord`; history reads return
+:class:`~perfgate.models.RunPoint` rows, without raw samples, so a gate stays fast.
 """
 
 from __future__ import annotations
@@ -51,13 +50,11 @@ from perfgate.store.schema import (
 #: Shortest run-id prefix :meth:`SqlStore.get_run` accepts.
 MIN_ID_PREFIX = 6
 
-#: Test hook: called inside a run's write transaction after its rows are inserted (tests
-#: use it to stop a recorder mid-transaction); None in normal use.
+#: Test hook: called inside a run's write transaction after its rows are inserted.
 _SAVE_HOOK: Callable[[str], None] | None = None
 
 _IDS_PER_QUERY = 500
 """Run ids one ``IN (...)`` query names at most (well under every backend's limit)."""
-
 
 CLOCK_NOTE_AFTER = timedelta(hours=1)
 """How far a run's start may be from the store's clock before saving it says so."""
@@ -72,10 +69,7 @@ class RunStore(StoreBase):
     # -- writing -------------------------------------------------------------------------
 
     def save_run(self, run: RunRecord) -> tuple[str, ...]:
-        """Store ``run`` with its measurements and profile, all or nothing; returns notes
-        (:meth:`save_runs`).
-
-        Saving a run whose id is already stored does nothing.
+        """:meth:`save_runs` of one run.
 
         Raises:
             StoreError: the run holds values the store cannot keep (non-finite numbers,
@@ -86,16 +80,12 @@ class RunStore(StoreBase):
     def save_runs(
         self, batch: Sequence[RunRecord], *, supersedes: Sequence[str] = ()
     ) -> tuple[str, ...]:
-        """Store several runs in one transaction (a paired base and head): all or none.
-
-        Runs whose id is already stored are skipped. The runs named in ``supersedes`` (a run
-        that ``run --confirm`` extended into a new one) are marked excluded in the same
-        transaction, so history never holds both. Each run gets the next number of the
-        store's recording sequence (what "the latest run" goes by).
-
-        Returns:
-            Notes for the person: a run whose start is more than :data:`CLOCK_NOTE_AFTER`
-            from the store's clock (a runner with a wrong clock), one line each.
+        """Store runs (a paired base and head) in one transaction, all or none; runs whose id
+        is already stored are skipped. The runs named in ``supersedes`` (one that ``run
+        --confirm`` extended into a new one) are marked excluded in the same transaction, so
+        history never holds both. Each run gets the next number of the store's recording
+        sequence (what "the latest run" goes by). Returns a note for each run that starts
+        more than :data:`CLOCK_NOTE_AFTER` from the store's clock (a runner's wrong clock).
         """
         prepared = [(run, _rows_of(run)) for run in batch]
         ids = ", ".join(run.id for run in batch)
@@ -169,8 +159,7 @@ class RunStore(StoreBase):
 
     def profiles(self, run_ids: Sequence[str]) -> dict[str, ProfileSummary]:
         """The profile summaries of the runs ``run_ids`` (exact ids, excluded runs too) that
-        have one, by run id: what an attribution reads of a window's runs, in one query
-        (per 500 ids) instead of each whole run."""
+        have one, by run id: what an attribution reads of a window's runs, not whole runs."""
         ids = list(dict.fromkeys(run_ids))
         docs: dict[str, str] = {}
         p = profiles.c
@@ -183,9 +172,8 @@ class RunStore(StoreBase):
         return {run_id: _profile(doc) for run_id, doc in docs.items()}
 
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
-        """The most recently recorded run of ``benchmark`` on ``branch`` that is not
-        excluded: the last one the store's sequence numbered, whatever its start time says
-        (a runner's clock may be wrong)."""
+        """The last run of ``benchmark`` on ``branch`` that the store recorded (whatever its
+        start time says: a runner's clock may be wrong) and is not excluded."""
         return self.latest_runs(project=project, benchmarks=[benchmark], branch=branch).get(
             benchmark
         )
@@ -193,8 +181,8 @@ class RunStore(StoreBase):
     def latest_runs(
         self, *, project: str, benchmarks: Sequence[str], branch: str
     ) -> dict[str, RunRecord]:
-        """:meth:`latest_run` of each of ``benchmarks`` (those with one), by benchmark, in a
-        few queries for all of them instead of a few for each: what a gate reads first."""
+        """:meth:`latest_run` of each of ``benchmarks`` that has one, in a few queries for
+        all of them: what a gate reads first."""
         names = list(dict.fromkeys(benchmarks))
         found: dict[str, RunRecord] = {}
         r = runs.c
@@ -221,8 +209,7 @@ class RunStore(StoreBase):
             return sorted(_distinct(conn, runs.c.benchmark, conditions))
 
     def branches(self, *, project: str) -> list[str]:
-        """Sorted names of the branches with stored runs in ``project`` (excluded runs count
-        too)."""
+        """Sorted names of the branches with stored runs (excluded runs count too)."""
         with self._read("list branches") as conn:
             return sorted(_distinct(conn, runs.c.branch, [runs.c.project == project]))
 
@@ -238,8 +225,7 @@ class RunStore(StoreBase):
 
     def recent_runs(self, *, limit: int = 30, **query: Any) -> list[tuple[str, str, datetime]]:
         """(run id, commit, start) of the last ``limit`` runs :meth:`history` would take,
-        newest first, without their measurements: where a PR's window may end is a question
-        about commits, asked of a hundred runs of every benchmark."""
+        newest first, without their measurements (where a PR's window may end)."""
         if limit <= 0:
             return []
         r = runs.c
@@ -250,11 +236,9 @@ class RunStore(StoreBase):
     def history_and_centres(
         self, *, limit: int = 30, scan: int = 100, **query: Any
     ) -> tuple[list[RunPoint], dict[str, list[tuple[str, float]]]]:
-        """In one read: :meth:`history`'s points of the last ``limit`` eligible runs, and per
-        metric the (run id, centre) of the last ``scan`` eligible runs, oldest first (what a
-        change-point scan needs; their repeat centres are not decoded). A gate reads both for
-        every benchmark: one read of two statements (the runs, then their measurements)
-        instead of two reads."""
+        """In one read of two statements: :meth:`history`'s points of the last ``limit``
+        eligible runs, and per metric the (run id, centre) of the last ``scan``, oldest
+        first (what a change-point scan needs; repeat centres not decoded)."""
         n = max(limit, scan)
         if n <= 0:
             return [], {}
@@ -320,7 +304,7 @@ class RunStore(StoreBase):
 
     def exclude_run(self, run_id: str, *, by: str, reason: str, now: datetime) -> RunRecord:
         """Mark a run (its id or a unique prefix) excluded from every history and window,
-        recording who, when and why. Returns the run as it was before."""
+        recording who, when and why; returns the run as it was."""
         require_aware(now, "exclude_run(now=...)")
         run = self.get_run(run_id)
 
@@ -478,8 +462,7 @@ def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> d
 
 def _run_select() -> Select[Any]:
     """The runs row with, in the same round trip, its profile summary and whether it has
-    rank profiles and findings (most runs have neither: :func:`_load_runs` then skips
-    those two queries)."""
+    rank profiles and findings (most runs have neither)."""
     run_id = runs.c.id
     profile = select(profiles.c.summary).where(profiles.c.run_id == run_id).scalar_subquery()
     has_ranks = exists().where(rank_profiles.c.run_id == run_id)
@@ -493,9 +476,8 @@ def _run_select() -> Select[Any]:
 
 
 def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
-    """The full runs of :func:`_run_select` rows, with one query per table for all of them
-    (at most ``_IDS_PER_QUERY`` rows); rank profiles and findings are read only for the runs
-    that have some (most have neither)."""
+    """The full runs of :func:`_run_select` rows (at most ``_IDS_PER_QUERY``), with one query
+    per table for all of them, rank profiles and findings only for the runs that have some."""
     ids = [str(row["id"]) for row in rows]
     by_run = _children(conn, measurements, ids)
     ranks = _children(conn, rank_profiles, [str(r["id"]) for r in rows if r["_has_ranks"]])
@@ -525,8 +507,7 @@ def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
 
 
 def _children(conn: Connection, table: Table, ids: list[str]) -> dict[str, list[RowMapping]]:
-    """The rows of ``table`` (measurements, rank profiles, findings) of the runs ``ids``, by
-    run, in their order: one query for all of them."""
+    """The rows of ``table`` of the runs ``ids``, by run, in their order, in one query."""
     found: dict[str, list[RowMapping]] = defaultdict(list)
     if ids:
         c = table.c
@@ -585,8 +566,8 @@ def _clock_note(run: RunRecord, clock: datetime | None) -> str | None:
 def _newest(
     conditions: Sequence[ColumnElement[bool]], limit: int, *columns: ColumnElement[Any]
 ) -> Select[Any]:
-    """``columns`` of the newest ``limit`` runs meeting ``conditions``, newest first (ties
-    in start time broken by id): the window every history read takes."""
+    """``columns`` of the newest ``limit`` runs meeting ``conditions`` (by start, then id):
+    the window every history read takes."""
     r = runs.c
     return (
         select(*columns).where(*conditions).order_by(r.started_at.desc(), r.id.desc()).limit(limit)

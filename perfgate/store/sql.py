@@ -1,9 +1,5 @@
-"""SqlStore: runs in and out of a SQLite or PostgreSQL database (SQLAlchemy Core).
-
-:class:`SqlStore` is :class:`~perfgate.store.runs.RunStore` (runs and history) together with
-:class:`~perfgate.store.team.TeamStore` (alerts, triage, baseline resets, prune), over the
-shared plumbing of :mod:`perfgate.store.base`. This module opens stores and reports and
-upgrades their schema.
+"""Opening a store (:class:`SqlStore`: :class:`~perfgate.store.runs.RunStore` and
+:class:`~perfgate.store.team.TeamStore` together), and reporting and upgrading its schema.
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ import os
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from sqlalchemy import func, select
@@ -45,18 +40,13 @@ from perfgate.store.team import TeamStore
 
 
 def open_store(url: str, *, create: bool = True) -> SqlStore:
-    """Open the store at ``url``, creating or upgrading its schema as needed.
-
-    Args:
-        url: ``sqlite:///PATH`` (parent directories are created) or ``postgresql://...``
-            (``postgresql+psycopg://`` is used for plain ``postgresql://``).
-        create: with False, a SQLite file that does not exist is a UsageError instead of
-            a new store (for commands that only read).
+    """Open the store at ``url`` (``sqlite:///PATH``, parent directories created, or
+    ``postgresql://...``), creating or upgrading its schema as needed. With ``create``
+    False, a SQLite file that does not exist is a UsageError (for commands that only read).
 
     Raises:
         StoreError: the database cannot be reached or read, is not a perfgate store, or has
-            a schema newer than this perfgate. Such a database is left as it was; a SQLite
-            file this open created (a full disk, say) is removed again.
+            a newer schema. It is left as it was; a SQLite file this open created is removed.
     """
     target = make_target(url, create=create)
     try:
@@ -92,9 +82,7 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
 
 def _discard(new: NewSqliteFile | None) -> None:
     """Remove a store file this command created, with SQLite's side files and the
-    directories made for it, provided it holds no run: checked under the write lock, so a
-    run another job is saving into the same new file keeps it. Best effort: a file that
-    cannot be checked or removed stays."""
+    directories made for it, provided it holds no run (:func:`_holds_runs`). Best effort."""
     if new is None or not new.path.is_file():
         return
     if new.path.stat().st_size > 0 and _holds_runs(new.path):
@@ -110,8 +98,8 @@ def _discard(new: NewSqliteFile | None) -> None:
 
 
 def _holds_runs(path: Path) -> bool:
-    """Whether the SQLite file at ``path`` holds a run, or cannot be checked (then it is
-    kept): counted under the write lock, so a run being saved into it counts."""
+    """Whether the SQLite file at ``path`` holds a run or cannot be checked: counted under
+    the write lock, so a run another job is saving into it counts."""
     try:
         conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
@@ -144,8 +132,8 @@ class StoreStatus:
 
 
 def store_status(url: str) -> StoreStatus:
-    """The schema revision, head, engine and run count of the database at ``url``, read
-    without creating, upgrading or switching anything (not even SQLite's WAL mode).
+    """The :class:`StoreStatus` of the database at ``url``, read without creating,
+    upgrading or switching anything (not even SQLite's WAL mode).
 
     Raises:
         StoreError: the database cannot be reached or is not a perfgate store.
@@ -173,11 +161,7 @@ def store_status(url: str) -> StoreStatus:
 
 def upgrade_store(url: str) -> tuple[StoreStatus, StoreStatus]:
     """Bring the store at ``url`` to head (creating it when empty); its status before and
-    after. A store of a newer schema is refused untouched.
-
-    Raises:
-        StoreError: as :func:`open_store`.
-    """
+    after. A newer schema is refused untouched; errors as :func:`open_store`'s."""
     before = store_status(url)
     if before.state == "newer":
         assert before.revision is not None
@@ -195,14 +179,9 @@ class SqlStore(RunStore, TeamStore):
     def __enter__(self) -> SqlStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
-        if exc_type is not None:
+        if exc_info[0] is not None:
             # A SQLite file this store's open created goes again while it holds no run, so
             # a failed command leaves no empty store behind.
             _discard(self._target.created)

@@ -1,6 +1,5 @@
 """The team workflow: alerts and their triage, the triage trail, baseline resets and
-retention (prune). Runs themselves are :mod:`perfgate.store.runs`.
-"""
+retention (prune)."""
 
 from __future__ import annotations
 
@@ -57,16 +56,13 @@ class TeamStore(StoreBase):
                 created.append(int(new_id))
             return created
 
-        for attempt in range(2):
-            try:
-                ids = self._transact(write)
-                break
-            except IntegrityError as exc:
-                # A concurrent gate recorded one of them first: the second pass skips it.
-                if attempt:
-                    raise self._failure("record alerts", exc) from exc
-            except SQLAlchemyError as exc:
-                raise self._failure("record alerts", exc) from exc
+        try:
+            ids = self._transact(write)
+        except IntegrityError:
+            # A concurrent gate recorded one of them first: the second pass skips it.
+            ids = self._commit("record alerts", write)
+        except SQLAlchemyError as exc:
+            raise self._failure("record alerts", exc) from exc
         if not ids:
             return []
         with self._read("read alerts") as conn:
