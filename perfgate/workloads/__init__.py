@@ -1,13 +1,9 @@
-"""Built-in reference training steps.
+"""Built-in reference training steps (this package imports no torch; its modules do).
 
-Each workload module has ``build(device, **params) -> Workload``: a full training step
-(forward, loss, backward, optimizer step) with fixed seeds. Every one takes ``slowdown``, a
-knob that adds a proportional amount of real extra work (``slowdown=0.3``: 30% more rows
-through the forward and backward passes, :mod:`perfgate.workloads.base`), for demos and for
-tests of a known regression; the loss is the same, bit for bit. ``ddp_mlp`` / ``ddp_cnn``
-are the same steps under DistributedDataParallel (:mod:`perfgate.workloads.ddp`);
-``mlp_infer`` is an inference benchmark (:mod:`perfgate.workloads.inference`). This package
-imports no torch; the modules it names do.
+Each ``build(device, **params) -> Workload`` is a full training step with fixed seeds; each
+takes ``slowdown`` (``0.3``: 30% more rows through forward and backward, the loss the same
+bit for bit: :mod:`perfgate.workloads.base`) for demos and tests of a known regression.
+``ddp_*`` run under DistributedDataParallel; ``mlp_infer`` is an inference benchmark.
 """
 
 from __future__ import annotations

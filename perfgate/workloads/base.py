@@ -51,16 +51,13 @@ def with_extra_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
     """``x`` with ``rows`` more rows tiled from it below its own: the ``slowdown`` knob's work
     as the same calls over more rows (the MLP's), so it shows in time, not in operator counts.
 
-    The step takes its loss on the first ``x.shape[0]`` rows of the output only, so the
-    extra rows get no gradient and the loss is the one without them: every row of a linear
-    layer's output is its own row's product with the weights, and a weight gradient adds the
-    extra rows' exact zeros after the batch's own terms. On this project's CPU torch (MKL) with
-    one thread the MLP's loss was equal to the last bit at batch 8-128 and slowdown 0.05-3
-    (``tests/test_numerics.py``); with two threads on an AVX-512 CPU, MKL's float32 matmul
-    splits the rows by their count, so a row's sum is ordered differently and the loss moves in
-    its last bits (about 1e-7 relative), far inside the numerics guard's 0.1%. It does not
-    suit a model whose rows meet inside one call (a batch norm's batch statistics, attention
-    across a batch): those keep :func:`extra_work`.
+    The step takes its loss on the first ``x.shape[0]`` output rows only: a linear layer's
+    output row is its own row's product with the weights, and the extra rows add exact zeros
+    to the weight gradient after the batch's own terms. With one MKL thread the MLP's loss
+    was equal to the last bit at batch 8-128, slowdown 0.05-3 (``tests/test_numerics.py``);
+    with two threads on an AVX-512 CPU MKL splits the rows by their count and the loss moves
+    about 1e-7 relative, far inside the numerics guard's 0.1%. A model whose rows meet in one
+    call (batch norm, attention across a batch) keeps :func:`extra_work`.
     """
     if rows <= 0:
         return x
@@ -78,15 +75,12 @@ def extra_work(
 ) -> Callable[[], None] | None:
     """The ``slowdown`` knob's work where more rows in the step's own calls would move the
     loss (the CNN's batch norm, the transformer): a forward and backward pass of ``model``
-    over ``rows`` rows tiled from the step's batch, which only costs time (and adds its
-    operator calls). None for no rows.
+    over ``rows`` rows tiled from the step's batch; None for no rows.
 
-    It stands in for a code change that only costs time, so it must not touch the numbers the
-    numerics guard checks (the loss, DESIGN.md §5): the step runs it *before* its own
-    ``zero_grad()`` (gradients set to None), which throws its gradients away, and it draws no random
-    numbers, so the step's own pass, the optimizer's update and so the loss are the same,
-    bit for bit, as without it. (A batch norm's running statistics do move; a training
-    forward does not read them.)
+    It stands in for a change that only costs time, so the loss (DESIGN.md §5) stays the
+    same bit for bit: the step runs it *before* its own ``zero_grad()``, which throws its
+    gradients away, and it draws no random numbers. (A batch norm's running statistics do
+    move; a training forward does not read them.)
     """
     if rows <= 0:
         return None
@@ -99,14 +93,10 @@ def extra_work(
 
 
 class Sgd:
-    """Stochastic gradient descent with momentum: the update ``torch.optim.SGD(params, lr,
-    momentum)`` makes (dampening 0, no weight decay, not Nesterov), op for op, so the loss is
-    the same bit for bit.
-
-    The built-in workloads use it instead of ``torch.optim``, whose methods import
-    ``torch._dynamo`` on first use: about 1.5-2 s of start-up in every worker process on a
-    2-core runner (a profiled repeat pays it anyway, for the profiler), time that is not part
-    of any timed step but that every repeat, and so every CI job, waits for.
+    """``torch.optim.SGD(params, lr, momentum)``'s update (dampening 0, no weight decay, not
+    Nesterov), op for op, so the loss is the same bit for bit. ``torch.optim`` imports
+    ``torch._dynamo`` on first use: 1.5-2 s of start-up in every worker on a 2-core runner,
+    untimed but waited for by every repeat (a profiled one pays it anyway).
     """
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float, momentum: float) -> None:
@@ -140,10 +130,9 @@ _collective_wait_ns = [0]
 
 
 def record_collective_wait(ns: int) -> None:
-    """Add ``ns`` to this process's time blocked in collectives (a multi-device step calls it
-    for the part of its step spent waiting for the other ranks: DDP's gradient all-reduce,
-    its own blocking collectives). The distributed runner subtracts it from each timed step
-    to get the rank's own work; a step that never calls it counts wholly as own work."""
+    """Add ``ns`` to this process's time blocked in collectives (waiting for the other
+    ranks). The distributed runner subtracts it from each timed step to get the rank's own
+    work; a step that never calls it counts wholly as own work."""
     _collective_wait_ns[0] += int(ns)
 
 

@@ -1,33 +1,25 @@
 """The MLP and CNN training steps wrapped in DistributedDataParallel (run with ``--nproc N``).
 
-Each rank trains on its own batch (seeded by rank); DDP all-reduces the gradients in
-buckets during the backward pass. Knobs that inject multi-device problems, all real work:
+Each rank trains on its own batch (seeded by rank). Knobs that inject multi-device problems,
+all real work:
 
 - ``slowdown``: every rank does that share of the step's forward and backward work again
-  before it, on a private copy of the model (compute only: no collective, no effect on the
-  trained model or its loss).
-- ``straggler_rank`` / ``straggler_extra``: that rank does ``straggler_extra`` times the
-  step's forward and backward work again, on a private copy of the model, after the
-  optimizer step: rank-local work outside the gradient synchronisation, as rank-0-only
-  logging or evaluation inside the step would be. The other ranks wait for it inside the
-  next step's gradient all-reduce. ``straggler_rank = -1`` (default) means none.
-- ``extra_allreduce``: an extra blocking all-reduce of that many float32 values per step
-  (after the backward pass): communication that cannot overlap.
-- ``bucket_cap_mb``: DDP's gradient bucket size (default 25); smaller buckets mean more,
-  smaller all-reduces.
+  before it;
+- ``straggler_rank`` / ``straggler_extra``: that rank (-1, the default: none) does
+  ``straggler_extra`` times the step's work again after the optimizer step, outside the
+  gradient synchronisation (as rank-0-only logging would be); the others wait for it in the
+  next step's all-reduce;
+- ``extra_allreduce``: a blocking all-reduce of that many float32 values per step, after
+  the backward pass (communication that cannot overlap);
+- ``bucket_cap_mb``: DDP's gradient bucket size (default 25).
 
-The gradient all-reduce runs through a DDP communication hook equivalent to DDP's default
-(mean over ranks) that notes each bucket's launch and completion; the step reports, per
-step, the time from the last bucket's launch (the backward compute is done) until every
-bucket has completed, plus the extra all-reduce's time, as its wait in collectives
-(:func:`perfgate.workloads.base.record_collective_wait`).
-
-``slowdown``, the straggler and ``extra_allreduce`` do not change the loss (extra work
-beside the step, communication of values the step does not use), so they cost time only and
-the numerics guard (DESIGN.md §5) holds across them; ``bucket_cap_mb`` regroups the
-gradients for their all-reduce, which a collective may sum in another order.
-
-The process group must already be initialised (the distributed worker does it).
+The extra work runs on a private copy of the model and the extra all-reduce's values are
+unused, so only ``bucket_cap_mb`` (a collective may sum regrouped gradients in another
+order) can move the loss the numerics guard (DESIGN.md §5) checks. The step reports its
+wait in collectives (:func:`perfgate.workloads.base.record_collective_wait`): from the last
+gradient bucket's launch (the backward compute is done) until every bucket completed, plus
+the extra all-reduce. The process group must already be initialised (the distributed worker
+does it).
 """
 
 from __future__ import annotations
@@ -92,30 +84,35 @@ def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
     return launched, done
 
 
-def _ddp_step(
-    model: nn.Module,
-    device: str,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    rank: int,
-    slowdown: float,
-    straggler_rank: int,
-    straggler_extra: float,
-    extra_allreduce: int,
-    bucket_cap_mb: float,
-) -> Callable[[], torch.Tensor]:
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+def _build(
+    make_model: Callable[[], nn.Module], shape: tuple[int, ...], device: str, params: dict[str, Any]
+) -> Workload:
+    """``make_model()`` under DDP, trained on a batch of ``shape`` drawn with the rank's seed;
+    ``params``: the builder's own (:func:`~perfgate.workloads.base.own_params`)."""
+    rank = _require_group()
+    for knob in ("straggler_extra", "extra_allreduce"):
+        if params[knob] < 0:
+            raise ValueError(f"{knob} must be >= 0, got {params[knob]}")
+    if params["bucket_cap_mb"] <= 0:
+        raise ValueError(f"bucket_cap_mb must be > 0, got {params['bucket_cap_mb']}")
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    torch.manual_seed(1000 + rank)
+    x = torch.randn(*shape, device=device)
+    y = torch.randint(0, params["classes"], (shape[0],), device=device)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=params["bucket_cap_mb"])
     launched, done = _time_buckets(ddp)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     # Extra work on a private copy of the model, outside DDP: no collective, no effect on
-    # the trained model and so none on the loss (the numerics guard, DESIGN.md §5).
-    slow_rows = extra_rows(x.shape[0], slowdown)
-    lag_rows = extra_rows(x.shape[0], straggler_extra) if rank == straggler_rank else 0
+    # the trained model and so none on the loss.
+    slow_rows = extra_rows(shape[0], params["slowdown"])
+    straggler = rank == params["straggler_rank"]
+    lag_rows = extra_rows(shape[0], params["straggler_extra"]) if straggler else 0
     shadow = copy.deepcopy(model) if slow_rows or lag_rows else None
     slow = None if shadow is None else extra_work(shadow, F.cross_entropy, x, y, slow_rows)
     lag = None if shadow is None else extra_work(shadow, F.cross_entropy, x, y, lag_rows)
-    buffer = torch.ones(extra_allreduce, device=device) if extra_allreduce else None
+    size = params["extra_allreduce"]
+    buffer = torch.ones(size, device=device) if size else None
     clock = time.perf_counter_ns
 
     def step() -> torch.Tensor:
@@ -141,31 +138,6 @@ def _ddp_step(
             lag()
         return loss.detach()
 
-    return step
-
-
-_KNOBS = ("slowdown", "straggler_rank", "straggler_extra", "extra_allreduce", "bucket_cap_mb")
-"""The multi-device knobs (see the module), the last parameters of each builder."""
-
-
-def _build(
-    make_model: Callable[[], nn.Module], shape: tuple[int, ...], device: str, params: dict[str, Any]
-) -> Workload:
-    """``make_model()`` under DDP, trained on a batch of ``shape`` drawn with the rank's seed;
-    ``params``: the builder's own (:func:`~perfgate.workloads.base.own_params`)."""
-    rank = _require_group()
-    knobs = {knob: params[knob] for knob in _KNOBS}
-    for knob in ("straggler_extra", "extra_allreduce"):
-        if knobs[knob] < 0:
-            raise ValueError(f"{knob} must be >= 0, got {knobs[knob]}")
-    if knobs["bucket_cap_mb"] <= 0:
-        raise ValueError(f"bucket_cap_mb must be > 0, got {knobs['bucket_cap_mb']}")
-    torch.manual_seed(0)
-    model = make_model().to(device)
-    torch.manual_seed(1000 + rank)
-    x = torch.randn(*shape, device=device)
-    y = torch.randint(0, params["classes"], (shape[0],), device=device)
-    step = _ddp_step(model, device, x, y, rank=rank, **knobs)
     return Workload(step=step, batch_size=shape[0], params=params)
 
 
