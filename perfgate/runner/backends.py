@@ -17,11 +17,19 @@ from typing import Any, Protocol
 
 
 class Backend(Protocol):
+    """A device's operations; the defaults are a host-only device's (the CPU's)."""
+
     device: str
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        return None
 
-    def reset_peak_memory(self) -> None: ...
+    def reset_peak_memory(self) -> None:
+        return None
+
+    def set_device(self, index: int) -> None:
+        """Run on the host's device ``index`` (a rank's local one)."""
+        return None
 
     def peak_memory_bytes(self) -> int: ...
 
@@ -37,7 +45,7 @@ class Backend(Protocol):
     def timing_event(self) -> Any | None:
         """A device event that can be recorded on the stream and timed against another
         (``record()``, ``elapsed_time(other)`` in ms); None where the device has none."""
-        ...
+        return None
 
     def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
         """Profile ``steps`` steps (after one warm-up step under the profiler) and write the
@@ -134,18 +142,13 @@ def arm_cpu_name(implementer: int, part: int, machine: str = "aarch64") -> str:
 def cpu_model_from_cpuinfo(
     cpuinfo_text: str, midr_text: str = "", machine: str = "aarch64"
 ) -> str | None:
-    """The CPU model a fingerprint records, from the text of ``/proc/cpuinfo`` (and of
-    ``midr_el1`` from sysfs, where cpuinfo does not carry the ID).
+    """The CPU model a fingerprint records, from the text of ``/proc/cpuinfo`` (and of cpu0's
+    ``midr_el1``, used only where cpuinfo carries no ID); None where neither says.
 
-    x86 names itself in a ``model name`` line. arm64 has no such line: each processor block
-    carries its MIDR as ``CPU implementer`` and ``CPU part``, decoded here, so a Kunpeng 920
-    host is not just "aarch64". A big.LITTLE host lists each kind of core once, in the
-    order cpuinfo has them ("ARM Cortex-A55 + ARM Cortex-A76"). None where neither says.
-
-    Args:
-        cpuinfo_text: the whole of /proc/cpuinfo ("" where it could not be read).
-        midr_text: the contents of cpu0's ``midr_el1``, used only when cpuinfo has no ID.
-        machine: the architecture name an unknown core is described with.
+    x86 names itself in a ``model name`` line. arm64 has none: each processor block carries
+    its MIDR as ``CPU implementer`` and ``CPU part``, decoded here, so a Kunpeng 920 host is
+    not just "aarch64". A big.LITTLE host lists each kind of core once, in cpuinfo's order
+    ("ARM Cortex-A55 + ARM Cortex-A76"); an unknown core is described by ``machine``.
     """
     model_name: str | None = None
     pairs: list[tuple[int, int]] = []
@@ -195,21 +198,16 @@ def usable_cores() -> int:
     return os.cpu_count() or 0
 
 
-def _rss_peak_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
-
-
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 """Where a container's memory limit is read: cgroup v2, then v1 ("max" or a huge number when
 there is none)."""
 
 
 def host_memory_bytes(cgroup_limits: tuple[str, ...] = _CGROUP_LIMITS) -> int:
-    """The memory a CPU process's RSS can grow to: the machine's physical RAM, or the
-    container's memory limit where that is lower (a CI job in a 16 GiB container on a 512 GiB
-    host runs out at 16 GiB); 0 when neither is known. Other processes share it, so a peak
-    RSS of 60% of it says how close this process alone came, not that 40% was free."""
+    """The memory a CPU process's RSS can grow to: the machine's RAM, or the container's
+    limit where lower (a CI job in a 16 GiB container on a 512 GiB host runs out at 16 GiB);
+    0 when neither is known. Others share it: 60% of it says how close this process alone
+    came, not that 40% was free."""
     total = 0
     with contextlib.suppress(AttributeError, OSError, ValueError):
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
@@ -243,21 +241,12 @@ class CpuBackend(Backend):
 
     device = "cpu"
 
-    def synchronize(self) -> None:
-        return None
-
-    def reset_peak_memory(self) -> None:
-        return None
-
     def peak_memory_bytes(self) -> int:
-        return _rss_peak_bytes()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS: bytes; Linux: KiB
 
     def memory_capacity_bytes(self) -> int:
-        """The host's RAM (or the container's limit): what an RSS can grow to."""
         return host_memory_bytes()
-
-    def timing_event(self) -> Any | None:
-        return None
 
     def profiler_activities(self) -> list[Any]:
         from torch.profiler import ProfilerActivity
@@ -270,10 +259,44 @@ class CpuBackend(Backend):
         return info
 
 
-class CudaBackend(Backend):
-    """CUDA: steps end with ``torch.cuda.synchronize()`` so the clock sees the device's work;
-    peak memory is the caching allocator's ``max_memory_allocated``."""
+class AcceleratorBackend(Backend):
+    """A device behind a torch module (``torch.cuda``, ``torch.npu``): steps end with its
+    ``synchronize()`` so the clock sees the device's work; peak memory is its caching
+    allocator's ``max_memory_allocated()`` since ``reset_peak_memory_stats()``."""
 
+    _device: Any  # torch.cuda or torch.npu
+
+    def synchronize(self) -> None:
+        self._device.synchronize()
+
+    def reset_peak_memory(self) -> None:
+        self._device.reset_peak_memory_stats()
+
+    def set_device(self, index: int) -> None:
+        self._device.set_device(index)
+
+    def peak_memory_bytes(self) -> int:
+        return int(self._device.max_memory_allocated())
+
+    def memory_capacity_bytes(self) -> int:
+        """The current device's memory (``get_device_properties(d).total_memory``, else the
+        total of ``mem_get_info()``); 0 for a module (a torch_npu) with neither."""
+        props = getattr(self._device, "get_device_properties", None)
+        if props is not None:
+            current = getattr(self._device, "current_device", None)
+            total = getattr(props(current() if current is not None else 0), "total_memory", 0)
+            if total:
+                return int(total)
+        info = getattr(self._device, "mem_get_info", None)
+        return int(info()[1]) if info is not None else 0
+
+    def timing_event(self) -> Any | None:
+        """``Event(enable_timing=True)``; None for a torch_npu without it (no device time)."""
+        event = getattr(self._device, "Event", None)
+        return None if event is None else event(enable_timing=True)
+
+
+class CudaBackend(AcceleratorBackend):
     device = "cuda"
 
     def __init__(self) -> None:
@@ -282,24 +305,7 @@ class CudaBackend(Backend):
         if not torch.cuda.is_available():
             raise RuntimeError("device 'cuda' asked for, but torch.cuda.is_available() is False")
         self._torch = torch
-
-    def synchronize(self) -> None:
-        self._torch.cuda.synchronize()
-
-    def reset_peak_memory(self) -> None:
-        self._torch.cuda.reset_peak_memory_stats()
-
-    def peak_memory_bytes(self) -> int:
-        return int(self._torch.cuda.max_memory_allocated())
-
-    def memory_capacity_bytes(self) -> int:
-        """The current device's total memory (``get_device_properties().total_memory``)."""
-        cuda = self._torch.cuda
-        return int(cuda.get_device_properties(cuda.current_device()).total_memory)
-
-    def timing_event(self) -> Any | None:
-        event: Any = self._torch.cuda.Event
-        return event(enable_timing=True)
+        self._device = torch.cuda
 
     def profiler_activities(self) -> list[Any]:
         from torch.profiler import ProfilerActivity

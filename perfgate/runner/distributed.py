@@ -6,23 +6,17 @@ The parent (:func:`run_job`, no torch) launches::
         --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m perfgate.runner.distributed REQUEST
 
 (one node: ``127.0.0.1`` and a free port). Every rank (:func:`main`) joins the process group
-with the device's backend (gloo on CPU, nccl on CUDA, hccl on NPU), builds the workload,
-runs the warm-up steps, then the measured steps (:func:`timed_steps`, profiler off), each
-rank timing its own steps and the part of each it was blocked in collectives. A rank's step
-time includes the time it waits inside the step for the others (in the gradient all-reduce),
-so a rank that is slow *between* synchronisations makes the others' next steps as long as
-its own; its step less its wait (its own work) is what tells it apart. Then every rank
-profiles its own window (torch.profiler trace per rank, or the NPU backend's profile) and
-summarises it; rank 0 gathers every rank's samples and summary with ``gather_object`` and
-writes the result file, with its own loss (the last measured step's, for the numerics guard:
-every rank of a DDP job holds the same model but its own batch, so rank 0's is one fixed
-number).
+with the device's backend (:data:`DIST_BACKENDS`), builds the workload, runs the warm-up and
+then the measured steps (:func:`timed_steps`), timing its own steps and the part of each it
+was blocked in collectives: a rank slow *between* synchronisations makes the others' next
+steps as long as its own, so its step less its wait (its own work) is what tells it apart.
+Then every rank profiles its own window; rank 0 gathers every rank's samples and summary
+(``gather_object``) and writes the result, with its own loss (every rank of a DDP job holds
+the same model but its own batch, so rank 0's is one fixed number for the numerics guard).
 
-A rank whose code raises writes ``{"ok": false, "rank": r, ...}`` to its own error file
-and exits; torchrun then stops the other ranks, and the parent names the rank that failed
-first. A job that outlives its timeout is stopped as a whole: torchrun's process group is
-sent SIGTERM (torchrun stops its ranks), then SIGKILL, and every rank's own session (each
-rank is a session leader: torchrun starts them so) is killed too, so no process is left.
+A rank whose code raises writes its own error file and exits; torchrun stops the others and
+the parent names the rank that failed first. A job past its timeout is stopped as a whole
+(:func:`_kill_job`), so no process is left.
 """
 
 from __future__ import annotations
@@ -47,16 +41,12 @@ from perfgate.models import LaunchOptions, ProfileSummary
 from perfgate.runner.lifecycle import WORK_DIR_ENV, kill_group
 
 DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
-"""The torch.distributed backend of each device."""
-
-TERM_GRACE_S = 10.0
-"""How long torchrun gets to stop its ranks after SIGTERM before everything is killed."""
-
+TERM_GRACE_S = 10.0  # how long torchrun gets to stop its ranks after SIGTERM
 _WORKER_MODULE = "perfgate.runner.distributed"
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on now (the OS picks it)."""
+    """A TCP port nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -103,7 +93,8 @@ def _rank_states(workdir: Path) -> list[tuple[int, int, str]]:
 
 
 def _kill_job(proc: subprocess.Popen[bytes], workdir: Path) -> None:
-    """Stop torchrun and every rank it started, whatever state they are in."""
+    """Stop torchrun's group (SIGTERM: torchrun stops its ranks; then SIGKILL), then every
+    rank's own session (torchrun makes each rank a session leader)."""
     kill_group(proc, TERM_GRACE_S)
     for _, pid, _ in _rank_states(workdir):
         if _alive_rank(pid):
@@ -141,10 +132,8 @@ def run_job(
     launch: LaunchOptions,
     timeout_s: float,
 ) -> dict[str, Any] | None:
-    """Launch one torchrun job for ``request`` and return rank 0's result document.
-
-    Returns None when the job succeeded but rank 0 ran on another node (that node's
-    perfgate records the run).
+    """Launch one torchrun job for ``request`` and return rank 0's result document; None
+    when the job succeeded but rank 0 ran on another node (whose perfgate records the run).
 
     Raises:
         ConfigError: a rank could not build the workload as configured.
@@ -226,17 +215,6 @@ def summarise_profile(path: str, rank: int) -> ProfileSummary:
     return replace(read_profile(Path(path)).ranks[0], rank=rank)
 
 
-def _set_device(device: str, local_rank: int) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.set_device(local_rank)
-    elif device == "npu":
-        npu: Any = getattr(torch, "npu", None)
-        if npu is not None:
-            npu.set_device(local_rank)
-
-
 def timed_steps(
     step: Callable[[], object],
     n: int,
@@ -244,14 +222,12 @@ def timed_steps(
     barrier: Callable[[], object],
     waited: Callable[[], int] = lambda: 0,
 ) -> tuple[list[int], list[int], object]:
-    """``n`` steps timed on this rank, ns per step, the part of each step this rank spent
-    blocked in collectives (``waited``: a cumulative ns counter, see
-    :func:`perfgate.workloads.base.record_collective_wait`), and what the last step returned
-    (its loss, read after the timing).
+    """``n`` steps timed on this rank (ns per step, each until the device is synchronised),
+    the part of each blocked in collectives (``waited``: a cumulative ns counter, see
+    :func:`perfgate.workloads.base.record_collective_wait`), and the last step's return.
 
     The ranks are aligned by one barrier before the first step and one after the last, not
-    per step (a gloo barrier costs ~0.5 ms on loopback, 10% of a short step); each step is
-    timed with this rank's monotonic clock until the device is synchronised. In a
+    per step (a gloo barrier costs ~0.5 ms on loopback, 10% of a short step). In a
     synchronous job (DDP) step ``i`` runs concurrently on every rank, coupled by its
     collectives, so the job's step ``i`` is the slowest rank's."""
     clock = time.perf_counter_ns
@@ -279,7 +255,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     workdir = str(request["workdir"])
     device = str(request["device"])
     backend = worker.prepare_process(request)
-    _set_device(device, local_rank)
+    backend.set_device(local_rank)
     dist.init_process_group(
         backend=DIST_BACKENDS[device], timeout=timedelta(seconds=float(request["timeout_s"]))
     )
@@ -290,42 +266,37 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         step, batch_size, effective = worker.build_workload(func, device, request["params"])
     except (TypeError, ValueError) as exc:
         raise worker.EntryError(f"cannot build the workload: {exc}") from exc
-    sync = backend.synchronize
-    barrier = dist.barrier
     with worker.step_mode(request):
         _state(workdir, rank, "warm-up")
         for _ in range(int(request["warmup"])):
             step()
-        sync()
+        backend.synchronize()
         gc.collect()
         backend.reset_peak_memory()
         _state(workdir, rank, "measuring")
         samples_ns, wait_ns, returned = timed_steps(
-            step, int(request["measured"]), sync, barrier, collective_wait_ns
+            step, int(request["measured"]), backend.synchronize, dist.barrier, collective_wait_ns
         )
-        peak = backend.peak_memory_bytes()
-        capacity = backend.memory_capacity_bytes()
+        mine = {
+            "rank": rank,
+            "step_ns": samples_ns,
+            "wait_ns": wait_ns,
+            "peak_memory_bytes": backend.peak_memory_bytes(),
+            "memory_capacity_bytes": backend.memory_capacity_bytes(),
+            "profile": None,
+            "host": socket.gethostname(),
+        }
         loss = worker.loss_value(returned, str(request.get("kind", "training")))
         del returned
-        profile = None
         trace_dir = request.get("trace_dir")
         profiled = int(request["profiled"])
         if trace_dir and profiled > 0:
             _state(workdir, rank, "profiling")
-            barrier()
+            dist.barrier()
             path = os.path.join(str(trace_dir), f"{request['name']}.rank{rank}.pt.trace.json")
             written = backend.profile(step, profiled, path)
-            profile = summarise_profile(written, rank).to_dict()
+            mine["profile"] = summarise_profile(written, rank).to_dict()
     _state(workdir, rank, "gathering")
-    mine = {
-        "rank": rank,
-        "step_ns": samples_ns,
-        "wait_ns": wait_ns,
-        "peak_memory_bytes": peak,
-        "memory_capacity_bytes": capacity,
-        "profile": profile,
-        "host": socket.gethostname(),
-    }
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)
     dist.barrier()

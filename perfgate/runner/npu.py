@@ -1,16 +1,12 @@
 """The Ascend NPU backend: the only module of perfgate that imports torch_npu.
 
-Timing: each measured step ends with ``torch.npu.synchronize()``, and is bracketed by two
-``torch.npu.Event(enable_timing=True)`` for its device time; peak memory is the caching
-allocator's ``torch.npu.max_memory_allocated()`` since ``reset_peak_memory_stats()``, held
-against the device's ``get_device_properties(d).total_memory`` (its HBM).
-
-Profiling: ``torch_npu.profiler.profile`` over the profiled window (one warm-up step, then
-``steps`` active steps, ``repeat=1``), CPU and NPU activities, shapes and memory, with an
-experimental config (profiler level, AI Core metrics, text export) and
-``tensorboard_trace_handler``, which writes one ``*_ascend_pt`` directory and parses it on
-the spot (this needs the CANN toolkit on the runner). perfgate then reads that directory
-with :mod:`perfgate.parsers.ascend`, exactly as ``perfgate ingest`` would.
+Timing and memory as on CUDA (:class:`~perfgate.runner.backends.AcceleratorBackend`), through
+``torch.npu``; the capacity is the device's HBM. Profiling: ``torch_npu.profiler`` over
+the profiled window (one warm-up step, then ``steps`` active ones), CPU and NPU activities,
+shapes and memory, with an experimental config (profiler level, AI Core metrics, text
+export) and ``tensorboard_trace_handler``, which writes one ``*_ascend_pt`` directory and
+parses it on the spot (this needs the CANN toolkit on the runner); perfgate reads it with
+:mod:`perfgate.parsers.ascend`, as ``perfgate ingest`` would.
 
 The profiler settings come from the environment, so that a runner can choose them without
 touching the suite:
@@ -26,6 +22,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from perfgate.runner.backends import AcceleratorBackend, base_description
 
 DEFAULT_PROFILER_LEVEL = "Level1"
 DEFAULT_AIC_METRICS = "PipeUtilization"
@@ -57,7 +55,7 @@ def cann_version(env: Mapping[str, str]) -> str:
     return ""
 
 
-class NpuBackend:
+class NpuBackend(AcceleratorBackend):
     """Ascend NPU through torch_npu (which registers ``torch.npu`` when imported)."""
 
     device = "npu"
@@ -76,50 +74,20 @@ class NpuBackend:
         npu: Any = getattr(torch, "npu", None)
         if npu is None or not npu.is_available():
             raise RuntimeError("device 'npu' asked for, but torch.npu.is_available() is False")
-        self._npu = npu
+        self._device = npu
         self._torch_npu = torch_npu
         self._env = dict(os.environ if env is None else env)
         self.level, self.aic_metrics = profiler_settings(self._env)
-
-    def synchronize(self) -> None:
-        self._npu.synchronize()
-
-    def reset_peak_memory(self) -> None:
-        self._npu.reset_peak_memory_stats()
-
-    def peak_memory_bytes(self) -> int:
-        return int(self._npu.max_memory_allocated())
-
-    def memory_capacity_bytes(self) -> int:
-        """The current NPU's HBM: ``torch.npu.get_device_properties(d).total_memory``, else
-        the total of ``torch.npu.mem_get_info()``; 0 for a torch_npu with neither."""
-        npu = self._npu
-        props = getattr(npu, "get_device_properties", None)
-        if props is not None:
-            current = getattr(npu, "current_device", None)
-            total = getattr(props(current() if current is not None else 0), "total_memory", 0)
-            if total:
-                return int(total)
-        info = getattr(npu, "mem_get_info", None)
-        return int(info()[1]) if info is not None else 0
-
-    def timing_event(self) -> Any | None:
-        """``torch.npu.Event(enable_timing=True)``, torch_npu's counterpart of CUDA's event;
-        None for a torch_npu without it (then no device time is recorded)."""
-        event = getattr(self._npu, "Event", None)
-        return None if event is None else event(enable_timing=True)
 
     def profiler_activities(self) -> list[Any]:
         activity = self._torch_npu.profiler.ProfilerActivity
         return [activity.CPU, activity.NPU]
 
     def describe(self) -> dict[str, Any]:
-        from perfgate.runner.backends import base_description
-
         return {
             **base_description(),
-            "device_model": str(self._npu.get_device_name(0)),
-            "device_count": int(self._npu.device_count()),
+            "device_model": str(self._device.get_device_name(0)),
+            "device_count": int(self._device.device_count()),
             "torch_npu_version": str(getattr(self._torch_npu, "__version__", "")),
             "cann_version": cann_version(self._env),
             "profiler_level": self.level,
