@@ -22,21 +22,18 @@ from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSum
 from perfgate.runner.lifecycle import interruptible, kill_group, work_dir, worker_env
 from perfgate.runner.watchdog import wait_for_worker
 
+#: Called with one line after each finished repeat (or A/B pair); the CLI prints it on stderr.
 ProgressFn = Callable[[str], None]
-"""Called with one line after each finished repeat (or A/B pair); the CLI prints it on stderr
-(:mod:`perfgate.cli.progress`)."""
 
 
 def repeat_progress(name: str, what: str, done: int, total: int, value: str) -> str:
-    """The progress line of a finished repeat or pair: ``name``, which one of how many, its
-    ``value`` (:func:`repeat_value`) and how many are left."""
+    """The progress line of a finished repeat or pair (``value``: :func:`repeat_value`)."""
     left = total - done
     return f"{name}: {what} {done}/{total}: {value}; " + (f"{left} left" if left else "done")
 
 
 def repeat_value(result: RepeatResult) -> str:
-    """A finished repeat in a few words: the median of its timed steps (wall, and the CPU or
-    device time where taken), in ms."""
+    """A finished repeat in a few words: the medians of its timed steps' clocks, in ms."""
     from statistics import median
 
     clocks = (("step", result.step_ms), ("cpu", result.cpu_ms), ("device", result.device_ms))
@@ -45,21 +42,17 @@ def repeat_value(result: RepeatResult) -> str:
 
 @dataclass(frozen=True)
 class ProcessSetup:
-    """How a worker process is set up around its timed steps: the knobs of the noise floor
-    between fresh processes, measured by ``bench/floor.py`` (its table in ``bench/README.md``
-    chose the defaults).
+    """How a worker process is set up around its timed steps: the noise-floor knobs that
+    ``bench/floor.py`` measures (its table in ``bench/README.md`` chose the defaults).
 
     Attributes:
-        fixed_layout: start the worker with address-space randomisation off
-            (``personality(ADDR_NO_RANDOMIZE)``, Linux; ``setarch -R`` does the same), so
-            every process of one tree lays its heap, stacks and libraries out alike;
-            elsewhere, or where the kernel refuses it, the worker runs as it was started and
-            says so (``RepeatResult.address_layout``). Off by default: two trees (an A/B
-            pair's base worktree and head checkout, or two commits) then each get one fixed
-            layout, and the difference between the two is a bias no number of pairs removes
-            (A/A pairs beside a CPU hog read the head 14-18% faster in every pair of 6 of 9
-            checks, ``bench/README.md``); a layout drawn afresh per process is noise the
-            pairs' spread measures (Mytkowicz et al. 2009). ``bench/floor.py`` compares both.
+        fixed_layout: address-space randomisation off in the worker (Linux
+            ``personality(ADDR_NO_RANDOMIZE)``, as ``setarch -R``; where refused the worker
+            says so in ``RepeatResult.address_layout``). Off by default: two trees (an A/B
+            pair's base and head, two commits) would each get one fixed layout, a bias no
+            number of pairs removes (A/A pairs beside a CPU hog read the head 14-18% faster
+            in every pair of 6 of 9 checks), while a layout drawn per process is noise the
+            pairs' spread measures (Mytkowicz et al. 2009).
         gc_off: no Python garbage collection inside the timed loop (a collection before it).
         pin_cpu: the one CPU the worker (and its threads) may run on; None: any.
     """
@@ -69,13 +62,12 @@ class ProcessSetup:
     pin_cpu: int | None = None
 
     def request(self) -> dict[str, Any]:
-        """The worker request's keys for this setup."""
         return asdict(self)
 
 
-# ``threads`` is the runner's own parameter, not the entry's: the number of intra-op threads
-# torch may use. CPU benchmarks default to 1 because on shared runners multi-threaded step
-# times are bimodal (a preempted core stalls every barrier); 0 keeps torch's default.
+# ``threads`` (the runner's parameter, not the entry's): torch's intra-op threads. CPU
+# defaults to 1: on shared runners multi-threaded step times are bimodal (a preempted core
+# stalls every barrier); 0 keeps torch's default.
 DEFAULT_CPU_THREADS = 1
 
 
@@ -88,11 +80,8 @@ class RankResult:
     peak_memory_bytes: int
     profile: ProfileSummary | None = None
     host: str = ""
-    wait_ms: tuple[float, ...] = ()
-    """Per timed step, the time this rank was blocked in collectives (waiting for the
-    others), when the step reports it; empty otherwise."""
-    memory_capacity_bytes: int = 0
-    """The memory ``peak_memory_bytes`` is a share of (its device's); 0 when not known."""
+    wait_ms: tuple[float, ...] = ()  # per timed step, blocked in collectives (if reported)
+    memory_capacity_bytes: int = 0  # what the peak is a share of (its device's); 0: unknown
 
     @property
     def own_ms(self) -> tuple[float, ...]:
@@ -104,12 +93,8 @@ class RankResult:
 
 @dataclass(frozen=True)
 class RepeatResult:
-    """What one worker process (or, for a multi-device benchmark, one torchrun job)
-    measured.
-
-    For a job, ``step_ms`` is the job's step time (step by step, the slowest rank's) and
-    ``ranks`` holds every rank's own samples and profile; ``world_size`` counts the ranks.
-    """
+    """What one worker process (or one torchrun job) measured. For a job, ``step_ms`` is
+    step by step the slowest rank's, and ``ranks`` holds every rank's samples and profile."""
 
     step_ms: tuple[float, ...]
     batch_size: int
@@ -119,27 +104,18 @@ class RepeatResult:
     trace_path: str | None
     ranks: tuple[RankResult, ...] = ()
     world_size: int = 1
-    cpu_ms: tuple[float, ...] = ()
-    """Per timed step on the CPU, its CPU time (see ``cpu_clock``); empty elsewhere."""
-    cpu_clock: str = ""
-    """``thread`` (one intra-op thread: the step's own thread) or ``process`` (all threads,
-    when torch uses more than one); empty when no CPU time was taken."""
-    device_ms: tuple[float, ...] = ()
-    """Per timed step on an accelerator, its device time between two timing events."""
+    cpu_ms: tuple[float, ...] = ()  # per timed step on the CPU, its CPU time (``cpu_clock``)
+    cpu_clock: str = ""  # "thread" (one intra-op thread), "process" (all threads) or ""
+    device_ms: tuple[float, ...] = ()  # per timed step on an accelerator, between two events
     memory_capacity_bytes: int = 0
-    """The memory ``peak_memory_bytes`` is a share of: the device's total memory (CUDA,
-    NPU), the host's RAM or the container's limit on the CPU; for a job, that of the rank
-    with the largest peak. 0 when not known."""
-    loss: float | None = None
-    """The loss the last measured step returned (for a job, rank 0's), with the fixed seed:
-    the numerics guard's value; None when the step returns none."""
-    address_layout: str = ""
-    """``fixed`` (address-space randomisation was off in the worker: :class:`ProcessSetup`),
-    ``randomized``, or empty where not known (not Linux, a torchrun job)."""
+    """What ``peak_memory_bytes`` is a share of: the device's memory (CUDA, NPU), the host's
+    RAM or container limit (CPU); for a job, the largest peak's rank's. 0 when not known."""
+    loss: float | None = None  # the last step's (a job: rank 0's), for the numerics guard
+    address_layout: str = ""  # "fixed", "randomized" (ProcessSetup) or "" where not known
 
     @property
     def peak_memory_pct(self) -> float | None:
-        """The peak as a share of the capacity, in %; None when the capacity is not known."""
+        """The peak as a % of the capacity; None when the capacity is not known."""
         if self.memory_capacity_bytes <= 0:
             return None
         return self.peak_memory_bytes * 100.0 / self.memory_capacity_bytes
@@ -215,8 +191,7 @@ def _tail(path: Path, size: int = 65536) -> str:
 
 
 def need_torch() -> None:
-    """Raise :class:`~perfgate.errors.MissingExtra` unless torch (``perfgate[torch]``) is
-    installed. The workers import torch; the parent only looks it up, so a missing torch is
+    """MissingExtra unless torch is installed: looked up, not imported, so a missing torch is
     one line and exit 2, not a worker dying on each repeat."""
     require("torch", extra="torch", feature="perfgate run", load=False)
 
@@ -235,8 +210,7 @@ def run_repeat(
     label: str = "",
     setup: ProcessSetup | None = None,
 ) -> RepeatResult:
-    """One worker process: one repeat of ``spec``; see :func:`run_benchmark`. ``setup``: how
-    the process is set up around its timed steps (None: :class:`ProcessSetup`'s defaults)."""
+    """One worker process: one repeat of ``spec`` (see :func:`run_benchmark`)."""
     need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
@@ -345,41 +319,6 @@ def _rank_result(r: Mapping[str, Any]) -> RankResult:
     )
 
 
-def run_job_repeat(
-    spec: BenchmarkSpec,
-    repeat: int,
-    *,
-    threads: int,
-    params: Mapping[str, ParamValue],
-    trace_dir: Path | None,
-    workdir: Path,
-    sys_path: list[str],
-    timeout_s: float,
-    launch: LaunchOptions,
-) -> RepeatResult | None:
-    """One torchrun job: one repeat of a multi-device ``spec`` (see
-    :mod:`perfgate.runner.distributed`); None when rank 0 ran on another node."""
-    need_torch()
-    from perfgate.runner.distributed import run_job
-
-    request = {
-        "name": spec.name,
-        **_request(spec, params, threads, sys_path, profile=trace_dir is not None),
-        "trace_dir": None if trace_dir is None else str(trace_dir),
-    }
-    where = f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}"
-    result = run_job(
-        request,
-        where=where,
-        workdir=workdir / f"job-{repeat}",
-        nproc=spec.nproc,
-        nnodes=launch.nnodes or spec.nnodes,
-        launch=launch,
-        timeout_s=timeout_s,
-    )
-    return None if result is None else job_result(result)
-
-
 def run_benchmark(
     spec: BenchmarkSpec,
     *,
@@ -392,15 +331,13 @@ def run_benchmark(
     """Run ``spec.repeats`` worker processes one after the other; profile in the first only.
 
     Args:
-        spec: the benchmark.
         trace_dir: where the profiled window's Chrome trace goes; ``None`` skips profiling.
-        progress: called with a short line before each repeat.
+        progress: called with a short line after each repeat.
         sys_path: directories the worker puts first on ``sys.path`` (for user entries).
-        timeout_s: the most one worker (or one torchrun job) may take; None: the spec's
-            ``timeout_s``.
+        timeout_s: the most one worker (or torchrun job) may take; None: the spec's.
         launch: how a multi-device benchmark's torchrun job is launched (nodes,
             rendezvous); a spec with ``nproc`` or ``nnodes`` above 1 runs each repeat as a
-            job, profiling every rank in the first.
+            job (:mod:`perfgate.runner.distributed`), profiling every rank in the first.
 
     Returns:
         The outcome; for a multi-node job on a node that did not hold rank 0, one with no
@@ -414,32 +351,46 @@ def run_benchmark(
         MissingExtra: torch is not installed (``perfgate[torch]``).
     """
     threads, params = split_threads(spec)
-    if timeout_s is None:
-        timeout_s = spec.timeout_s
+    timeout_s = spec.timeout_s if timeout_s is None else timeout_s
+    launch = launch or LaunchOptions()
+    sys_path = sys_path or []
     started = datetime.now(timezone.utc)
     results: list[RepeatResult] = []
     fresh_trace_dir = trace_dir is not None and not trace_dir.exists()
     try:
         with interruptible(), work_dir() as tmp:
-            common: dict[str, Any] = dict(
-                threads=threads,
-                params=params,
-                workdir=Path(tmp),
-                sys_path=sys_path or [],
-                timeout_s=timeout_s,
-            )
             for repeat in range(spec.repeats):
                 profiled = trace_dir if repeat == 0 and spec.profiled > 0 else None
                 if profiled is not None:
                     profiled.mkdir(parents=True, exist_ok=True)
                 if spec.distributed:
-                    job = launch or LaunchOptions()
-                    result = run_job_repeat(spec, repeat, trace_dir=profiled, launch=job, **common)
-                    if result is None:
+                    need_torch()
+                    from perfgate.runner.distributed import run_job
+
+                    request = _request(spec, params, threads, sys_path, profile=bool(profiled))
+                    job = run_job(
+                        {"name": spec.name, **request, "trace_dir": profiled and str(profiled)},
+                        where=f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}",
+                        workdir=Path(tmp) / f"job-{repeat}",
+                        nproc=spec.nproc,
+                        nnodes=launch.nnodes or spec.nnodes,
+                        launch=launch,
+                        timeout_s=timeout_s,
+                    )
+                    if job is None:  # rank 0 ran on another node
                         break
+                    result = job_result(job)
                 else:
-                    trace = profiled and profiled / f"{spec.name}.pt.trace.json"
-                    result = run_repeat(spec, repeat, trace_path=trace, **common)
+                    result = run_repeat(
+                        spec,
+                        repeat,
+                        threads=threads,
+                        params=params,
+                        trace_path=profiled and profiled / f"{spec.name}.pt.trace.json",
+                        workdir=Path(tmp),
+                        sys_path=sys_path,
+                        timeout_s=timeout_s,
+                    )
                 results.append(result)
                 if progress is not None:
                     value = repeat_value(result)

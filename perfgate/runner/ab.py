@@ -1,10 +1,9 @@
 """Paired A/B measurement in one job: the base commit and the head, repeat by repeat.
 
-``git worktree`` checks the base commit out beside the working tree; the two sides'
-repeats then alternate on the same machine (the order inside each pair drawn at random
-with a recorded seed), so load that comes and goes during the job hits both sides alike and
-cancels in the pairwise ratios. Each side's user code is imported from its own tree; the
-perfgate that measures is the one installed.
+``git worktree`` checks the base commit out beside the working tree; the two sides' repeats
+then alternate (the order in each pair drawn with a recorded seed), so load that comes and
+goes hits both sides alike and cancels in the pairwise ratios. Each side's user code is
+imported from its own tree; the perfgate that measures is the one installed.
 """
 
 from __future__ import annotations
@@ -90,20 +89,15 @@ def run_pairs(
     timeout_s: float | None = None,
     base_spec: BenchmarkSpec | None = None,
 ) -> tuple[BenchmarkOutcome, BenchmarkOutcome, tuple[str, ...]]:
-    """Alternate ``spec.repeats`` pairs of base and head repeats.
+    """Alternate ``spec.repeats`` pairs of base and head repeats; returns (base outcome, head
+    outcome, the order of each pair: "AB" or "BA" with A = base).
 
-    ``suite_dir`` is the suite's directory relative to the repository root; each side
-    imports user entries from that directory of its own tree. ``timeout_s`` bounds each
-    repeat (None: the spec's ``timeout_s``). ``base_spec`` is what the base side runs (the
-    base commit's own entry, measured as ``spec`` is: :func:`perfgate.app.specs.
-    base_side_spec`); None: ``spec`` on both sides.
-
-    Returns:
-        (base outcome, head outcome, the order of each pair, "BA" or "AB" with A = base).
+    Each side imports user entries from ``suite_dir`` (relative to the repository root) of
+    its own tree. ``timeout_s`` bounds each repeat (None: the spec's). ``base_spec`` is what
+    the base side runs (:func:`perfgate.app.specs.base_side_spec`); None: ``spec``.
     """
     base_spec = spec if base_spec is None else base_spec
-    if timeout_s is None:
-        timeout_s = spec.timeout_s
+    timeout_s = spec.timeout_s if timeout_s is None else timeout_s
     rng = random.Random(seed)
     started = datetime.now(timezone.utc)
     base_results: list[RepeatResult] = []

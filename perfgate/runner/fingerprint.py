@@ -82,8 +82,8 @@ def build_fingerprint(
     )
 
 
+# The text fields of a fingerprint that a worker's environment description holds.
 _ENV_TEXT = (
     "device_model cpu_model driver_version torch_version torch_npu_version "
     "cuda_version cann_version"
 ).split()
-"""The text fields of a fingerprint that a worker's environment description holds."""

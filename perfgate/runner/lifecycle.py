@@ -1,25 +1,15 @@
 """Worker lifecycle: a signal sent to perfgate stops its workers and removes its temporary
 directories.
 
-Every worker (one repeat, or one torchrun job) is started in a session of its own
-(``start_new_session=True``), so it and whatever it starts form one process group that the
-parent can stop as a whole (:func:`kill_group`). While the runner works it holds
-:func:`interruptible`: SIGTERM, SIGINT and SIGHUP then raise :class:`Interrupted` in the main
-thread instead of ending the process on the spot, so the ``finally`` blocks that kill the
-worker's group and the ``TemporaryDirectory`` context managers that hold the requests and
-results run on the way out. The command then exits 3 with one line.
+Every worker (one repeat, or one torchrun job) is started in a session of its own, so it and
+whatever it starts form one process group the parent stops as a whole (:func:`kill_group`).
+While the runner works it holds :func:`interruptible`: SIGTERM, SIGINT and SIGHUP raise
+:class:`Interrupted` in the main thread, so the ``finally`` blocks that kill the worker's
+group and remove the temporary directories run on the way out; the command exits 3.
 
-SIGKILL cannot be handled, so for it:
-
-- a worker dies with its parent (:func:`die_with_parent`): on Linux it asks the kernel for
-  SIGKILL when the perfgate process that started it ends (``prctl(PR_SET_PDEATHSIG)``,
-  through ctypes), and elsewhere a thread watches its parent's pid; either way a worker
-  whose parent is already gone when it starts ends at once;
-- perfgate's temporary directories are named ``perfgate-<pid>-*`` and hold a lock for as
-  long as their process lives (:func:`work_dir`); each new one first removes the stale ones
-  (their lock is free: their process died without cleaning up), after killing whatever
-  still runs from them: every process whose environment names the directory
-  (``PERFGATE_WORK_DIR``, which a worker and what it starts inherit).
+SIGKILL cannot be handled, so a worker dies with its parent (:func:`die_with_parent`), and
+perfgate's temporary directories stay locked while their process lives (:func:`work_dir`):
+each new one first removes the stale ones and kills what still runs from them.
 """
 
 from __future__ import annotations
@@ -41,21 +31,18 @@ from types import FrameType
 
 from perfgate.errors import RunnerError
 
-PARENT_ENV = "PERFGATE_PARENT_PID"
-"""The pid of the perfgate process a worker is to die with."""
+PARENT_ENV = "PERFGATE_PARENT_PID"  # the pid of the perfgate a worker is to die with
+#: The temporary directory a worker runs for: marks it and what it starts, so that a later
+#: perfgate can stop them when the perfgate that started them was killed.
 WORK_DIR_ENV = "PERFGATE_WORK_DIR"
-"""The temporary directory a worker runs for: marks it and what it starts, so that a later
-perfgate can stop them when the perfgate that started them was killed."""
 WORK_PREFIX = "perfgate-"
 _LOCK_NAME = ".owner"
 _STALE_NAME = re.compile(r"perfgate-(\d+)-[^/]+")
 _PR_SET_PDEATHSIG = 1
+#: How old an unlocked directory must be to count as stale: its owner may be between
+#: creating and locking it (in another pid namespace sharing the same /tmp).
 _UNLOCKED_GRACE_S = 60.0
-"""How old a directory without a lock must be before it counts as stale: its owner may be
-between creating it and locking it (in another pid namespace sharing the same /tmp)."""
-
-TERM_GRACE_S = 5.0
-"""How long a worker's group gets after SIGTERM before it is sent SIGKILL."""
+TERM_GRACE_S = 5.0  # how long a worker's group gets after SIGTERM before SIGKILL
 
 _SIGNALS = tuple(
     s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)) if s is not None
@@ -83,10 +70,9 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
-    """Within: SIGTERM, SIGINT and SIGHUP raise :class:`Interrupted` (the first one; later
-    ones are ignored until the cleanup it starts is done). Re-entrant; the previous
-    handlers are back afterwards. Outside the main thread (signals cannot be handled there)
-    it changes nothing."""
+    """Within: the first SIGTERM, SIGINT or SIGHUP raises :class:`Interrupted` (later ones
+    are ignored until its cleanup is done). Re-entrant; the previous handlers are back
+    afterwards. Outside the main thread (no signals handled there) it changes nothing."""
     global _depth, _stopping
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -131,11 +117,10 @@ def worker_env(workdir: Path) -> dict[str, str]:
 
 def die_with_parent() -> None:
     """In a worker: end when the perfgate process named by ``PERFGATE_PARENT_PID`` ends,
-    however it ends (SIGKILL included). On Linux the kernel sends SIGKILL
-    (``PR_SET_PDEATHSIG``, which works even while the step is stuck in native code);
-    elsewhere a daemon thread polls the parent's pid once a second and then kills the
-    worker's process group. Without the variable (a worker started by hand) nothing
-    changes."""
+    SIGKILL included: on Linux the kernel sends SIGKILL (``prctl(PR_SET_PDEATHSIG)``, even
+    while the step is stuck in native code); elsewhere a thread polls the parent's pid and
+    kills the worker's group. A worker whose parent is already gone ends at once; without
+    the variable (a worker started by hand) nothing changes."""
     try:
         parent = int(os.environ.pop(PARENT_ENV, ""))
     except ValueError:
@@ -161,9 +146,8 @@ def _watch_parent(parent: int) -> None:
 
 @contextlib.contextmanager
 def work_dir() -> Iterator[str]:
-    """A temporary directory ``perfgate-<pid>-*`` for one command's workers, removed
-    afterwards, that stays locked while this process lives; creating it first removes the
-    stale ones (:func:`clean_stale_work_dirs`)."""
+    """A temporary directory ``perfgate-<pid>-*`` for one command's workers, locked while
+    this process lives and removed afterwards; the stale ones are removed first."""
     clean_stale_work_dirs()
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-") as tmp:
         lock = _lock(Path(tmp))
@@ -191,11 +175,10 @@ def _lock(directory: Path) -> int | None:
 
 
 def clean_stale_work_dirs(root: Path | None = None) -> list[Path]:
-    """Remove the ``perfgate-<pid>-*`` directories under ``root`` (the temporary directory)
-    that this user owns and whose perfgate died without removing them: its pid is gone and
-    its lock (when the directory has one) is free. Processes still running from such a
-    directory (a worker's children, say) are killed first. Best effort: what cannot be
-    checked or removed stays. Returns the directories removed."""
+    """Remove (and return) the ``perfgate-<pid>-*`` directories under ``root`` (the
+    temporary directory) of this user whose perfgate died without removing them: its pid is
+    gone and its lock, if any, free. What still runs from one is killed first
+    (:func:`_kill_marked`). Best effort: what cannot be checked or removed stays."""
     base = Path(tempfile.gettempdir()) if root is None else root
     removed: list[Path] = []
     try:
@@ -253,8 +236,8 @@ def _alive(pid: int) -> bool:
 
 
 def _kill_marked(directory: Path) -> None:
-    """SIGKILL every process of this user whose environment names ``directory`` (or a path
-    under it) in ``PERFGATE_WORK_DIR``; only where ``/proc`` shows environments."""
+    """SIGKILL every process of this user whose ``PERFGATE_WORK_DIR`` (inherited by a worker
+    and what it starts) names ``directory`` or a path under it; only where ``/proc`` is."""
     proc = Path("/proc")
     if not proc.is_dir():
         return

@@ -1,24 +1,18 @@
 """How long the parent waits for a worker: the default limit derived from the warm-up.
 
 A benchmark's ``timeout`` (``--timeout``) is a fixed limit on one repeat. Left at its
-default (:data:`DEFAULT_TIMEOUT_S`, 900 s), that is only the cap: the worker reports its
-progress to a file the parent reads while it waits (one line per warm-up step with the
-step's time, ``m`` when the timed steps begin, ``p`` when the profiled window begins), and
-once the warm-up has shown what a step takes, the rest is held to that:
+default (:data:`DEFAULT_TIMEOUT_S`, 900 s), that is only the cap: the worker writes its
+progress to a file (a line per warm-up step with its ns, ``m`` when the timed steps begin,
+``p`` when the profiled window does), and once the warm-up shows what a step takes:
 
 - until the first warm-up step ends (importing, building, compiling): the cap;
-- after each warm-up step, the next one: ``STALL_FACTOR`` x a typical warm-up step (the
-  median of the warm-up steps after the first, which carries the one-off start-up costs),
-  at least ``STALL_FLOOR_S``;
-- the timed steps together: ``STALL_FACTOR`` x that step x their number, at least
-  ``STALL_FLOOR_S``;
-- the profiled window (the profiler's overhead and the trace export do not scale with the
-  step): the cap.
+- each later warm-up step: ``STALL_FACTOR`` x a typical warm-up step (the median of those
+  after the first, which carries the one-off costs), at least ``STALL_FLOOR_S``;
+- the timed steps together: that x their number, at least ``STALL_FLOOR_S``;
+- the profiled window (its overhead does not scale with the step): the cap.
 
 So a step that hangs after the warm-up stops the job in about a minute, not fifteen, and
-the error says which limit fired and how it was derived. A benchmark with an explicit
-``timeout`` gets exactly that limit and nothing derived; a step that hangs on its very
-first call is held only by the cap (nothing is known about its speed yet).
+the error says how the limit was derived. An explicit ``timeout`` is exactly that limit.
 """
 
 from __future__ import annotations
@@ -33,21 +27,13 @@ from pathlib import Path
 from perfgate.errors import RunnerError
 from perfgate.models import BenchmarkSpec
 
+#: A benchmark's ``timeout`` when neither the suite nor ``--timeout`` sets it.
 DEFAULT_TIMEOUT_S: float = next(f.default for f in fields(BenchmarkSpec) if f.name == "timeout_s")  # type: ignore[assignment]
-"""A benchmark's ``timeout`` when neither the suite nor ``--timeout`` sets it."""
+STALL_FLOOR_S = 60.0  # the derived limit is never shorter
+STALL_FACTOR = 20.0  # typical warm-up steps' time a step (or each timed step) may take
+POLL_S = 0.25  # how often the parent reads the worker's progress while it waits
 
-STALL_FLOOR_S = 60.0
-"""The derived limit is never shorter than this."""
-
-STALL_FACTOR = 20.0
-"""How many typical warm-up steps' time a step (or the timed steps, per step) may take."""
-
-POLL_S = 0.25
-"""How often the parent reads the worker's progress while it waits."""
-
-
-_PHASES = {"w": "warmup", "m": "measured", "p": "profiled"}
-"""The phase each kind of progress line starts (``w`` lines carry a warm-up step's ns)."""
+_PHASES = {"w": "warmup", "m": "measured", "p": "profiled"}  # what each progress line starts
 
 
 @dataclass
@@ -98,13 +84,13 @@ def wait_for_worker(
     measured: int,
     where: str,
 ) -> int:
-    """Wait for ``proc`` and return its exit code; it may take ``timeout_s`` in all and,
-    when that is the default, no longer than the warm-up says (see the module).
+    """Wait for ``proc`` and return its exit code: ``timeout_s`` in all and, when that is
+    the default, no longer than the warm-up says (see the module). The caller kills the
+    worker's group on either error.
 
     Raises:
         subprocess.TimeoutExpired: the cap ``timeout_s`` passed.
-        RunnerError: the derived limit passed (the message says which and how derived).
-        The caller kills the worker's group either way.
+        RunnerError: the derived limit passed (the message says how it was derived).
     """
     started = time.monotonic()
     cap = started + timeout_s

@@ -4,22 +4,16 @@ Run as ``python -m perfgate.runner.worker REQUEST.json``. The request names the 
 parameters and the step counts; the result (or the error) is written as JSON to the path
 the request gives, never to stdout, which belongs to the benchmark's own code.
 
-Order inside the worker: build the workload (seeded), warm-up steps, measured steps timed
-with a monotonic clock and device synchronisation with the profiler off (beside each, on the
-CPU its CPU time and on an accelerator its device time from the device's timing events),
-then - only if a trace path was given - a separate profiled window exported as a Chrome
-trace. Profiled steps are never used for timing. After the timed loop: the allocator's peak
-(RSS on the CPU) with the memory capacity it is a share of, and the loss the last measured
-step returned (:func:`loss_value`), for the numerics guard.
+Order inside the worker: the process set up as the request's :class:`~perfgate.runner.
+ProcessSetup` keys ask (:func:`setup_process`, before torch is imported); the workload built
+(seeded); warm-up steps; measured steps timed with a monotonic clock and device
+synchronisation, profiler off (beside each, on the CPU its CPU time, on an accelerator its
+device time from timing events); then the allocator's peak (RSS on the CPU) with the
+capacity it is a share of, and the last step's loss (:func:`loss_value`); then, only if a
+trace path was given, a separate profiled window exported as a Chrome trace (never timed).
 
-Before any of it, the process is set up as the request's :class:`~perfgate.runner.
-ProcessSetup` keys ask: address-space randomisation off (``fixed_layout``: the worker sets
-``personality(ADDR_NO_RANDOMIZE)`` and re-executes itself, before torch is imported, so the
-new image is laid out without it), pinned to one CPU (``pin_cpu``), no garbage collection
-inside the timed loop (``gc_off``).
-
-An inference benchmark (``kind = "inference"``) runs the same way with every step (one
-request) under ``torch.inference_mode()``; each measured sample is one request's latency.
+An inference benchmark (``kind = "inference"``) runs every step (one request) under
+``torch.inference_mode()``; each measured sample is one request's latency.
 """
 
 from __future__ import annotations
@@ -70,9 +64,8 @@ def address_layout() -> str:
 
 
 def setup_process(request: Mapping[str, Any], argv: list[str]) -> None:
-    """Set the worker process up as the request asks, before anything else is imported: a
-    fixed address layout (re-executing this worker with randomisation off, once: the
-    re-executed process finds it off and goes on) and the CPU it is pinned to."""
+    """A fixed address layout (this worker re-executed once with randomisation off, so the
+    new image is laid out without it) and the CPU pinned to, as the request asks."""
     if request.get("fixed_layout") and address_layout() == "randomized":
         # off for the images this process executes next, where the kernel allows it
         _personality(_personality(_PERSONALITY_QUERY) | ADDR_NO_RANDOMIZE)
@@ -178,12 +171,10 @@ def prepare_process(request: Mapping[str, Any]) -> Backend:
 def cpu_time_clock(device: str) -> tuple[str, Callable[[], int]]:
     """The CPU-time clock of a measured step on ``device``, and its name.
 
-    Contention from other processes stretches a step's wall time but hardly its CPU time:
-    while the scheduler runs a neighbour, this process's CPU clock stands still. With one
-    intra-op thread the step runs on this thread, so its thread CPU time is the step's
-    own; with more, torch's pool threads do the work, so the process's CPU time (all
-    threads, summed) is taken instead. Off the CPU the host thread mostly waits for the
-    device, so its CPU time says little; the name is then empty and nothing is recorded.
+    Contention stretches a step's wall time but hardly its CPU time (the CPU clock stands
+    still while a neighbour runs). With one intra-op thread the step runs on this thread;
+    with more, torch's pool threads do the work, so the process's CPU time is taken. Off the
+    CPU the host thread mostly waits for the device: the name is empty, nothing recorded.
     """
     if device != "cpu":
         return "", time.thread_time_ns
@@ -195,14 +186,10 @@ def cpu_time_clock(device: str) -> tuple[str, Callable[[], int]]:
 
 
 def loss_value(returned: object, kind: str = "training") -> float | None:
-    """The loss a training step returned, as a float, for the numerics guard (DESIGN.md §5);
-    None when it returned none.
-
-    A loss is a number or a one-element tensor (``loss.detach()``); anything else (None, a
-    batch of outputs, an inference request's result) is no loss, and an inference benchmark
-    has none. A loss that is not finite is not recorded either (it cannot be compared; a
-    diverged run shows in its times and in the loss missing). Called once, after the timed
-    loop: ``float()`` of a device tensor waits for the device.
+    """The loss a training step returned (a number or a one-element tensor), as a float for
+    the numerics guard (DESIGN.md §5); None for anything else, an inference benchmark, or a
+    loss that is not finite (a diverged run shows in its times and the loss missing). Called
+    once, after the timed loop: ``float()`` of a device tensor waits for the device.
     """
     if kind == "inference" or returned is None or isinstance(returned, bool):
         return None
@@ -220,9 +207,8 @@ def loss_value(returned: object, kind: str = "training") -> float | None:
 
 
 def _progress_writer(path: object) -> Callable[[str], None] | None:
-    """A function that appends one line to the progress file the parent watches
-    (:mod:`perfgate.runner.watchdog`); None when the request names none. Written between
-    steps, never inside a timed one."""
+    """Appends one line (between steps, never inside a timed one) to the progress file the
+    parent watches (:mod:`perfgate.runner.watchdog`); None when the request names none."""
     if not isinstance(path, str) or not path:
         return None
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -318,9 +304,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def failure(exc: BaseException) -> tuple[dict[str, Any], int]:
-    """The result document of a run that raised ``exc``, and the exit code: the entry's
-    configuration (:class:`EntryError`, 2) or the benchmark's own code, whatever it raised
-    (3, with where)."""
+    """The result document of a run that raised ``exc``, and the exit code: 2 for the
+    entry's configuration (:class:`EntryError`), else 3 with where the code raised."""
     if isinstance(exc, EntryError):
         return {"ok": False, "kind": "config", "message": str(exc)}, 2
     frames = traceback.extract_tb(exc.__traceback__)
