@@ -15,6 +15,7 @@ import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -115,10 +116,8 @@ def mask_url(raw: str) -> str:
 def first_line(exc: BaseException) -> str:
     """The first non-empty line of the driver's message (SQLAlchemy's own adds SQL and links)."""
     inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-    for line in str(inner).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(inner).__name__
+    lines = (line.strip() for line in str(inner).splitlines())
+    return next((line for line in lines if line), type(inner).__name__)
 
 
 def sqlite_error_code(exc: BaseException) -> int | None:
@@ -193,12 +192,8 @@ def _sqlite_target(url: URL, *, create: bool = True) -> Target:
             )
         if path.is_file() and not _writable(path):
             return _read_only_target(url, path)
-        if not os.path.lexists(path):
-            missing = []
-            parent = path.parent
-            while not os.path.lexists(parent) and parent != parent.parent:
-                missing.append(parent)
-                parent = parent.parent
+        if not os.path.lexists(path):  # with the directories that do not exist yet
+            missing = takewhile(lambda parent: not os.path.lexists(parent), path.parents)
             created = NewSqliteFile(path, tuple(missing))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -88,7 +88,6 @@ class RunStore(StoreBase):
         more than :data:`CLOCK_NOTE_AFTER` from the store's clock (a runner's wrong clock).
         """
         prepared = [(run, _rows_of(run)) for run in batch]
-        ids = ", ".join(run.id for run in batch)
         notes: list[str] = []
 
         def write(conn: Connection) -> None:
@@ -122,13 +121,11 @@ class RunStore(StoreBase):
 
         try:
             self._transact(write)
-        except IntegrityError as exc:
-            # Another writer may have stored the same run ids first: then they are stored once.
-            if all(self.has_run(run.id) for run in batch):
-                return ()
-            raise self._failure(f"save run {ids}", exc) from exc
         except SQLAlchemyError as exc:
-            raise self._failure(f"save run {ids}", exc) from exc
+            # Another writer may have stored the same run ids first: then they are stored once.
+            if isinstance(exc, IntegrityError) and all(self.has_run(run.id) for run in batch):
+                return ()
+            raise self._failure(f"save run {', '.join(run.id for run in batch)}", exc) from exc
         return tuple(notes)
 
     # -- reading -------------------------------------------------------------------------
@@ -174,9 +171,8 @@ class RunStore(StoreBase):
     def latest_run(self, *, project: str, benchmark: str, branch: str) -> RunRecord | None:
         """The last run of ``benchmark`` on ``branch`` that the store recorded (whatever its
         start time says: a runner's clock may be wrong) and is not excluded."""
-        return self.latest_runs(project=project, benchmarks=[benchmark], branch=branch).get(
-            benchmark
-        )
+        latest = self.latest_runs(project=project, benchmarks=[benchmark], branch=branch)
+        return latest.get(benchmark)
 
     def latest_runs(
         self, *, project: str, benchmarks: Sequence[str], branch: str

@@ -1,13 +1,10 @@
-"""The store's tables, as SQLAlchemy Core objects that the queries in ``sql.py`` use.
+"""The store's tables, as the SQLAlchemy Core objects its queries use.
 
-The database schema itself is created and changed only by the alembic revisions in
-``migrations/versions``; this module must describe the same tables as the head revision
-(``tests/test_store.py`` checks that the two agree).
-
-JSON documents (fingerprint, spec, CI context, samples, profile summary) are stored as TEXT
-written by :func:`json.dumps`, which reads back identically on SQLite and PostgreSQL.
-Timestamps are timezone-aware UTC in Python; SQLite keeps them as sortable naive-UTC text,
-PostgreSQL as ``timestamptz``.
+Only the alembic revisions in ``migrations/versions`` create and change the schema; this
+module must describe the head revision's tables (``tests/test_store.py`` checks). JSON
+documents (fingerprint, spec, CI context, samples, profiles) are TEXT from :func:`json.dumps`,
+read back identically on SQLite and PostgreSQL. Timestamps are aware UTC in Python; SQLite
+keeps them as sortable naive-UTC text, PostgreSQL as ``timestamptz``.
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ APPLICATION = "perfgate"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """A timezone-aware datetime that always reads back in UTC.
-
-    Naive datetimes are refused: a run's time must say which clock it was read from.
-    """
+    """A timezone-aware datetime that always reads back in UTC; a naive one is refused (a
+    run's time must say which clock it was read from)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -51,9 +46,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()} (a timezone is required)")
         value = value.astimezone(timezone.utc)
-        if dialect.name == "sqlite":
-            return value.replace(tzinfo=None)
-        return value
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
         if value is None:
