@@ -144,7 +144,7 @@ def split_threads(spec: BenchmarkSpec) -> tuple[int, dict[str, ParamValue]]:
 
 
 def resolve_target(spec: BenchmarkSpec) -> str:
-    """The ``module:function`` a worker calls for this benchmark."""
+    """The ``module:function`` a worker calls."""
     if spec.entry:
         return spec.entry
     from perfgate.workloads import BUILTIN
@@ -181,7 +181,6 @@ def _request(
 
 
 def _tail(path: Path, size: int = 65536) -> str:
-    """The last ``size`` bytes of a worker's stderr log, as text."""
     try:
         with path.open("rb") as fh:
             fh.seek(max(path.stat().st_size - size, 0))
@@ -226,9 +225,8 @@ def run_repeat(
     request_path.write_text(json.dumps(request), encoding="utf-8")
     # worker_env: the worker dies with perfgate, even a SIGKILLed one
     env = {"PYTHONHASHSEED": "0", **os.environ, **worker_env(workdir)}
-    where = (
-        f"benchmark {spec.name}{f' ({label})' if label else ''}, repeat {repeat + 1}/{spec.repeats}"
-    )
+    named = f"{spec.name} ({label})" if label else spec.name
+    where = f"benchmark {named}, repeat {repeat + 1}/{spec.repeats}"
     log_path = workdir / f"stderr-{tag}.log"
     with interruptible(), log_path.open("wb") as log:
         cmd = [sys.executable, "-m", "perfgate.runner.worker", str(request_path)]

@@ -41,6 +41,8 @@ def collect_fingerprint(
 ) -> Fingerprint:
     """The fingerprint of a run; each host field given as None (CPU model and cores, OS and
     its release, Python's major.minor) is read on this machine."""
+    if python_version is None:
+        python_version = ".".join(platform.python_version_tuple()[:2])
     return Fingerprint(
         device_kind=device_kind,
         device_model=device_model,
@@ -49,11 +51,7 @@ def collect_fingerprint(
         cpu_cores=usable_cores() if cpu_cores is None else cpu_cores,
         os=f"{platform.system()}-{platform.machine()}" if os_name is None else os_name,
         os_release=platform.release() if os_release is None else os_release,
-        python_version=(
-            ".".join(platform.python_version_tuple()[:2])
-            if python_version is None
-            else python_version
-        ),
+        python_version=python_version,
         torch_version=torch_version,
         torch_npu_version=torch_npu_version,
         cuda_version=cuda_version,

@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from perfgate.runner.backends import Backend
 
 
-ADDR_NO_RANDOMIZE = 0x0040000
-"""The ``personality(2)`` flag that turns address-space randomisation off (``setarch -R``)."""
+ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): address-space randomisation off (setarch -R)
 _PERSONALITY_QUERY = 0xFFFFFFFF
 
 
@@ -55,8 +54,7 @@ def _personality(persona: int) -> int:
 
 
 def address_layout() -> str:
-    """``fixed`` when this process runs with address-space randomisation off, ``randomized``
-    when with it on, empty where not known (not Linux)."""
+    """``fixed`` (address-space randomisation off), ``randomized``, or "" (not Linux)."""
     current = _personality(_PERSONALITY_QUERY)
     if current < 0:
         return ""
@@ -150,8 +148,8 @@ def step_mode(request: Mapping[str, Any]) -> contextlib.AbstractContextManager[A
 
 
 def prepare_process(request: Mapping[str, Any]) -> Backend:
-    """Seed Python and torch, set torch's intra-op threads, and return the device backend
-    the request asks for (a device that cannot be used is the entry's error)."""
+    """Seed Python and torch, set torch's intra-op threads; the request's device backend (a
+    device that cannot be used is the entry's error)."""
     from perfgate.runner.backends import get_backend
 
     threads = int(request["threads"])
@@ -220,11 +218,10 @@ def _progress_writer(path: object) -> Callable[[str], None] | None:
 
 
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
-    params = dict(request["params"])
     backend = prepare_process(request)
     func = load_entry(str(request["target"]))
     try:
-        step, batch_size, effective = build_workload(func, backend.device, params)
+        step, batch_size, effective = build_workload(func, backend.device, request["params"])
     except TypeError as exc:
         raise EntryError(f"cannot build the workload: {exc}") from exc
 
@@ -256,9 +253,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         if gc_off:
             gc.disable()
         for i in range(measured):
-            # The CPU clock and the start event sit outside the wall-clock window, so the
-            # wall time is taken exactly as before; only the end event is inside it (it
-            # must be queued before the synchronize to mark where the step's work ends).
+            # The CPU clock and the start event sit outside the wall-clock window; only the
+            # end event is inside it (queued before the synchronize, it marks the work's end).
             c0 = cpu_clock()
             if events:
                 events[i][0].record()
@@ -272,35 +268,31 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
         if gc_off:
             gc.enable()
         sync()
-        device_ms = [float(a.elapsed_time(b)) for a, b in events]
-        peak = backend.peak_memory_bytes()
-        capacity = backend.memory_capacity_bytes()
         # The last measured step's loss, read once the timing is over.
         loss = loss_value(returned, str(request.get("kind", "training"))) if measured else None
         del returned
-
+        result = {
+            "ok": True,
+            "step_ns": samples_ns,
+            "cpu_ns": cpu_ns if cpu_name else [],
+            "cpu_clock": cpu_name,
+            "device_ms": [float(a.elapsed_time(b)) for a, b in events],
+            "batch_size": batch_size,
+            "params": effective,
+            "peak_memory_bytes": backend.peak_memory_bytes(),
+            "memory_capacity_bytes": backend.memory_capacity_bytes(),
+            "loss": loss,
+            "env": backend.describe(),
+            "trace_path": None,
+            "address_layout": address_layout(),
+        }
         trace_path = request.get("trace_path")
         profiled = int(request["profiled"])
-        written = None
         if trace_path and profiled > 0:
             if report is not None:
                 report("p")
-            written = backend.profile(step, profiled, str(trace_path))
-    return {
-        "ok": True,
-        "step_ns": samples_ns,
-        "cpu_ns": cpu_ns if cpu_name else [],
-        "cpu_clock": cpu_name,
-        "device_ms": device_ms,
-        "batch_size": batch_size,
-        "params": effective,
-        "peak_memory_bytes": peak,
-        "memory_capacity_bytes": capacity,
-        "loss": loss,
-        "env": backend.describe(),
-        "trace_path": written,
-        "address_layout": address_layout(),
-    }
+            result["trace_path"] = backend.profile(step, profiled, str(trace_path))
+    return result
 
 
 def failure(exc: BaseException) -> tuple[dict[str, Any], int]:
@@ -315,7 +307,7 @@ def failure(exc: BaseException) -> tuple[dict[str, Any], int]:
 
 
 def write_json(path: str, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` at ``path`` at once (through a temporary file): a reader never sees half."""
+    """Write ``doc`` at ``path`` through a temporary file: a reader never sees half."""
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     os.replace(path + ".tmp", path)
