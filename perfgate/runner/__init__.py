@@ -333,13 +333,9 @@ def run_benchmark(
         progress: called with a short line after each repeat.
         sys_path: directories the worker puts first on ``sys.path`` (for user entries).
         timeout_s: the most one worker (or torchrun job) may take; None: the spec's.
-        launch: how a multi-device benchmark's torchrun job is launched (nodes,
-            rendezvous); a spec with ``nproc`` or ``nnodes`` above 1 runs each repeat as a
-            job (:mod:`perfgate.runner.distributed`), profiling every rank in the first.
-
-    Returns:
-        The outcome; for a multi-node job on a node that did not hold rank 0, one with no
-        repeats (that node records nothing).
+        launch: how a multi-device spec's torchrun job (one per repeat, every rank profiled
+            in the first: :mod:`perfgate.runner.distributed`) is launched. A node that did
+            not hold rank 0 records nothing: its outcome has no repeats.
 
     Raises:
         ConfigError: the entry cannot be imported or called as configured.

@@ -34,8 +34,7 @@ class Backend(Protocol):
     def peak_memory_bytes(self) -> int: ...
 
     def memory_capacity_bytes(self) -> int:
-        """The memory :meth:`peak_memory_bytes` is a share of (for
-        ``peak_memory_pct_of_capacity``); 0 where it is not known."""
+        """The memory :meth:`peak_memory_bytes` is a share of; 0 where it is not known."""
         ...
 
     def profiler_activities(self) -> list[Any]: ...
@@ -48,9 +47,8 @@ class Backend(Protocol):
         return None
 
     def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
-        """Profile ``steps`` steps (after one warm-up step under the profiler) and write the
-        result at or under ``trace_path``; returns the path the parser should read (here:
-        :func:`torch_profile`)."""
+        """Profile ``steps`` steps (after one warm-up step) at or under ``trace_path``; the
+        path the parser should read."""
         return torch_profile(self, step, steps, trace_path)
 
 

@@ -154,7 +154,7 @@ def open_failure(target: Target, exc: SQLAlchemyError) -> StoreError:
 
 
 def make_target(raw: str, *, create: bool = True) -> Target:
-    """Parse ``raw`` and build its engine. Nothing connects yet.
+    """Parse ``raw`` and build its engine (nothing connects yet).
 
     Raises:
         ConfigError: the URL cannot be parsed or names an unsupported database.
