@@ -137,6 +137,26 @@ class Report:
     context: str
 
 
+@dataclass(frozen=True)
+class DeliveryOptions:
+    """The gate's reporting flags."""
+
+    comment: bool = False
+    mode: CommentMode = CommentMode.ALWAYS
+    target: TargetOverrides = TargetOverrides()
+    report_dir: Path | None = None
+    status: bool | None = None
+    summary: bool | None = None
+    testbed: str = ""
+    suite_path: str = ""
+    report_url: str = ""
+    """The published HTML history report, linked from the comment's footer."""
+
+    @property
+    def wanted(self) -> bool:
+        return self.comment or self.report_dir is not None or bool(self.status or self.summary)
+
+
 def _trends(
     config: Config, store: SqlStore, result: GateResult
 ) -> dict[tuple[str, str], list[float]]:
@@ -163,18 +183,15 @@ def build_report(
     result: GateResult,
     *,
     failed: bool,
-    mode: CommentMode = CommentMode.ALWAYS,
-    suite_path: str = "",
-    testbed: str = "",
+    options: DeliveryOptions = DeliveryOptions(),
     commit: str = "",
     job_url: str = "",
     max_chars: int = MAX_CHARS_ANY,
-    report_url: str = "",
 ) -> Report:
     """Render the comment of ``result``, with trends and environments from the store.
 
-    The commit shown is the judged runs' (when they share one), else ``commit``.
-    ``testbed`` defaults to the configured host label, else the judged runs' device.
+    The commit shown is the judged runs' (when they share one), else ``commit``. The testbed
+    is ``options.testbed``, else the configured host label, else the judged runs' device.
     """
     environments: dict[str, dict[str, Any]] = {}
     commits: set[str] = set()
@@ -187,32 +204,30 @@ def build_report(
         commits.add(run.git.commit)
     if len(commits) == 1 and next(iter(commits)):
         commit = next(iter(commits))  # what was measured
-    if not testbed:
-        testbed = config.host_label
+    testbed = options.testbed or config.host_label
     if not testbed and environments:
         first = next(iter(environments.values()))
         testbed = f"{first['device_kind']}:{first['device_model']}"
-    suite = Path(suite_path).name if suite_path else "default"
     ctx = ReportContext(
         project=config.project,
-        suite=suite,
+        suite=Path(options.suite_path).name if options.suite_path else "default",
         testbed=testbed,
         commit=commit,
         failed=failed,
         fail_on=tuple(sorted(v.value for v in config.fail_on)),
         trends=_trends(config, store, result),
         environments=sorted(environments.items()),
-        suite_path=suite_path,
+        suite_path=options.suite_path,
         job_url=job_url,
-        report_url=report_url,
+        report_url=options.report_url,
     )
     return Report(
         markdown=render_comment(result, ctx, max_chars=max_chars),
         marker=marker(ctx.project, ctx.suite, ctx.testbed),
         verdict=result.verdict.value,
         failed=failed,
-        post=should_post(mode, result),
-        mode=mode,
+        post=should_post(options.mode, result),
+        mode=options.mode,
         state="failure" if failed else "success",
         description=status_description(result),
         context=f"perfgate/{config.project}",
@@ -232,19 +247,6 @@ def write_report_dir(directory: Path, report: Report, target: ForgeTarget | None
     del data["markdown"]
     write_atomic(directory / REPORT_FILE, report.markdown)
     write_atomic(directory / TARGET_FILE, json.dumps(data, indent=2) + "\n")
-
-
-def append_summary(env: Mapping[str, str], markdown: str) -> str | None:
-    """Append to ``$GITHUB_STEP_SUMMARY`` when set; a warning line if that fails."""
-    path = env.get("GITHUB_STEP_SUMMARY", "")
-    if not path:
-        return None
-    try:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(markdown + "\n")
-    except OSError as exc:
-        return f"cannot write the job summary ({exc.strerror})"
-    return None
 
 
 @dataclass(frozen=True)
@@ -295,26 +297,6 @@ def publish(
     return Delivery(tuple(done), tuple(warnings))
 
 
-@dataclass(frozen=True)
-class DeliveryOptions:
-    """The gate's reporting flags."""
-
-    comment: bool = False
-    mode: CommentMode = CommentMode.ALWAYS
-    target: TargetOverrides = TargetOverrides()
-    report_dir: Path | None = None
-    status: bool | None = None
-    summary: bool | None = None
-    testbed: str = ""
-    suite_path: str = ""
-    report_url: str = ""
-    """The published HTML history report, linked from the comment's footer."""
-
-    @property
-    def wanted(self) -> bool:
-        return self.comment or self.report_dir is not None or bool(self.status or self.summary)
-
-
 def deliver_gate(
     config: Config,
     store: SqlStore,
@@ -336,19 +318,15 @@ def deliver_gate(
     except ReportError as exc:
         if posting:
             warnings.append(str(exc))
-    max_chars = forge_named(target.forge).max_chars if target is not None else MAX_CHARS_ANY
     report = build_report(
         config,
         store,
         result,
         failed=failed,
-        mode=options.mode,
-        suite_path=options.suite_path,
-        testbed=options.testbed,
+        options=options,
         commit=target.sha if target is not None and target.sha else commit,
         job_url=job_url,
-        max_chars=max_chars,
-        report_url=options.report_url,
+        max_chars=forge_named(target.forge).max_chars if target is not None else MAX_CHARS_ANY,
     )
     done: list[str] = []
     if options.report_dir is not None:
@@ -360,8 +338,12 @@ def deliver_gate(
     summary = options.summary
     if summary is None:
         summary = options.comment or options.report_dir is not None
-    if summary and (problem := append_summary(env, report.markdown)):
-        warnings.append(problem)
+    if summary and (path := env.get("GITHUB_STEP_SUMMARY", "")):
+        try:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(report.markdown + "\n")
+        except OSError as exc:
+            warnings.append(f"cannot write the job summary ({exc.strerror})")
     if posting and target is not None:
         try:
             reporter = make_reporter(target, env)
@@ -426,7 +408,9 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
         raise UsageError(f"{where}: not a perfgate report target (version 1)")
 
     def bad(key: str, what: str) -> UsageError:
-        return UsageError(f"{where}: {key}: {what}, not {_show(data[key])}")
+        shown = json.dumps(data[key])
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        return UsageError(f"{where}: {key}: {what}, not {shown}")
 
     if "marker" not in data:
         raise UsageError(f"{where}: missing 'marker'")
@@ -457,11 +441,6 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
     if len(data.get("job_url") or "") > 2000:
         raise UsageError(f"{where}: job_url: longer than 2000 characters")
     return markdown, data
-
-
-def _show(value: object) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def forge_hosts(forge: Forge, env: Mapping[str, str], api_url: str) -> frozenset[str]:
@@ -528,20 +507,6 @@ def fork_label(conclusion: str | None) -> str:
     )
 
 
-def fork_description(conclusion: str | None) -> str:
-    """The status description ``comment --from`` sets (at most 140 characters)."""
-    return f"From an unprivileged fork PR run (job {conclusion}); not a trusted check"[:140]
-
-
-def fork_state(conclusion: str) -> str:
-    """The status state for the fork job's conclusion; UsageError for an unknown one."""
-    try:
-        return CONCLUSIONS[conclusion]
-    except KeyError:
-        known = "|".join(CONCLUSIONS)
-        raise UsageError(f"--conclusion: expected {known}, not {conclusion!r}") from None
-
-
 def post_report_dir(
     directory: Path,
     env: Mapping[str, str],
@@ -555,16 +520,16 @@ def post_report_dir(
 
     The directory may come from an untrusted fork's job, so nothing in it decides what the
     token vouches for: the API URL is never taken from it, every field of ``target.json`` is
-    checked, the status has perfgate's own context (:data:`FORK_CONTEXT`), its state comes
-    from ``conclusion`` (the fork job's conclusion; required for a status) and its
-    description says an unprivileged run produced it (the file's ``state``, ``context`` and
-    ``description`` are never read); the markdown is sanitised
-    (:func:`sanitize_fork_markdown`), labelled under its marker (:func:`fork_label`) and
-    capped. With ``expect_sha`` (the trusted head
-    commit, e.g. ``github.event.workflow_run.head_sha``) the report must be for that commit
-    and, on GitHub, the PR's head must be that commit.
+    checked, the status has perfgate's own context (:data:`FORK_CONTEXT`), a state from
+    ``conclusion`` (the fork job's; required for a status) and a description saying an
+    unprivileged run produced it; the markdown is sanitised, labelled under its marker and
+    capped. With ``expect_sha`` (the trusted head commit, e.g.
+    ``github.event.workflow_run.head_sha``) the report, and on GitHub the PR's head, must be
+    at that commit.
     """
-    state = fork_state(conclusion) if conclusion is not None else ""
+    if conclusion is not None and conclusion not in CONCLUSIONS:
+        raise UsageError(f"--conclusion: expected {'|'.join(CONCLUSIONS)}, not {conclusion!r}")
+    state = CONCLUSIONS.get(conclusion or "", "")
     if status and not state:
         raise UsageError(
             "comment --from: pass --conclusion (the fork job's conclusion, e.g. "
@@ -610,7 +575,8 @@ def post_report_dir(
         post=bool(data.get("post", True)),
         mode=CommentMode(data.get("mode", "always")),
         state=state,
-        description=fork_description(conclusion),
+        # under a status description's 140 characters: the conclusion is one of CONCLUSIONS
+        description=f"From an unprivileged fork PR run (job {conclusion}); not a trusted check",
         context=FORK_CONTEXT,
     )
     delivery = publish(report, target, reporter, comment=True, status=status)
