@@ -1,70 +1,24 @@
 """Use case: record a run from a profile, or a result file, that a team's own job already
-wrote.
+wrote (``perfgate ingest PATH``, the format detected by :func:`perfgate.parsers.detect_format`;
+docs/ingest.md describes them). Each format has its own timing method
+(:data:`TIMING_METHODS`), so its runs never share a history with ``perfgate run``'s runs nor
+with another format's.
 
-``perfgate ingest PATH`` accepts, detected from what is there
-(:func:`perfgate.parsers.detect_format`):
-
-- an Ascend PyTorch Profiler output: a ``*_ascend_pt`` directory (text or db export), or a
-  parent directory holding one per rank (:mod:`perfgate.parsers.ascend`);
-- a torch.profiler Chrome trace from a CUDA or CPU job: a ``*.json`` / ``*.json.gz`` file,
-  or a ``tensorboard_trace_handler`` directory holding one ``*.pt.trace.json[.gz]`` per
-  worker (:mod:`perfgate.parsers.torch_trace`);
-- an ais_bench ``*_summary.json`` (``ais_bench --output``; :mod:`perfgate.parsers.ais_bench`),
-  recorded as an inference run, below.
-
-The run's samples are the profiled steps' times (the slowest rank's time for each step of a
-multi-rank job, since a synchronous step ends when its last rank does), or the numbers of a
-``--step-times`` file when one is given. The step breakdown, peak memory and op count come
-from the profile. On Ascend, msprof-analyze's advisor runs over the same directory and its
-findings are stored with the run; the result lists them with perfgate's own
-(:func:`perfgate.app.advise.findings_for`). Nothing is written unless the run's step time
-exists.
-
-An ais_bench summary becomes an inference run (no profile), timing method ``ais-bench-v1``,
-so that it is compared only with other ais_bench runs:
-
-============================  ==============================================================
-``latency_p50_ms``            every inference's NPU compute time (``npu_compute_time_list``),
-                              whose centre is ais_bench's median; the median alone when the
-                              file lists no times
-``latency_p90_ms``            ``NPU_compute_time``'s P90 when written, else from the list
-``latency_p99_ms``            its P99 (``P99`` / ``percentile(99%)``), else from the list
-``throughput_samples_per_s``  ais_bench's ``throughput``: 1000 x batch size / mean compute
-                              ms, samples (not requests: batches) per second, which is the
-                              catalogue's "batch size / step time"
-``h2d_latency_ms``            the median of ``H2D_latency`` (the input copy), when written
-``d2h_latency_ms``            the median of ``D2H_latency`` (the output copy), when written
-============================  ==============================================================
-
-Not recorded, having no catalogue metric: the compute time's mean, min and max (the
-result's notes say so). The fingerprint holds the batch size
-(ais_bench's formula inverted), whether the times were ``--pipeline`` intervals, the
-ais_bench version installed where ingest runs and the CANN version of its environment (the
-summary names neither, nor the NPU model), and the device count of ``--device``.
-
-Other harnesses' result files (:mod:`perfgate.parsers.results`: pytest-benchmark, pyperf,
-asv, and perfgate's plain metrics file) are recorded with the samples they carry, each
-format under its own timing method (``pytest-benchmark-v1``, ``pyperf-v1``, ``asv-v1``,
-``metrics-file-v1``), so that they never share a history with ``perfgate run``'s runs nor
-with each other:
-
-- a pytest-benchmark, pyperf or asv file holds several benchmarks: each becomes its own
-  run, of the benchmark the file names, or ``<NAME>/<its name in the file>`` when
-  ``--benchmark NAME`` gives a prefix (``unit/test_sort``, ``micro/sort a sorted list``,
-  ``asv/benchmarks.Suite.time_x(10, 'a')``), all stored in one transaction. A name stays the
-  same when tests are added to or removed from the file, so each keeps its history; a
-  pytest-benchmark name that appears twice in one file (two modules, one test name) is
-  replaced by its ``fullname``;
-- a metrics file is one run of the benchmark ``NAME``, one measurement per metric;
-- the commit the file says it measured (pytest-benchmark's ``commit_info.id``, asv's
-  ``commit_hash``) is the commit recorded, over ``--commit`` and the checkout's (a note says
-  when they differ: an asv results file is per commit, whichever commit is checked out);
-  ``--branch`` and the environment's branch come first, the file's (pytest-benchmark's
-  ``commit_info.branch``) fills in where neither says;
-- the fingerprint's CPU, OS and Python are the file's where it names them
-  (``machine_info``, pyperf's metadata, asv's machine ``params``), else the ingesting
-  host's; its params hold the Python implementation, pytest-benchmark's ``timer`` and
-  ``disable_gc``, asv's environment and machine name, a metrics file's ``params``.
+- A profile: an Ascend PyTorch Profiler output (a ``*_ascend_pt`` directory, text or db
+  export, or a parent directory holding one per rank; :mod:`perfgate.parsers.ascend`), or a
+  torch.profiler Chrome trace of a CUDA or CPU job (a ``*.json[.gz]`` file, or a
+  ``tensorboard_trace_handler`` directory of one ``*.pt.trace.json[.gz]`` per worker;
+  :mod:`perfgate.parsers.torch_trace`). Its samples are the profiled steps' times (per step
+  the slowest rank's, since a synchronous step ends when its last rank does), or a
+  ``--step-times`` file's numbers; the step breakdown, peak memory and op count come from the
+  profile. On Ascend, msprof-analyze's advisor runs over the same directory and its findings
+  are stored with the run (the result lists them with perfgate's own,
+  :func:`perfgate.app.advise.findings_for`). Nothing is written unless a step time exists.
+- An ais_bench ``*_summary.json`` (``ais_bench --output``; :mod:`perfgate.parsers.ais_bench`):
+  an inference run with no profile (:func:`ais_bench_measurements`).
+- Another harness's result file (:mod:`perfgate.parsers.results`: pytest-benchmark, pyperf,
+  asv, perfgate's plain metrics file): a run per benchmark it holds, all stored in one
+  transaction (:func:`build_result_records`).
 """
 
 from __future__ import annotations
@@ -143,13 +97,9 @@ _NO_BRANCH = "cannot tell the branch: pass --branch or run inside a git checkout
 
 
 def read_step_times(path: Path) -> tuple[float, ...]:
-    """Step times in ms from a file with one number per line (blank lines and ``#`` comments
-    are skipped).
-
-    Raises:
-        UsageError: the file cannot be read.
-        ParseError: a line is not a positive finite number, or there is none.
-    """
+    """Step times in ms from a file of one number per line (blank lines and ``#`` comments
+    skipped): UsageError where it cannot be read, ParseError where a line is not a positive
+    finite number or there is none."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -277,11 +227,8 @@ def build_ingest_record(
     step_times: Sequence[float] | None = None,
     findings: Sequence[Finding] = (),
 ) -> RunRecord:
-    """The run recorded for ``profiled`` (pure).
-
-    Raises:
-        ParseError: the profile has no step time and no step-times file was given.
-    """
+    """The run recorded for ``profiled`` (pure); ParseError where the profile has no step
+    time and no step-times file was given."""
     times = tuple(step_times) if step_times else job_step_times(profiled.ranks)
     slowest = profiled.slowest
     if not times and slowest.breakdown is not None and slowest.breakdown.step_ms > 0:
@@ -316,8 +263,16 @@ AIS_BENCH_PACKAGE = "ais_bench"
 def ais_bench_measurements(
     summary: AisBenchSummary,
 ) -> tuple[tuple[Measurement, ...], tuple[str, ...]]:
-    """The measurements of an ais_bench summary (see the module) and notes on how they were
-    taken (pure)."""
+    """The measurements of an ais_bench summary and notes on how they were taken (pure).
+
+    ``latency_p50_ms`` holds every inference's NPU compute time (``npu_compute_time_list``,
+    whose centre is ais_bench's median; the median alone when the file lists no times);
+    ``latency_p90_ms`` and ``latency_p99_ms`` are ``NPU_compute_time``'s percentiles where
+    written, else the list's; ``throughput_samples_per_s`` is ais_bench's ``throughput``
+    (1000 x batch size / mean compute ms: samples, not requests, per second, which is the
+    catalogue's "batch size / step time"); ``h2d_latency_ms`` and ``d2h_latency_ms`` are the
+    medians of the input and output copies, where written. The compute time's mean, min and
+    max have no catalogue metric (a note says so)."""
     c = summary.compute
     times = summary.compute_times_ms
     notes: list[str] = []
@@ -360,6 +315,9 @@ def _arg(args: Sequence[str], *names: str) -> str:
 def _ais_bench_fingerprint(
     summary: AisBenchSummary, host_label: str, version: str, cann: str
 ) -> Fingerprint:
+    """The batch size (ais_bench's formula inverted), whether the times were ``--pipeline``
+    intervals, the ais_bench version installed where ingest runs and the CANN version of its
+    environment (the summary names neither, nor the NPU model), ``--device``'s count."""
     params: dict[str, ParamValue] = {}
     batch = summary.batch_size
     if batch is not None:
@@ -422,8 +380,10 @@ def result_measurement(metric: ResultMetric) -> Measurement:
 
 
 def _result_git(git: GitContext, result: ResultFile) -> tuple[GitContext, tuple[str, ...]]:
-    """The git context of a result file's runs: its own commit, when it names one, over the
-    one given or detected; the branch given or detected, else the file's."""
+    """The git context of a result file's runs: the commit it says it measured
+    (``commit_info.id``, asv's ``commit_hash``) over the one given or detected, with a note
+    when they differ (an asv results file is per commit, whichever is checked out); the
+    branch given or detected, else the file's (``commit_info.branch``)."""
     notes: tuple[str, ...] = ()
     commit = git.commit
     if result.commit:
@@ -448,10 +408,16 @@ def build_result_records(
     ci: CIContext,
     host_label: str = "",
 ) -> tuple[tuple[RunRecord, ...], tuple[str, ...]]:
-    """One run per benchmark of a result file, named as the file names it, under the prefix
-    ``benchmark`` when one is given (``<benchmark>/<its name>``; a metrics file's one run,
-    which the file does not name: ``benchmark``), and the notes on what the file did not say
-    (pure apart from the host fields the file does not name)."""
+    """One run per benchmark of a result file, and the notes on what the file did not say
+    (pure apart from the host fields the file does not name: those are this host's).
+
+    A run is named as the file names it (pytest-benchmark's name, or its ``fullname`` where
+    the name is repeated: names survive tests added or removed), under the prefix
+    ``benchmark`` when one is given (``asv/benchmarks.Suite.time_x(10, 'a')``); a metrics
+    file's one run, which the file does not name, is ``benchmark``. The fingerprint's CPU, OS
+    and Python are the file's where it names them; its params, the file's (the Python
+    implementation, pytest-benchmark's ``timer`` and ``disable_gc``, asv's environment and
+    machine name, a metrics file's ``params``)."""
     git, notes = _result_git(git, result)
     stamp = datetime.now(timezone.utc)
     h = result.host  # what the file says of its host; the rest is read here
@@ -524,14 +490,11 @@ def read_ingest(
     advisor_timeout_s: float = 300.0,
     progress: Callable[[str], None] | None = None,
 ) -> ReadIngest:
-    """Read the profile (or result file) at ``path``, run the Ascend advisor on a
-    profile and build its run (a result file's runs), without touching the store, so that a
-    file that cannot be read never opens (or creates) one.
-
-    A failing advisor is reported in the result and does not stop the run from being built.
+    """Read the profile (or result file) at ``path``, run the Ascend advisor on a profile
+    (a failing one is reported, not fatal) and build its run (a result file's runs), without
+    touching the store, so that a file that cannot be read never opens (or creates) one.
     ``progress`` gets a line before and after reading a large profile
-    (:data:`LONG_INGEST_BYTES`) and before the advisor runs.
-    """
+    (:data:`LONG_INGEST_BYTES`) and before the advisor runs."""
     path = Path(path)
     fmt = detect_format(path)
     if not benchmark and fmt not in RESULT_FORMATS:
@@ -598,9 +561,8 @@ def record_ingest(
     reference: Mapping[str, Mapping[str, float]] | None = None,
     reference_path: Path | None = None,
 ) -> IngestResult:
-    """Store the run :func:`read_ingest` built, with its findings against the base run, and
-    set it beside the official figures of ``reference`` (:func:`perfgate.app.reference.
-    read_reference`) when given."""
+    """Store what :func:`read_ingest` built, with its findings against the base run, beside
+    the official figures of ``reference`` (:func:`perfgate.app.reference.read_reference`)."""
     saved = store.save_runs([read.record, *read.others])
 
     def result(record: RunRecord, notes: tuple[str, ...]) -> IngestResult:
@@ -636,12 +598,8 @@ def ingest_and_record(
     advisor_timeout_s: float = 300.0,
     reference_file: Path | None = None,
 ) -> IngestResult:
-    """Read the profile (or ais_bench summary) at ``path``, run the Ascend advisor on a
-    profile, record one run; with ``reference_file``, set it beside the official figures.
-
-    Everything is read and checked before the one write; a failing advisor is reported in
-    the result and does not stop the run from being recorded.
-    """
+    """:func:`read_ingest` then :func:`record_ingest`: everything is read and checked before
+    the one write; with ``reference_file``, the run is set beside the official figures."""
     reference = read_reference(reference_file) if reference_file is not None else None
     read = read_ingest(
         config,
