@@ -1,37 +1,22 @@
 """The measurements of a run, from what the runner measured (pure; no torch, no store).
 
-Each metric's unit, direction, kind of samples and steady-state handling come from the
-catalogue (:mod:`perfgate.metrics`); this module only produces the samples. Three shapes of
-benchmark:
+Each metric's unit, direction, kind of samples, steady-state handling and meaning come from
+the catalogue (:mod:`perfgate.metrics`); this module only produces the samples, for three
+shapes of benchmark:
 
-- **training, one process** (:func:`training_measurements`): ``step_time_ms``,
-  ``throughput_samples_per_s`` (batch / step time, per step) and ``peak_memory_bytes`` (per
-  repeat), and beside the wall time ``step_cpu_ms`` (CPU) or ``step_device_ms`` (CUDA, NPU);
-  :func:`extended` adds one more repeat's samples (``run --confirm``);
-  :func:`contention_note` says when the wall time was the neighbours'.
-- **training, multi-device** (a torchrun job per repeat, :func:`job_measurements`):
-
-  ============================================  ==================================================
-  ``step_time_ms``                              the job's step: per step, the slowest rank's
-  ``step_time_ms.rank<r>``                      each rank's own timed steps
-  ``own_step_ms.rank<r>``                       each rank's own work per step: its timed step
-                                                less its time blocked in collectives (when the
-                                                step reports it, as the DDP workloads do)
-  ``rank_spread_pct``                           per repeat, (slowest - fastest rank median own
-                                                work) / fastest, in % (a straggler; judged in
-                                                points)
-  ``throughput_samples_per_s``                  global batch (per-rank batch x ranks) / job step
-  ``peak_memory_bytes``                         the largest rank's
-  ``allreduce_ms``                              collective communication per step, mean over
-                                                ranks (profile; in a DDP step, the gradient
-                                                all-reduce)
-  ``communication_not_overlapped_ms``           the most any rank spends in communication
-                                                not hidden under compute (profile)
-  ``communication_ms.rank<r>``                  each rank's communication per step (profile)
-  ``communication_not_overlapped_pct.rank<r>``  its non-overlapped share of the step (profile)
-  ============================================  ==================================================
-
-  The profile metrics come from the first repeat's profiled window (one value per run).
+- **training, one process** (:func:`training_measurements`): :data:`TRAINING_METRICS`
+  (throughput: batch / step time, per step; peak memory: per repeat), and beside the wall
+  time ``step_cpu_ms`` (CPU) or ``step_device_ms`` (CUDA, NPU); :func:`extended` adds one
+  more repeat's samples (``run --confirm``); :func:`contention_note` says when the wall time
+  was the neighbours'.
+- **training, multi-device** (a torchrun job per repeat, :func:`job_measurements`): the
+  job's ``step_time_ms`` (per step, the slowest rank's), ``throughput_samples_per_s`` (global
+  batch: per-rank batch x ranks), ``peak_memory_bytes`` (the largest rank's) and
+  ``rank_spread_pct`` (per repeat, judged in points); each rank's ``step_time_ms.rank<r>``
+  and ``own_step_ms.rank<r>`` (when the step reports its time blocked in collectives, as
+  the DDP workloads do); and from the first repeat's profiled window, one value per run,
+  ``allreduce_ms`` (mean over ranks), ``communication_not_overlapped_ms`` (the most of any
+  rank), ``communication_ms.rank<r>`` and ``communication_not_overlapped_pct.rank<r>``.
 - **inference** (:func:`inference_measurements`): ``latency_p50_ms`` holds every request's
   latency (its centre, the median of the repeats' medians, is the P50); ``latency_p90_ms``
   and ``latency_p99_ms`` hold one percentile per repeat (a P99 is a property of a repeat's
@@ -39,11 +24,10 @@ benchmark:
   ``throughput_requests_per_s`` is requests / summed latency per repeat.
 
 Every shape adds, when every repeat has it, ``peak_memory_pct_of_capacity`` (the peak over
-the device's capacity: its total memory on CUDA and NPU, the host's RAM or the container's
-limit on the CPU, where an RSS is what is measured; for a job the largest rank's) and
-``loss`` (the last measured step's, fixed seed: the numerics guard; for a job rank 0's; an
-inference request has none). Any of them with a profile adds ``op_calls_per_step`` where the
-profile counts operator calls and the profile's utilisation (:func:`profile_measurements`).
+the device's total memory; on the CPU, an RSS over the host's RAM or the container's limit;
+for a job the largest rank's) and ``loss`` (the last measured step's, fixed seed: the
+numerics guard; for a job rank 0's; an inference request has none). Any of them with a
+profile adds ``op_calls_per_step`` and the profile's utilisation (:func:`profile_measurements`).
 """
 
 from __future__ import annotations
@@ -69,15 +53,9 @@ the CPU time of each step on the CPU, the device time of each step on an acceler
 def measurement(
     metric: str, repeats: Sequence[Sequence[float]], *, steady: bool | None = None
 ) -> Measurement:
-    """A catalogue metric's Measurement from its samples grouped by repeat.
-
-    Unit, direction, whether it is deterministic and whether its warm-up is found and left
-    out come from the catalogue; ``steady=False`` summarises a per-step series as it is (the
-    steps of an ingested profile, a profiled window rather than a timed run).
-
-    Raises:
-        KeyError: ``metric`` is not in the catalogue.
-    """
+    """A catalogue metric's Measurement from its samples grouped by repeat (KeyError for
+    another metric): unit, direction, determinism and warm-up handling from the catalogue;
+    ``steady=False`` summarises a per-step series as it is (an ingested profile's steps)."""
     spec = entry(metric)
     groups = tuple(tuple(float(x) for x in rep) for rep in repeats)
     summary = summarize(groups, steady=spec.steady if steady is None else steady)
@@ -204,12 +182,8 @@ def profile_measurements(profile: ProfileSummary | None) -> list[Measurement]:
 
 def utilisation_measurements(profile: ProfileSummary) -> list[Measurement]:
     """The profile's utilisation (``profile.utilisation``: catalogue metric -> value over
-    the profiled steps) as one value per run each, in catalogue order.
-
-    Only the catalogue's metrics of one value per run (:attr:`Samples.PER_RUN`) are taken,
-    and only finite values: a name the catalogue does not know, or one the runner measures
-    itself per repeat, is left out, so a run never holds one metric twice.
-    """
+    the profiled steps) as one value per run each, in catalogue order: only finite values of
+    the catalogue's :attr:`Samples.PER_RUN` metrics, so a run never holds one metric twice."""
     values = profile.utilisation
     return [
         measurement(name, [[float(values[name])]])
@@ -240,10 +214,8 @@ def _communication(profile: ProfileSummary) -> tuple[float, float] | None:
 def job_measurements(
     outcome: BenchmarkOutcome,
 ) -> tuple[list[Measurement], ProfileSummary | None, tuple[ProfileSummary, ...]]:
-    """A multi-device run's measurements, the slowest rank's profile and every rank's.
-
-    The slowest rank is the one with the largest median own work per step (profiler off).
-    """
+    """A multi-device run's measurements, the slowest rank's profile (the largest median
+    own work per step, profiler off) and every rank's."""
     reps = outcome.repeats
     world = reps[0].world_size
     out = [
