@@ -134,10 +134,9 @@ def export_baselines(
     branch: str,
     benchmarks: Sequence[str] = (),
 ) -> list[Path]:
-    """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``;
-    the paths written (unchanged files are rewritten with the same bytes). Each file is
-    replaced atomically: one that cannot be written (a full disk) keeps its previous
-    content."""
+    """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``,
+    each replaced atomically (one that cannot be written keeps its previous content, an
+    unchanged one gets the same bytes); the paths written."""
     names = list(benchmarks) or store.benchmarks(project=config.project, branch=branch)
     written: list[Path] = []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -181,11 +180,8 @@ def _need(doc: Mapping[str, Any], name: str, kind: type, path: Path) -> Any:
 
 
 def read_baseline(path: Path) -> BaselineFile:
-    """Parse and check one baseline file.
-
-    Raises:
-        ParseError: not JSON, another format version, or a field missing or malformed.
-    """
+    """Parse and check one baseline file: ParseError where it is not JSON, of another format
+    version, or has a field missing or malformed."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
@@ -263,19 +259,15 @@ def baseline_files(path: Path) -> list[Path]:
 def gate_from_baseline_files(
     config: Config, records: Sequence[RunRecord], files: Path
 ) -> GateResult:
-    """Judge ``records`` (one run per benchmark) against baseline files, with no store.
+    """Judge ``records`` (one run per benchmark) against baseline files (``files``: a
+    directory of ``*.json`` files, or one), with no store; ParseError for a file that is
+    unreadable or malformed.
 
     Each run is compared with the file of its benchmark and fingerprint key by exactly the
     statistics of :func:`perfgate.app.compare_records`; a benchmark with files only for
     other testbeds is ``incomparable`` (naming the fields that differ), one with no file
     ``no_baseline``; the suite's ``[budgets]`` are judged beside them. Paired A/B runs,
     attribution and findings need the store and are not part of this result.
-
-    Args:
-        files: a directory of ``*.json`` baseline files, or one such file.
-
-    Raises:
-        ParseError: a baseline file is unreadable or malformed.
     """
     parsed = [read_baseline(p) for p in baseline_files(files)]
     by_key = {(f.benchmark, f.fingerprint.key()): f for f in parsed}
@@ -300,8 +292,7 @@ def gate_from_baseline_files(
             }
             window = Window({}, others)
         judged.append(_judge(config, record, window, against))
-    comparisons = _compared(judged)
-    ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
+    ordered = tuple(sorted(_compared(judged), key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""
     result = GateResult(branch, against, overall_verdict(ordered), ordered)
     # The suite's budgets hold against files as against the store.
@@ -318,8 +309,7 @@ class ImportResult:
     already_stored: int
 
 
-def _imported_measurement(points: Sequence[RunPoint], metric: str) -> Measurement:
-    p = points[0]
+def _imported_measurement(p: RunPoint) -> Measurement:
     centres = list(p.repeat_centres)
     ordered = sorted(centres)
     median = statistics.median(ordered)
@@ -338,7 +328,7 @@ def _imported_measurement(points: Sequence[RunPoint], metric: str) -> Measuremen
         centre_se=p.centre_se,
     )
     return Measurement(
-        metric=metric,
+        metric=p.metric,
         unit=p.unit,
         direction=p.direction,
         repeats=tuple((x,) for x in centres),
@@ -352,12 +342,9 @@ def records_of(baseline: BaselineFile) -> list[RunRecord]:
     out = []
     for run in baseline.runs:
         run_id = str(run["id"])
-        metrics = sorted(run["metrics"])
         measurements = tuple(
-            _imported_measurement(
-                [p for p in baseline.points[metric] if p.run_id == run_id], metric
-            )
-            for metric in metrics
+            _imported_measurement(next(p for p in baseline.points[m] if p.run_id == run_id))
+            for m in sorted(run["metrics"])
         )
         started = datetime.fromisoformat(str(run["started_at"]))
         out.append(
@@ -380,13 +367,9 @@ def records_of(baseline: BaselineFile) -> list[RunRecord]:
 
 
 def import_baselines(store: SqlStore, files: Path) -> ImportResult:
-    """Load baseline files into ``store`` (one transaction per file); runs already stored
-    (by id) are left as they are, so importing twice adds nothing.
-
-    Raises:
-        ParseError: a file is malformed (nothing of it is stored).
-        StoreError: the store failed.
-    """
+    """Load baseline files into ``store``, one transaction per file (ParseError for a
+    malformed one: nothing of it is stored; StoreError naming it where the store failed).
+    Runs already stored (by id) are left as they are, so importing twice adds nothing."""
     paths = baseline_files(files)
     if not paths:
         raise ParseError(f"no baseline files (*.json) in {files}")

@@ -123,11 +123,9 @@ def series_drifts(
 ) -> list[DetectedChange]:
     """The drift of each noisy series of ``points`` (oldest first): its newest runs against
     those a long horizon ago (:func:`perfgate.stats.drift.compare_horizon`), beyond the
-    change points ``changes`` found in it. Each comes as a :class:`DetectedChange` with
-    ``drift`` set, its commit range the runs the move happened over, ``first_run_after``
-    the newest run (:func:`analyze_history` keys it on its alert instead). Each is
-    significant on its own; :func:`analyze_history` keeps those that stay significant in the
-    family of every series it tested (:func:`tested_series`)."""
+    change points ``changes`` found in it. Each is a :class:`DetectedChange` with ``drift``
+    set, its commit range the runs the move happened over, ``first_run_after`` the newest
+    run, significant on its own (:func:`analyze_history` corrects over the family)."""
     from perfgate.stats.drift import compare_horizon  # scipy: only the nightly analysis
 
     found: list[DetectedChange] = []
@@ -191,9 +189,8 @@ def shown_series(
     """The (metric, fingerprint key) series of ``points`` that a gate shows but does not
     decide on (:func:`perfgate.metrics.not_deciding`: a wall time where the CPU or device
     time decides, a memory share beside its peak in bytes), asked as the gate asks it of the
-    newest run of each environment (``device_kinds``: by key) against the runs before it.
-    History analysis judges only the others: a contended runner's wall time opens no alert
-    where the CPU time decides."""
+    newest run of each environment (``device_kinds``: by key) against the runs before it,
+    so that a contended runner's wall time opens no alert where the CPU time decides."""
     runs: dict[str, dict[str, list[RunPoint]]] = {}
     for p in points:
         runs.setdefault(p.fingerprint_key, {}).setdefault(p.metric, []).append(p)
@@ -232,21 +229,17 @@ def analyze_history(
     now: datetime | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[DetectedChange]:
-    """Change points and drifts of every noisy metric's series on ``branch`` (one series
-    per benchmark, metric and environment), oldest first; drifts (``drift`` set) after the
-    change points of their benchmark, those that stay significant among the series of
-    their benchmark (Benjamini-Hochberg over that family, as a gate corrects over its
-    metrics: :func:`perfgate.stats.drift.kept_in_family`).
+    """Change points and drifts of every deciding noisy series on ``branch`` (one per
+    benchmark, metric and environment; :func:`shown_series` are left out, with one ``note``
+    per benchmark), oldest first; a benchmark's drifts after its change points, those that
+    stay significant in its family (Benjamini-Hochberg, as a gate corrects over its metrics:
+    :func:`perfgate.stats.drift.kept_in_family`).
 
-    Each is recorded as an alert (once: a change found again keeps its alert and triage
-    state) unless ``record`` is false, and carries its alert's triage state; those triaged
-    ``invalid`` (not real changes) are left out. A change point's alert is keyed on the
-    first run after it; a drift has no such run (its newest block moves every night), so
-    its alert is keyed on the newest run when it was first found, and a drift found again
-    in the same series keeps the series' open drift alert.
-
-    Only the series that decide a gate are analysed (:func:`shown_series`): a wall time
-    where the CPU or device time decides is left out, with one ``note`` per benchmark."""
+    Each is recorded as an alert (once: found again, it keeps its alert and triage state)
+    unless ``record`` is false, and carries its triage state; those triaged ``invalid`` are
+    left out. A change point's alert is keyed on the first run after it; a drift, whose
+    newest block moves every night, on the newest run when it was first found, and found
+    again it keeps its series' open drift alert (:func:`_drift_alert`)."""
     from perfgate.stats.drift import kept_in_family
 
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
@@ -285,8 +278,8 @@ def analyze_history(
 def with_triage(
     config: Config, store: SqlStore, found: Sequence[DetectedChange]
 ) -> list[DetectedChange]:
-    """``found`` with each change point's alert triage state; those triaged ``invalid``
-    (not real changes) left out."""
+    """``found`` with each one's alert triage state; those triaged ``invalid`` (not real
+    changes) left out."""
     statuses: dict[tuple[str, str], str] = {}
     for name in sorted({c.benchmark for c in found}):
         statuses.update(store.alert_statuses(project=config.project, benchmark=name))

@@ -4,22 +4,17 @@ The site is rendered by :mod:`perfgate.reporters.html` (pure) from what this mod
 per benchmark, the last ``limit`` runs on the base branch and the other branches' runs
 beside them, the latest run judged against the runs before it (:func:`perfgate.app.compare`,
 exactly as ``perfgate compare --branch main --against main``), its baseline window's noise
-band (:func:`perfgate.stats.band.prediction_band`), the change points of each series
-(:func:`perfgate.app.history.series_changes`, as ``history analyze`` finds them, with their alerts'
-triage) and the full records of the runs that get a page (the latest on the base branch,
-then the latest of the most recent other branches), each with every finding on it
-(:func:`perfgate.app.advise.findings_for`, as ``advise``, ``ingest`` and the gate list them).
+band (:func:`perfgate.stats.band.prediction_band`), each series' change points as ``history
+analyze`` finds them, with their alerts' triage, and the full records of the runs that get a
+page (the latest on the base branch, then the latest of the most recent other branches),
+each with every finding on it (:func:`perfgate.app.advise.findings_for`).
 
 Every verdict is shown with the comparison that decides it
 (:func:`perfgate.reporters.html.headline_comparison`: on a CPU run the step's CPU time, on an
-accelerator its device time; never the wall time judged and shown beside them).
-
-A run's budget comparisons (``kind == "budget"``) are kept apart from its verdict: a breach
-is shown first and in its own words, and the verdict is that of the rest (a P99 over its
-budget that has not moved is still ``unchanged`` against history). The run pages' rank-pair
-matrices judge each pair against its link's nominal bandwidth with
-:func:`perfgate.advisor.cluster.pair_utilisation` and the suite's ``[advisor]`` thresholds,
-as the advisor's rules do.
+accelerator its device time; never the wall time shown beside them). A run's budget
+comparisons are kept apart from its verdict: a breach is shown first, in its own words, and
+the verdict is that of the rest (a P99 over its budget that has not moved is still
+``unchanged``). The run pages' rank-pair matrices judge each pair as the advisor's rules do.
 """
 
 from __future__ import annotations
@@ -126,10 +121,10 @@ def gather_site(
     comparisons: Sequence[Comparison] | None = None,
     work_changes: Sequence[WorkChange] = (),
 ) -> SiteView:
-    """Everything the site shows, read from ``store``; ``branch`` is the base branch
-    (default: the configured one). ``comparisons`` and ``work_changes`` are
-    :func:`latest_verdicts`' when the caller has them (computed over every benchmark, so FDR
-    adjusts over them all). Raises UsageError when there is nothing to show."""
+    """Everything the site shows, read from ``store``; ``branch``: the base branch (None: the
+    configured one); ``comparisons`` and ``work_changes``: :func:`latest_verdicts`' where the
+    caller has them over every benchmark (so FDR adjusts over them all). UsageError when
+    there is nothing to show."""
     base = branch or config.base_branch
     names = select_benchmarks(config, store, benchmarks)
     on_base = set(store.benchmarks(project=config.project, branch=base))
@@ -318,10 +313,9 @@ def _finish(
 
 
 def write_site(directory: Path, site: SiteView) -> SiteWritten:
-    """Render ``site`` into ``directory`` (created if needed; perfgate's pages in it are
-    replaced), with ``plotly.min.js`` copied beside ``index.html``. Pages of an earlier
-    report are replaced one by one and the stale ones deleted only once the whole new site is
-    written."""
+    """Render ``site`` into ``directory`` (created if needed), with ``plotly.min.js`` beside
+    ``index.html``: an earlier report's pages are replaced one by one, and the stale ones
+    deleted only once the whole new site is written."""
     directory.mkdir(parents=True, exist_ok=True)
     return _finish(directory, site, *_write_pages(directory, site))
 
@@ -340,8 +334,7 @@ def _build_chunk(
     from perfgate.store import open_store
 
     names, comparisons, work_changes = chunk
-    store = open_store(url)
-    try:
+    with open_store(url) as store:
         site = gather_site(
             config,
             store,
@@ -352,8 +345,6 @@ def _build_chunk(
             comparisons=comparisons,
             work_changes=work_changes,
         )
-    finally:
-        store.close()
     return _write_pages(directory, site)
 
 

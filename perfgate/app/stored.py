@@ -167,11 +167,7 @@ def write_report_site(
     jobs: int,
 ) -> SiteWritten:
     """``perfgate report --html``: :func:`perfgate.app.site.build_site` with ``jobs``
-    workers (0: :func:`~perfgate.app.site.default_jobs`).
-
-    Raises:
-        ReportError: the directory cannot be written.
-    """
+    workers (0: :func:`~perfgate.app.site.default_jobs`); ReportError where it cannot write."""
     from perfgate.app.site import build_site, default_jobs
 
     with _store(config) as store, _writing(html_dir):
@@ -196,11 +192,8 @@ def write_tensorboard(
     limit: int,
     profiles: bool,
 ) -> TensorBoardExport:
-    """``perfgate export tensorboard``: :func:`perfgate.app.export.export_tensorboard`.
-
-    Raises:
-        ReportError: ``logdir`` cannot be written.
-    """
+    """``perfgate export tensorboard``: :func:`perfgate.app.export.export_tensorboard`;
+    ReportError where ``logdir`` cannot be written."""
     from perfgate.app.export import export_tensorboard
 
     with _store(config) as store, _writing(logdir):
@@ -234,11 +227,7 @@ def export_prometheus(
 ) -> PrometheusExport:
     """``perfgate export prometheus``: the latest value of every series
     (:func:`perfgate.app.export.latest_values`), pushed to ``push_gateway`` as ``job`` when
-    given.
-
-    Raises:
-        ReportError: the push failed.
-    """
+    given (ReportError where the push failed)."""
     from perfgate.app.export import latest_values, push_prometheus, split_credentials
 
     with _store(config) as store:
@@ -369,11 +358,7 @@ def export_baseline_files(
     config: Config, out_dir: Path, *, branch: str | None, benchmarks: Sequence[str]
 ) -> list[Path]:
     """``perfgate baseline export``: :func:`perfgate.app.baselines.export_baselines` of
-    ``branch`` (None: the base branch).
-
-    Raises:
-        ReportError: ``out_dir`` cannot be written.
-    """
+    ``branch`` (None: the base branch); ReportError where ``out_dir`` cannot be written."""
     from perfgate.app.baselines import export_baselines
 
     with _store(config) as store, _writing(out_dir):
