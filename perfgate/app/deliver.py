@@ -594,8 +594,7 @@ def alert_changes(
     """Report the change points not reported before on the project's tracking issue: found
     by its marker, created when missing, its body updated in place (and one comment naming
     the new ones, so watchers are notified). Returns what it did, in one line."""
-    mark = alert_marker(project)
-    found = reporter.find_issue(mark, ALERT_LABEL)
+    found = reporter.find_issue(alert_marker(project), ALERT_LABEL)
     old_body = found[1] if found else ""
     seen = set(reported_keys(old_body))
     new = [c for c in changes if change_key(c) not in seen]

@@ -266,8 +266,7 @@ def analyze_history(
         for i, d in enumerate(drifts):
             if (alert := _drift_alert(known, d)) is not None:
                 drifts[i] = replace(d, first_run_after=alert.run_id)
-        found.extend(changes)
-        found.extend(drifts)
+        found += [*changes, *drifts]
     if record and found:
         from perfgate.app.triage import record_alerts  # the store's team side, only to write
 

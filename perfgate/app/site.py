@@ -160,10 +160,8 @@ def gather_site(
             if p.branch != base
         ]
         points_of[name] = (base_points, others)
-        policy = judged_as(config, base_points)
-        found.extend(
-            series_changes(name, base_points, branch=base, direction=directions_of(policy))
-        )
+        direction = directions_of(judged_as(config, base_points))
+        found += series_changes(name, base_points, branch=base, direction=direction)
     changes = with_triage(config, store, found)
     judged_on = cache(partial(branch_verdicts, config, store, base=base))
     for name in names:
