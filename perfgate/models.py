@@ -181,8 +181,6 @@ class BenchmarkSpec(Serial):
     treatment_params: frozenset[str] = frozenset(TREATMENT_PARAMS)
     looks: int = 0
     """Extra repeats folded in by ``run --confirm`` (0: none)."""
-    confirm_alpha: float | None = None
-    """The significance level of the last confirmation look (alpha spending)."""
     kind: str = "training"
     """``training`` (timed steps) or ``inference`` (timed requests under
     ``torch.inference_mode()``, reported as latency percentiles)."""
@@ -198,7 +196,7 @@ class BenchmarkSpec(Serial):
     KEYS = (
         *("name", "kind", "nproc", "nnodes", "workload", "entry", "device", "params"),
         *("warmup", "measured", "profiled", "repeats", "treatment_params", "looks"),
-        *("confirm_alpha", "timeout_s"),
+        "timeout_s",
     )
 
     @property
@@ -518,6 +516,11 @@ class RunRecord:
     slowest rank's)."""
     findings: tuple[Finding, ...] = ()
     """What the advisors (perfgate's rules, msprof-analyze) said about this run's profile."""
+    alpha: float | None = None
+    """For a run measured in looks (``run --confirm``, ``check``'s more repeats or pairs):
+    the level its looks were judged at, their common one, stored with it so that a later
+    gate judges it there again and spends no more than the looks did
+    (:func:`perfgate.app.gate.stored_levels`); None: a plain run."""
 
     def measurement(self, metric: str) -> Measurement | None:
         return next((m for m in self.measurements if m.metric == metric), None)

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +23,7 @@ from helpers import perfgate as run_perfgate
 from helpers import record, seed_main
 
 import perfgate.app.check as check_app
+from perfgate.app import compare_records
 from perfgate.app.check import MAX_EXTRA, Budget, parse_budget
 from perfgate.config import Config
 from perfgate.errors import ConfigError
@@ -38,7 +39,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.stats.decide import ALPHA
-from perfgate.stats.looks import BUDGET, CAP, Look, Stop
+from perfgate.stats.looks import BUDGET, CAP, DECIDED, Look, Stop
 from perfgate.store import SqlStore, open_store
 
 
@@ -101,14 +102,21 @@ def _lasting(run: RunRecord, benchmark: str, seconds: float) -> RunRecord:
 
 def _fake_gate(plain: dict[str, Verdict], method: str) -> Callable[..., GateResult]:
     """The gate as ``check`` sees it: ``plain`` verdicts at the plain level, every benchmark
-    inconclusive at the looks' stricter level (a run judged there carries ``confirm_alpha``):
-    the case where look 0 opens more than the plain gate did."""
+    inconclusive at the looks' stricter level (a run judged at a level of its own, by
+    benchmark in ``alpha``): the case where look 0 opens more than the plain gate did."""
 
-    def judge(config: object, store: object, runs: Sequence[RunRecord], **_: object) -> GateResult:
+    def judge(
+        config: object,
+        store: object,
+        runs: Sequence[RunRecord],
+        alpha: float | Mapping[str, float] = ALPHA,
+        **_: object,
+    ) -> GateResult:
+        looked = alpha if isinstance(alpha, Mapping) else {}
         rows = tuple(
             _row(
                 r.benchmark,
-                plain[r.benchmark] if r.spec.confirm_alpha is None else Verdict.INCONCLUSIVE,
+                Verdict.INCONCLUSIVE if r.benchmark in looked else plain[r.benchmark],
                 method,
                 r.id,
             )
@@ -180,8 +188,8 @@ def test_ab_mode_buys_pairs_at_their_own_duration_and_never_past_the_budget(
         extended.append((kw["spec"].name, kw["extra"]))
         now[0] += 20.0 * kw["extra"]
         base, head = pair
-        spec = replace(head.spec, confirm_alpha=kw["alpha"], repeats=head.spec.repeats + 5)
-        return base, replace(head, spec=spec)
+        spec = replace(head.spec, repeats=head.spec.repeats + 5)
+        return base, replace(head, spec=spec, alpha=kw["alpha"])
 
     monkeypatch.setattr(check_app, "run_ab_and_record", lambda *a, **k: pairs)
     monkeypatch.setattr(
@@ -235,8 +243,8 @@ def test_ab_mode_s_budget_is_the_whole_check_s_the_first_pairs_spend_it_too(
         extended.append((kw["spec"].name, kw["extra"]))
         now[0] += 20.0 * kw["extra"]
         base, head = pair
-        spec = replace(head.spec, confirm_alpha=kw["alpha"], repeats=head.spec.repeats + 2)
-        return base, replace(head, spec=spec)
+        spec = replace(head.spec, repeats=head.spec.repeats + 2)
+        return base, replace(head, spec=spec, alpha=kw["alpha"])
 
     monkeypatch.setattr(check_app, "run_ab_and_record", first_pairs)
     monkeypatch.setattr(
@@ -257,6 +265,48 @@ def test_ab_mode_s_budget_is_the_whole_check_s_the_first_pairs_spend_it_too(
     )
     assert extended == [("a", 2)]
     assert now[0] <= 100.0
+
+
+def test_each_look_is_judged_at_the_level_it_is_given_not_one_stored_in_a_spec(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ten pairs 5% slower (the pair-order test's p is 1/512): a regression at the plain
+    gate's alpha, so ``check --mode ab`` looks again. The gate is the real one: the plain
+    gate is judged at ALPHA, each look at the level the looks gave it (passed as
+    ``alpha``, by benchmark), the final gate at the last look's, and the comparison says
+    which. The fake adds no pairs: the same ten stay open at a look's level below 1/512."""
+    base = record(1, 20.0, branch="feat:base", noise=0.002, repeats=10)
+    head = replace(record(2, 21.0, branch="feat", noise=0.002, repeats=10), paired_with=base.id)
+    judged_at: list[object] = []
+
+    def judge(*args: Any, **kw: Any) -> GateResult:
+        alpha = kw.get("alpha", ALPHA)
+        judged_at.append(dict(alpha) if isinstance(alpha, Mapping) else alpha)
+        return compare_records(*args, **kw)
+
+    def extend(config: Config, store: object, pair: tuple[RunRecord, RunRecord], **kw: Any) -> Any:
+        return pair[0], replace(pair[1], alpha=kw["alpha"])
+
+    monkeypatch.setattr(check_app, "run_ab_and_record", lambda *a, **k: [(base, head)])
+    monkeypatch.setattr(check_app, "compare_records", judge)
+    monkeypatch.setattr(check_app, "extend_pairs_and_record", extend)
+    with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.save_runs([base, head])
+        outcome = check_app.run_check(
+            Config(),
+            [BenchmarkSpec(name="mlp", workload="mlp")],
+            store,
+            mode="ab",
+            ab_ref="HEAD~1",
+            clock=lambda: 0.0,
+            **_check_args(Budget(repeats=20)),
+        )
+    (stop,) = outcome.stops
+    assert judged_at == [ALPHA, *({"mlp": look.level} for look in stop.looks), {"mlp": stop.level}]
+    # the looks below 1/512 left it open; the first above it decided it
+    assert stop.why == DECIDED and stop.looks[-2].level < 1 / 512 < stop.level < ALPHA
+    (paired,) = (c for c in outcome.result.comparisons if c.method == "paired" and c.decides)
+    assert (paired.verdict, paired.alpha) == (Verdict.REGRESSION, stop.level)
 
 
 def test_what_would_settle_pairs_left_open_says_what_was_spent_and_what_is_missing() -> None:

@@ -115,7 +115,6 @@ def _specs() -> Iterator[tuple[str, Any]]:
             repeats=5,
             treatment_params=frozenset({"slowdown", "b_knob", "a_knob"}),
             looks=2,
-            confirm_alpha=0.0125,
             kind="inference",
             nproc=4,
             nnodes=2,
@@ -450,6 +449,8 @@ SPARSE: tuple[tuple[str, type[Any], Mapping[str, Any]], ...] = (
     ),  # fmt: skip
     ("timeline_v0", Timeline, {"step": "s", "duration_us": 10}),
     ("profile_v0", ProfileSummary, {"source": "torch.profiler", "steps": 2}),
+    # a spec stored before the level of its looks left it (``RunRecord.alpha``)
+    ("spec_confirm_alpha", BenchmarkSpec, {"name": "mlp", "looks": 2, "confirm_alpha": 0.0125}),
     (
         "finding_v0",
         Finding,

@@ -575,6 +575,43 @@ def test_a_store_of_an_older_revision_is_upgraded_and_keeps_its_runs(tmp_path: P
     assert {"dropped", "centre_se"} <= columns
 
 
+def test_a_level_stored_in_the_spec_before_revision_0008_is_the_runs_own_after_it(
+    tmp_path: Path,
+) -> None:
+    """Before 0008 the level a run's looks were judged at rode in its spec's
+    ``confirm_alpha``: such a store upgrades, its specs load, and the level is the run's
+    (``RunRecord.alpha``), the one a later gate judges it at, as before; a spec with
+    ``null`` gives none (ALPHA)."""
+    from alembic import command
+
+    from perfgate.app import compare
+    from perfgate.config import Config
+    from perfgate.stats import ALPHA
+    from perfgate.store.migrate import alembic_config
+
+    path = tmp_path / "old.db"
+    with open_store(f"sqlite:///{path}") as store:
+        store.save_runs([make_run("r-looked"), make_run("r-plain", benchmark="cnn")])
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0007")
+        for run_id, level in (("r-looked", "0.0125"), ("r-plain", "null")):
+            conn.exec_driver_sql(
+                "update runs set spec = substr(spec, 1, length(spec) - 1) || "
+                f"',\"confirm_alpha\":{level}}}' where id = '{run_id}'"
+            )
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        (spec,) = conn.execute("select spec from runs where id = 'r-looked'").fetchone()
+    assert spec.endswith(',"confirm_alpha":0.0125}')
+    with open_store(f"sqlite:///{path}") as store:
+        looked, plain = store.get_run("r-looked"), store.get_run("r-plain")
+        gate = compare(Config(project="demo"), store, branch="main", against="main")
+    assert (looked.alpha, plain.alpha) == (0.0125, None)
+    assert looked.spec == make_run("r").spec
+    assert {(c.benchmark, c.alpha) for c in gate.comparisons} == {("mlp", 0.0125), ("cnn", ALPHA)}
+
+
 def test_revisions_read_from_files_match_alembics_view() -> None:
     from alembic.script import ScriptDirectory
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.app.files import write_atomic
-from perfgate.app.gate import _compared, _judge, baseline_window, with_budgets
+from perfgate.app.gate import Levels, _compared, _judge, _level, baseline_window, with_budgets
 from perfgate.config import Config
 from perfgate.errors import ParseError, StoreError
 from perfgate.models import (
@@ -41,6 +41,7 @@ from perfgate.models import (
     RunRecord,
     Summary,
 )
+from perfgate.stats import ALPHA
 from perfgate.stats.decide import overall_verdict
 from perfgate.stats.window import Window
 from perfgate.store import SqlStore
@@ -257,11 +258,12 @@ def baseline_files(path: Path) -> list[Path]:
 
 
 def gate_from_baseline_files(
-    config: Config, records: Sequence[RunRecord], files: Path
+    config: Config, records: Sequence[RunRecord], files: Path, *, alpha: Levels = ALPHA
 ) -> GateResult:
     """Judge ``records`` (one run per benchmark) against baseline files (``files``: a
-    directory of ``*.json`` files, or one), with no store; ParseError for a file that is
-    unreadable or malformed.
+    directory of ``*.json`` files, or one), with no store, at the level ``alpha`` (as
+    :func:`perfgate.app.compare_records`); ParseError for a file that is unreadable or
+    malformed.
 
     Each run is compared with the file of its benchmark and fingerprint key by exactly the
     statistics of :func:`perfgate.app.compare_records`; a benchmark with files only for
@@ -291,7 +293,7 @@ def gate_from_baseline_files(
                 if f.benchmark == record.benchmark
             }
             window = Window({}, others)
-        judged.append(_judge(config, record, window, against))
+        judged.append(_judge(config, record, window, against, _level(alpha, record.benchmark)))
     ordered = tuple(sorted(_compared(judged), key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""
     result = GateResult(branch, against, overall_verdict(ordered), ordered)

@@ -429,15 +429,11 @@ def paired_measure(
             def judge(level: float) -> GateResult:
                 base_run = record(base_spec, base, GitContext(against, f"bisect{AB_BASE_SUFFIX}"))
                 head_run = record(head_spec, head, GitContext(sha, "bisect"))
-                head_run = replace(
-                    head_run,
-                    paired_with=base_run.id,
-                    spec=replace(head_run.spec, confirm_alpha=level),
-                )
+                head_run = replace(head_run, paired_with=base_run.id)
                 store.save_runs([base_run])
                 judged = _with_min_effect(config, head_run, min_effect_pct)
                 return compare_records(
-                    judged, store, [head_run], branch="bisect", against="bisect-good"
+                    judged, store, [head_run], branch="bisect", against="bisect-good", alpha=level
                 )
 
             verdict: str = INCONCLUSIVE

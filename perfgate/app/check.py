@@ -49,7 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.app.context import GitHistory
-from perfgate.app.gate import AB_BASE_SUFFIX, check_base_branch, compare_records
+from perfgate.app.gate import (
+    AB_BASE_SUFFIX,
+    Levels,
+    check_base_branch,
+    compare_records,
+    stored_levels,
+)
 from perfgate.app.measure import contention_note
 from perfgate.app.record import (
     NOTHING_TO_RUN,
@@ -226,7 +232,7 @@ class _Check:
             warn=self.warn,
         )
 
-    def judge(self, runs: Sequence[RunRecord]) -> GateResult:
+    def judge(self, runs: Sequence[RunRecord], alpha: Levels = ALPHA) -> GateResult:
         return compare_records(
             self.config,
             self.store,
@@ -235,6 +241,7 @@ class _Check:
             against=self.against,
             base_sha=self.base_sha,
             git=self.history,
+            alpha=alpha,
         )
 
 
@@ -366,7 +373,7 @@ def _check_history(job: _Check, *, sys_path: Sequence[str]) -> CheckOutcome:
     )
     folded = {c.benchmark: c.folded for c in confirmations if c.folded is not None}
     final_records = [folded.get(r.benchmark, r) for r in records]
-    final = job.judge(final_records)
+    final = job.judge(final_records, stored_levels(final_records))
     notes = unsettled_notes(final, final_records, confirmations, extra)
     return CheckOutcome(
         _with_notes(final, notes), tuple(final_records), "history", extra, tuple(sorted(folded))
@@ -396,19 +403,13 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
     # the plain gate was no look: every open benchmark's looks start at its first pairs
     current = {head.benchmark: (base, head) for base, head in pairs}
 
-    def at(head: RunRecord, level: float) -> RunRecord:
-        return replace(head, spec=replace(head.spec, confirm_alpha=level))
-
     levels_now: dict[str, float] = {}
 
     def look(levels: Mapping[str, float]) -> set[str]:
         levels_now.update(levels)
-        runs = [
-            at(h, levels_now[h.benchmark]) if h.benchmark in levels_now else h
-            for h in (current[b][1] for b in current)
-        ]
+        runs = [current[b][1] for b in current]
         # decided: a deciding paired comparison is a regression, or none is inconclusive
-        still = second_look(job.judge(runs).comparisons, regression_stands=True)
+        still = second_look(job.judge(runs, levels_now).comparisons, regression_stands=True)
         return {b for b in levels if b not in still}
 
     def measure(benchmark: str, k: int, level: float) -> None:
@@ -432,10 +433,8 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
         clock=clock,
     )
     last = {s.benchmark: s.level for s in stops}
-    final_heads = [
-        at(current[h.benchmark][1], last[h.benchmark]) if h.benchmark in last else h for h in heads
-    ]
-    final = job.judge(final_heads)
+    final_heads = [current[h.benchmark][1] if h.benchmark in last else h for h in heads]
+    final = job.judge(final_heads, last)
     remeasured = tuple(sorted(s.benchmark for s in stops if s.extra > 0))
     still_open = _open(final, "paired")
     spent = tuple(

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 from perfgate.app.context import GitHistory
 from perfgate.app.measure import contention_note
@@ -119,6 +119,23 @@ def latest_runs(
     return [latest[name] for name in names if name in latest]
 
 
+Levels: TypeAlias = "float | Mapping[str, float]"
+"""The level runs are judged at: one for all, or each benchmark's (a benchmark not named:
+:data:`perfgate.stats.ALPHA`)."""
+
+
+def _level(alpha: Levels, benchmark: str) -> float:
+    return alpha.get(benchmark, ALPHA) if isinstance(alpha, Mapping) else alpha
+
+
+def stored_levels(records: Sequence[RunRecord]) -> dict[str, float]:
+    """The level each stored run is judged at again where looks measured it (their common
+    level, :attr:`perfgate.models.RunRecord.alpha`), by benchmark: a gate of a run that
+    ``run --confirm`` or ``check`` folded more repeats into spends no more than its looks
+    did. The one place a stored run's level is read."""
+    return {r.benchmark: r.alpha for r in records if r.alpha is not None}
+
+
 def compare(
     config: Config,
     store: SqlStore,
@@ -140,7 +157,14 @@ def compare(
     with store.snapshot():
         records = latest_runs(config, store, branch=branch, benchmarks=benchmarks)
         return compare_records(
-            config, store, records, branch=branch, against=against, base_sha=base_sha, git=git
+            config,
+            store,
+            records,
+            branch=branch,
+            against=against,
+            base_sha=base_sha,
+            git=git,
+            alpha=stored_levels(records),
         )
 
 
@@ -414,12 +438,14 @@ def _shown_beside(
     return times | explaining
 
 
-def _judge(config: Config, record: RunRecord, window: Window, against: str) -> _Judged:
-    """The candidates (and the comparisons fixed without statistics) of one run."""
+def _judge(
+    config: Config, record: RunRecord, window: Window, against: str, alpha: float = ALPHA
+) -> _Judged:
+    """The candidates (and the comparisons fixed without statistics) of one run, judged at
+    ``alpha``."""
     candidates: list[Candidate] = []
     shown: list[Candidate] = []
     fixed: list[Comparison] = []
-    alpha = record.spec.confirm_alpha or ALPHA
     enough = min(MIN_BASELINE_RUNS, len(window.points.get("step_time_ms", ())))
     beside = _shown_beside(config, record, lambda m: len(window.points.get(m, ())) >= enough)
     for m in record.measurements:
@@ -502,8 +528,10 @@ def compare_records(
     against: str,
     base_sha: str = "",
     git: GitHistory | None = None,
+    alpha: Levels = ALPHA,
 ) -> GateResult:
-    """Judge the given runs (one per benchmark) against their windows on ``against``; the
+    """Judge the given runs (one per benchmark) against their windows on ``against``, at
+    the level ``alpha`` (one for all, or by benchmark: a look's, :func:`stored_levels`); the
     runs need not be stored yet (``run --confirm`` judges a run before recording it).
 
     On another branch than ``against`` (a PR) with a base commit (``base_sha``: the CI's or
@@ -553,12 +581,12 @@ def compare_records(
                 notes.extend(
                     (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
                 )
-            judged.append(_judge(config, record, window, against))
+            judged.append(_judge(config, record, window, against, _level(alpha, record.benchmark)))
             wall_decides = "step_time_ms" not in judged[-1].shown_metrics
             if contended := contention_note(record, deciding_wall=wall_decides):
                 notes.append((record.benchmark, contended))
         paired = [r for r in records if r.paired_with]
-        comparisons = (*_compared(judged), *_paired(config, store, paired, against))
+        comparisons = (*_compared(judged), *_paired(config, store, paired, against, alpha))
         ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
         attributions, found, work = _advice(config, store, records, ordered, against)
         result = GateResult(
@@ -763,11 +791,11 @@ def _measured(record: RunRecord, metric: str) -> bool:
 
 
 def _paired(
-    config: Config, store: SqlStore, heads: Sequence[RunRecord], against: str
+    config: Config, store: SqlStore, heads: Sequence[RunRecord], against: str, alpha: Levels
 ) -> tuple[Comparison, ...]:
-    """Each head run against the base run measured beside it, pair by pair; the spread of
-    repeats inside the base branch's runs, where there is a history, bounds the pair noise
-    from below (a few pairs cannot show their own noise)."""
+    """Each head run against the base run measured beside it, pair by pair, at its level in
+    ``alpha``; the spread of repeats inside the base branch's runs, where there is a history,
+    bounds the pair noise from below (a few pairs cannot show their own noise)."""
     evidences: list[PairedEvidence] = []
     shown: list[PairedEvidence] = []
     for head in heads:
@@ -799,7 +827,7 @@ def _paired(
                     base_run_id=base.id,
                     base_commit=base.git.commit,
                     noise=pair_noise_from_history([p for p in window if p.metric == m.metric]),
-                    alpha=head.spec.confirm_alpha or ALPHA,
+                    alpha=_level(alpha, head.benchmark),
                 )
             )
     return (

@@ -178,10 +178,12 @@ def run_gate(request: GateRequest) -> GateOutcome:
     with open_store(config.database_url, create=False) as store:
         if request.baseline_file is not None:
             from perfgate.app.baselines import gate_from_baseline_files
-            from perfgate.app.gate import latest_runs
+            from perfgate.app.gate import latest_runs, stored_levels
 
             records = latest_runs(config, store, branch=git.branch, benchmarks=request.benchmarks)
-            result = gate_from_baseline_files(config, records, request.baseline_file)
+            result = gate_from_baseline_files(
+                config, records, request.baseline_file, alpha=stored_levels(records)
+            )
             alerts: tuple[Alert, ...] = ()
             warnings: tuple[str, ...] = ()
         else:

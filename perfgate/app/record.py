@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from perfgate.app.context import GitHistory
-from perfgate.app.gate import AB_BASE_SUFFIX, compare_records, gate_window
+from perfgate.app.gate import AB_BASE_SUFFIX, compare_records, gate_window, stored_levels
 from perfgate.app.measure import (
     extended,
     inference_measurements,
@@ -295,7 +295,7 @@ def extend_pairs_and_record(
     if head_dir is None:
         raise UsageError(f"{repo} is not inside a git checkout: cannot measure more A/B pairs")
     suite_dir = repo.resolve().relative_to(head_dir.resolve())
-    spec = replace(spec, repeats=extra, profiled=0, confirm_alpha=None, looks=0)
+    spec = replace(spec, repeats=extra, profiled=0, looks=0)
     with base_worktree(repo, base.git.commit) as base_dir:
         base_out, head_out, _ = run_pairs(
             spec,
@@ -343,7 +343,8 @@ def confirm_and_record(
     the confirmation's level (:mod:`perfgate.stats.sequential`); a benchmark with a
     regression keeps it, one with an inconclusive metric gets ``extra`` more repeats in fresh
     processes, and the run with all of them is recorded in place of the original (marked
-    excluded, same transaction) with that level, so the gate judges it there.
+    excluded, same transaction) with that level (:attr:`RunRecord.alpha`), so the gate
+    judges it there.
 
     Args:
         runs: the runs to confirm, one per spec in order (``check``: the ones this job just
@@ -364,7 +365,9 @@ def confirm_and_record(
     judge = partial(
         compare_records, config, store, branch=branch, against=against, base_sha=base_sha, git=git
     )
-    plain = judge(originals)
+    # a run confirmed before is judged at its looks' level, as the gate judges it
+    stored = stored_levels(originals)
+    plain = judge(originals, alpha=stored)
     tests = gate_tests or sum(
         1 for c in deciding(plain.comparisons) if c.method == "history" and c.p_value is not None
     )
@@ -381,9 +384,8 @@ def confirm_and_record(
         )
         for o in originals
     ]
-    look0 = judge(
-        [_at_level(o, p.alpha) if p.confirm else o for o, p in zip(originals, plans, strict=True)]
-    )
+    looking = {o.benchmark: p.alpha for o, p in zip(originals, plans, strict=True) if p.confirm}
+    look0 = judge(originals, alpha={**stored, **looking})
     done: list[Confirmation] = []
     folded: dict[str, float] = {}
     for spec, original, p in zip(specs, originals, plans, strict=True):
@@ -399,7 +401,7 @@ def confirm_and_record(
         done.append(Confirmation(spec.name, original, record, extra, ""))
     if not folded:
         return done
-    final = judge([c.folded or c.original for c in done])
+    final = judge([c.folded or c.original for c in done], alpha={**stored, **folded})
     doubtful = {
         (c.benchmark, c.metric)
         for c in look0.comparisons
@@ -449,10 +451,6 @@ def _confirm_plan(
     return sequential.plan(rhos, tests=tests)
 
 
-def _at_level(record: RunRecord, alpha: float) -> RunRecord:
-    return replace(record, spec=replace(record.spec, confirm_alpha=alpha))
-
-
 def _with_extra_repeats(
     original: RunRecord,
     spec: BenchmarkSpec,
@@ -497,7 +495,7 @@ def _initial_repeats(record: RunRecord) -> int:
 
 def _folded(original: RunRecord, reps: Sequence[RepeatResult], alpha: float) -> RunRecord:
     """``original`` with the repeats ``reps`` folded into every metric a repeat extends: a
-    new run id, its spec counting them (``looks``), judged at ``alpha``."""
+    new run id, its spec counting them (``looks``), judged at ``alpha`` (stored with it)."""
     measurements = original.measurements
     for rep in reps:
         measurements = extended(measurements, rep)
@@ -506,10 +504,6 @@ def _folded(original: RunRecord, reps: Sequence[RepeatResult], alpha: float) -> 
         original,
         id=uuid.uuid4().hex,
         measurements=measurements,
-        spec=replace(
-            original.spec,
-            repeats=_initial_repeats(original) + extra,
-            looks=extra,
-            confirm_alpha=alpha,
-        ),
+        spec=replace(original.spec, repeats=_initial_repeats(original) + extra, looks=extra),
+        alpha=alpha,
     )

@@ -385,6 +385,7 @@ def _rows_of(run: RunRecord) -> _Rows:
         "excluded": run.excluded,
         "perfgate_version": run.fingerprint.perfgate_version,
         "paired_with": run.paired_with,
+        "alpha": run.alpha,
     }
 
     seen: set[str] = set()
@@ -493,6 +494,7 @@ def _load_runs(conn: Connection, rows: Sequence[RowMapping]) -> list[RunRecord]:
             profile=None if row["_profile"] is None else _profile(row["_profile"]),
             excluded=bool(row["excluded"]),
             paired_with=row["paired_with"],
+            alpha=row["alpha"],
             rank_profiles=tuple(_profile(p["summary"]) for p in ranks[i]),
             findings=tuple(
                 Finding.from_dict({**f, "evidence": json.loads(f["evidence"])}) for f in found[i]

@@ -95,6 +95,8 @@ runs = Table(
     # the write lock, whatever clock stamped started_at. "The latest run" is the latest
     # recorded: a runner whose clock said 2099 does not make its run the latest for ever.
     Column("recorded_seq", BigInteger, nullable=True),  # set on every insert (see 0007)
+    # The level a run measured in looks was judged at (revision 0008; None: a plain run).
+    Column("alpha", Double, nullable=True),
     Index("ix_runs_branch_recorded", "project", "benchmark", "branch", "recorded_seq"),
     # History and latest-run queries: equality on the leading columns, newest first by
     # (started_at, id), so the index order is the query order and LIMIT stops early.
