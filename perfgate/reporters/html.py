@@ -75,7 +75,7 @@ from perfgate.models import (
     Verdict,
     WorkChange,
 )
-from perfgate.reporters.render import format_change, format_value, metric_tags, work_text
+from perfgate.reporters.render import byte_unit, format_change, format_value, metric_tags, work_text
 from perfgate.stats import decide
 
 if TYPE_CHECKING:
@@ -361,15 +361,10 @@ def _at_commit(branch: str, commit: str, chars: int = COMMIT_CHARS) -> str:
 
 def chart_scale(unit: str, values: Sequence[float]) -> tuple[float, str]:
     """The divisor and unit a chart plots ``values`` in: bytes in the binary unit the tables
-    use (:func:`perfgate.reporters.render.format_value`: KiB, MiB, GiB by the largest value),
-    any other unit as is."""
+    use, by the largest value (:func:`~perfgate.reporters.render.byte_unit`); others as is."""
     if unit != "bytes":
         return 1.0, unit
-    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
-    for scale, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if top >= scale:
-            return float(scale), name
-    return 1.0, "B"
+    return byte_unit(max((abs(v) for v in values if math.isfinite(v)), default=0.0))
 
 
 def _verdict_html(verdict: Verdict | None) -> str:

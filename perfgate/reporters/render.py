@@ -44,15 +44,24 @@ _MARK = {v: v.value.replace("_", " ") for v in Verdict}
 _MARK.update({v: _MARK[v].upper() for v in (Verdict.REGRESSION, Verdict.OVER_BUDGET)})
 
 
+def byte_unit(size: float) -> tuple[float, str]:
+    """The binary unit a size in bytes reads best in: its divisor and name (GiB to B)."""
+    units = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+    return next(((float(d), name) for d, name in units if abs(size) >= d), (1.0, "B"))
+
+
+def plural(n: int, word: str) -> str:
+    """``1 run``, ``2 runs``."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def format_value(value: float | None, unit: str) -> str:
     """A metric value with its unit, rounded for people."""
     if value is None:
         return "-"
     if unit == "bytes":
-        for scale, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-            if abs(value) >= scale:
-                return f"{value / scale:.1f} {name}"
-        return f"{value:.0f} B"
+        scale, name = byte_unit(value)
+        return f"{value / scale:.1f} {name}" if scale > 1 else f"{value:.0f} B"
     if unit == "ms":
         return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
     if unit == "1/s":
@@ -120,17 +129,15 @@ def headline(result: GateResult) -> str:
     for verdict, n in decide.verdict_counts(rest).items():
         if n:
             word = _MARK[verdict].lower()
-            if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and n != 1:
-                word += "s"
-            parts.append(f"{n} {word}")
-    benchmarks = len({c.benchmark for c in result.comparisons})
-    noun = "benchmark" if benchmarks == 1 else "benchmarks"
+            countable = verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+            parts.append(plural(n, word) if countable else f"{n} {word}")
+    benchmarks = plural(len({c.benchmark for c in result.comparisons}), "benchmark")
     found = ", ".join(parts) or "nothing compared"
     over, kept = budget_counts(result)
     budgets = [f"{over} over budget"] * bool(over) + [f"{kept} within budget"] * bool(kept)
     if budgets:
         found = f"{', '.join(budgets)}; {found}"
-    return f"{found} in {benchmarks} {noun} — {result.branch} vs {result.against}"
+    return f"{found} in {benchmarks} — {result.branch} vs {result.against}"
 
 
 def display_width(text: str) -> int:
@@ -251,8 +258,7 @@ def _more_words(c: Comparison) -> str:
         return "more repeats would tell"
     found = _MORE_PAIRS.search(c.reason)
     if found:
-        n = int(found.group(1))
-        return f"{n} more pair{'s' if n != 1 else ''} would tell"
+        return f"{plural(int(found.group(1)), 'more pair')} would tell"
     if "disagree too much" in c.reason:
         return "the pairs disagree too much for more to tell"
     return "more pairs would tell"
@@ -330,10 +336,8 @@ def _statistics_lines(c: Comparison) -> list[str]:
     parts.append(f"method {c.method}" + (f", kind {c.kind}" if c.kind else ""))
     lines = ["; ".join(parts), f"reason: {c.reason}"]
     if c.baseline_run_ids:
-        k = len(c.baseline_run_ids)
-        window = f"window: {k} run{'s' if k != 1 else ''}"
-        window += _commit_span([x[:8] for x in c.baseline_commits if x])
-        lines.append(window)
+        span = _commit_span([x[:8] for x in c.baseline_commits if x])
+        lines.append(f"window: {plural(len(c.baseline_run_ids), 'run')}{span}")
     if c.fingerprint_differences:
         lines.append(f"environment differs: {'; '.join(c.fingerprint_differences)}")
     return lines
@@ -360,7 +364,7 @@ def _benchmark_head(name: str, compared: Sequence[Comparison], against: str) -> 
         return shown
     widest = next(c for c in compared if c.baseline_run_ids == ids)
     span = _commit_span([x[:8] for x in widest.baseline_commits if x])
-    return f"{shown} — against {len(ids)} run{'s' if len(ids) != 1 else ''} of {against}{span}"
+    return f"{shown} — against {plural(len(ids), 'run')} of {against}{span}"
 
 
 def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
@@ -924,8 +928,7 @@ def render_ingest_text(result: IngestResult) -> str:
     r = result.record
     head = f"perfgate: recorded run {r.id} ({r.benchmark} on {r.git.branch}) from"
     if result.profiled is None:  # an ais_bench summary (no advisor, so no advisor_problem)
-        n = r.spec.measured
-        said = f"{r.spec.kind}, {n} inference{'s' if n != 1 else ''}"
+        said = f"{r.spec.kind}, {plural(r.spec.measured, 'inference')}"
         rows = [["metric", "value", "unit"]]
         rows += [[m.metric, f"{m.summary.centre:.3f}", m.unit] for m in r.measurements]
         lines = [f"{head} {result.format} summary, {said}", "", *_table(rows), ""]
@@ -1032,7 +1035,7 @@ def work_text(w: WorkChange) -> str:
     text = f"work changed: {', '.join(parts)} per step"
     more = len(w.ops) - len(parts) + w.more
     if more:
-        text += f"; {more} more op{'s' if more != 1 else ''} changed"
+        text += f"; {plural(more, 'more op')} changed"
     return text
 
 
@@ -1043,7 +1046,7 @@ def work_to_dict(w: WorkChange) -> dict[str, Any]:
 
 def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
     """``why`` block: per attributed metric, its change and the ops that explain it."""
-    lines = [f"why ({len(attributions)} attributed change{'s' if len(attributions) != 1 else ''}):"]
+    lines = [f"why ({plural(len(attributions), 'attributed change')}):"]
     for a in attributions:
         share = a.explained_share
         explained = "" if share is None else f" — explains {share * 100:.0f}% of the change"
