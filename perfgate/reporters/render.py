@@ -529,18 +529,15 @@ def render_runs_text(records: Sequence[RunRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_POINT_KEYS = ("run_id", "benchmark", "metric", "unit", "branch", "commit", "fingerprint_key")
+
+
 def history_to_dict(points: Sequence[RunPoint]) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
         "points": [
             {
-                "run_id": p.run_id,
-                "benchmark": p.benchmark,
-                "metric": p.metric,
-                "unit": p.unit,
-                "branch": p.branch,
-                "commit": p.commit,
-                "fingerprint_key": p.fingerprint_key,
+                **{k: getattr(p, k) for k in _POINT_KEYS},
                 "started_at": p.started_at.isoformat(),
                 "value": p.centre,
                 "repeat_values": list(p.repeat_centres),
@@ -585,9 +582,19 @@ def render_noise_text(rows: Sequence[NoiseRow]) -> str:
     return "\n".join([*_table(table), "", said]) + "\n"
 
 
-def _series_head(c: DetectedChange) -> dict[str, Any]:
+_MOVED_KEYS = ("before", "after", "change_pct", "p_value", "confidence")
+
+
+def _detected_head(c: DetectedChange, p: ChangePoint | Drift, **index: int) -> dict[str, Any]:
+    """A detected change's series, ``index`` (a change point's), verdict and how it moved."""
     keys = ("benchmark", "metric", "unit", "branch", "fingerprint_key")
-    return {k: getattr(c, k) for k in keys}
+    return {
+        **{k: getattr(c, k) for k in keys},
+        **index,
+        "runs_in_series": c.runs_in_series,
+        "verdict": c.verdict.value,
+        **{k: getattr(p, k) for k in _MOVED_KEYS},
+    }
 
 
 def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
@@ -595,15 +602,7 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "change_points": [
             {
-                **_series_head(c),
-                "index": c.point.index,
-                "runs_in_series": c.runs_in_series,
-                "verdict": c.verdict.value,
-                "before": c.point.before,
-                "after": c.point.after,
-                "change_pct": c.point.change_pct,
-                "p_value": c.point.p_value,
-                "confidence": c.point.confidence,
+                **_detected_head(c, c.point, index=c.point.index),
                 "last_run_before": c.last_run_before,
                 "first_run_after": c.first_run_after,
                 "commit_range": [c.commit_before, c.commit_after],
@@ -613,14 +612,7 @@ def changes_to_dict(changes: Sequence[DetectedChange]) -> dict[str, Any]:
         ],
         "drifts": [
             {
-                **_series_head(c),
-                "runs_in_series": c.runs_in_series,
-                "verdict": c.verdict.value,
-                "before": d.before,
-                "after": d.after,
-                "change_pct": d.change_pct,
-                "p_value": d.p_value,
-                "confidence": d.confidence,
+                **_detected_head(c, d),
                 "horizon_runs": d.horizon_runs,
                 "horizon_days": d.horizon_days,
                 "baseline_runs": [d.baseline_first, d.baseline_last],
