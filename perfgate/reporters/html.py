@@ -115,6 +115,8 @@ _VERDICT_CLASS = {
     Verdict.NO_BASELINE: "ok",
 }
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+_LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+"""A legend in the bottom margin, below the x axis title."""
 _GRID = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc"}
 _LAYOUT: dict[str, Any] = {
     "template": {"layout": {}},  # plotly's default template adds ~7 KB to every plot
@@ -693,22 +695,16 @@ def history_figure(
         if c.first_run_after not in rows:
             continue
         at = rows[c.first_run_after]
+        x = at - 0.5  # before the first run after the change
         colour = _CHANGE_COLOURS.get(c.verdict, _COLOURS["improvement"])
         commits = f"{_label(c.commit_before[:8] or '?')}..{_label(c.commit_after[:8] or '?')}"
+        dot = {"width": 1.5, "dash": "dot", "color": colour}
         shapes.append(
-            {
-                "type": "line",
-                "x0": at - 0.5,
-                "x1": at - 0.5,
-                "yref": "paper",
-                "y0": 0,
-                "y1": 1,
-                "line": {"width": 1.5, "dash": "dot", "color": colour},
-            }
+            {"type": "line", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1, "line": dot}
         )
         annotations.append(
             {
-                "x": at - 0.5,
+                "x": x,
                 "yref": "paper",
                 "y": 1.0,
                 "text": f"{commits} {c.point.change_pct:+.1f}%",
@@ -755,23 +751,11 @@ def history_figure(
         "height": 440,
         # the legend sits below the x axis title, in the bottom margin
         "margin": {"l": 70, "r": 20, "t": 50, "b": 120},
-        "title": {"text": f"{_label(m.metric)} ({unit}, {better} is better)", "font": {"size": 14}},
+        "title": _title(f"{_label(m.metric)} ({unit}, {better} is better)"),
         "xaxis": xaxis,
-        "yaxis": {
-            "title": {"text": unit},
-            "exponentformat": "none",
-            **_GRID,
-            **y_range,
-        },
+        "yaxis": {"title": {"text": unit}, "exponentformat": "none", **_GRID, **y_range},
         "hovermode": "closest",
-        "legend": {
-            "orientation": "h",
-            "yref": "container",
-            "y": 0,
-            "yanchor": "bottom",
-            "x": 0,
-            "xanchor": "left",
-        },
+        "legend": {**_LEGEND_BELOW, "x": 0, "xanchor": "left"},
         "shapes": shapes,
         "annotations": annotations,
         **_LAYOUT,
@@ -955,36 +939,43 @@ def _rank_labels(profiles: Sequence[ProfileSummary], other: str) -> list[str]:
     return _unique_labels([f"rank {p.rank}" if p.rank is not None else other for p in profiles])
 
 
-def _ops_figure(profile: ProfileSummary) -> go.Figure | None:
+def _figure(traces: Sequence[dict[str, Any]], **layout: Any) -> go.Figure:
+    """A plotly figure of ``traces`` (dicts, validated by plotly) in the report's style."""
     need_plotly()
     import plotly.graph_objects as go
 
-    ops = list(profile.top_ops(TOP_OPS))
+    fig = go.Figure(list(traces))
+    fig.update_layout(**layout, **_LAYOUT)
+    return fig
+
+
+def _title(text: str) -> dict[str, Any]:
+    return {"text": text, "font": {"size": 14}}
+
+
+def _ops_figure(profile: ProfileSummary) -> go.Figure | None:
+    ops = list(profile.top_ops(TOP_OPS))[::-1]  # largest on top
     if not ops:
         return None
-    ops.reverse()  # largest on top
-    labels = _unique_labels([f"{o.name} [{o.device}]" if o.device else o.name for o in ops])
-    fig = go.Figure(
-        go.Bar(
-            x=[o.self_time_ms_per_step for o in ops],
-            y=labels,
-            orientation="h",
-            customdata=[[o.calls_per_step, o.total_time_ms_per_step] for o in ops],
-            hovertemplate=(
-                "%{y}<br>self %{x:.4g} ms/step<br>total %{customdata[1]:.4g} ms/step<br>"
-                "%{customdata[0]:.3g} calls/step<extra></extra>"
-            ),
-            marker={"color": _COLOURS["base"]},
-        )
-    )
-    fig.update_layout(
-        title={"text": f"top {len(ops)} ops by self time per step", "font": {"size": 14}},
+    bar = {
+        "type": "bar",
+        "x": [o.self_time_ms_per_step for o in ops],
+        "y": _unique_labels([f"{o.name} [{o.device}]" if o.device else o.name for o in ops]),
+        "orientation": "h",
+        "customdata": [[o.calls_per_step, o.total_time_ms_per_step] for o in ops],
+        "hovertemplate": (
+            "%{y}<br>self %{x:.4g} ms/step<br>total %{customdata[1]:.4g} ms/step<br>"
+            "%{customdata[0]:.3g} calls/step<extra></extra>"
+        ),
+        "marker": {"color": _COLOURS["base"]},
+    }
+    return _figure(
+        [bar],
+        title=_title(f"top {len(ops)} ops by self time per step"),
         xaxis={"title": {"text": "ms per step"}},
         height=120 + 24 * len(ops),
         margin={"l": 320, "r": 20, "t": 40, "b": 40},
-        **_LAYOUT,
     )
-    return fig
 
 
 _BREAKDOWN = (
@@ -995,84 +986,68 @@ _BREAKDOWN = (
 
 
 def _breakdown_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
-    need_plotly()
-    import plotly.graph_objects as go
-
-    shown = [p for p in profiles if p.breakdown is not None]
+    shown = [p.breakdown for p in profiles if p.breakdown is not None]
     if not shown:
         return None
-    names = _rank_labels(shown, "step")
-    fig = go.Figure()
+    names = _rank_labels([p for p in profiles if p.breakdown is not None], "step")
+    bars = []
     for field, label, colour in _BREAKDOWN:
-        values = [getattr(p.breakdown, field) for p in shown]
-        if all(v is None for v in values):
-            continue
-        fig.add_trace(
-            go.Bar(
-                x=[0.0 if v is None else v for v in values],
-                y=names,
-                orientation="h",
-                name=label,
-                marker={"color": colour},
-                hovertemplate=f"{label}: %{{x:.4g}} ms/step<extra>%{{y}}</extra>",
+        values = [getattr(b, field) for b in shown]
+        if any(v is not None for v in values):
+            bars.append(
+                {
+                    "type": "bar",
+                    "x": [0.0 if v is None else v for v in values],
+                    "y": names,
+                    "orientation": "h",
+                    "name": label,
+                    "marker": {"color": colour},
+                    "hovertemplate": f"{label}: %{{x:.4g}} ms/step<extra>%{{y}}</extra>",
+                }
             )
-        )
-    step = ", ".join(
-        f"{n}: {p.breakdown.step_ms:.4g} ms"
-        for n, p in zip(names, shown, strict=True)
-        if p.breakdown is not None
-    )
-    fig.update_layout(
+    step = ", ".join(f"{n}: {b.step_ms:.4g} ms" for n, b in zip(names, shown, strict=True))
+    return _figure(
+        bars,
         barmode="stack",
-        title={"text": f"step breakdown ({step})", "font": {"size": 14}},
+        title=_title(f"step breakdown ({step})"),
         xaxis={"title": {"text": "ms per step"}},
         height=190 + 40 * len(shown),
         # the legend sits below the x axis title, in the bottom margin
         margin={"l": 90, "r": 20, "t": 40, "b": 90},
         yaxis={"autorange": "reversed"},
-        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
-        **_LAYOUT,
+        legend=_LEGEND_BELOW,
     )
-    return fig
 
 
 def _memory_figure(profiles: Sequence[ProfileSummary]) -> go.Figure | None:
-    need_plotly()
-    import plotly.graph_objects as go
-
     shown = [p for p in profiles if p.memory_per_step_bytes]
     if not shown:
         return None
-    fig = go.Figure()
-    for p in shown:
-        name = f"rank {p.rank}" if p.rank is not None else "allocated"
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(1, len(p.memory_per_step_bytes) + 1)),
-                y=[b / (1 << 20) for b in p.memory_per_step_bytes],
-                mode="lines+markers",
-                name=name,
-                hovertemplate="step %{x}: %{y:.4g} MiB<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        title={"text": "memory over the profiled steps", "font": {"size": 14}},
+    lines = [
+        {
+            "type": "scatter",
+            "x": list(range(1, len(p.memory_per_step_bytes) + 1)),
+            "y": [b / (1 << 20) for b in p.memory_per_step_bytes],
+            "mode": "lines+markers",
+            "name": f"rank {p.rank}" if p.rank is not None else "allocated",
+            "hovertemplate": "step %{x}: %{y:.4g} MiB<extra></extra>",
+        }
+        for p in shown
+    ]
+    return _figure(
+        lines,
+        title=_title("memory over the profiled steps"),
         xaxis={"title": {"text": "profiled step"}, "dtick": 1},
         yaxis={"title": {"text": "MiB"}},
         height=320,
         margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        **_LAYOUT,
     )
-    return fig
 
 
 def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure]:
     """Per-rank heatmaps: communication time by kind, and link bandwidth by link type (each
     rank's own summary; the rank-to-rank matrix, where the profile has one, is drawn apart
     by :func:`rank_pair_heatmap`)."""
-    need_plotly()
-    import plotly.graph_objects as go
-
     ranks = [p for p in profiles if p.communication is not None]
     if len(ranks) < 2:
         return []
@@ -1081,25 +1056,23 @@ def _communication_figures(profiles: Sequence[ProfileSummary]) -> list[go.Figure
     def heatmap(
         z: Sequence[Sequence[float | None]], x: list[str], scale: str, unit: str, title: str
     ) -> go.Figure:
-        fig = go.Figure(
-            go.Heatmap(
-                z=z,
-                x=x,
-                y=names,
-                colorscale=scale,
-                texttemplate="%{z:.3g}",
-                hovertemplate=f"%{{y}} %{{x}}: %{{z:.4g}} {unit}<extra></extra>",
-                colorbar={"title": {"text": unit.removesuffix("/step")}},
-            )
-        )
-        fig.update_layout(
-            title={"text": title, "font": {"size": 14}},
+        cells = {
+            "type": "heatmap",
+            "z": z,
+            "x": x,
+            "y": names,
+            "colorscale": scale,
+            "texttemplate": "%{z:.3g}",
+            "hovertemplate": f"%{{y}} %{{x}}: %{{z:.4g}} {unit}<extra></extra>",
+            "colorbar": {"title": {"text": unit.removesuffix("/step")}},
+        }
+        return _figure(
+            [cells],
+            title=_title(title),
             height=140 + 40 * len(ranks),
             margin={"l": 90, "r": 20, "t": 40, "b": 40},
             yaxis={"autorange": "reversed"},
-            **_LAYOUT,
         )
-        return fig
 
     kinds = ("transit_ms", "wait_ms", "synchronization_ms", "idle_ms")
     comms = [p.communication for p in ranks if p.communication is not None]
@@ -1774,18 +1747,15 @@ def render_run(
     """One run's page, headed by its verdict (``judged``; None: not judged); ``utilisation``
     judges its rank pairs against their links' nominal bandwidths (None: the matrix shows
     GB/s only)."""
-    profiles: list[ProfileSummary] = list(run.rank_profiles)
-    if not profiles and run.profile is not None:
-        profiles = [run.profile]
-    figures: list[tuple[str, go.Figure | None, str]] = []
+    need_plotly()
+    profiles = list(run.rank_profiles) or ([] if run.profile is None else [run.profile])
     main = run.profile or (profiles[0] if profiles else None)
-    if main is not None:
-        figures.append(("ops", _ops_figure(main), "The profile lists no ops."))
-    figures.append(("breakdown", _breakdown_figure(profiles), "No step breakdown in the profile."))
-    figures.append(
-        ("memory", _memory_figure(profiles), "The profile has no per-step memory readings.")
-    )
-    figures += [(f"comm-{i}", fig, "") for i, fig in enumerate(_communication_figures(profiles))]
+    figures = [
+        ("ops", None if main is None else _ops_figure(main), "The profile lists no ops."),
+        ("breakdown", _breakdown_figure(profiles), "No step breakdown in the profile."),
+        ("memory", _memory_figure(profiles), "The profile has no per-step memory readings."),
+        *((f"comm-{i}", fig, "") for i, fig in enumerate(_communication_figures(profiles))),
+    ]
     plots = []
     for name, fig, missing in figures:
         if fig is not None:
