@@ -208,13 +208,19 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+_PLACEHOLDERS = str.maketrans({"{": "&#123;", "}": "&#125;", "%": "&#37;"})
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def _label(text: str, limit: int = MAX_LABEL) -> str:
     """A data string for a plot label or hover text: short, HTML-escaped, no template
     placeholders (plotly reads ``%{...}`` in hover templates)."""
-    flat = " ".join(text.split())
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return esc(flat).replace("{", "&#123;").replace("}", "&#125;").replace("%", "&#37;")
+    return esc(_clip(text, limit)).translate(_PLACEHOLDERS)
 
 
 def slug(name: str) -> str:
@@ -1182,10 +1188,7 @@ def _tick_step(total_us: float, target: int = 10) -> float:
 
 
 def _span_title(s: TimelineSpan) -> str:
-    name = " ".join(s.name.split())
-    if len(name) > 160:
-        name = name[:159] + "…"
-    return f"{esc(name)} · {esc(duration_text(s.dur_us))} · {s.kind.value}"
+    return f"{esc(_clip(s.name, 160))} · {esc(duration_text(s.dur_us))} · {s.kind.value}"
 
 
 def _lane_bins(
@@ -1319,10 +1322,9 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
         y += LANE_PX
         for lane in mine:
             name = " ".join(lane.name.split())
-            shown = name if len(name) <= TIMELINE_LABEL else name[: TIMELINE_LABEL - 1] + "…"
             names.append(
                 f'<text x="12" y="{y + LANE_PX / 2 + 2:.0f}"><title>{esc(name)}</title>'
-                f"{esc(shown)}</text>"
+                f"{esc(_clip(name, TIMELINE_LABEL))}</text>"
             )
             lanes.append(_lane_svg(lane, y, total, scale, width, tally))
             y += LANE_PX
@@ -1346,13 +1348,8 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
 
 
 def _legend(items: Sequence[tuple[str, str]]) -> str:
-    return (
-        "<p class='legend'>"
-        + "".join(
-            f"<span><i style='background:{colour}'></i>{esc(text)}</span>" for colour, text in items
-        )
-        + "</p>"
-    )
+    keys = "".join(f"<span><i style='background:{c}'></i>{esc(text)}</span>" for c, text in items)
+    return f"<p class='legend'>{keys}</p>"
 
 
 def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
