@@ -156,8 +156,7 @@ def display_width(text: str) -> int:
 
 
 def pad(text: str, width: int) -> str:
-    """``text`` padded with spaces to ``width`` terminal columns (``str.ljust`` by display
-    width)."""
+    """``str.ljust`` by terminal columns (:func:`display_width`)."""
     return text + " " * max(width - display_width(text), 0)
 
 
@@ -699,8 +698,7 @@ SUGGESTION_CELL = 300
 
 
 def short_name(name: str, width: int = NAME_CELL) -> str:
-    """``name`` cut to ``width`` terminal columns with an ellipsis, for table cells (a CJK
-    character takes two)."""
+    """``name`` cut to ``width`` terminal columns with an ellipsis (a CJK character takes two)."""
     return name if display_width(name) <= width else _cut(name, width - 1) + "…"
 
 
