@@ -193,17 +193,6 @@ BENCHMARK_CELL = 40
 METRIC_CELL = 40
 """Columns a metric's name takes at most in the terminal report (its tags beside it)."""
 
-_REPORT_ORDER = (
-    Verdict.OVER_BUDGET,
-    Verdict.REGRESSION,
-    Verdict.INCONCLUSIVE,
-    Verdict.IMPROVEMENT,
-    Verdict.UNCHANGED,
-    Verdict.NO_BASELINE,
-    Verdict.INCOMPARABLE,
-)
-"""The order of a benchmark's comparisons in the terminal report (deciding ones first)."""
-
 
 def _pct_words(pct: float) -> str:
     """A size in % for people, without its sign: ``9.8%``, ``14%``."""
@@ -417,7 +406,7 @@ def render_text(result: GateResult, *, verbose: bool = False) -> str:
     benchmarks = list(dict.fromkeys(c.benchmark for c in compared))
     for name in benchmarks:
         mine = [c for c in compared if c.benchmark == name]
-        mine.sort(key=lambda c: (id(c) not in deciding, _REPORT_ORDER.index(c.verdict)))
+        mine.sort(key=lambda c: (id(c) not in deciding, decide.SEVERITY_ORDER.index(c.verdict)))
         lines.append(_benchmark_head(name, mine, result.against))
         for c in mine:
             head, said = f"  {short_name(c.metric, METRIC_CELL)}{metric_tags(c)}:", plain_words(c)

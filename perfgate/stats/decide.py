@@ -65,14 +65,17 @@ def size_text(pct: float) -> str:
     return f"{pct:.1f}%" if pct <= MDE_SHOWN_UP_TO else f"over {MDE_SHOWN_UP_TO:.0f}%"
 
 
-_OVERALL_ORDER = (
+SEVERITY_ORDER = (
     Verdict.OVER_BUDGET,
     Verdict.REGRESSION,
     Verdict.INCONCLUSIVE,
     Verdict.IMPROVEMENT,
     Verdict.UNCHANGED,
     Verdict.NO_BASELINE,
+    Verdict.INCOMPARABLE,
 )
+"""The verdicts, most severe first: a gate's overall verdict is the first any of its deciding
+comparisons has, and a report lists a benchmark's comparisons in this order."""
 
 
 class Outcome(str, Enum):
@@ -266,10 +269,7 @@ def overall_verdict(comparisons: Iterable[Comparison]) -> Verdict:
     )
     if not seen:
         return Verdict.NO_BASELINE
-    for verdict in _OVERALL_ORDER:
-        if verdict in seen:
-            return verdict
-    return Verdict.INCOMPARABLE
+    return next(v for v in SEVERITY_ORDER if v in seen)
 
 
 def verdict_counts(comparisons: Iterable[Comparison]) -> dict[Verdict, int]:
