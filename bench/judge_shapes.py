@@ -360,6 +360,13 @@ def _rows() -> list[Row]:
             r(base, change=LN8, changed=10),
             p8,
         ),
+        Row("power +8%: t3 benchmark tails", "power", r(base, change=LN8, bench_df=3.0), p8),
+        Row(
+            "power +8%: t3 tails in every component",
+            "power",
+            r(base, change=LN8, job_df=3.0, bench_df=3.0, proc_df=3.0),
+            p8,
+        ),
         Row(p5, "power", r(cov1, change=LN5), weight=0.5),
         Row(
             "power +5%, gate 20, CoV 1%: t3 job tails",
@@ -399,6 +406,18 @@ def _rows() -> list[Row]:
             "oracle",
             r(cov1, job_df=3.0, t_unit_var=False),
             "power +5%, gate 20, CoV 1%: t3 job tails at scale sd",
+        ),
+        Row(
+            "oracle: t3 benchmark tails (MDE at 80% power)",
+            "oracle",
+            r(base, bench_df=3.0),
+            "power +8%: t3 benchmark tails",
+        ),
+        Row(
+            "oracle: t3 tails in every component (MDE at 80% power)",
+            "oracle",
+            r(base, job_df=3.0, bench_df=3.0, proc_df=3.0),
+            "power +8%: t3 tails in every component",
         ),
         Row("calibration: stated MDE injected, 30 runs", "calib", base),
         Row("calibration: stated MDE injected, 3 runs", "calib", r(base, runs=3)),
@@ -576,10 +595,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if row.kind == "oracle":
                 raw, net = _oracle(row.shape, args.oracle_draws, key % 2**32)
                 pg = _med(mdes.get(row.ref or "", []))
-                ratio = f"{float(pg) / raw:.2f}x" if pg != "-" else "-"
+                ratio = f"{float(pg) / raw:.2f}x / {float(pg) / net:.2f}x" if pg != "-" else "-"
                 other = (
                     f"oracle on the raw change {raw:.2f}%, net of the gate's mean {net:.2f}%; "
-                    f"perfgate median mde_pct {pg}% = {ratio} the raw oracle's"
+                    f"perfgate median mde_pct {pg}% = {ratio} the raw / net oracle's"
                 )
                 s = time.perf_counter() - t0
                 draws = f"{args.oracle_draws} draws"
