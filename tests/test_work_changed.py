@@ -124,7 +124,10 @@ def test_a_cloned_small_tensor_passes_the_gate_and_is_named(
     assert work["benchmark"] == "mlp" and work["baseline_run_id"] == "mlp-main-005"
     clone = next(o for o in work["ops"] if o["name"] == "aten::clone")
     assert clone["delta_calls_per_step"] == 1.0 and clone["status"] == "new"
-    assert work["text"].startswith("work changed: +1 aten::clone (new)")
+    # the changed ops are listed by time per step: the clone's own copy_ and empty_strided
+    # calls change too, and which of them took longer is the machine's doing
+    assert work["text"].startswith("work changed: ")
+    assert "+1 aten::clone (new)" in work["text"]
     assert work["text"].endswith(" per step") or "more op" in work["text"]
     assert list(Draft202012Validator(json.loads(SCHEMA.read_text())).iter_errors(document)) == []
 
@@ -137,7 +140,7 @@ def test_a_cloned_small_tensor_passes_the_gate_and_is_named(
     code, _ = gate(url, "--report-dir", str(report))
     assert code == 0
     comment = (report / "report.md").read_text(encoding="utf-8")
-    assert "work changed: +1 aten::clone (new)" in comment
+    assert "work changed: " in comment and "+1 aten::clone (new)" in comment
 
 
 def test_loss_detach_is_one_more_call_and_passes(
@@ -191,7 +194,7 @@ def test_the_html_report_names_the_work_beside_the_latest_verdict(
     (view,) = site.benchmarks
     assert view.work is not None and view.verdict is not Verdict.REGRESSION
     words = work_text(view.work)
-    assert words.startswith("work changed: +1 aten::clone (new)")
+    assert words.startswith("work changed: ") and "+1 aten::clone (new)" in words
     assert esc(words) in render_benchmark(view, site)
 
 
@@ -219,7 +222,8 @@ def test_a_b_pairs_name_the_work_against_the_base_run_and_decide_only_when_asked
             assert gate_failed(config, result) is opted_in
             (work,) = result.work_changes
             assert work.baseline_run_id == base.id
-            assert work_text(work).startswith("work changed: +1 aten::clone (new)")
+            words = work_text(work)
+            assert words.startswith("work changed: ") and "+1 aten::clone (new)" in words
     finally:
         store.close()
 
