@@ -173,13 +173,15 @@ def test_a_change_hidden_by_a_whole_job_move_is_not_called_unchanged() -> None:
     assert "the whole job moved" in b0.reason and "net of the job's move" in b0.reason
 
 
-@pytest.mark.parametrize("seed", [175, 253, 443])
+@pytest.mark.parametrize("seed", [175, 253])
 def test_a_whole_job_change_the_job_test_misses_is_not_called_unchanged(seed: int) -> None:
     """Every benchmark 8% slower: the job factor takes it out of each benchmark, and where
     the job's own test does not call it (+5.1..+6.4% against the window's jobs in these
     gates), what is left of b0 is its own noise, -0.8..-1.6%. On the tree before, each of
     these gates called b0 ``unchanged`` (15 of 1500 seeds): a claim of no change must hold
-    with the job's part in it too, as it must net of the job when the job moved."""
+    with the job's part in it too, as it must net of the job when the job moved. (Seed 443
+    was a third: since the tails' body is a mixture, its own reading is already too wide
+    for ``unchanged``, so it no longer reaches the job's part.)"""
     baseline, current = _gate(seed)
     current = {b: [v * 1.08 for v in values] for b, values in current.items()}
     b0 = perfgate.judge(baseline, current)["b0"]
@@ -228,13 +230,15 @@ def test_a_pr_that_speeds_up_half_the_gate_fails_none_of_the_rest() -> None:
         assert all(judged[f"b{b}"].verdict != "regression" for b in range(5, 10)), seed
 
 
-@pytest.mark.parametrize("seed", [98, 145, 187])
+@pytest.mark.parametrize("seed", [145, 187])
 def test_speedups_elsewhere_do_not_lower_the_bar_for_a_slowdown(seed: int) -> None:
     """Five of ten benchmarks twice as fast, the other five unchanged. One family of ten
     tests called the five speedups, and Benjamini-Hochberg then tested the sixth at 6 alpha
-    / 10: an unchanged benchmark 4.7-5.3% slower by chance (raw p 0.0016-0.0032) failed the
+    / 10: an unchanged benchmark 4.8-5.3% slower by chance (raw p 0.0016-0.0032) failed the
     gate (20 of 600 seeds on the tree before, 5 now). A slowdown is a family of its own:
-    the speedups are on the other side and lower nothing."""
+    the speedups are on the other side and lower nothing. (Seed 98 was a third: since the
+    tails' body is a mixture, its gate's light-looking bodies are judged wider and its
+    +4.7% is no longer significant even beside other slowdowns.)"""
     baseline, current = _gate(seed)
     for b in range(5):
         current[f"b{b}"] = [v * 0.5 for v in current[f"b{b}"]]

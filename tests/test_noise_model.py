@@ -536,3 +536,23 @@ def test_tail_events_in_the_last_runs_show_a_runner_that_became_noisier() -> Non
     tails[4], tails[15] = 0.92, 1.09
     c = compare_candidates([candidate(series(rng, 31, factors=tails, job=0.0, process=0.005))])
     assert "more than the earlier ones" not in c[0].reason, c[0].reason
+
+
+def _median_mde(seed: int, **kw: object) -> float:
+    rng = np.random.default_rng(seed)
+    mdes = []
+    for _ in range(10):
+        cands = [candidate(series(rng, 31, **kw, benchmark=f"b{m}")) for m in range(10)]  # type: ignore[arg-type]
+        mdes += [c.mde_pct for c in compare_candidates(cands) if c.mde_pct is not None]
+    return statistics.median(mdes)
+
+
+def test_heavy_tails_widen_the_test_by_what_they_put_out_there_not_more() -> None:
+    """t3 run noise in every benchmark of a gate of 10 (30 runs, 3 repeats): at the gate's
+    bar (0.01 / 10, two-sided) a t3's quantile is 2.27x the normal's at the same SD, so the
+    stated detectable change may grow about that much. The rule before (the heaviest t not
+    ruled out, with the residuals' SD as its scale) stated 4.2x the Gaussian gate's; the
+    body's mixture and the far runs' share state 2.4x."""
+    gaussian = _median_mde(40, job=0.02, process=0.01)
+    heavy = _median_mde(40, job=0.02, process=0.01, job_df=3.0)
+    assert heavy < 3.0 * gaussian, (heavy, gaussian)

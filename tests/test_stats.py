@@ -186,8 +186,11 @@ def test_simulated_ten_percent_slowdowns_are_mostly_found() -> None:
 
 
 def test_change_interval_covers_the_true_change_near_nominally() -> None:
-    """95% intervals on simulated histories (30 runs, CoV 3%, true change +6%): coverage
-    close to 95%, neither far below (overconfident) nor at 100% (useless)."""
+    """Intervals on simulated histories (30 runs, CoV 3%, true change +6%), at the level the
+    verdict is decided at (1 - alpha for one test: 99%): coverage close to it, neither far
+    below (overconfident) nor at 100% (useless). A lone series of 30 runs shows little of
+    its tails, so its body is a mixture of the normal and t's and its interval a little
+    wider than a normal's (399 of 400 covered)."""
     rng = np.random.default_rng(31)
     covered, trials = 0, 400
     for _ in range(trials):
@@ -196,7 +199,7 @@ def test_change_interval_covers_the_true_change_near_nominally() -> None:
         (c,) = compare_candidates([Candidate(current, base, TIME)])
         assert c.ci_low_pct is not None and c.ci_high_pct is not None
         covered += c.ci_low_pct <= 6.0 <= c.ci_high_pct
-    assert 0.92 <= covered / trials <= 0.995
+    assert 0.97 <= covered / trials < 1.0
 
 
 def test_a_run_as_far_out_as_a_baseline_outlier_is_not_called_a_change() -> None:

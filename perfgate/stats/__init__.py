@@ -73,15 +73,20 @@ Assumptions, in plain words:
   with the spread of the gate's benchmarks pooled (with their degrees of freedom), and only
   a change that is called stands; anything else is ``no_baseline``, saying what a change
   would have to be to be called now. One run of each benchmark says nothing of the noise.
-* Heavy tails are each series' own: its standardised residuals (the lone outliers among
-  them) are fitted with a Student t, each of the gate's other series lending the evidence
-  of a typical one (their log-likelihood ratios' upper quartile, so a quarter of them with
-  outliers, however far, lend nothing of their own), so a runner whose benchmarks all have
-  heavy tails is seen in each and one benchmark's outlier widens no other benchmark's
-  test. A t must beat the normal by a clear margin (3 in log-likelihood, about what a
-  one-parameter test at 1.4% would need); then of the t's a likelihood-ratio test does
-  not rule out at the gate's level (alpha over its tests) the heaviest is taken: far out
-  where the gate decides, the body of the distribution does not show the tail.
+* Tails: a run's deviation from its series' model comes from a body or, at a rate, from
+  far out. The body is the normal (prior 1/2) or a Student t of 2.5-50 degrees of
+  freedom, weighed by how well each fits the shape of the series' residuals within 3 SDs,
+  each of the gate's other series lending its median evidence (a runner
+  whose benchmarks all have t tails is seen in each). The far runs are those beyond 3 SDs
+  in the gate's other series, less the one with the most of them (one benchmark's
+  outlier, however far, widens no other benchmark's test; its own are the rank guard's);
+  their share is the rate and their sizes a power law from 3 SDs on (a Pareto, its index
+  by Hill's estimator: the tail a t has, heavier than a normal's). The test is widened
+  until a current run is as rare as the gate's bar (alpha over its tests) says under that
+  model: t3 run noise widens it about 2x (a t3's quantile there is 2.27x the normal's), a
+  Gaussian gate not at all, neighbours that slow 2% of processes by 5-30% enough that a
+  current run so slowed is rarely called. The job factor's own 30-odd values are fitted
+  with one t, the heaviest a likelihood-ratio test does not rule out at the gate's bar.
 * A metric that never varied in its window is judged as a deterministic one and is not a
   test of the false-discovery family; a throughput echoes the step time it is the
   reciprocal of and is shown, not tested again.
@@ -117,8 +122,8 @@ row): they leave the level and the spread. The 30% run is a lone outlier of the 
 benchmark: its tail, no one else's. With the job factor out, the first benchmark's own
 runs spread about 1.5%, and the change's SD (the current run's noise and the level's) is
 about 1.6%. ``_gate(6, change=0.10, blip=True, outlier_elsewhere=True)`` measures +12.1%
-(the drawn noise adds to the 10%), raw p = 1e-10, far below the bar 0.01 / 10; its
-interval, at 1 - 0.01 / 10, is [+6.4%, +18.1%]: a regression. The stated MDE is 6.7%:
+(the drawn noise adds to the 10%), raw p = 7e-11, far below the bar 0.01 / 10; its
+interval, at 1 - 0.01 / 10, is [+6.4%, +18.0%]: a regression. The stated MDE is 6.7%:
 about 1.6% x (3.9 + 0.85), the bar's t quantile plus 80% power's.
 """
 

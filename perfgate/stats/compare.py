@@ -41,9 +41,13 @@ See the package docstring for the assumptions in plain words; the pieces, in ord
    last ``RECENT_RUNS`` runs, with their repeats and the current run's, spread more (one F
    test at ``ALPHA``) is judged with that spread (:func:`_noisier_lately`); the gate's
    series ask it together too (:func:`_runner_noisier`: the median of their p-values).
-6. Tails (:func:`_series_tails`): each series' own Student t, the gate's other series lending
-   one series' worth of evidence; of the t's a likelihood-ratio test does not reject at the
-   gate's level, the heaviest.
+6. Tails (:func:`_series_tails`): a run's deviation is drawn from a body or, at a rate,
+   from far out. The body is the normal or a Student t of ``_T_GRID``, weighed by how well
+   each fits the series' residuals within ``FAR_SDS`` (the gate's other series lending
+   their median evidence); the far runs are the residuals beyond it in the gate's other
+   series less the one with the most, their sizes a power law (Hill's estimator). The test
+   widens until a current run is as rare as the gate's level under that model. A series'
+   own lone outliers are the rank guard's (:func:`_rank_p`).
 7. The test and the verdict (:func:`compare_candidates`): a t test of the change against the
    level, Benjamini-Hochberg over the gate's noisy metrics (a family for the changes that
    point worse, one for those that point better), false-coverage adjusted intervals at the
@@ -104,15 +108,15 @@ NOISY_NOW_MIN_COV = 0.02
 NOISY_NOW_P = 0.001
 """A current run's repeats that spread more than the pooled process noise does once in
 this many runs (chi-square) say the machine is noisy now."""
-TAIL_MINORITY = 0.25
-"""The share of a gate's other series whose tail evidence is left out of a series' prior:
-a few benchmarks with outliers are theirs; a runner most of whose benchmarks show them has
-heavy tails."""
 MAX_HEAVY_DOF = 20.0
-"""Tails are called heavy (and widen the gate's tests) only when a t with at most this many
-degrees of freedom fits clearly better than the normal: lighter excess tails (a rare
-disturbed process) are left to the outlier guard, at the cost of little power."""
+"""The job factor's tails (:func:`fit_tail`) are called heavy only when a t with at most
+this many degrees of freedom fits clearly better than the normal."""
 _T_GRID = (2.5, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0)
+"""The Student t's a body may be: from about as heavy as a variance allows to near normal."""
+FAR_SDS = 3.0
+"""Where a series' far runs begin, in its SDs (a normal body puts 0.27% of runs beyond):
+what lies beyond (a neighbour, a stall, a t's tail) is taken as the gate saw it, a share
+and a power law of sizes, not extrapolated from the body."""
 
 _LOG_MAX = 700.0
 """The largest log ratio ``math.expm1`` takes (its range ends near 709.8)."""
@@ -944,9 +948,10 @@ def _heaviest(normal: float, lls: np.ndarray, level: float) -> float:
 
 
 def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
-    """Degrees of freedom of the heaviest Student t that standardised residuals do not rule
-    out at ``level``; ``inf`` when no t fits clearly better than the normal (or under 30
-    residuals).
+    """The job factor's tails (one series of about 30 values, whose tails the window's jobs
+    show alone): degrees of freedom of the heaviest Student t that standardised residuals
+    do not rule out at ``level``; ``inf`` when no t fits clearly better than the normal
+    (or under 30 residuals).
 
     A few hundred residuals tell a t4 from a t6 in the body of the distribution, not far out
     where a gate decides: a change is called at a p-value near ``level`` (alpha over the
@@ -959,25 +964,105 @@ def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
     return _heaviest(*_tail_lls(r), level)
 
 
-def _series_tails(resids: Sequence[np.ndarray], level: float) -> list[float]:
-    """Each series' tail (:func:`fit_tail`'s rule) from its own standardised residuals and
-    the gate's: the other series of the metric lend their log-likelihood ratios against the
-    normal, the largest quarter of them left out (``TAIL_MINORITY``). So a runner whose
-    benchmarks all (or many) have heavy tails is seen in each, and a few benchmarks with
-    outliers (however far) widen no other benchmark's test."""
-    fits = [_tail_lls(r) if r.size >= TRIM_MIN_RUNS else None for r in resids]
-    gains = [None if f is None else f[1] - f[0] for f in fits]
+_NU = np.asarray(_T_GRID)
+
+
+def _body_lls(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log-likelihoods of standardised residuals ``r`` within ``FAR_SDS`` under the
+    normal and each t of ``_T_GRID``, each truncated there (the body's shape is what tells
+    a t from the normal; the far runs are the far tail's), and each t's scale (fitted by EM
+    to the runs within)."""
+    r = r[np.abs(r) <= FAR_SDS]
+    var = max(float(np.mean(r * r)), 1e-12) if r.size else 1.0
+    nu = _NU[:, None]
+    r2 = (r * r)[None, :]
+    scale2 = np.full((_NU.size, 1), var)
+    for _ in range(30):  # EM for the scale of a t with known nu
+        scale2 = np.mean((nu + 1) / (nu + r2 / scale2) * r2, axis=1, keepdims=True)
+    scale = np.sqrt(np.maximum(scale2[:, 0], 1e-12))
+    const = special.gammaln((_NU + 1) / 2) - special.gammaln(_NU / 2) - 0.5 * np.log(_NU * math.pi)
+    ts = np.sum(-(nu + 1) / 2 * np.log1p(r2 / scale2 / nu), axis=1) + r.size * (
+        const - np.log(scale)
+    )
+    ts -= r.size * np.log(1.0 - 2.0 * special.stdtr(_NU, -FAR_SDS / scale))
+    sd = math.sqrt(var)
+    normal = -0.5 * float(np.sum(r2)) / var - r.size * math.log(sd * math.sqrt(2.0 * math.pi))
+    normal -= r.size * math.log(1.0 - 2.0 * float(special.ndtr(-FAR_SDS / sd)))
+    # the normal body is the model's own: one SD (the residuals' units)
+    return np.concatenate(([normal], ts)), np.concatenate(([1.0], scale))
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The tails a series' runs are judged with: its body (a normal or a t, weighed by how
+    well each fits) and beyond ``FAR_SDS`` the far runs' share and sizes in SDs."""
+
+    weights: np.ndarray = field(default_factory=lambda: np.ones(1))
+    scales: np.ndarray = field(default_factory=lambda: np.ones(1))
+    rate: float = 0.0
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def exceeds(self, x: float, dof: float) -> float:
+        """P(|residual| > x): the body's mixture (each t no lighter than ``dof``, the
+        noise's own uncertainty) and the far runs' power law."""
+        nu = np.concatenate(([dof], np.minimum(_NU, dof)))[: self.weights.size]
+        body = float(np.sum(self.weights * 2.0 * special.stdtr(nu, -x / self.scales)))
+        if not self.sizes.size or self.rate <= 0 or x <= FAR_SDS:
+            return (1.0 - self.rate) * body + self.rate
+        index = self.sizes.size / max(float(np.sum(np.log(self.sizes / FAR_SDS))), 1e-9)
+        return (1.0 - self.rate) * body + self.rate * float((x / FAR_SDS) ** -index)
+
+    def width(self, dof: float, level: float) -> float:
+        """How many times the body's t test (its SD, ``dof``) must widen so that a current
+        run is called no more often than ``level`` (two-sided): the x with P(|residual| >
+        x) = level (:meth:`exceeds`) over the t's own x."""
+        body = float(special.stdtrit(dof, 1.0 - level / 2.0))
+        if self.exceeds(body, dof) <= level:
+            return 1.0
+        lo, hi = body, 2.0 * body
+        while self.exceeds(hi, dof) > level:
+            lo, hi = hi, 2.0 * hi
+        # bisection (P(|residual| > x) falls with x): scipy.optimize is off the gate's path
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.exceeds(mid, dof) > level else (lo, mid)
+        return hi / body
+
+
+def _series_tails(resids: Sequence[np.ndarray]) -> list[_Tail]:
+    """Each series' tails from its own standardised residuals and the gate's other
+    series'. The body: the normal (prior 1/2) and the t's of ``_T_GRID``, weighed by their
+    likelihood, the others lending their median log-likelihood ratios, each of them as
+    much evidence as this series' own. The far runs: the others', less the one of them
+    with the most far runs (a series' own are the rank guard's, :func:`_rank_p`: a current
+    run between its body and them is a change). So a runner whose benchmarks see stalls,
+    neighbours or t-like tails shows it in each, and one benchmark's outlier (however far)
+    widens no other benchmark's test."""
+    usable = [r.size >= TRIM_MIN_RUNS for r in resids]
+    fits = [_body_lls(r) if ok else None for r, ok in zip(resids, usable, strict=True)]
+    gains = [None if f is None else f[0] - f[0][0] for f in fits]
+    far = [np.abs(r[np.abs(r) > FAR_SDS]) for r in resids]
+    prior = np.log(np.concatenate(([0.5], np.full(_NU.size, 0.5 / _NU.size))))
     out = []
-    for i, own in enumerate(gains):
-        if own is None:
-            out.append(math.inf)
-            continue
-        others = [g for j, g in enumerate(gains) if j != i and g is not None]
-        gain = own
+    for i in range(len(resids)):
+        others = [j for j in range(len(resids)) if j != i and usable[j]]
+        lent = [gains[j] for j in others]
+        own = gains[i]
+        weights = np.eye(_NU.size + 1)[0]  # no runs to tell: the normal
+        if own is not None or lent:
+            logw = prior + (np.zeros(_NU.size + 1) if own is None else own)
+            if lent:
+                logw = logw + len(lent) * np.median(np.asarray(lent), axis=0)
+            weights = np.exp(logw - np.max(logw))
+            weights /= np.sum(weights)
+        fit = fits[i] if fits[i] is not None else (fits[others[0]] if others else None)
+        scales = fit[1] if fit is not None else np.ones(_NU.size + 1)
         if others:
-            typical = np.quantile(np.asarray(others), 1.0 - TAIL_MINORITY, axis=0)
-            gain = gain + len(others) * typical
-        out.append(_heaviest(0.0, gain, level))
+            others.remove(max(others, key=lambda j: far[j].size))
+        n = sum(resids[j].size for j in others)
+        sizes = np.sort(np.concatenate([far[j] for j in others])) if others else np.zeros(0)
+        rate = sizes.size / n if n and sizes.size else 0.0
+        out.append(_Tail(weights, scales, rate, sizes))
     return out
 
 
@@ -1005,7 +1090,7 @@ def _with_prior_job(
 
 
 def _evidence(
-    s: _Series, fit: _Level, zc: float, between: _Prior, within: _Prior, nu: float
+    s: _Series, fit: _Level, zc: float, between: _Prior, within: _Prior, tails: _Tail, level: float
 ) -> Evidence:
     """The change of the current run ``zc`` (the job factor taken out where the gate has
     one) against ``fit``, and its SD from the noise components."""
@@ -1063,14 +1148,14 @@ def _evidence(
     var = var_cur + var_run * fit.factor
     sd = max(math.sqrt(max(var, 0.0)), SCALE_FLOOR)
     dof = max(dof, 1.0)
-    if math.isfinite(nu):
-        dof = min(dof, nu)
+    width = tails.width(dof, level)
+    sd *= width
     change = zc - fit.level
     p_value = float(2.0 * special.stdtr(dof, -abs(change) / sd))
     before = None
     if fit.before is not None:
         sd_before = math.sqrt(max(var_cur + var_run * fit.before[1], 0.0))
-        before = (zc - fit.before[0], max(sd_before, SCALE_FLOOR), dof)
+        before = (zc - fit.before[0], max(sd_before * width, SCALE_FLOOR), dof)
     return Evidence(
         centre=s.ref,
         change=change,
@@ -1189,7 +1274,7 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
             [s.ss_within / s.dof_within if s.dof_within else 0.0 for s in group],
             [s.dof_within for s in group],
         )
-        nus = _series_tails([f.resid for f in fits], level)
+        tails = _series_tails([f.resid for f in fits])
         job_ev, moved = None, None
         if jobs is not None:
             # the whole job moved: every benchmark fails at once, so it must pass the
@@ -1197,8 +1282,8 @@ def gate_evidence(candidates: Sequence[Candidate]) -> list[Evidence]:
             job_ev = _job_evidence(jobs[0], jobs[1], level, all(s.log for s in group))
             if job_ev.p_value < level:
                 moved = job_ev
-        for i, s, fit, zc, nu in zip(members, group, fits, currents, nus, strict=True):
-            ev = _evidence(s, fit, zc, between, within, nu)
+        for i, s, fit, zc, tail in zip(members, group, fits, currents, tails, strict=True):
+            ev = _evidence(s, fit, zc, between, within, tail, level)
             taken_out = removed or s.z.size < MIN_BASELINE_RUNS
             if moved is not None:
                 ev = _with_job(ev, moved, len(group), removed=taken_out)
@@ -1515,4 +1600,4 @@ def change_sd(baseline: Sequence[RunPoint], *, repeats: int) -> float:
     s = _series(Candidate(stand_in, tuple(baseline), policy))
     s = replace(s, cur_factor=median_variance(repeats), cur_within=None)
     fit = _fit_level(s.z, s.zc)
-    return _evidence(s, fit, s.zc, _NO_PRIOR, _NO_PRIOR, math.inf).sd
+    return _evidence(s, fit, s.zc, _NO_PRIOR, _NO_PRIOR, _Tail(), ALPHA).sd
