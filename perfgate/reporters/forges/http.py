@@ -13,6 +13,7 @@ Failures are one :class:`ReportError` line without the token. Proxies come from
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import threading
@@ -43,6 +44,11 @@ GRACE_S = 0.1  # a try's thread is waited for this much longer: its socket timeo
 DENIED = "; the token lacks permission (fork PRs: post from a follow-up job, see ci/)"
 MISSING = "; check the repository/project, the PR/MR number and the API URL"
 HINTS = {401: DENIED, 403: DENIED, 404: MISSING}
+MAX_NESTING = 64
+"""The deepest JSON a forge answer may nest (theirs nest a few levels): json.loads recurses
+once a level, and near the recursion limit even a finalizer the garbage collector runs
+meanwhile fails, where no caller can catch it."""
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 Json: TypeAlias = "Mapping[str, Any]"
 Query: TypeAlias = "Mapping[str, str | int]"
@@ -205,10 +211,26 @@ class ForgeClient:
         if raw is None:
             limit = f"{size / 1024 / 1024:g} MiB" if size >= 1024 * 1024 else f"{size} bytes"
             raise self._fail(method, url, f"the response is larger than {limit}")
+        if _nesting(raw) > MAX_NESTING:
+            raise self._fail(method, url, f"the response nests deeper than {MAX_NESTING} levels")
         try:
             return Response(status, headers, json.loads(raw) if raw.strip() else None)
         except (ValueError, RecursionError):
             raise self._fail(method, url, "the response is not JSON") from None
+
+
+def _nesting(raw: bytes) -> int:
+    """How deep JSON text nests, its strings left out (an upper bound where it is not JSON)."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
+        return 0
+    depth = deepest = 0
+    for byte in _STRING.sub(b"", raw):
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
 
 
 def _read(stream: Any, limit: int, expired: Expired) -> bytes | None:
