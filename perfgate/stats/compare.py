@@ -113,6 +113,7 @@ MAX_HEAVY_DOF = 20.0
 this many degrees of freedom fits clearly better than the normal."""
 _T_GRID = (2.5, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0)
 """The Student t's a body may be: from about as heavy as a variance allows to near normal."""
+_NU = np.asarray(_T_GRID)
 FAR_SDS = 3.0
 """Where a series' far runs begin, in its SDs (a normal body puts 0.27% of runs beyond):
 what lies beyond (a neighbour, a stall, a t's tail) is taken as the gate saw it, a share
@@ -918,22 +919,28 @@ def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
     return (prior.dof * prior.var + dof * var) / total, total
 
 
-def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
-    """The log-likelihood of standardised residuals ``r`` under the normal and under each
-    Student t of ``_T_GRID`` (a scale fitted for each by EM, all of them at once)."""
-    var = float(np.mean(r * r)) if r.size else 1.0
-    normal = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
-    if not r.size:
-        return normal, np.zeros(len(_T_GRID))
-    nu = np.asarray(_T_GRID)[:, None]
+def _t_lls(r: np.ndarray, var: float) -> tuple[np.ndarray, np.ndarray]:
+    """The log-likelihood of standardised residuals ``r`` under each Student t of
+    ``_T_GRID``, and each one's squared scale (fitted by EM from ``var``, all at once)."""
+    nu = _NU[:, None]
     r2 = (r * r)[None, :]
-    scale2 = np.full((len(_T_GRID), 1), var)
+    scale2 = np.full((_NU.size, 1), var)
     for _ in range(30):  # EM for the scale of a t with known nu
         scale2 = np.mean((nu + 1) / (nu + r2 / scale2) * r2, axis=1, keepdims=True)
     const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * math.pi)
     x2 = r2 / scale2
     lls = np.sum(const - (nu + 1) / 2 * np.log1p(x2 / nu) - 0.5 * np.log(scale2), axis=1)
-    return normal, lls
+    return lls, scale2[:, 0]
+
+
+def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
+    """The log-likelihood of standardised residuals ``r`` under the normal and under each
+    Student t of ``_T_GRID`` (:func:`_t_lls`)."""
+    var = float(np.mean(r * r)) if r.size else 1.0
+    normal = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
+    if not r.size:
+        return normal, np.zeros(len(_T_GRID))
+    return normal, _t_lls(r, var)[0]
 
 
 def _heaviest(normal: float, lls: np.ndarray, level: float) -> float:
@@ -964,9 +971,6 @@ def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
     return _heaviest(*_tail_lls(r), level)
 
 
-_NU = np.asarray(_T_GRID)
-
-
 def _body_lls(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The log-likelihoods of standardised residuals ``r`` within ``FAR_SDS`` under the
     normal and each t of ``_T_GRID``, each truncated there (the body's shape is what tells
@@ -974,19 +978,11 @@ def _body_lls(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     to the runs within)."""
     r = r[np.abs(r) <= FAR_SDS]
     var = max(float(np.mean(r * r)), 1e-12) if r.size else 1.0
-    nu = _NU[:, None]
-    r2 = (r * r)[None, :]
-    scale2 = np.full((_NU.size, 1), var)
-    for _ in range(30):  # EM for the scale of a t with known nu
-        scale2 = np.mean((nu + 1) / (nu + r2 / scale2) * r2, axis=1, keepdims=True)
-    scale = np.sqrt(np.maximum(scale2[:, 0], 1e-12))
-    const = special.gammaln((_NU + 1) / 2) - special.gammaln(_NU / 2) - 0.5 * np.log(_NU * math.pi)
-    ts = np.sum(-(nu + 1) / 2 * np.log1p(r2 / scale2 / nu), axis=1) + r.size * (
-        const - np.log(scale)
-    )
+    ts, scale2 = _t_lls(r, var)
+    scale = np.sqrt(np.maximum(scale2, 1e-12))
     ts -= r.size * np.log(1.0 - 2.0 * special.stdtr(_NU, -FAR_SDS / scale))
     sd = math.sqrt(var)
-    normal = -0.5 * float(np.sum(r2)) / var - r.size * math.log(sd * math.sqrt(2.0 * math.pi))
+    normal = -0.5 * float(np.sum(r * r)) / var - r.size * math.log(sd * math.sqrt(2.0 * math.pi))
     normal -= r.size * math.log(1.0 - 2.0 * float(special.ndtr(-FAR_SDS / sd)))
     # the normal body is the model's own: one SD (the residuals' units)
     return np.concatenate(([normal], ts)), np.concatenate(([1.0], scale))
@@ -995,22 +991,23 @@ def _body_lls(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class _Tail:
     """The tails a series' runs are judged with: its body (a normal or a t, weighed by how
-    well each fits) and beyond ``FAR_SDS`` the far runs' share and sizes in SDs."""
+    well each fits) and beyond ``FAR_SDS`` the far runs' share and power law."""
 
     weights: np.ndarray = field(default_factory=lambda: np.ones(1))
     scales: np.ndarray = field(default_factory=lambda: np.ones(1))
     rate: float = 0.0
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    index: float = math.inf
+    """The far runs' power law, P(size > x) = (x / ``FAR_SDS``) ** -index (Hill's
+    estimator from their sizes)."""
 
     def exceeds(self, x: float, dof: float) -> float:
         """P(|residual| > x): the body's mixture (each t no lighter than ``dof``, the
         noise's own uncertainty) and the far runs' power law."""
         nu = np.concatenate(([dof], np.minimum(_NU, dof)))[: self.weights.size]
         body = float(np.sum(self.weights * 2.0 * special.stdtr(nu, -x / self.scales)))
-        if not self.sizes.size or self.rate <= 0 or x <= FAR_SDS:
+        if self.rate <= 0 or x <= FAR_SDS:
             return (1.0 - self.rate) * body + self.rate
-        index = self.sizes.size / max(float(np.sum(np.log(self.sizes / FAR_SDS))), 1e-9)
-        return (1.0 - self.rate) * body + self.rate * float((x / FAR_SDS) ** -index)
+        return (1.0 - self.rate) * body + self.rate * float((x / FAR_SDS) ** -self.index)
 
     def width(self, dof: float, level: float) -> float:
         """How many times the body's t test (its SD, ``dof``) must widen so that a current
@@ -1060,9 +1057,12 @@ def _series_tails(resids: Sequence[np.ndarray]) -> list[_Tail]:
         if others:
             others.remove(max(others, key=lambda j: far[j].size))
         n = sum(resids[j].size for j in others)
-        sizes = np.sort(np.concatenate([far[j] for j in others])) if others else np.zeros(0)
-        rate = sizes.size / n if n and sizes.size else 0.0
-        out.append(_Tail(weights, scales, rate, sizes))
+        sizes = np.concatenate([far[j] for j in others]) if others else np.zeros(0)
+        if not (n and sizes.size):
+            out.append(_Tail(weights, scales))
+            continue
+        index = sizes.size / max(float(np.sum(np.log(sizes / FAR_SDS))), 1e-9)
+        out.append(_Tail(weights, scales, sizes.size / n, index))
     return out
 
 
