@@ -81,7 +81,7 @@ from perfgate.stats.decide import (
     worse_sign,
 )
 from perfgate.stats.fdr import by_direction
-from perfgate.stats.summary import mad, median, quantile
+from perfgate.stats.summary import mad, median, nanmedian, quantile
 
 MAD_TO_SD = 1.4826
 SCALE_FLOOR = 0.002
@@ -801,12 +801,12 @@ def _job_factor(
             if agree is not None:
                 dev[have[~agree], c] = np.nan
     counts = np.sum(~np.isnan(dev), axis=0)
-    job = np.where(counts >= JOB_MIN, np.nanmedian(np.where(counts > 0, dev, 0.0), axis=0), 0.0)
-    others = np.zeros_like(dev)
-    for j in range(len(zs)):
-        rest = np.delete(dev, j, axis=0)
-        enough = np.sum(~np.isnan(rest), axis=0) >= JOB_MIN
-        others[j] = np.where(enough, np.nanmedian(np.where(enough, rest, 0.0), axis=0), 0.0)
+    job = np.where(counts >= JOB_MIN, nanmedian(dev), 0.0)
+    # every series' others at once: row j of ``rest`` is the gate less series j
+    m = len(zs)
+    rest = dev[(np.arange(m)[:, None] + np.arange(1, m)[None, :]) % m]
+    enough = np.sum(~np.isnan(rest), axis=1) >= JOB_MIN
+    others = np.where(enough, nanmedian(rest, axis=1), 0.0)
     return job[:k], float(job[k]), others
 
 
@@ -817,7 +817,7 @@ def _job_spread(dev: np.ndarray) -> float:
     if not ok.any():
         return 0.0
     d = dev[:, ok]
-    mads = np.nanmedian(np.abs(d - np.nanmedian(d, axis=0)), axis=0)
+    mads = nanmedian(np.abs(d - nanmedian(d)))
     return MAD_TO_SD * float(np.median(mads))
 
 
@@ -832,9 +832,7 @@ def _agreeing(values: np.ndarray, radius: float) -> np.ndarray | None:
     size = max(g.size for g in groups)
     if size < JOB_MIN:
         return None
-    best = min(
-        (g for g in groups if g.size == size), key=lambda g: abs(float(np.median(values[g])))
-    )
+    best = min((g for g in groups if g.size == size), key=lambda g: abs(median(values[g])))
     agree = np.zeros(values.size, dtype=bool)
     agree[best] = True
     return agree
@@ -919,18 +917,22 @@ def _moderate(var: float, dof: float, prior: _Prior) -> tuple[float, float]:
     return (prior.dof * prior.var + dof * var) / total, total
 
 
-def _t_lls(r: np.ndarray, var: float) -> tuple[np.ndarray, np.ndarray]:
-    """The log-likelihood of standardised residuals ``r`` under each Student t of
-    ``_T_GRID``, and each one's squared scale (fitted by EM from ``var``, all at once)."""
-    nu = _NU[:, None]
-    r2 = (r * r)[None, :]
-    scale2 = np.full((_NU.size, 1), var)
+def _t_lls(r: np.ndarray, n: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log-likelihood of standardised residuals under each Student t of ``_T_GRID``,
+    and each one's squared scale (fitted by EM from ``var``), for a batch of series at once:
+    row i of ``r`` holds series i's ``n[i]`` residuals, padded with zeros (a zero adds nothing
+    to the sums below). Returns two arrays of (series, t)."""
+    nu = _NU[None, :, None]
+    r2 = (r * r)[:, None, :]
+    weighted = (nu + 1) * r2
+    count = n[:, None, None]
+    scale2 = np.broadcast_to(var[:, None, None], (r.shape[0], _NU.size, 1))
     for _ in range(30):  # EM for the scale of a t with known nu
-        scale2 = np.mean((nu + 1) / (nu + r2 / scale2) * r2, axis=1, keepdims=True)
+        scale2 = np.add.reduce(weighted / (nu + r2 / scale2), axis=2, keepdims=True) / count
     const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * math.pi)
-    x2 = r2 / scale2
-    lls = np.sum(const - (nu + 1) / 2 * np.log1p(x2 / nu) - 0.5 * np.log(scale2), axis=1)
-    return lls, scale2[:, 0]
+    spread = np.add.reduce(np.log1p(r2 / scale2 / nu), axis=2, keepdims=True)
+    lls = count * (const - 0.5 * np.log(scale2)) - (nu + 1) / 2 * spread
+    return lls[:, :, 0], scale2[:, :, 0]
 
 
 def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
@@ -940,7 +942,7 @@ def _tail_lls(r: np.ndarray) -> tuple[float, np.ndarray]:
     normal = -0.5 * r.size * (1.0 + math.log(2 * math.pi * var))
     if not r.size:
         return normal, np.zeros(len(_T_GRID))
-    return normal, _t_lls(r, var)[0]
+    return normal, _t_lls(r[None, :], np.array([r.size]), np.array([var]))[0][0]
 
 
 def _heaviest(normal: float, lls: np.ndarray, level: float) -> float:
@@ -971,21 +973,27 @@ def fit_tail(residuals: np.ndarray, level: float = ALPHA) -> float:
     return _heaviest(*_tail_lls(r), level)
 
 
-def _body_lls(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The log-likelihoods of standardised residuals ``r`` within ``FAR_SDS`` under the
-    normal and each t of ``_T_GRID``, each truncated there (the body's shape is what tells
-    a t from the normal; the far runs are the far tail's), and each t's scale (fitted by EM
-    to the runs within)."""
-    r = r[np.abs(r) <= FAR_SDS]
-    var = max(float(np.mean(r * r)), 1e-12) if r.size else 1.0
-    ts, scale2 = _t_lls(r, var)
+def _body_lls(resids: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The log-likelihoods of each series' standardised residuals within ``FAR_SDS`` under
+    the normal and each t of ``_T_GRID``, each truncated there (the body's shape is what
+    tells a t from the normal; the far runs are the far tail's), and each one's scale
+    (fitted by EM to the runs within): two arrays of (series, normal and t's)."""
+    within = [r[np.abs(r) <= FAR_SDS] for r in resids]
+    n = np.array([w.size for w in within], dtype=float)
+    r = np.zeros((len(within), max(w.size for w in within)))
+    for i, w in enumerate(within):
+        r[i, : w.size] = w
+    ss = np.sum(r * r, axis=1)
+    var = np.where(n > 0, np.maximum(ss / np.maximum(n, 1.0), 1e-12), 1.0)
+    ts, scale2 = _t_lls(r, n, var)
     scale = np.sqrt(np.maximum(scale2, 1e-12))
-    ts -= r.size * np.log(1.0 - 2.0 * special.stdtr(_NU, -FAR_SDS / scale))
-    sd = math.sqrt(var)
-    normal = -0.5 * float(np.sum(r * r)) / var - r.size * math.log(sd * math.sqrt(2.0 * math.pi))
-    normal -= r.size * math.log(1.0 - 2.0 * float(special.ndtr(-FAR_SDS / sd)))
+    ts -= n[:, None] * np.log(1.0 - 2.0 * special.stdtr(_NU, -FAR_SDS / scale))
+    sd = np.sqrt(var)
+    normal = -0.5 * ss / var - n * np.log(sd * math.sqrt(2.0 * math.pi))
+    normal -= n * np.log(1.0 - 2.0 * special.ndtr(-FAR_SDS / sd))
     # the normal body is the model's own: one SD (the residuals' units)
-    return np.concatenate(([normal], ts)), np.concatenate(([1.0], scale))
+    ones = np.ones((len(within), 1))
+    return np.concatenate((normal[:, None], ts), axis=1), np.concatenate((ones, scale), axis=1)
 
 
 @dataclass(frozen=True)
@@ -1000,29 +1008,40 @@ class _Tail:
     """The far runs' power law, P(size > x) = (x / ``FAR_SDS``) ** -index (Hill's
     estimator from their sizes)."""
 
-    def exceeds(self, x: float, dof: float) -> float:
-        """P(|residual| > x): the body's mixture (each t no lighter than ``dof``, the
-        noise's own uncertainty) and the far runs' power law."""
-        nu = np.concatenate(([dof], np.minimum(_NU, dof)))[: self.weights.size]
-        body = float(np.sum(self.weights * 2.0 * special.stdtr(nu, -x / self.scales)))
-        if self.rate <= 0 or x <= FAR_SDS:
-            return (1.0 - self.rate) * body + self.rate
-        return (1.0 - self.rate) * body + self.rate * float((x / FAR_SDS) ** -self.index)
+    def exceeds(self, x: np.ndarray, dof: float) -> np.ndarray:
+        """P(|residual| > x) at each x: the body's mixture (each t no lighter than ``dof``,
+        the noise's own uncertainty) and the far runs' power law."""
+        nu = np.concatenate(([dof], np.minimum(_NU, dof)))[: self.weights.size, None]
+        tails = 2.0 * special.stdtr(nu, -x[None, :] / self.scales[:, None])
+        body: np.ndarray = self.weights @ tails
+        if self.rate <= 0:
+            return body
+        far = np.where(x > FAR_SDS, (np.maximum(x, FAR_SDS) / FAR_SDS) ** -self.index, 1.0)
+        out: np.ndarray = (1.0 - self.rate) * body + self.rate * far
+        return out
 
     def width(self, dof: float, level: float) -> float:
         """How many times the body's t test (its SD, ``dof``) must widen so that a current
         run is called no more often than ``level`` (two-sided): the x with P(|residual| >
         x) = level (:meth:`exceeds`) over the t's own x."""
         body = float(special.stdtrit(dof, 1.0 - level / 2.0))
-        if self.exceeds(body, dof) <= level:
-            return 1.0
-        lo, hi = body, 2.0 * body
-        while self.exceeds(hi, dof) > level:
-            lo, hi = hi, 2.0 * hi
-        # bisection (P(|residual| > x) falls with x): scipy.optimize is off the gate's path
-        for _ in range(50):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if self.exceeds(mid, dof) > level else (lo, mid)
+        limit = level * (1.0 + 1e-9)  # the t's own x is at ``level``, up to rounding
+        # P(|residual| > x) falls with x: bracketed among doublings of the t's own x, then
+        # passes of 32 points narrow the bracket to 1/32**4 of itself (scipy.optimize is
+        # off the gate's path)
+        lo = hi = body
+        while hi == lo:
+            grid = lo * 2.0 ** np.arange(8)
+            above = np.flatnonzero(self.exceeds(grid, dof) > limit)
+            if not above.size:  # (only where lo is the t's own x)
+                return 1.0
+            lo = float(grid[above[-1]])
+            hi = float(grid[above[-1] + 1]) if above[-1] < 7 else lo
+        for _ in range(4):
+            grid = np.linspace(lo, hi, 33)
+            above = np.flatnonzero(self.exceeds(grid, dof) > limit)
+            i = int(above[-1]) if above.size else 0
+            lo, hi = float(grid[i]), float(grid[i + 1])
         return hi / body
 
 
@@ -1036,7 +1055,12 @@ def _series_tails(resids: Sequence[np.ndarray]) -> list[_Tail]:
     neighbours or t-like tails shows it in each, and one benchmark's outlier (however far)
     widens no other benchmark's test."""
     usable = [r.size >= TRIM_MIN_RUNS for r in resids]
-    fits = [_body_lls(r) if ok else None for r, ok in zip(resids, usable, strict=True)]
+    kept = [i for i, ok in enumerate(usable) if ok]
+    fits: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(resids)
+    if kept:
+        lls, body_scales = _body_lls([resids[i] for i in kept])
+        for row, i in enumerate(kept):
+            fits[i] = (lls[row], body_scales[row])
     gains = [None if f is None else f[0] - f[0][0] for f in fits]
     far = [np.abs(r[np.abs(r) > FAR_SDS]) for r in resids]
     prior = np.log(np.concatenate(([0.5], np.full(_NU.size, 0.5 / _NU.size))))
