@@ -54,10 +54,14 @@ Assumptions, in plain words:
   5 runs spread more than the rest, the runner became noisier and the current run is judged
   with their spread. One F test at alpha on one scale ratio asks it of two measures at
   once: the last 5 runs' deviations against the earlier runs', and the repeats of those
-  runs and of the current one (its worst repeat left out when the rest agree without it)
-  against the earlier runs' repeats. A runner that became noisier shows in both; five runs
-  alone leave a 3x noisier one unseen one time in five, and with their repeats the ratio
-  is known with 17 degrees of freedom rather than 5. The tails' evidence is then each
+  runs and of the current one against the earlier runs' repeats (their scale taken
+  robustly, the median of the runs' repeat variances). One process a neighbour disturbed,
+  which its run's median shrugs off, is not the runner: a last run whose repeats spread far
+  beyond what the last runs typically show (once in 1 / ``NOISY_NOW_P`` runs) counts
+  without its worst repeat when the rest agree without it; a runner that became noisier
+  spreads every last run alike. A runner that became noisier shows in both measures; five
+  runs alone leave a 3x noisier one unseen one time in five, and with their repeats the
+  ratio is known with 17 degrees of freedom rather than 5. The tails' evidence is then each
   run's deviation in its own period's SD: a spread that grew is not a heavy tail. A runner
   2x noisier in its last 5 runs still slips past one series' test in most gates, so the
   gate's series also ask it together: the median of their F tests' p-values (the median

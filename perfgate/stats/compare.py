@@ -107,7 +107,8 @@ NOISY_NOW_FACTOR = 3.0
 NOISY_NOW_MIN_COV = 0.02
 NOISY_NOW_P = 0.001
 """A current run's repeats that spread more than the pooled process noise does once in
-this many runs (chi-square) say the machine is noisy now."""
+this many runs (chi-square) say the machine is noisy now; a last run's that spread so
+beyond the last runs' typical spread had a neighbour (:func:`_noisier_lately`)."""
 MAX_HEAVY_DOF = 20.0
 """The job factor's tails (:func:`fit_tail`) are called heavy only when a t with at most
 this many degrees of freedom fits clearly better than the normal."""
@@ -144,6 +145,10 @@ class Candidate:
     confirmation (see :mod:`perfgate.stats.sequential`)."""
 
 
+_Repeats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Each run's repeat variance and degrees of freedom; the same without its worst repeat."""
+
+
 @dataclass(frozen=True)
 class _Series:
     """One candidate on the analysis scale (log, or fraction of the baseline median), with
@@ -172,9 +177,11 @@ class _Series:
     disturbed: np.ndarray
     """Baseline runs whose own repeats disagreed far beyond usual (a neighbour in some of
     their processes): their deviation is the disturbance's, not evidence on the tails."""
-    repeats: tuple[np.ndarray, np.ndarray] | None = None
+    repeats: _Repeats | None = None
     """Each run's repeat variance and its degrees of freedom (0: one repeat), the baseline
-    runs' then the current run's: a runner that became noisier shows in its processes too."""
+    runs' then the current run's: a runner that became noisier shows in its processes too;
+    then the same without the run's worst repeat where the rest agree as usual (a neighbour
+    disturbed one process), else the same again."""
 
 
 @dataclass(frozen=True)
@@ -388,11 +395,12 @@ def _series(candidate: Candidate) -> _Series:
     cur_n = max(len(current.repeat_centres), 1)
     cur_within = None if repeat_vars[-1] is None else repeat_vars[-1][0]
     sign = worse_sign(candidate.policy.direction)  # the scale keeps the order (ref > 0)
-    rest = _agreeing_rest(scaled[-1], sign, ss_w / dof_w if dof_w else 0.0)
-    one_disturbed = rest is not None
-    # each run's repeat variance for the recency test: the current run's without its worst
-    # repeat when that one alone disagrees (a neighbour is not a noisier runner)
-    each = [rv or (0.0, 0) for rv in (*repeat_vars[:-1], rest or repeat_vars[-1])]
+    # each run's repeat variance for the recency test, and without its worst repeat where
+    # the rest agree as usual (the test decides which a run's spread is, :func:`_noisier_lately`)
+    rests = [_agreeing_rest(r, sign, ss_w / dof_w if dof_w else 0.0) for r in scaled]
+    one_disturbed = rests[-1] is not None
+    each = [rv or (0.0, 0) for rv in repeat_vars]
+    rest_each = [rest or rv for rest, rv in zip(rests, each, strict=True)]
     ses = [p.centre_se for p in (*baseline, current) if p.centre_se is not None]
     scale = 1.0 / abs(current.centre) if log and current.centre else 1.0 / ref
     se_var = float(np.mean(np.square(ses))) * scale**2 if ses else 0.0
@@ -416,7 +424,12 @@ def _series(candidate: Candidate) -> _Series:
         ),
         se_var=se_var,
         disturbed=disturbed,
-        repeats=(np.asarray([v for v, _ in each]), np.asarray([d for _, d in each])),
+        repeats=(
+            np.asarray([v for v, _ in each]),
+            np.asarray([d for _, d in each]),
+            np.asarray([v for v, _ in rest_each]),
+            np.asarray([d for _, d in rest_each]),
+        ),
     )
 
 
@@ -474,7 +487,7 @@ def _fit_level(
     *,
     trim: bool = True,
     disturbed: np.ndarray | None = None,
-    repeats: tuple[np.ndarray, np.ndarray] | None = None,
+    repeats: _Repeats | None = None,
     moved: int = 0,
     before: tuple[float, float] | None = None,
 ) -> _Level:
@@ -697,7 +710,7 @@ def _noisier_lately(
     noise: np.ndarray,
     lone: np.ndarray,
     dof: int,
-    repeats: tuple[np.ndarray, np.ndarray] | None,
+    repeats: _Repeats | None,
 ) -> _Noisier | None:
     """Whether the runner became noisier: the last ``RECENT_RUNS`` runs' deviations from the
     model and, where runs have repeats, the repeats of those runs and of the current one,
@@ -718,7 +731,7 @@ def _noisier_lately(
     chi, late_dof, ref_dof = float(np.sum(late * late)) / v_early, late.size, early_dof
     with_repeats = False
     if repeats is not None and repeats[0].size == dev.size + 1:
-        var, d = repeats
+        var, d, rest_var, rest_d = repeats
         early_d, late_d = int(np.sum(d[:first])), int(np.sum(d[first:]))
         if early_d > 0 and late_d > 0:
             # the earlier repeats' scale robustly (a disturbed process is not the runner)
@@ -728,9 +741,25 @@ def _noisier_lately(
                     for v, n in zip(var[:first], d[:first], strict=True)
                 ]
             )
+            # a last run whose repeats spread far beyond what the last runs typically show
+            # (once in 1 / NOISY_NOW_P runs) had a neighbour in one process, when the rest
+            # agree without it: it counts without that repeat. A runner that became noisier
+            # spreads every last run's repeats alike and keeps them all
+            l_ss, l_dof = _pooled_within(
+                [
+                    (float(v), int(n)) if n else None
+                    for v, n in zip(var[first:], d[first:], strict=True)
+                ]
+            )
+            lv, ld = var[first:], d[first:]
+            if l_dof > 0:
+                far = lv > special.chdtri(np.maximum(ld, 1), NOISY_NOW_P) / np.maximum(ld, 1) * (
+                    l_ss / l_dof
+                )
+                lv, ld = np.where(far, rest_var[first:], lv), np.where(far, rest_d[first:], ld)
             if w_ss > 0:
-                chi += float(np.sum(var[first:] * d[first:])) / (w_ss / w_dof)
-                late_dof += late_d
+                chi += float(np.sum(lv * ld)) / (w_ss / w_dof)
+                late_dof += int(np.sum(ld))
                 ref_dof = min(ref_dof, w_dof)
                 with_repeats = True
     if not late_dof:
