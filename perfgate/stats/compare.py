@@ -325,6 +325,14 @@ def _pooled_within(each: Sequence[tuple[float, int] | None]) -> tuple[float, int
     return var * dof, dof
 
 
+def _runs_within(var: np.ndarray, dof: np.ndarray) -> tuple[float, int]:
+    """:func:`_pooled_within` from arrays of runs' repeat variances and degrees of freedom
+    (0: one repeat)."""
+    return _pooled_within(
+        [(float(v), int(n)) if n else None for v, n in zip(var, dof, strict=True)]
+    )
+
+
 def _scaled_repeats(points: Sequence[RunPoint], log: bool, ref: float) -> list[list[float]]:
     """Each point's repeat centres on the analysis scale, scaled in one vectorised call
     (element by element the same numbers as one call per point)."""
@@ -735,28 +743,16 @@ def _noisier_lately(
         early_d, late_d = int(np.sum(d[:first])), int(np.sum(d[first:]))
         if early_d > 0 and late_d > 0:
             # the earlier repeats' scale robustly (a disturbed process is not the runner)
-            w_ss, w_dof = _pooled_within(
-                [
-                    (float(v), int(n)) if n else None
-                    for v, n in zip(var[:first], d[:first], strict=True)
-                ]
-            )
+            w_ss, w_dof = _runs_within(var[:first], d[:first])
             # a last run whose repeats spread far beyond what the last runs typically show
             # (once in 1 / NOISY_NOW_P runs) had a neighbour in one process, when the rest
             # agree without it: it counts without that repeat. A runner that became noisier
             # spreads every last run's repeats alike and keeps them all
-            l_ss, l_dof = _pooled_within(
-                [
-                    (float(v), int(n)) if n else None
-                    for v, n in zip(var[first:], d[first:], strict=True)
-                ]
-            )
+            l_ss, l_dof = _runs_within(var[first:], d[first:])
             lv, ld = var[first:], d[first:]
-            if l_dof > 0:
-                far = lv > special.chdtri(np.maximum(ld, 1), NOISY_NOW_P) / np.maximum(ld, 1) * (
-                    l_ss / l_dof
-                )
-                lv, ld = np.where(far, rest_var[first:], lv), np.where(far, rest_d[first:], ld)
+            dof1 = np.maximum(ld, 1)
+            far = lv > special.chdtri(dof1, NOISY_NOW_P) / dof1 * (l_ss / l_dof)
+            lv, ld = np.where(far, rest_var[first:], lv), np.where(far, rest_d[first:], ld)
             if w_ss > 0:
                 chi += float(np.sum(lv * ld)) / (w_ss / w_dof)
                 late_dof += int(np.sum(ld))
