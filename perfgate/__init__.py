@@ -21,8 +21,9 @@ light.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from perfgate.lazy import lazy_exports
 
 # The one place the version is written: pyproject.toml reads it from here (a plain literal,
 # so the build reads it without importing perfgate).
@@ -121,10 +122,4 @@ if TYPE_CHECKING:
     from perfgate.stats.judge import Judgement, judge
 
 
-def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfgate' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _API, globals())

@@ -14,8 +14,9 @@ load the others (``perfgate detect`` needs no store).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from perfgate.lazy import lazy_exports
 
 _NAMES = {
     "parse_budget": "perfgate.app.check",
@@ -98,10 +99,4 @@ if TYPE_CHECKING:
     from perfgate.store import open_store as open_store
 
 
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfgate.app' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _NAMES, globals())

@@ -21,23 +21,26 @@ says what a path holds and :func:`read_profile` reads a profile into one summary
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perfgate.errors import ParseError, UsageError
-from perfgate.models import Profiled
-from perfgate.parsers.ais_bench import AisBenchSummary, is_ais_bench_summary, parse_ais_bench
-from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
-from perfgate.parsers.decompress import regular_file
-from perfgate.parsers.results import (
-    FORMAT_ASV,
-    FORMAT_METRICS,
-    FORMAT_PYPERF,
-    FORMAT_PYTEST_BENCHMARK,
-    RESULT_FORMATS,
-    first_three,
-    sniff_results,
-)
-from perfgate.parsers.torch_trace import parse_torch_trace
+from perfgate.lazy import lazy_exports
+
+_NAMES = {
+    "FORMAT_AIS_BENCH": "perfgate.parsers.dispatch",
+    "FORMAT_ASCEND": "perfgate.parsers.dispatch",
+    "FORMAT_TORCH": "perfgate.parsers.dispatch",
+    "detect_format": "perfgate.parsers.dispatch",
+    "read_profile": "perfgate.parsers.dispatch",
+    "trace_files": "perfgate.parsers.dispatch",
+    "FORMAT_ASV": "perfgate.parsers.results",
+    "FORMAT_METRICS": "perfgate.parsers.results",
+    "FORMAT_PYPERF": "perfgate.parsers.results",
+    "FORMAT_PYTEST_BENCHMARK": "perfgate.parsers.results",
+    "RESULT_FORMATS": "perfgate.parsers.results",
+    "AisBenchSummary": "perfgate.parsers.ais_bench",
+    "parse_ais_bench": "perfgate.parsers.ais_bench",
+    "parse_torch_trace": "perfgate.parsers.torch_trace",
+}
 
 __all__ = [
     "FORMAT_AIS_BENCH",
@@ -56,119 +59,26 @@ __all__ = [
     "trace_files",
 ]
 
-FORMAT_ASCEND = "ascend"
-FORMAT_TORCH = "torch_trace"
-FORMAT_AIS_BENCH = "ais_bench"
-
-ACCEPTED = (
-    "a *_ascend_pt directory, a torch.profiler *.json[.gz] trace, a directory of them, an "
-    "ais_bench *_summary.json, a pytest-benchmark, pyperf or asv results JSON, or a metrics "
-    "file (JSON with a metrics list, or CSV with name and value columns)"
-)
-"""What ``ingest`` accepts, for the message on a path that is none of them."""
-
-_TRACE_SUFFIXES = (".json", ".json.gz")
-
-
-def trace_files(directory: Path) -> list[Path]:
-    """The ``*.pt.trace.json[.gz]`` files directly in ``directory``, sorted by name."""
-    return sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and ".pt.trace" in p.name
+if TYPE_CHECKING:
+    from perfgate.parsers.ais_bench import AisBenchSummary, parse_ais_bench
+    from perfgate.parsers.dispatch import (
+        FORMAT_AIS_BENCH,
+        FORMAT_ASCEND,
+        FORMAT_TORCH,
+        detect_format,
+        read_profile,
+        trace_files,
     )
+    from perfgate.parsers.results import (
+        FORMAT_ASV,
+        FORMAT_METRICS,
+        FORMAT_PYPERF,
+        FORMAT_PYTEST_BENCHMARK,
+        RESULT_FORMATS,
+    )
+    from perfgate.parsers.torch_trace import parse_torch_trace
 
 
-def detect_format(path: Path) -> str:
-    """``ascend``, ``torch_trace``, ``ais_bench`` or a result format, from what ``path``
-    holds.
-
-    A ``*.json[.gz]`` or ``*.csv`` file is first looked at for another harness's results by
-    its first bytes (:func:`~perfgate.parsers.results.sniff_results`: keys no profile and no
-    ais_bench summary has); then a ``*.json`` is an ais_bench summary by its name
-    (``*_summary.json``) or its first bytes
-    (:func:`~perfgate.parsers.ais_bench.is_ais_bench_summary`), a torch trace otherwise.
-
-    Raises:
-        UsageError: the path does not exist.
-        ParseError: it holds neither format, or is neither a regular file nor a directory
-            (a FIFO, socket or device).
-    """
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    if path.is_dir():
-        if is_ascend_profile(path):
-            return FORMAT_ASCEND
-        if trace_files(path):
-            return FORMAT_TORCH
-        summaries = sorted(p.name for p in path.glob("*_summary.json") if p.is_file())
-        if summaries:
-            raise ParseError(
-                f"{path}: a directory, not a profile; pass one of its ais_bench summaries "
-                f"({first_three(summaries)})"
-            )
-        raise ParseError(
-            f"{path}: not a profile perfgate can read: no ASCEND_PROFILER_OUTPUT directory "
-            "(torch_npu) and no *.pt.trace.json[.gz] files (torch.profiler)"
-        )
-    regular_file(path, str(path))  # a FIFO or device would block the first read
-    if path.name == "trace_view.json":
-        raise ParseError(
-            f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
-            "directory"
-        )
-    result_format = sniff_results(path)
-    if result_format is not None:
-        return result_format
-    if is_ais_bench_summary(path):
-        return FORMAT_AIS_BENCH
-    if path.name.endswith(_TRACE_SUFFIXES) and not _seen_whole_without_trace(path):
-        return FORMAT_TORCH
-    raise ParseError(f"{path}: not a file perfgate can read (expected {ACCEPTED})")
-
-
-_SMALL = 1 << 16
-
-
-def _seen_whole_without_trace(path: Path) -> bool:
-    """Whether ``path`` is a small plain (not gzip) JSON file, read whole here, that has no
-    ``traceEvents``: none of the formats, rather than a trace to report as a broken one."""
-    if ".pt.trace" in path.name or not path.name.endswith(".json"):
-        return False
-    try:
-        if path.stat().st_size > _SMALL:
-            return False
-        head = path.read_bytes()
-    except OSError:
-        return False
-    return not head.startswith(b"\x1f\x8b") and b'"traceEvents"' not in head
-
-
-def read_profile(path: Path) -> Profiled:
-    """Parse the profile at ``path`` into one summary per rank (pure apart from reading).
-
-    The result's ``cluster`` is None: comparing the ranks is the advisor's
-    (:func:`perfgate.advisor.cluster.cluster_view`).
-
-    Raises:
-        UsageError: the path does not exist.
-        ParseError: it holds no profile (an ais_bench summary and the other result files
-            are read by ``ingest``), or its profile cannot be read.
-    """
-    path = Path(path)
-    fmt = detect_format(path)
-    if fmt == FORMAT_AIS_BENCH:
-        raise ParseError(
-            f"{path}: an ais_bench summary holds latencies, not a profile; record it with "
-            "perfgate ingest"
-        )
-    if fmt in RESULT_FORMATS:
-        raise ParseError(
-            f"{path}: a {fmt.replace('_', '-')} file holds benchmark results, not a profile; "
-            "record it with perfgate ingest"
-        )
-    if fmt == FORMAT_ASCEND:
-        return Profiled(fmt, path, parse_ascend(path))
-    files = trace_files(path) if path.is_dir() else [path]
-    return Profiled(fmt, path, tuple(parse_torch_trace(f) for f in files))
+# Imported on first use: ``perfgate detect`` reads a series file (parsers.series) and
+# needs none of the profile readers (pandas, the Ascend exports).
+__getattr__ = lazy_exports(__name__, _NAMES, globals())

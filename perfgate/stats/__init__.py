@@ -133,8 +133,9 @@ about 1.6% x (3.9 + 0.85), the bar's t quantile plus 80% power's.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from perfgate.lazy import lazy_exports
 
 _NAMES = {
     "ALPHA": "perfgate.stats.decide",
@@ -161,11 +162,5 @@ if TYPE_CHECKING:
     from perfgate.stats.summary import summarize
 
 
-def __getattr__(name: str) -> Any:
-    # Imported on first use: the renderers need only stats.decide, not scipy.
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfgate.stats' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+# Imported on first use: the renderers need only stats.decide, not scipy.
+__getattr__ = lazy_exports(__name__, _NAMES, globals())

@@ -144,12 +144,20 @@ class _Split:
     p_value: float
 
 
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _ndtr(x: np.ndarray) -> np.ndarray:
+    """The standard normal CDF at each x (the standard library's erfc: scipy.special's
+    import would be most of ``perfgate detect``'s start-up)."""
+    out: np.ndarray = 0.5 * np.asarray(_ERFC(-x / math.sqrt(2.0)), dtype=float)
+    return out
+
+
 def _nu(x: np.ndarray) -> np.ndarray:
     """Siegmund's overshoot correction for a Gaussian random walk crossing a boundary."""
-    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
-
     half = x / 2.0
-    cdf = special.ndtr(half)
+    cdf = _ndtr(half)
     pdf = np.exp(-0.5 * half * half) / math.sqrt(2.0 * math.pi)
     out: np.ndarray = (2.0 / x) * (cdf - 0.5) / (half * cdf + pdf)
     return out
@@ -161,8 +169,6 @@ def _scan_p_value(z: float, n: int, lo: int, hi: int) -> float:
     Siegmund-James approximation for the standardised two-sample CUSUM, two-sided, with the
     discreteness correction; never above the Bonferroni bound or 1.
     """
-    from scipy import special
-
     if not math.isfinite(z):
         return 0.0
     if z <= 0.0:
@@ -171,14 +177,12 @@ def _scan_p_value(z: float, n: int, lo: int, hi: int) -> float:
     w = n / (k * (n - k))
     density = z * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
     approx = density * float(np.sum(_nu(z * np.sqrt(w)) * w))
-    bonferroni = (hi - lo + 1) * 2.0 * float(special.ndtr(-z))
+    bonferroni = (hi - lo + 1) * math.erfc(z / math.sqrt(2.0))
     return float(min(1.0, approx, bonferroni))
 
 
 def _scan_p_values(z: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
     """:func:`_scan_p_value` of every z at once (one segment length n)."""
-    from scipy import special
-
     out = np.ones(z.size)
     out[~np.isfinite(z)] = 0.0
     pos = np.isfinite(z) & (z > 0.0)
@@ -188,7 +192,7 @@ def _scan_p_values(z: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
         w = n / (k * (n - k))
         density = zp * np.exp(-0.5 * zp * zp) / math.sqrt(2.0 * math.pi)
         approx = density * np.sum(_nu(zp[:, None] * np.sqrt(w)[None, :]) * w[None, :], axis=1)
-        bonferroni = (hi - lo + 1) * 2.0 * special.ndtr(-zp)
+        bonferroni = (hi - lo + 1) * 2.0 * _ndtr(-zp)
         out[pos] = np.minimum(1.0, np.minimum(approx, bonferroni))
     return out
 

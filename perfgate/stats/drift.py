@@ -129,18 +129,9 @@ def _lag1_rank_autocorrelation(y: np.ndarray) -> float:
 def _rank_test(old: np.ndarray, new: np.ndarray, inflation: float) -> float:
     """Two-sided Mann-Whitney p-value (normal approximation, tie-corrected), its variance
     multiplied by ``inflation``."""
-    from scipy import special  # here, not above: 0.2 s of import (test_import_cost.py)
-
     m, k = old.size, new.size
     both = np.concatenate((old, new))
-    order = np.argsort(both, kind="stable")
-    ranks = np.empty(both.size)
-    ranks[order] = np.arange(1, both.size + 1, dtype=float)
-    # Average ranks for ties.
-    for value in np.unique(both):
-        tied = both == value
-        if int(tied.sum()) > 1:
-            ranks[tied] = ranks[tied].mean()
+    ranks = average_ranks(both)
     u = float(ranks[m:].sum()) - k * (k + 1) / 2.0
     total = m + k
     _, counts = np.unique(both, return_counts=True)
@@ -149,7 +140,7 @@ def _rank_test(old: np.ndarray, new: np.ndarray, inflation: float) -> float:
     if var <= 0.0:
         return 1.0
     z = (u - m * k / 2.0) / math.sqrt(var * inflation)
-    return float(min(1.0, 2.0 * special.ndtr(-abs(z))))
+    return min(1.0, math.erfc(abs(z) / math.sqrt(2.0)))
 
 
 def compare_horizon(
