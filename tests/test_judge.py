@@ -311,6 +311,17 @@ def test_judge_refuses_what_is_not_a_number() -> None:
         perfgate.judge({"b": [[1.0], [1.0], [1.0]]}, {"b": []})
 
 
+def test_a_lone_number_is_a_run_of_one_repeat() -> None:
+    rng = np.random.default_rng(3)
+    runs = [float(100.0 * np.exp(rng.normal(0, 0.01))) for _ in range(12)]
+    as_lists = perfgate.judge({"b": [[v] for v in runs]}, {"b": [112.0]})["b"]
+    as_numbers = perfgate.judge({"b": runs}, {"b": 112.0})["b"]
+    assert as_numbers == as_lists
+    assert as_numbers.verdict == "regression"
+    with pytest.raises(UsageError, match="'b' run 0: 'x' is not a number"):
+        perfgate.judge({"b": ["x", 1.0, 1.0]}, {"b": 1.0})
+
+
 def test_a_benchmark_without_baseline_runs_is_no_baseline() -> None:
     verdicts = perfgate.judge({"a": [[1.0], [1.1], [1.0]]}, {"a": [1.0], "new": [2.0]})
     assert verdicts["new"].verdict == "no_baseline"

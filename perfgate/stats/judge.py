@@ -14,20 +14,22 @@ without a store::
     verdicts["resnet"].verdict  # "regression"
 
 ``baseline`` maps each benchmark to its runs, oldest first; a run is the list of its
-repeats' values in the metric's unit (one value per worker process). ``current`` maps each
-benchmark to the current run's repeat values. Runs of different benchmarks are taken to
-belong to the same CI job when they stand at the same place counted from the newest (the
-last run of every benchmark is one job, the one before it another, ...): that is how the
-gate tells a slower runner, which moves every benchmark of its job, from one benchmark's
-change. Pure: no store, no file, no clock.
+repeats' values in the metric's unit (one value per worker process), or one number for a
+run of one repeat. ``current`` maps each benchmark to the current run's repeat values (or
+one number). Runs of different benchmarks are taken to belong to the same CI job when they
+stand at the same place counted from the newest (the last run of every benchmark is one
+job, the one before it another, ...): that is how the gate tells a slower runner, which
+moves every benchmark of its job, from one benchmark's change. Pure: no store, no file, no
+clock.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from perfgate.errors import UsageError
 from perfgate.metrics import default_policy, lookup
@@ -60,9 +62,13 @@ class Judgement:
     """How many runs of the baseline the window kept (after the change-point cut and cap)."""
 
 
-def _values(where: str, values: Sequence[float]) -> tuple[float, ...]:
+def _values(where: str, values: Sequence[float] | float) -> tuple[float, ...]:
+    # a lone value (a harness with one process a run) is a run of one repeat
+    items: list[Any] = [values]
+    if isinstance(values, Iterable) and not isinstance(values, str | bytes):
+        items = list(values)
     out = []
-    for v in values:
+    for v in items:
         try:
             x = float(v)
         except (TypeError, ValueError):
@@ -116,8 +122,8 @@ def _windows(
 
 
 def judge(
-    baseline: Mapping[str, Sequence[Sequence[float]]],
-    current: Mapping[str, Sequence[float]],
+    baseline: Mapping[str, Sequence[Sequence[float] | float]],
+    current: Mapping[str, Sequence[float] | float],
     *,
     metric: str = "step_time_ms",
     policy: MetricPolicy | None = None,
