@@ -64,8 +64,7 @@ def series_changes(
 ) -> list[DetectedChange]:
     """Change points of one benchmark's stored points on ``branch`` (oldest first, as
     :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
-    # here, not at the top: the detector's statistics import scipy, which listing the history
-    # (`perfgate history`) has no use for
+    # here, not at the top: listing the history (`perfgate history`) needs no statistics
     from perfgate.stats.changepoints import detect_change_points
 
     found: list[DetectedChange] = []
@@ -126,7 +125,7 @@ def series_drifts(
     change points ``changes`` found in it. Each is a :class:`DetectedChange` with ``drift``
     set, its commit range the runs the move happened over, ``first_run_after`` the newest
     run, significant on its own (:func:`analyze_history` corrects over the family)."""
-    from perfgate.stats.drift import compare_horizon  # scipy: only the nightly analysis
+    from perfgate.stats.drift import compare_horizon  # only the nightly analysis
 
     found: list[DetectedChange] = []
     for (metric, key), runs in noisy_series(points):

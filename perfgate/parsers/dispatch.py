@@ -10,11 +10,7 @@ from perfgate.models import Profiled
 from perfgate.parsers.ais_bench import is_ais_bench_summary
 from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
 from perfgate.parsers.decompress import regular_file
-from perfgate.parsers.results import (
-    RESULT_FORMATS,
-    first_three,
-    sniff_results,
-)
+from perfgate.parsers.results import RESULT_FORMATS, first_three, sniff_results
 from perfgate.parsers.torch_trace import parse_torch_trace
 
 FORMAT_ASCEND = "ascend"
