@@ -13,7 +13,8 @@ the same generator (``judge_shapes.draw``) and through ``perfgate.judge``:
 * **Nuisances off the bench**: judge_shapes' nuisances at other sizes, gates and
   histories (t3 tails in a gate of 3 or 20, over 12 or 80 runs; t2.5 and t5 tails; a
   +15% job mode in half the jobs; a 5% cycle of period 10; pools 30% apart in 3-job
-  stretches; a runner 2x noisier for 10 runs; main +20% on every benchmark; ...).
+  stretches; a runner 2x noisier for 10 runs; main +20% on every benchmark; one benchmark
+  with 3-4 runs of history and a job part larger than the process part; ...).
 
 Per cell: the share of A/A gates with any ``regression`` (target <= 1%) with its 95%
 Wilson interval, and, for the grid, the share of gates in which benchmark 0's stated
@@ -99,6 +100,17 @@ NUISANCES = {
     "reverted +30% blip, 1 benchmark": dataclasses.replace(_B, benchmarks=1, blip=math.log(1.3)),
     "slow pool +30% in 10-20% of jobs": dataclasses.replace(
         _B, slow_pool=(0.1, 0.2), slow_pool_size=math.log(1.3)
+    ),
+    # one benchmark, a short history, the job part larger than the process part: the F test
+    # that pools the repeats' degrees of freedom cannot see the job part in 2-3 of them
+    "1 benchmark, 3 runs x 3 repeats, job 3% / process 2%": Shape(
+        benchmarks=1, runs=3, repeats=3, job_sd=0.03, bench_sd=0.0, proc_sd=0.02
+    ),
+    "1 benchmark, 3 runs x 5 repeats, job 3% / process 2%": Shape(
+        benchmarks=1, runs=3, repeats=5, job_sd=0.03, bench_sd=0.0, proc_sd=0.02
+    ),
+    "1 benchmark, 4 runs x 3 repeats, job 3% / process 2%": Shape(
+        benchmarks=1, runs=4, repeats=3, job_sd=0.03, bench_sd=0.0, proc_sd=0.02
     ),
 }
 
