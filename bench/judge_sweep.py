@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import math
 import os
 import sys
@@ -46,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_shapes import Shape, _finite, _inputs, draw, wilson  # noqa: E402
+from judge_shapes import Shape, _finite, _inputs, _key, _rate, draw, wilson  # noqa: E402
 
 MIXES = {
     "job": (0.02, 0.005, 0.008),
@@ -127,10 +126,6 @@ def grid(cells: int, seed: int) -> list[tuple[str, Shape]]:
     return out
 
 
-def _key(seed: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "big")
-
-
 def _cell(name: str, shape: Shape, key: int, gates: int, calibrate: bool) -> tuple:
     """(false gates, calibration caught, calibration tried) over ``gates`` gates."""
     import perfgate
@@ -147,13 +142,6 @@ def _cell(name: str, shape: Shape, key: int, gates: int, calibrate: bool) -> tup
         tried += 1
         caught += perfgate.judge(*_inputs(x))["b0"].verdict == "regression"
     return name, false, caught, tried
-
-
-def _pct(k: int, n: int) -> str:
-    if not n:
-        return "-"
-    lo, hi = wilson(k, n)
-    return f"{100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flags.append("MDE!")
             flagged += bool(flags)
             print(
-                f"| {name} | {_pct(false, args.gates)} | {_pct(caught, tried)} "
+                f"| {name} | {_rate(false, args.gates)} | {_rate(caught, tried)} "
                 f"| {' '.join(flags)} |",
                 flush=True,
             )
