@@ -8,6 +8,8 @@ is imported only when a delivery actually posts.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,6 +72,29 @@ class Response:
     status: int
     headers: Mapping[str, str]
     data: Any
+
+
+MAX_NESTING = 64
+"""The deepest JSON a forge answer may nest (theirs nest a few levels): json.loads recurses
+once a level, and near the recursion limit even a finalizer the garbage collector runs
+meanwhile fails, where no caller can catch it."""
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def decode(raw: bytes) -> Any:
+    """A response body's JSON (None for an empty one); ValueError says why it is not."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING:
+        depth = deepest = 0
+        for byte in _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+            depth += 1 if byte in b"[{" else -1
+            deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            raise ValueError(f"nests deeper than {MAX_NESTING} levels")
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError):
+        raise ValueError("is not JSON") from None
 
 
 PER_PAGE = 100

@@ -1,19 +1,16 @@
 """The JSON-over-HTTP client of every forge's API: ``requests``, urllib3's ``Retry`` (what is
 retried, ``Retry-After``) and one deadline, ``budget_s``, for all of a client's requests, pages,
-retries and waits. A try gets ``min(timeout_s, what is left)``; as a socket timeout bounds a
-read, not a try (a server may drip a byte a second), the body is read as it arrives with the
-deadline checked between reads, and a try runs in a thread waited for no longer than its time
-(as urllib3's documentation suggests): one still running then, headers or body, is "no
-response". 429, 5xx and wire failures are retried, 4xx not (but GitHub's rate-limit 403);
-redirects and links outside the API are never followed (the token must stay on its host).
-Failures are one :class:`ReportError` line without the token. Proxies come from
-``http(s)_proxy``/``no_proxy``, certificates from the system's store; never ``.netrc``.
+retries and waits. A socket timeout bounds a read, not a try (a server may drip a byte a
+second), so the body is read as it arrives with the deadline checked between reads, and a try
+runs in a thread waited for no longer than ``min(timeout_s, what is left)``. 429, 5xx and wire
+failures are retried, 4xx not (but GitHub's rate-limit 403); redirects and links outside the
+API are never followed (the token stays on its host). Failures are one :class:`ReportError`
+line without the token. Proxies from ``http(s)_proxy``/``no_proxy``, never ``.netrc``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
 import threading
@@ -33,7 +30,7 @@ from urllib3.util.retry import Retry
 
 from perfgate import __version__
 from perfgate.errors import ConfigError, ReportError
-from perfgate.reporters.forges.api import Response, RetryPolicy
+from perfgate.reporters.forges.api import Response, RetryPolicy, decode
 
 __all__ = ["ForgeClient", "RetryPolicy"]
 
@@ -44,11 +41,6 @@ GRACE_S = 0.1  # a try's thread is waited for this much longer: its socket timeo
 DENIED = "; the token lacks permission (fork PRs: post from a follow-up job, see ci/)"
 MISSING = "; check the repository/project, the PR/MR number and the API URL"
 HINTS = {401: DENIED, 403: DENIED, 404: MISSING}
-MAX_NESTING = 64
-"""The deepest JSON a forge answer may nest (theirs nest a few levels): json.loads recurses
-once a level, and near the recursion limit even a finalizer the garbage collector runs
-meanwhile fails, where no caller can catch it."""
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 Json: TypeAlias = "Mapping[str, Any]"
 Query: TypeAlias = "Mapping[str, str | int]"
@@ -194,10 +186,8 @@ class ForgeClient:
             raise self._fail(method, url, f"{status} {resp.reason}: {what}")
         if status >= 400:
             last = f"{status} {resp.reason}{_api_message(resp.raw, expired)}"
-            spent = headers.get("x-ratelimit-remaining") == "0"
-            has_retry_after = "retry-after" in headers
-            rate_limited = status == 403 and (has_retry_after or spent)
-            if not (retry.is_retry(method, status, has_retry_after) or rate_limited):
+            spent, asked = headers.get("x-ratelimit-remaining") == "0", "retry-after" in headers
+            if not (retry.is_retry(method, status, asked) or status == 403 and (asked or spent)):
                 raise self._fail(method, url, last + HINTS.get(status, ""))
             try:
                 wait = retry.get_retry_after(resp.raw)
@@ -211,26 +201,10 @@ class ForgeClient:
         if raw is None:
             limit = f"{size / 1024 / 1024:g} MiB" if size >= 1024 * 1024 else f"{size} bytes"
             raise self._fail(method, url, f"the response is larger than {limit}")
-        if _nesting(raw) > MAX_NESTING:
-            raise self._fail(method, url, f"the response nests deeper than {MAX_NESTING} levels")
         try:
-            return Response(status, headers, json.loads(raw) if raw.strip() else None)
-        except (ValueError, RecursionError):
-            raise self._fail(method, url, "the response is not JSON") from None
-
-
-def _nesting(raw: bytes) -> int:
-    """How deep JSON text nests, its strings left out (an upper bound where it is not JSON)."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
-        return 0
-    depth = deepest = 0
-    for byte in _STRING.sub(b"", raw):
-        if byte in b"[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in b"]}":
-            depth -= 1
-    return deepest
+            return Response(status, headers, decode(raw))
+        except ValueError as exc:
+            raise self._fail(method, url, f"the response {exc}") from None
 
 
 def _read(stream: Any, limit: int, expired: Expired) -> bytes | None:
@@ -266,7 +240,5 @@ def _wire_error(exc: BaseException, what: str = "") -> str:
     return f"{what} ({' '.join(f'{type(exc).__name__}: {exc}'.split())[:200]})"
 
 
-def _safe_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+def _safe_url(url: str) -> str:  # without credentials, query or fragment
+    return str(requests.utils.urldefragauth(url)).partition("?")[0]
