@@ -301,20 +301,16 @@ class Evidence:
         return self.pct(edge)
 
 
-def _within(points: Sequence[RunPoint], log: bool, ref: float) -> tuple[float, int]:
-    """Process variance of one repeat and its degrees of freedom, pooled over the runs.
+def _pooled_within(each: Sequence[tuple[float, int] | None]) -> tuple[float, int]:
+    """Process variance of one repeat (times its degrees of freedom) and those degrees of
+    freedom, pooled from each run's (variance of its scaled repeats, degrees of freedom),
+    None for a run of one repeat.
 
     Robust: the median of the runs' own variances, scaled by the median of a chi-square, so
     a process disturbed by a neighbour (which the median of a run's repeats shrugs off)
     does not inflate it. Counted at half the degrees of freedom of the plain pooled variance
     (a median of variances is about half as efficient).
     """
-    return _pooled_within([_repeat_var(r) for r in _scaled_repeats(points, log, ref)])
-
-
-def _pooled_within(each: Sequence[tuple[float, int] | None]) -> tuple[float, int]:
-    """:func:`_within` from each run's (variance of its scaled repeats, degrees of freedom),
-    None for a run of one repeat."""
     variances = [v for v, _ in filter(None, each)]
     dofs = [d for _, d in filter(None, each)]
     if not variances:
