@@ -35,6 +35,7 @@ from perfgate.reporters.render import (
     format_value,
     metric_tags,
     op_delta_text,
+    plural,
     work_text,
 )
 from perfgate.stats.decide import CommentMode as CommentMode  # the comment policy's modes
@@ -149,10 +150,6 @@ def should_post(mode: CommentMode, result: GateResult) -> bool:
     return posts_comment(mode, result.comparisons)
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
-
-
 def _tally(found: Sequence[Comparison], order: Iterable[Verdict]) -> list[str]:
     """``2 regressions``, ``1 improvement``, ...: each verdict of ``found``, in ``order``."""
     counts = Counter(c.verdict for c in found)
@@ -168,8 +165,8 @@ def _counts(result: GateResult) -> str:
     changed = [c for c in decided if c.verdict is not Verdict.UNCHANGED]
     tally = _tally(changed, _VERDICTS)
     found = ", ".join(tally) or ("no change" if decided else "nothing compared")
-    benchmarks = _plural(len({c.benchmark for c in every}), "benchmark")
-    return f"{found} in {benchmarks} ({_plural(len(decided) - len(over), 'metric')})"
+    benchmarks = plural(len({c.benchmark for c in every}), "benchmark")
+    return f"{found} in {benchmarks} ({plural(len(decided) - len(over), 'metric')})"
 
 
 def _baseline_phrase(result: GateResult) -> str:
@@ -180,7 +177,7 @@ def _baseline_phrase(result: GateResult) -> str:
     widest = max(windows, key=lambda c: len(c.baseline_run_ids))
     commits = [x for x in widest.baseline_commits if x]
     at = f" @ {escape(commits[-1][:7])}" if commits else ""
-    return f"vs {against}{at}, {_plural(len(widest.baseline_run_ids), 'run')}"
+    return f"vs {against}{at}, {plural(len(widest.baseline_run_ids), 'run')}"
 
 
 def _icon(result: GateResult, ctx: ReportContext) -> str:
@@ -251,7 +248,7 @@ def _not_shown(dropped: Sequence[Comparison]) -> str:
     if beside:
         parts.append(f"{beside} shown, not deciding")
     return (
-        f"*{_plural(len(dropped), 'row')} not shown ({', '.join(parts)}) to stay "
+        f"*{plural(len(dropped), 'row')} not shown ({', '.join(parts)}) to stay "
         "within the comment size limit; `perfgate gate --json` has them all.*"
     )
 
@@ -307,7 +304,7 @@ def _why(result: GateResult) -> list[str]:
     if known:
         lines += [
             "",
-            f"{_plural(known, 'advisor finding')} already present on {escape(result.against)} "
+            f"{plural(known, 'advisor finding')} already present on {escape(result.against)} "
             "not repeated here.",
         ]
     return ["#### Why", "", *lines] if lines else []
@@ -360,7 +357,7 @@ def _window_lines(result: GateResult) -> list[str]:
             names.append(f"and {len(members) - 10} more")
         span = f", commits {escape(first)}..{escape(last)}" if first else ""
         kind = " (A/B pairs)" if method == "paired" else ""
-        line = f"- {', '.join(names)}{kind}: {_plural(n, 'run')}{span}"
+        line = f"- {', '.join(names)}{kind}: {plural(n, 'run')}{span}"
         if len(members) == 1:
             ids = next(iter(members.values())).baseline_run_ids
             shown = list(ids) if len(ids) <= 4 else [ids[0], ids[1], "…", ids[-1]]
@@ -580,7 +577,7 @@ def alert_summary(changes: Sequence[DetectedChange], *, new: bool = False) -> st
         )
         more = len(drifts) - MAX_DRIFTS_NAMED
         named += f"; {more} more" if more > 0 else ""
-        parts.append(f"{_plural(len(drifts), fresh + 'drift')} ({named})")
+        parts.append(f"{plural(len(drifts), fresh + 'drift')} ({named})")
     return " and ".join(parts)
 
 
@@ -635,7 +632,7 @@ def render_alert_comment(branch: str, new: Sequence[DetectedChange]) -> str:
     """A short comment on the tracking issue naming the change points found this time."""
     steps = sum(1 for c in new if c.drift is None)
     found = [
-        _plural(n, f"new {word}")
+        plural(n, f"new {word}")
         for n, word in ((steps, "change point"), (len(new) - steps, "drift"))
         if n
     ]
