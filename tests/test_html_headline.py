@@ -24,7 +24,6 @@ from perfgate.parsers.torch_trace import parse_torch_trace
 from perfgate.reporters.html import (
     BAND_ALPHA,
     SiteView,
-    _other_table,
     _run_table,
     benchmark_path,
     headline_comparison,
@@ -189,7 +188,7 @@ def test_the_noise_band_is_a_faint_fill_behind_the_points(tmp_path: Path) -> Non
     site = _site(tmp_path, _runs("step_cpu_ms", "cpu"))
     (mlp,) = site.benchmarks
     _, rows, starts = _run_table(mlp)
-    _, other_rows = _other_table(mlp)
+    _, other_rows, _ = _run_table(mlp, others=True)
     m = next(x for x in mlp.metrics if x.metric == "step_cpu_ms")
     assert m.band is not None
     fig = history_figure(m, site.branch, rows, starts, other_rows)

@@ -252,7 +252,7 @@ def test_history_plots_are_valid_plotly_figures(store_url: str) -> None:
     """History plots are built as plain dicts for speed; graph_objects still accepts them."""
     import plotly.graph_objects as go
 
-    from perfgate.reporters.html import _other_table, _run_table, history_figure
+    from perfgate.reporters.html import _run_table, history_figure
 
     store = open_store(store_url)
     try:
@@ -261,7 +261,7 @@ def test_history_plots_are_valid_plotly_figures(store_url: str) -> None:
         store.close()
     for b in site.benchmarks:
         _, rows, starts = _run_table(b)
-        _, other_rows = _other_table(b)
+        _, other_rows, _ = _run_table(b, others=True)
         for m in b.metrics:
             fig = go.Figure(history_figure(m, site.branch, rows, starts, other_rows))
             metas = [t.meta for t in fig.data]

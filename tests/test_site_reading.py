@@ -24,7 +24,6 @@ from perfgate.models import Direction, GitContext, Measurement, RunRecord, Verdi
 from perfgate.parsers.torch_trace import parse_torch_trace
 from perfgate.reporters.html import (
     SiteView,
-    _other_table,
     _run_table,
     benchmark_path,
     history_figure,
@@ -130,7 +129,7 @@ def test_history_charts_use_whole_run_ticks_mib_and_label_pr_runs(site: SiteView
 
     (mlp,) = site.benchmarks
     _, rows, starts = _run_table(mlp)
-    _, other_rows = _other_table(mlp)
+    _, other_rows, _ = _run_table(mlp, others=True)
     figs = {m.metric: history_figure(m, "main", rows, starts, other_rows) for m in mlp.metrics}
     for fig in figs.values():
         go.Figure(fig)  # a valid plotly figure

@@ -45,7 +45,7 @@ import html
 import json
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -535,10 +535,8 @@ def index_row(b: BenchmarkView, branch: str) -> IndexRow:
     )
 
 
-def render_index(site: SiteView, rows: Sequence[IndexRow] | None = None) -> str:
-    """The overview; ``rows`` (default: those of ``site.benchmarks``) in name order."""
-    if rows is None:
-        rows = [index_row(b, site.branch) for b in site.benchmarks]
+def render_index(site: SiteView, rows: Sequence[IndexRow]) -> str:
+    """The overview, ``rows`` (:func:`index_row`) in name order."""
     rows = sorted(rows, key=lambda r: r.name)
 
     def tally(keys: Iterable[str], over: int) -> str:
@@ -579,31 +577,21 @@ its change and 95% interval.</p>
 # --- a benchmark's history -------------------------------------------------------------------
 
 
-def _runs_in_order(points: Iterable[RunPoint]) -> list[RunPoint]:
-    """One point per run, oldest first."""
+def _run_table(
+    view: BenchmarkView, *, others: bool = False
+) -> tuple[list[list[str]], dict[str, int], list[datetime]]:
+    """The page's base-branch runs (``others``: other branches' runs), one point per run,
+    oldest first: [[run id, commit]] (and the branch, for ``others``), the row of each id,
+    and their start times (to place other branches' runs beside the base branch's)."""
     seen: dict[str, RunPoint] = {}
-    for p in points:
-        seen.setdefault(p.run_id, p)
-    return sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
-
-
-def _run_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int], list[datetime]]:
-    """The page's base-branch runs, oldest first: [[run id, commit]], row of each id, and
-    their start times (to place other branches' runs beside them)."""
-    ordered = _runs_in_order(p for m in view.metrics for p in m.base)
+    for m in view.metrics:
+        for p in m.others if others else m.base:
+            seen.setdefault(p.run_id, p)
+    ordered = sorted(seen.values(), key=lambda p: (p.started_at, p.run_id))
     table = [[p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown"] for p in ordered]
-    rows = {p.run_id: i for i, p in enumerate(ordered)}
-    return table, rows, [p.started_at for p in ordered]
-
-
-def _other_table(view: BenchmarkView) -> tuple[list[list[str]], dict[str, int]]:
-    """The page's other-branch runs: [[run id, commit, branch]] and the row of each id."""
-    ordered = _runs_in_order(p for m in view.metrics for p in m.others)
-    table = [
-        [p.run_id[:RUN_ID_CHARS], p.commit[:COMMIT_CHARS] or "unknown", _label(p.branch, 40)]
-        for p in ordered
-    ]
-    return table, {p.run_id: i for i, p in enumerate(ordered)}
+    if others:
+        table = [[*row, _label(p.branch, 40)] for row, p in zip(table, ordered, strict=True)]
+    return table, {p.run_id: i for i, p in enumerate(ordered)}, [p.started_at for p in ordered]
 
 
 def history_figure(
@@ -883,7 +871,7 @@ def _metric_table(view: BenchmarkView) -> str:
 
 def render_benchmark(view: BenchmarkView, site: SiteView) -> str:
     table, rows, starts = _run_table(view)
-    other_table, other_rows = _other_table(view)
+    other_table, other_rows, _ = _run_table(view, others=True)
     plots = []
     for i, m in enumerate(view.metrics):
         fig = history_figure(m, site.branch, rows, starts, other_rows)
@@ -1178,13 +1166,11 @@ class TimelineDrawing:
     duration_us: float
 
 
-def _tick_step(total_us: float, target: int = 10) -> float:
-    raw = total_us / target
+def _tick_step(total_us: float) -> float:
+    """The time between the axis's ticks: 1, 2 or 5 times a power of ten, for about 10 ticks."""
+    raw = total_us / 10
     magnitude = 10.0 ** math.floor(math.log10(raw))
-    for m in (1.0, 2.0, 5.0):
-        if m * magnitude >= raw:
-            return m * magnitude
-    return 10.0 * magnitude
+    return next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
 
 
 def _span_title(s: TimelineSpan) -> str:
@@ -1413,12 +1399,11 @@ def utilisation_colour(share: float) -> str:
     link's nominal bandwidth (above 100% is drawn as 100%): the same utilisation is the
     same colour on every page, whatever the other pairs did."""
     u = min(1.0, max(0.0, share))
-    for (a, ca), (b, cb) in zip(_UTIL_STOPS, _UTIL_STOPS[1:], strict=False):
-        if u <= b:
-            f = (u - a) / (b - a)
-            rgb = [round(x + (y - x) * f) for x, y in zip(ca, cb, strict=True)]
-            return "#{:02x}{:02x}{:02x}".format(*rgb)
-    return "#{:02x}{:02x}{:02x}".format(*_UTIL_STOPS[-1][1])
+    i = max(1, bisect_left(_UTIL_STOPS, u, key=lambda stop: stop[0]))
+    (a, ca), (b, cb) = _UTIL_STOPS[i - 1], _UTIL_STOPS[i]
+    f = (u - a) / (b - a)
+    rgb = [round(x + (y - x) * f) for x, y in zip(ca, cb, strict=True)]
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
 def rank_pairs_of(run: RunRecord) -> tuple[RankPair, ...]:
