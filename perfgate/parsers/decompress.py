@@ -146,9 +146,6 @@ class CappedReader(io.BufferedIOBase):
             out += chunk
         return out
 
-    def read1(self, size: int = -1) -> bytes:
-        return self.read(CHUNK if size < 0 else size)
-
     def close(self) -> None:
         try:
             self._inner.close()

@@ -21,8 +21,6 @@ def read_series_csv(path: str | Path) -> list[float]:
     regular_file(p, str(p))  # a FIFO or device would block the read
     try:
         text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ParseError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
     values: list[float] = []

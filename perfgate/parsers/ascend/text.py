@@ -1070,20 +1070,15 @@ def ratio(part: float, other: float) -> float | None:
 
 
 # --------------------------------------------------------------------------- memory
-@dataclass
-class _Memory:
-    peak: int | None = None
-    reserved: int | None = None
-    growth: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-
 def _bytes(mb: float) -> int:
     return int(round(mb * _MB))
 
 
-def _read_memory_record(path: Path, label: str) -> _Memory:
-    out = _Memory()
+def _read_memory_record(
+    path: Path, label: str, notes: list[str]
+) -> tuple[int | None, int | None, int | None]:
+    """Peak allocated, peak reserved and growth of allocated bytes; adds notes on what is
+    missing."""
     with _csv_rows(path, label) as (header, reader):
         width = len(header)
         i_comp = _col(header, "Component")
@@ -1092,10 +1087,8 @@ def _read_memory_record(path: Path, label: str) -> _Memory:
         i_res = _col(header, "Total Reserved(MB)")
         i_dev = _col(header, "Device Type", "Device")
         if i_alloc is None and i_res is None:
-            out.notes.append(
-                "peak_memory_bytes: memory_record.csv has no Total Allocated(MB) column"
-            )
-            return out
+            notes.append("peak_memory_bytes: memory_record.csv has no Total Allocated(MB) column")
+            return None, None, None
         # The largest (allocated, reserved) of the PTA rows and of every row (-inf: none),
         # and the PTA rows' first and last (timestamp, allocated).
         pta, every = [-math.inf, -math.inf], [-math.inf, -math.inf]
@@ -1117,28 +1110,26 @@ def _read_memory_record(path: Path, label: str) -> _Memory:
                     first = (ts, alloc)
                 if last is None or ts >= last[0]:
                     last = (ts, alloc)
+    growth = None
     if pta[0] > -math.inf:
         chosen = pta
         if first is not None and last is not None:
-            out.growth = _bytes(last[1]) - _bytes(first[1])
+            growth = _bytes(last[1]) - _bytes(first[1])
         else:
-            out.notes.append("memory_growth_bytes: memory_record.csv has no Timestamp(us)")
+            notes.append("memory_growth_bytes: memory_record.csv has no Timestamp(us)")
     else:
         chosen = every
-        out.notes.append(
+        notes.append(
             "peak_memory_bytes: memory_record.csv has no PTA (torch allocator) rows; "
             "peak over all components"
             if every[0] > -math.inf
             else "peak_memory_bytes: memory_record.csv has no Total Allocated values"
         )
-        out.notes.append("memory_growth_bytes: memory_record.csv has no PTA rows")
-    if chosen[0] > -math.inf:
-        out.peak = _bytes(chosen[0])
-    if chosen[1] > -math.inf:
-        out.reserved = _bytes(chosen[1])
-    else:
-        out.notes.append("peak_reserved_bytes: memory_record.csv has no Total Reserved values")
-    return out
+        notes.append("memory_growth_bytes: memory_record.csv has no PTA rows")
+    if chosen[1] == -math.inf:
+        notes.append("peak_reserved_bytes: memory_record.csv has no Total Reserved values")
+    peak, reserved = (None if mb == -math.inf else _bytes(mb) for mb in chosen)
+    return peak, reserved, growth
 
 
 def _read_module_mem(path: Path, label: str) -> int | str:
@@ -1247,20 +1238,19 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         notes.append("communication: communication.json absent (single-card or Level0 profile)")
 
     # Memory.
-    memory = _Memory()
+    peak = reserved = growth = None
     if (out_dir / "memory_record.csv").is_file():
-        got_mem = read("peak_memory_bytes", "memory_record.csv", _read_memory_record)
+        got_mem = read("peak_memory_bytes", "memory_record.csv", _read_memory_record, notes)
         if got_mem is not None:
-            memory = got_mem
+            peak, reserved, growth = got_mem
             used("memory_record.csv")
-            notes.extend(memory.notes)
     else:
         notes.append("peak_memory_bytes: memory_record.csv absent (profile_memory=False?)")
         notes.append("memory_growth_bytes: memory_record.csv absent")
         if (out_dir / "npu_module_mem.csv").is_file():
             got_res = read("peak_reserved_bytes", "npu_module_mem.csv", _read_module_mem)
             if isinstance(got_res, int):
-                memory.reserved = got_res
+                reserved = got_res
                 used("npu_module_mem.csv")
             elif isinstance(got_res, str):
                 notes.append(f"peak_reserved_bytes: {got_res}")
@@ -1301,7 +1291,7 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         steps=steps,
         ops=kernels.ops,
         breakdown=breakdown,
-        peak_memory_bytes=memory.peak,
+        peak_memory_bytes=peak,
         device_busy_fraction=busy,
         op_calls_per_step=kernels.rows / steps if kernels_read else None,
         kernel_launches_per_step=None if kernels.launches is None else kernels.launches / steps,
@@ -1311,8 +1301,8 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         op_types=op_types,
         step_times_ms=step_times,
         communication=communication,
-        peak_reserved_bytes=memory.reserved,
-        memory_growth_bytes=memory.growth,
+        peak_reserved_bytes=reserved,
+        memory_growth_bytes=growth,
         collection=collection,
         utilisation=utilisation,
     )
