@@ -972,7 +972,6 @@ def _kernel_mean_us(ops: Sequence[OpStat]) -> dict[str, float]:
 def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...] | str:
     """Op types from op_statistic.csv, or why they could not be read."""
     with _csv_rows(path, label) as (header, reader):
-        width = len(header)
         i_type = _col(header, "OP Type", "Op Type")
         i_core = _col(header, "Core Type", "Accelerator Core", "Task Type")
         i_count = _col(header, "Count")
@@ -982,7 +981,7 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
             return f"op_statistic.csv has no {', '.join(missing)} column"
         assert i_type is not None and i_count is not None and i_total is not None
         acc: dict[tuple[str, str], list[float]] = {}
-        for line, row in _rows(reader, label, width):
+        for line, row in _rows(reader, label, len(header)):
             count = _float(row[i_count])
             total = _float(row[i_total])
             if count is None or total is None:
@@ -1080,7 +1079,6 @@ def _read_memory_record(
     """Peak allocated, peak reserved and growth of allocated bytes; adds notes on what is
     missing."""
     with _csv_rows(path, label) as (header, reader):
-        width = len(header)
         i_comp = _col(header, "Component")
         i_ts = _col(header, "Timestamp(us)")
         i_alloc = _col(header, "Total Allocated(MB)")
@@ -1094,7 +1092,7 @@ def _read_memory_record(
         pta, every = [-math.inf, -math.inf], [-math.inf, -math.inf]
         first: tuple[float, float] | None = None
         last: tuple[float, float] | None = None
-        for _, row in _rows(reader, label, width):
+        for _, row in _rows(reader, label, len(header)):
             device = row[i_dev].strip() if i_dev is not None else ""
             if device and not device.upper().startswith("NPU"):
                 continue
@@ -1135,13 +1133,12 @@ def _read_memory_record(
 def _read_module_mem(path: Path, label: str) -> int | str:
     """Peak over timestamps of the sum of every component's Total Reserved(MB), in bytes."""
     with _csv_rows(path, label) as (header, reader):
-        width = len(header)
         i_ts = _col(header, "Timestamp(us)")
         i_res = _col(header, "Total Reserved(MB)")
         if i_ts is None or i_res is None:
             return "npu_module_mem.csv has no Timestamp(us) or Total Reserved(MB) column"
         per_ts: dict[str, float] = {}
-        for _, row in _rows(reader, label, width):
+        for _, row in _rows(reader, label, len(header)):
             value = _float(row[i_res])
             if value is not None:
                 ts = row[i_ts].strip()
