@@ -18,7 +18,6 @@ from perfgate.models import (
     Alert,
     ChangePoint,
     DetectedChange,
-    Direction,
     Drift,
     MetricPolicy,
     RunPoint,
@@ -60,10 +59,11 @@ def series_changes(
     points: Sequence[RunPoint],
     *,
     branch: str,
-    direction: Callable[[str], Direction] | None = None,
+    policy: Callable[[str], MetricPolicy],
 ) -> list[DetectedChange]:
     """Change points of one benchmark's stored points on ``branch`` (oldest first, as
-    :meth:`SqlStore.history` returns them): one series per noisy metric and environment."""
+    :meth:`SqlStore.history` returns them): one series per noisy metric and environment,
+    each judged in its ``policy``'s direction (:func:`judged_as`)."""
     # here, not at the top: listing the history (`perfgate history`) needs no statistics
     from perfgate.stats.changepoints import detect_change_points
 
@@ -78,7 +78,7 @@ def series_changes(
                     benchmark=benchmark,
                     metric=metric,
                     unit=after.unit,
-                    direction=after.direction if direction is None else direction(metric),
+                    direction=policy(metric).direction,
                     branch=branch,
                     fingerprint_key=key,
                     point=cp,
@@ -97,19 +97,6 @@ def judged_as(config: Config, points: Sequence[RunPoint]) -> Callable[[str], Met
     its runs were recorded (a metrics file says which way is better)."""
     recorded = {p.metric: p.direction for p in points}
     return lambda metric: config.policy(metric, recorded.get(metric))
-
-
-def directions_of(policy: Callable[[str], MetricPolicy]) -> Callable[[str], Direction]:
-    """Which way each metric gets better, by ``policy``."""
-    return lambda metric: policy(metric).direction
-
-
-def tested_series(points: Sequence[RunPoint]) -> int:
-    """How many series of ``points`` :func:`series_drifts` tests for a drift (those long
-    enough): the size of the nightly's family of drift tests."""
-    from perfgate.stats.drift import MIN_RUNS
-
-    return sum(1 for _, runs in noisy_series(points) if len(runs) >= MIN_RUNS)
 
 
 def series_drifts(
@@ -205,16 +192,10 @@ def shown_series(
 def _drift_alert(alerts: Sequence[Alert], d: DetectedChange) -> Alert | None:
     """The alert a drift found again keeps: the newest drift alert of its series, the same
     way (a regression's alert does not swallow a later improvement), not triaged fixed (a
-    drift fixed and back is a new one)."""
-    same = (d.verdict, d.metric, d.fingerprint_key, d.branch)
-    for a in alerts:  # newest first
-        if (
-            a.source == "drift"
-            and a.status != "fixed"
-            and same == (a.verdict, a.metric, a.fingerprint_key, a.branch)
-        ):
-            return a
-    return None
+    drift fixed and back is a new one); ``alerts`` come newest first."""
+    key = (d.verdict, d.metric, d.fingerprint_key, d.branch)
+    same = (a for a in alerts if (a.verdict, a.metric, a.fingerprint_key, a.branch) == key)
+    return next((a for a in same if a.source == "drift" and a.status != "fixed"), None)
 
 
 def analyze_history(
@@ -239,7 +220,7 @@ def analyze_history(
     left out. A change point's alert is keyed on the first run after it; a drift, whose
     newest block moves every night, on the newest run when it was first found, and found
     again it keeps its series' open drift alert (:func:`_drift_alert`)."""
-    from perfgate.stats.drift import kept_in_family
+    from perfgate.stats.drift import MIN_RUNS, kept_in_family
 
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     found: list[DetectedChange] = []
@@ -256,10 +237,12 @@ def analyze_history(
                     "the CPU or device time, and on the peak memory in bytes)"
                 )
         policy = judged_as(config, points)
-        changes = series_changes(name, points, branch=branch, direction=directions_of(policy))
+        changes = series_changes(name, points, branch=branch, policy=policy)
         drifts = series_drifts(name, points, branch=branch, policy=policy, changes=changes)
-        # One family per benchmark, as one gate is: its series' drifts, BH-corrected.
-        kept = kept_in_family([d.point.p_value for d in drifts], tested_series(points))
+        # One family per benchmark, as one gate is: its series' drifts, BH-corrected over
+        # every series long enough for series_drifts to test.
+        tested = sum(1 for _, runs in noisy_series(points) if len(runs) >= MIN_RUNS)
+        kept = kept_in_family([d.point.p_value for d in drifts], tested)
         drifts = [d for d, keep in zip(drifts, kept, strict=True) if keep]
         known = store.alerts(project=config.project, benchmark=name) if drifts else []
         for i, d in enumerate(drifts):

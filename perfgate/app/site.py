@@ -35,7 +35,6 @@ from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
 from perfgate.app.gate import compare
 from perfgate.app.history import (
-    directions_of,
     judged_as,
     select_benchmarks,
     series_changes,
@@ -160,8 +159,8 @@ def gather_site(
             if p.branch != base
         ]
         points_of[name] = (base_points, others)
-        direction = directions_of(judged_as(config, base_points))
-        found += series_changes(name, base_points, branch=base, direction=direction)
+        policy = judged_as(config, base_points)
+        found += series_changes(name, base_points, branch=base, policy=policy)
     changes = with_triage(config, store, found)
     judged_on = cache(partial(branch_verdicts, config, store, base=base))
     for name in names:
