@@ -51,7 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.app.context import GitHistory
+from perfgate.app.context import GitHistory, open_git_history
 from perfgate.app.gate import AB_BASE_SUFFIX, compare_records
 from perfgate.app.record import ProgressFn, build_record
 from perfgate.app.specs import base_side_spec
@@ -262,8 +262,8 @@ def commit_chain(root: Path, good: str, bad: str) -> list[Commit]:
         UsageError: outside a git checkout, an unknown ref, ``good`` not an ancestor of
             ``bad``, or nothing between them.
     """
-    history = GitHistory(root)
-    if not _git(root, "rev-parse", "--git-dir"):
+    history = open_git_history(root)
+    if history is None:
         raise UsageError(f"bisect: {root} is not inside a git checkout")
     for flag, ref in (("--good", good), ("--bad", bad)):
         if not history.resolve(ref):

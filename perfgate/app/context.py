@@ -74,10 +74,8 @@ def detect_ci_context(env: Mapping[str, str]) -> CIContext:
 def default_actor(env: Mapping[str, str]) -> str:
     """Who a triage action is recorded as when ``--by`` is not given: the CI user, else the
     login name."""
-    for name in ("GITLAB_USER_LOGIN", "GITHUB_ACTOR", "USER", "USERNAME"):
-        if env.get(name):
-            return env[name]
-    return "unknown"
+    names = ("GITLAB_USER_LOGIN", "GITHUB_ACTOR", "USER", "USERNAME")
+    return next((env[name] for name in names if env.get(name)), "unknown")
 
 
 _SHA = re.compile(r"[0-9a-fA-F]{4,40}")
