@@ -54,10 +54,6 @@ MAD_TO_SD = 1.4826
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def file_name(benchmark: str, fingerprint_key: str) -> str:
-    return f"{_UNSAFE.sub('_', benchmark)}.{fingerprint_key}.json"
-
-
 def _noise(points: Sequence[RunPoint]) -> dict[str, Any]:
     centres = [p.centre for p in points]
     if not centres:
@@ -123,10 +119,6 @@ def baseline_document(
     }
 
 
-def dumps(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
-
-
 def export_baselines(
     config: Config,
     store: SqlStore,
@@ -150,8 +142,8 @@ def export_baselines(
             )
             if doc is None:
                 continue
-            path = out_dir / file_name(name, fingerprint.key())
-            write_atomic(path, dumps(doc))
+            path = out_dir / f"{_UNSAFE.sub('_', name)}.{fingerprint.key()}.json"
+            write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
             written.append(path)
     return written
 

@@ -13,8 +13,6 @@ from pathlib import Path
 from perfgate.app.files import write_atomic
 from perfgate.app.history import select_benchmarks
 from perfgate.config import Config
-from perfgate.exporters.prometheus import push_prometheus as push_prometheus
-from perfgate.exporters.prometheus import split_credentials as split_credentials
 from perfgate.exporters.tensorboard import Scalar
 from perfgate.models import RunPoint, RunRecord
 from perfgate.reporters.prometheus import LatestValue

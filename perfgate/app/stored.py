@@ -228,7 +228,8 @@ def export_prometheus(
     """``perfgate export prometheus``: the latest value of every series
     (:func:`perfgate.app.export.latest_values`), pushed to ``push_gateway`` as ``job`` when
     given (ReportError where the push failed)."""
-    from perfgate.app.export import latest_values, push_prometheus, split_credentials
+    from perfgate.app.export import latest_values
+    from perfgate.exporters.prometheus import push_prometheus, split_credentials
 
     with _store(config) as store:
         values = tuple(latest_values(config, store, branch=branch, benchmarks=benchmarks))
