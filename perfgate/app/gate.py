@@ -696,7 +696,7 @@ def _advice(
     are prefixed with the benchmark."""
     from perfgate.advisor.attribution import attribute
     from perfgate.advisor.work import work_change
-    from perfgate.app.advise import findings_for, timed_cluster
+    from perfgate.app.advise import findings_for
 
     def base_of(record: RunRecord, mine: Sequence[Comparison]) -> RunRecord | None:
         """The run ``record``'s findings are judged against: its window's newest, else the
@@ -746,8 +746,6 @@ def _advice(
                 attributions.append(
                     attribute(record.benchmark, c.metric, delta, record.profile, window)
                 )
-        if record.profile is None and not record.findings and timed_cluster(record) is None:
-            continue
         for f in findings_for(config, record, partial(base_of, record, mine[record.id])):
             where = f"{record.benchmark}: {f.location}" if f.location else record.benchmark
             found.append(replace(f, location=where))
