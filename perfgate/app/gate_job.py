@@ -128,10 +128,8 @@ def delivery_for(
     testbed: str | None = None,
     report_url: str | None = None,
 ) -> DeliveryOptions:
-    """The delivery a gate's reporting flags ask for, by the flags' names (``--comment``,
-    ``--comment-mode``, ``--forge``, ``--forge-url``, ``--repo``, ``--pr``, ``--sha``,
-    ``--report-dir``, ``--status``, ``--summary``, ``--testbed``, ``--report-url``);
-    ``suite_path``: the suite file, named in the comment's marker.
+    """The delivery a gate's reporting flags ask for, each keyword named as its flag
+    (``pr_number``: ``--pr``); ``suite_path``: the suite file, named in the comment's marker.
 
     Raises:
         ValueError: ``comment_mode`` is not a :class:`~perfgate.stats.decide.CommentMode`.
