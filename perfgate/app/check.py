@@ -78,6 +78,7 @@ from perfgate.models import (
     RunRecord,
     Verdict,
 )
+from perfgate.reporters.render import plural
 from perfgate.runner.lifecycle import Interrupted
 from perfgate.stats import looks, sequential
 from perfgate.stats.decide import ALPHA, deciding, second_look, size_text
@@ -112,7 +113,7 @@ class Budget:
 
     def text(self) -> str:
         if self.repeats is not None:
-            return f"{self.repeats} extra repeat{'s' if self.repeats != 1 else ''}"
+            return plural(self.repeats, "extra repeat")
         return f"{self.seconds or 0:g} s"
 
 
@@ -438,8 +439,8 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
     remeasured = tuple(sorted(s.benchmark for s in stops if s.extra > 0))
     still_open = _open(final, "paired")
     spent = tuple(
-        f"{s.benchmark}: {s.text()}; the false-alarm rate over its {len(s.looks)} "
-        f"look{'s' if len(s.looks) != 1 else ''} stays within alpha {ALPHA:g}"
+        f"{s.benchmark}: {s.text()}; the false-alarm rate over its "
+        f"{plural(len(s.looks), 'look')} stays within alpha {ALPHA:g}"
         for s in stops
         if s.benchmark not in still_open
     )
@@ -555,7 +556,7 @@ def _why(
         return f"{sees}; {not_confirmed}"
     if not paired and runs < 2 * sequential.MIN_RUNS:
         return (
-            f"{sees}; only {runs} baseline run{'s' if runs != 1 else ''}: every run recorded "
+            f"{sees}; only {plural(runs, 'baseline run')}: every run recorded "
             "on the base branch narrows it, or measure with --mode ab"
         )
     if remeasured:
@@ -583,10 +584,9 @@ def _why_looks(rows: Sequence[Comparison], stop: looks.Stop) -> str:
     change they can see, what stopped them, and how many more pairs would likely settle it."""
     worst = max(rows, key=lambda c: c.mde_pct if c.mde_pct is not None else math.inf)
     floor = worst.min_effect_pct or 0.0
-    k = len(stop.looks)
     spent = (
         f"{worst.metric}: {stop.pairs} pairs measured ({stop.extra} added in "
-        f"{stop.seconds:.0f} s over {k} look{'s' if k != 1 else ''})"
+        f"{stop.seconds:.0f} s over {plural(len(stop.looks), 'look')})"
     )
     if worst.mde_pct is None:
         sees = (
@@ -617,7 +617,7 @@ def _why_looks(rows: Sequence[Comparison], stop: looks.Stop) -> str:
     else:
         more = need - stop.pairs
         settle = (
-            f"about {more} more pair{'s' if more != 1 else ''} ({need} in all) would likely "
+            f"about {plural(more, 'more pair')} ({need} in all) would likely "
             f"settle a change of {target:.1f}%"
         )
     return f"{sees}; {why}; {settle}: {fix}"

@@ -28,6 +28,7 @@ from perfgate.models import (
     Verdict,
     WorkChange,
 )
+from perfgate.reporters.render import plural
 from perfgate.stats import ALPHA, MIN_BASELINE_RUNS, Candidate, compare_candidates, decide
 from perfgate.stats.budget import Reference, judge_budgets
 from perfgate.stats.paired import (
@@ -85,8 +86,8 @@ def _incomparable(
         direction=direction,
         verdict=Verdict.INCOMPARABLE,
         reason=(
-            f"no run on {against} with this environment; {len(others)} other environment"
-            f"{'s' if len(others) != 1 else ''} not compared ({'; '.join(diffs) or 'differs'})"
+            f"no run on {against} with this environment; {plural(len(others), 'other environment')}"
+            f" not compared ({'; '.join(diffs) or 'differs'})"
         ),
         current_run_id=record.id,
         current_centre=m.summary.centre,
@@ -374,7 +375,7 @@ def _anchor_notes(config: Config, against: str, anchor: _Anchor, window: Window)
     if not anchor.exact and anchor.merge_base:
         notes.append(
             f"no run of {against} at your merge-base {anchor.merge_base[:7]}; compared "
-            f"with the {runs} run{'s' if runs != 1 else ''} up to {anchor.commit[:7]}"
+            f"with the {plural(runs, 'run')} up to {anchor.commit[:7]}"
         )
     moved = []
     for metric, points in window.points.items():
@@ -386,9 +387,8 @@ def _anchor_notes(config: Config, against: str, anchor: _Anchor, window: Window)
     if moved:
         later = len({p.run_id for p in anchor.newer})
         notes.append(
-            f"{against} is {', '.join(moved)} since your branch point ({later} run"
-            f"{'s' if later != 1 else ''} after {anchor.commit[:7]}): rebase to compare "
-            "with it"
+            f"{against} is {', '.join(moved)} since your branch point ({plural(later, 'run')} "
+            f"after {anchor.commit[:7]}): rebase to compare with it"
         )
     return notes
 

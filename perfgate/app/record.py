@@ -33,6 +33,7 @@ from perfgate.models import (
     Verdict,
 )
 from perfgate.parsers import read_profile
+from perfgate.reporters.render import plural
 from perfgate.runner import BenchmarkOutcome, RepeatResult, run_benchmark
 from perfgate.runner.fingerprint import build_fingerprint
 from perfgate.stats import sequential
@@ -415,7 +416,7 @@ def confirm_and_record(
             if x.benchmark == c.benchmark and (x.benchmark, x.metric) in doubtful
         )
         return (
-            f"confirmed with {extra} extra repeat{'s' if extra > 1 else ''} "
+            f"confirmed with {plural(extra, 'extra repeat')} "
             f"(both looks at alpha {folded[c.benchmark]:.2g}): {verdicts}"
         )
 
