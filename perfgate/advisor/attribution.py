@@ -44,20 +44,17 @@ def attribute(
     delta_ms: float,
     current: ProfileSummary,
     baseline: Sequence[ProfileSummary],
-    *,
-    max_ops: int = MAX_OPS,
-    min_share: float = MIN_SHARE,
 ) -> Attribution:
     """Name the ops that account for ``delta_ms``, the change per step of a time metric
     (``step_time_ms``, ``computing_ms``, ...): current centre minus baseline centre, in ms.
 
     ``baseline`` holds the baseline window runs' profiles, oldest first (the newest one's
-    input shapes are the baseline's shapes). The ops listed (at most ``max_ops``, none below
-    ``min_share`` of ``|delta_ms|``) are the changes outside the baseline's spread, largest
-    contribution first (ops that moved against the change last), each with its ``share`` of
-    ``delta_ms``; ``explained_share`` is their sum over ``delta_ms`` (None when it is 0).
-    New and vanished ops carry that status; an op whose input shapes differ carries both
-    shape lists.
+    input shapes are the baseline's shapes). The ops listed (at most :data:`MAX_OPS`, none
+    below :data:`MIN_SHARE` of ``|delta_ms|``) are the changes outside the baseline's spread,
+    largest contribution first (ops that moved against the change last), each with its
+    ``share`` of ``delta_ms``; ``explained_share`` is their sum over ``delta_ms`` (None when
+    it is 0). New and vanished ops carry that status; an op whose input shapes differ
+    carries both shape lists.
     """
     if not baseline:
         return Attribution(
@@ -66,7 +63,7 @@ def attribute(
     device_only = any(o.device != "cpu" for o in current.ops)
     now = _table(current, device_only)
     before = [_table(p, device_only) for p in baseline]
-    floor = abs(delta_ms) * min_share
+    floor = abs(delta_ms) * MIN_SHARE
     sign = 1.0 if delta_ms >= 0 else -1.0
     deltas: list[OpDelta] = []
     quiet_shapes: list[str] = []
@@ -93,7 +90,7 @@ def attribute(
         shapes_now = cur_shapes if shape_changed or status == "new" else ()
         deltas.append(OpDelta(*key, base_ms, cur_ms, share, status, shapes_before, shapes_now))
     deltas.sort(key=lambda d: (-d.delta_ms * sign, d.name, d.device))
-    listed = tuple(deltas[:max_ops])
+    listed = tuple(deltas[:MAX_OPS])
     explained = sum(d.delta_ms for d in listed) / delta_ms if delta_ms else None
     notes = [
         f"per-op self time per step against the median of {len(baseline)} baseline "
