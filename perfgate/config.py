@@ -51,7 +51,8 @@ _TOP_KEYS = {
     *("project", "database_url", "base_branch", "host_label", "fail_on", "baseline_window"),
     *("defaults", "metrics", "benchmarks", "advisor", "budgets"),
 }
-_DEFAULT_KEYS = {"device", "warmup", "measured", "profiled", "repeats"}
+_COUNTS = {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}  # each with its least
+_DEFAULT_KEYS = {"device", *_COUNTS}
 _BENCH_KEYS = {
     *("name", "workload", "entry", "params", "treatment_params", "kind", "nproc", "nnodes"),
     *("timeout", *_DEFAULT_KEYS),
@@ -231,10 +232,10 @@ def parse_benchmark(
         entry=entry,
         device=device,
         params=_params(merged.get("params", {}), source, f"{path}.params"),
-        warmup=_int(merged.get("warmup", 5), source, f"{path}.warmup", 0),
-        measured=_int(merged.get("measured", 30), source, f"{path}.measured", 2),
-        profiled=_int(merged.get("profiled", 3), source, f"{path}.profiled", 0),
-        repeats=_int(merged.get("repeats", 3), source, f"{path}.repeats", 1),
+        **{
+            key: _int(merged.get(key, getattr(BenchmarkSpec, key)), source, f"{path}.{key}", least)
+            for key, least in _COUNTS.items()
+        },
         treatment_params=frozenset(treatment),
         timeout_s=_timeout(merged.get("timeout", 900.0), source, f"{path}.timeout"),
     )
@@ -425,7 +426,7 @@ def parse_budgets(
 
 def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
     """``[defaults]`` valid on its own, whichever benchmarks use it (suite or ``--workload``)."""
-    for key, least in {"warmup": 0, "measured": 2, "profiled": 0, "repeats": 1}.items():
+    for key, least in _COUNTS.items():
         if key in defaults:
             _int(defaults[key], source, f"defaults.{key}", least)
     if "device" in defaults:

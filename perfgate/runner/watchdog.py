@@ -21,14 +21,14 @@ import contextlib
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.errors import RunnerError
 from perfgate.models import BenchmarkSpec
 
 #: A benchmark's ``timeout`` when neither the suite nor ``--timeout`` sets it.
-DEFAULT_TIMEOUT_S: float = next(f.default for f in fields(BenchmarkSpec) if f.name == "timeout_s")  # type: ignore[assignment]
+DEFAULT_TIMEOUT_S: float = BenchmarkSpec.timeout_s
 STALL_FLOOR_S = 60.0  # the derived limit is never shorter
 STALL_FACTOR = 20.0  # typical warm-up steps' time a step (or each timed step) may take
 POLL_S = 0.25  # how often the parent reads the worker's progress while it waits
