@@ -339,22 +339,32 @@ def _nvidia_driver_version() -> str:
     return ""
 
 
-def torch_profile(backend: Backend, step: Callable[[], Any], steps: int, trace_path: str) -> str:
-    """torch.profiler over ``steps`` steps, exported as one Chrome trace at ``trace_path``."""
-    from torch.profiler import profile, schedule
-
-    with profile(
+def profiled_steps(
+    backend: Backend, step: Callable[[], Any], steps: int, profiler: Any, **options: Any
+) -> Any:
+    """One warm-up step then ``steps`` active ones under ``profiler.profile`` (the module
+    ``torch.profiler``, or ``torch_npu.profiler``: the same interface) with the backend's
+    activities, shapes and memory, plus ``options``; the profile session."""
+    with profiler.profile(
         activities=backend.profiler_activities(),
         record_shapes=True,
         profile_memory=True,
         # repeat=1: one cycle only, else the export after the loop holds an empty new cycle
-        schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-    ) as prof:
+        schedule=profiler.schedule(wait=0, warmup=1, active=steps, repeat=1),
+        **options,
+    ) as session:
         for _ in range(1 + steps):
             step()
             backend.synchronize()
-            prof.step()
-    prof.export_chrome_trace(trace_path)
+            session.step()
+    return session
+
+
+def torch_profile(backend: Backend, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+    """torch.profiler over ``steps`` steps, exported as one Chrome trace at ``trace_path``."""
+    import torch.profiler
+
+    profiled_steps(backend, step, steps, torch.profiler).export_chrome_trace(trace_path)
     return trace_path
 
 

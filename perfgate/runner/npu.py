@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from perfgate.runner.backends import AcceleratorBackend, base_description
+from perfgate.runner.backends import AcceleratorBackend, base_description, profiled_steps
 
 DEFAULT_PROFILER_LEVEL = "Level1"
 DEFAULT_AIC_METRICS = "PipeUtilization"
@@ -114,16 +114,7 @@ class NpuBackend(AcceleratorBackend):
         prof = self._torch_npu.profiler
         out = Path(trace_path.removesuffix(".pt.trace.json") + "_npu")
         out.mkdir(parents=True, exist_ok=True)
-        with prof.profile(
-            activities=self.profiler_activities(),
-            schedule=prof.schedule(wait=0, warmup=1, active=steps, repeat=1),
-            on_trace_ready=prof.tensorboard_trace_handler(str(out)),
-            record_shapes=True,
-            profile_memory=True,
-            experimental_config=self._experimental_config(),
-        ) as session:
-            for _ in range(1 + steps):
-                step()
-                self.synchronize()
-                session.step()
+        config = self._experimental_config()
+        on_ready = prof.tensorboard_trace_handler(str(out))
+        profiled_steps(self, step, steps, prof, on_trace_ready=on_ready, experimental_config=config)
         return str(out)
