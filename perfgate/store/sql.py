@@ -7,14 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from perfgate.errors import StoreError
+from perfgate.serial import Serial
 from perfgate.store.connect import (
     SQLITE_BUSY_TIMEOUT_MS,
     WRITE_OPTION,
@@ -117,7 +117,7 @@ def _holds_runs(path: Path) -> bool:
 
 
 @dataclass(frozen=True)
-class StoreStatus:
+class StoreStatus(Serial):
     """What ``perfgate db status`` reports; reading it never changes the database."""
 
     url: str
@@ -126,9 +126,6 @@ class StoreStatus:
     head: str
     state: str  # "empty", "behind", "current" or "newer"
     runs: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def store_status(url: str) -> StoreStatus:
