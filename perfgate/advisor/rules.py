@@ -23,6 +23,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from perfgate.advisor.cluster import LOCAL_LINK, cluster_view, pair_utilisation
 from perfgate.models import (
     ClusterView,
@@ -248,15 +250,10 @@ def _weighted_median_us(ops: Sequence[OpStat]) -> float | None:
         for o in ops
         if o.calls_per_step > 0
     )
-    total = sum(w for _, w in pairs)
-    if total <= 0:
+    if not pairs:
         return None
-    seen = 0.0
-    for value, weight in pairs:
-        seen += weight
-        if seen >= total / 2:
-            return value
-    return pairs[-1][0]
+    seen = np.cumsum([weight for _, weight in pairs])  # the first call at or past half
+    return pairs[int(np.searchsorted(seen, seen[-1] / 2))][0]
 
 
 def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
