@@ -14,7 +14,6 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -96,22 +95,17 @@ class RunStore(StoreBase):
                 conn.execute(select(func.pg_advisory_xact_lock(RECORD_LOCK_KEY)))
             seq = conn.execute(select(func.coalesce(func.max(runs.c.recorded_seq), 0))).scalar_one()
             clock = _store_clock(conn)
-            for run, rows in prepared:
+            for run, (run_row, children) in prepared:
                 if self._has_run(conn, run.id):
                     continue
                 seq += 1
-                conn.execute(insert(runs), [{**rows.run, "recorded_seq": seq}])
+                conn.execute(insert(runs), [{**run_row, "recorded_seq": seq}])
                 note = _clock_note(run, clock)
                 if note is not None:
                     notes.append(note)
-                if rows.measurements:
-                    conn.execute(insert(measurements), rows.measurements)
-                if rows.profile is not None:
-                    conn.execute(insert(profiles), [rows.profile])
-                if rows.rank_profiles:
-                    conn.execute(insert(rank_profiles), rows.rank_profiles)
-                if rows.findings:
-                    conn.execute(insert(findings), rows.findings)
+                for table, rows in children:
+                    if rows:
+                        conn.execute(insert(table), rows)
                 if _SAVE_HOOK is not None:
                     _SAVE_HOOK(run.id)
             if supersedes:
@@ -355,17 +349,9 @@ def _dumps(value: Any, run_id: str, what: str) -> str:
         raise StoreError(f"run {run_id}: {what} cannot be stored as JSON: {exc}") from exc
 
 
-@dataclass(frozen=True)
-class _Rows:
-    run: dict[str, Any]
-    measurements: list[dict[str, Any]]
-    profile: dict[str, Any] | None
-    rank_profiles: list[dict[str, Any]]
-    findings: list[dict[str, Any]]
-
-
-def _rows_of(run: RunRecord) -> _Rows:
-    """Validate ``run`` and turn it into table rows; raises StoreError before any write."""
+def _rows_of(run: RunRecord) -> tuple[dict[str, Any], list[tuple[Table, list[dict[str, Any]]]]]:
+    """Validate ``run`` and turn it into its runs row and the rows of the tables that hang off
+    it, in the order they are inserted; raises StoreError before any write."""
     if not run.id:
         raise StoreError("cannot save a run without an id")
     require_aware(run.started_at, f"run {run.id}: started_at")
@@ -391,12 +377,10 @@ def _rows_of(run: RunRecord) -> _Rows:
     seen: set[str] = set()
     rows = [_measurement_row(run.id, seq, m, seen) for seq, m in enumerate(run.measurements)]
 
-    profile_row = None
+    profile_rows: list[dict[str, Any]] = []
     if run.profile is not None:
-        profile_row = {
-            "run_id": run.id,
-            "summary": _dumps(run.profile.to_dict(), run.id, "the profile summary"),
-        }
+        summary = _dumps(run.profile.to_dict(), run.id, "the profile summary")
+        profile_rows.append({"run_id": run.id, "summary": summary})
     rank_rows = [
         {
             "run_id": run.id,
@@ -420,7 +404,8 @@ def _rows_of(run: RunRecord) -> _Rows:
                 else None,
             }
         )
-    return _Rows(run_row, rows, profile_row, rank_rows, finding_rows)
+    children = [(profiles, profile_rows), (rank_profiles, rank_rows), (findings, finding_rows)]
+    return run_row, [(measurements, rows), *children]
 
 
 def _measurement_row(run_id: str, seq: int, m: Measurement, seen: set[str]) -> dict[str, Any]:
