@@ -388,3 +388,27 @@ def test_retry_after_as_an_http_date(forge: FakeForge) -> None:
             "abc", "success", context="c", description="d"
         )
     assert fake.sleeps == []
+
+
+def test_an_answer_is_json_at_most_64_levels_deep() -> None:
+    # the depth json.loads may recurse to on a forge's answer: 64 levels decode, 65 are
+    # refused before json.loads runs, brackets inside strings do not count, and an empty
+    # body is no data (a 204)
+    from perfgate.reporters.forges.api import MAX_NESTING, decode
+
+    deepest = "[" * MAX_NESTING + "]" * MAX_NESTING
+    assert decode(deepest.encode()) == _nested(MAX_NESTING)
+    with pytest.raises(ValueError, match="nests deeper than 64 levels"):
+        decode(("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1)).encode())
+    quoted = '{"body": "' + "[{" * 200 + '\\" ]"}'
+    assert decode(quoted.encode()) == {"body": "[{" * 200 + '" ]'}
+    assert decode(b"  \n") is None
+    with pytest.raises(ValueError, match="is not JSON"):
+        decode(b"<html>rate limited</html>")
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
