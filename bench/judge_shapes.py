@@ -125,6 +125,11 @@ class Shape:
     """A level shift on main 1-6 runs (uniform) before the fork point, persisting into the
     current run: on benchmark 0 only, or on every benchmark with ``shift_all``."""
     shift_all: bool = False
+    spikes: float = 0.0
+    """Probability that a repeat (worker process) had a neighbour: slower by a size drawn
+    uniformly in ``spike_size`` (the current run too; a second population of large
+    deviations, not a t's tail)."""
+    spike_size: tuple[float, float] = (math.log(1.05), math.log(1.3))
     outlier: float = 0.0
     """One baseline run (random place) of one benchmark other than benchmark 0 slower by this."""
     blip: float = 0.0
@@ -205,6 +210,9 @@ def draw(shape: Shape, rng: np.random.Generator, gates: int = 1) -> np.ndarray:
     proc = proc * shape.proc_sd * bench_k[..., None]
     if shape.proc_mode:
         proc += shape.mode_size * (rng.random((g, b, n, r)) < shape.proc_mode)
+    if shape.spikes:
+        hit = rng.random((g, b, n, r)) < shape.spikes
+        proc += hit * rng.uniform(*shape.spike_size, (g, b, n, r))
     if shape.steps:
         steps = rng.standard_normal((g, b, n, r, shape.steps)) * shape.step_sd
         proc += np.median(steps, axis=-1)
@@ -304,6 +312,12 @@ def _rows() -> list[Row]:
         ("one benchmark +10% for 2 runs, reverted", r(base, blip=math.log(1.1)), 1.0),
         ("t3 job tails, gate 20, CoV 1%", r(cov1, job_df=3.0), 0.5),
         ("t3 job tails at scale sd (3x variance)", r(base, job_df=3.0, t_unit_var=False), 1.0),
+        ("neighbour spikes: 2% of processes +5-30%", r(base, spikes=0.02), 1.0),
+        (
+            "neighbour spikes: 2% of processes +5-30%, 1 repeat",
+            r(base, spikes=0.02, repeats=1),
+            1.0,
+        ),
     ]
     rows = [Row(f"A/A: {name}", "aa", shape, weight=w) for name, shape, w in nuisances]
     rows.append(Row("A/A: short, 3 runs x 1 repeat", "aa", short))
@@ -353,6 +367,12 @@ def _rows() -> list[Row]:
             "power +8%: job +8% mode in 30% of jobs", "power", r(base, change=LN8, job_mode=0.3), p8
         ),
         Row("power +8%: 50 benchmarks", "power", r(base, change=LN8, benchmarks=50), p8, 0.3),
+        Row(
+            "power +8%: neighbour spikes in 2% of processes",
+            "power",
+            r(base, change=LN8, spikes=0.02),
+            p8,
+        ),
         Row("power +8%: 3 of 10 benchmarks +8%", "power", r(base, change=LN8, changed=3), p8),
         Row(
             "power +8%: every benchmark +8% (the whole job)",
