@@ -91,8 +91,9 @@ Assumptions, in plain words:
   Gaussian gate not at all, neighbours that slow 2% of processes by 5-30% enough that a
   current run so slowed is rarely called (with one repeat a run, 3.0% of A/A gates still
   fail on one whose window had seen few such runs: `bench/data/shapes_after.md`; three
-  repeats' median shrugs the slowed process off). The job factor's own 30-odd values are fitted
-  with one t, the heaviest a likelihood-ratio test does not rule out at the gate's bar.
+  repeats' median shrugs the slowed process off). The job factor's own 30-odd values are
+  fitted with one t, the heaviest a likelihood-ratio test does not rule out at the gate's
+  bar.
 * A metric that never varied in its window is judged as a deterministic one and is not a
   test of the false-discovery family; a throughput echoes the step time it is the
   reciprocal of and is shown, not tested again.
