@@ -286,16 +286,23 @@ def not_deciding(device_kind: str, usable: Callable[[str], bool]) -> frozenset[s
 
 
 TIME_UNIT = "ms"
-"""The unit of every time metric of the catalogue (and of a result file's times)."""
+"""The unit of every time metric of the catalogue (and of a result file's ``*_ms`` metrics)."""
+TO_MS = {
+    **dict.fromkeys(("s", "sec", "second", "seconds"), 1000.0),
+    **dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1.0),
+    **dict.fromkeys(("us", "µs", "usec", "microseconds"), 1e-3),
+    **dict.fromkeys(("ns", "nsec", "nanoseconds"), 1e-6),
+}
+"""The time units perfgate reads, each as its factor to ms."""
 
 
 def is_time(metric_or_unit: str) -> bool:
-    """Whether a metric, by its unit or its catalogue name, is a time (``ms``): it gets
-    "slower"/"faster" words and op attribution. The one place that says it."""
-    if metric_or_unit == TIME_UNIT:
+    """Whether a metric, by its unit (one of :data:`TO_MS`) or its catalogue name, is a
+    time: its changes are "slower"/"faster" in words. The one place that says it."""
+    if metric_or_unit in TO_MS:
         return True
     found = lookup(metric_or_unit)
-    return found is not None and found.unit == TIME_UNIT
+    return found is not None and found.unit in TO_MS
 
 
 def default_policy(metric: str) -> MetricPolicy:

@@ -230,6 +230,34 @@ def test_the_gate_judges_each_pytest_benchmark_test_against_its_own_history(
     assert verdicts[("unit/test_build[10000]", "time_ms")] != "regression"
 
 
+def test_a_time_in_seconds_is_slower_in_every_word_the_gate_says(tmp_path: Path, url: str) -> None:
+    """A metric the catalogue does not know, in s: a time, as in ms (the reason and the
+    report once said "higher" and "slower" of the same change)."""
+    rng = np.random.default_rng(5)
+
+    def run(name: str, epoch_s: float, branch: str) -> None:
+        values = [float(x) for x in epoch_s * rng.normal(1.0, 0.005, 3)]
+        doc = {
+            "metrics": [{"name": "epoch_time", "unit": "s", "direction": "lower", "values": values}]
+        }
+        path = tmp_path / name
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = ingest(path, url, benchmark="train", branch=branch)
+        assert code == 0, err
+
+    for i in range(6):
+        run(f"main{i}.json", 1200.0, "main")
+    run("pr.json", 1500.0, "feat")
+    code, out, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main", "--json")
+    assert code == 1, err
+    (epoch,) = [c for c in json.loads(out)["comparisons"] if c["metric"] == "epoch_time"]
+    assert epoch["verdict"] == "regression"
+    assert "slower" in epoch["reason"] and "higher" not in epoch["reason"]
+    code, text, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main")
+    assert code == 1, err
+    assert "slower" in text and "higher" not in text
+
+
 # --- pyperf -------------------------------------------------------------------------------
 
 

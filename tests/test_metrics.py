@@ -259,5 +259,6 @@ def test_one_more_repeat_extends_what_a_repeat_extends() -> None:
 
 def test_is_time_by_unit_or_catalogue_name() -> None:
     assert is_time("ms") and is_time("step_time_ms") and is_time("latency_p99_ms.rank1")
+    assert is_time("s") and is_time("us") and is_time("nanoseconds")
     assert not is_time("samples/s") and not is_time("throughput_samples_per_s")
     assert not is_time("bytes") and not is_time("no_such_metric")

@@ -12,7 +12,7 @@ from perfgate.app.context import GitHistory
 from perfgate.app.measure import contention_note
 from perfgate.config import ALL_BENCHMARKS, Config
 from perfgate.errors import StoreError, UsageError
-from perfgate.metrics import not_deciding
+from perfgate.metrics import TIME_UNIT, not_deciding
 from perfgate.models import (
     Attribution,
     BaselineReset,
@@ -775,10 +775,11 @@ def _work_window(mine: Sequence[Comparison]) -> tuple[str, ...]:
 
 
 def _attributable(c: Comparison) -> bool:
-    """Whether a comparison gets an attribution: a time metric that regressed or improved."""
+    """Whether a comparison gets an attribution: a time in ms (the profiles' unit) that
+    regressed or improved."""
     return (
         c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-        and c.unit == "ms"
+        and c.unit == TIME_UNIT
         and c.current_centre is not None
         and c.baseline_centre is not None
     )

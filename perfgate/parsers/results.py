@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ParseError
-from perfgate.metrics import lookup
+from perfgate.metrics import TO_MS, lookup
 from perfgate.models import Direction, ParamValue
 from perfgate.parsers.decompress import read_whole
 
@@ -111,14 +111,6 @@ _VALUE = ("value", "", 1.0)
 
 _SNIFF_BYTES = 1 << 16
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
-
-_TO_MS = {
-    **dict.fromkeys(("s", "sec", "second", "seconds"), 1000.0),
-    **dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1.0),
-    **dict.fromkeys(("us", "µs", "usec", "microseconds"), 1e-3),
-    **dict.fromkeys(("ns", "nsec", "nanoseconds"), 1e-6),
-}
-"""Time units a metrics file may give for a ``*_ms`` metric, as a factor to ms."""
 
 
 @dataclass(frozen=True)
@@ -708,12 +700,12 @@ def _metric(
     factor = 1.0
     shown = (unit or "").strip()
     if name.endswith("_ms"):
-        if shown and shown not in _TO_MS:
+        if shown and shown not in TO_MS:
             raise ParseError(
                 f"{at}unit ({name}): {shown!r} is not a time, and a *_ms metric is one "
                 "(s, ms, us, ns)"
             )
-        factor = _TO_MS.get(shown, 1.0)
+        factor = TO_MS.get(shown, 1.0)
         shown = "ms"
     spec = lookup(name)
     if spec is not None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
-from perfgate.metrics import CATALOGUE
+from perfgate.metrics import CATALOGUE, is_time
 from perfgate.models import (
     Advice,
     Attribution,
@@ -84,8 +84,6 @@ UNBOUNDED_PCT = 1000.0
 """An interval end farther out than this (in %), or none, or an infinite one, is shown as
 unbounded (``+∞``, "more than 10× slower"): with few runs the t quantile makes it
 astronomically large, and its digits mean nothing."""
-
-_TIME_UNITS = frozenset({"ms", "s", "us", "µs", "ns"})
 
 
 def _bounded(x: float | None) -> float | None:
@@ -203,9 +201,7 @@ def _pct_words(pct: float) -> str:
 def _moved(c: Comparison, pct: float) -> str:
     """A change in plain words: ``9.8% slower``, ``14% higher``, ``more than 10× slower``."""
     up = pct > 0
-    word = (
-        ("slower" if up else "faster") if c.unit in _TIME_UNITS else ("higher" if up else "lower")
-    )
+    word = ("slower" if up else "faster") if is_time(c.unit) else ("higher" if up else "lower")
     if not math.isfinite(pct) or abs(pct) > UNBOUNDED_PCT:
         return f"more than 10× {word}"
     if abs(pct) < 0.05:
@@ -626,7 +622,8 @@ def drift_headline(c: DetectedChange) -> str:
     d = c.drift
     assert d is not None
     worse = c.direction.worse(d.change_pct)
-    word = ("slower" if worse else "faster") if c.unit == "ms" else ("worse" if worse else "better")
+    time = is_time(c.unit)
+    word = ("slower" if worse else "faster") if time else ("worse" if worse else "better")
     ago = f"{d.horizon_runs} runs"
     if d.horizon_days is not None and d.horizon_days >= 1.0:
         ago += f" / {d.horizon_days:.0f} days"
