@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,7 @@ def test_the_gate_judges_each_pytest_benchmark_test_against_its_own_history(
 
 def test_a_time_in_seconds_is_slower_in_every_word_the_gate_says(tmp_path: Path, url: str) -> None:
     """A metric the catalogue does not know, in s: a time, as in ms (the reason and the
-    report once said "higher" and "slower" of the same change)."""
+    report once said "higher" and "slower" of the same change; the report dropped the s)."""
     rng = np.random.default_rng(5)
 
     def run(name: str, epoch_s: float, branch: str) -> None:
@@ -256,6 +257,7 @@ def test_a_time_in_seconds_is_slower_in_every_word_the_gate_says(tmp_path: Path,
     code, text, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main")
     assert code == 1, err
     assert "slower" in text and "higher" not in text
+    assert re.search(r"\b1\d{3} s -> 1\d{3} s, change \+2\d\.\d%", text), text
 
 
 # --- pyperf -------------------------------------------------------------------------------

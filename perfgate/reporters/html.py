@@ -59,7 +59,7 @@ import numpy as np
 
 from perfgate import __version__
 from perfgate.errors import require
-from perfgate.metrics import PRIMARY_TIME, WALL_TIMES, lookup
+from perfgate.metrics import PRIMARY_TIME, WALL_TIMES, is_time, lookup
 from perfgate.models import (
     Comparison,
     Direction,
@@ -1557,7 +1557,7 @@ def _with_unit(value: float | None, unit: str) -> str:
     if value is not None and unit == "%":
         return f"{value:.3g}%"
     text = format_value(value, unit)
-    if value is None or unit in ("ms", "bytes", "1/s", ""):
+    if value is None or unit in ("bytes", "1/s", "") or is_time(unit):
         return text
     return f"{text} {unit}"
 

@@ -56,7 +56,7 @@ def plural(n: int, word: str) -> str:
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """A metric value with its unit, rounded for people."""
+    """A metric value rounded for people, with its unit where it is a time, bytes or a rate."""
     if value is None:
         return "-"
     if unit == "bytes":
@@ -64,6 +64,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value / scale:.1f} {name}" if scale > 1 else f"{value:.0f} B"
     if unit == "ms":
         return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
+    if is_time(unit):
+        return f"{value:.4g} {unit}"
     if unit == "1/s":
         return f"{value:,.0f}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
     return f"{value:.4g}"
