@@ -624,8 +624,8 @@ def drift_headline(c: DetectedChange) -> str:
     d = c.drift
     assert d is not None
     worse = c.direction.worse(d.change_pct)
-    time = is_time(c.unit)
-    word = ("slower" if worse else "faster") if time else ("worse" if worse else "better")
+    a_time = is_time(c.unit)
+    word = ("slower" if worse else "faster") if a_time else ("worse" if worse else "better")
     ago = f"{d.horizon_runs} runs"
     if d.horizon_days is not None and d.horizon_days >= 1.0:
         ago += f" / {d.horizon_days:.0f} days"
