@@ -478,6 +478,9 @@ def test_a_malformed_harness_file_is_one_line_naming_the_key_and_writes_nothing(
         ({"name": "epoch_time_ms", "value": 3.0, "unit": "GB"}, "'GB' is not a time"),
         ({"name": "loss", "values": [1.0, "nan?"]}, "metrics[0].values[1]"),
         ({"name": "x", "value": 1.0, "values": [1.0], "direction": "lower"}, "give one of"),
+        # finite numbers whose sum (a mean, a median of two) or ms (1e306 s) overflows
+        ({"name": "x", "values": [1e308, 1e308], "direction": "lower"}, "values (x): too large"),
+        ({"name": "step_time_ms", "value": 1e306, "unit": "s"}, "too large to summarise"),
     ],
 )
 def test_a_bad_metric_in_a_metrics_file_is_one_line(
@@ -490,6 +493,17 @@ def test_a_bad_metric_in_a_metrics_file_is_one_line(
     assert code == 2
     line = one_line(err)
     assert str(path) in line and where in line
+    assert not db.exists()
+
+
+def test_a_metric_given_twice_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    twice = {"name": "epoch_time", "value": 1.0, "unit": "s", "direction": "lower"}
+    path.write_text(json.dumps({"metrics": [twice, twice]}), encoding="utf-8")
+    db = tmp_path / "store.db"
+    code, _, err = ingest(path, f"sqlite:///{db}")
+    assert code == 2
+    assert f"{path}: metrics: two entries named 'epoch_time'" in one_line(err)
     assert not db.exists()
 
 

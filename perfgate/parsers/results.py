@@ -391,7 +391,7 @@ def _check_unique(names: Iterable[str], path: Path, key: str) -> None:
     seen: set[str] = set()
     for n in names:
         if n in seen:
-            raise ParseError(f"{path}: {key}: two benchmarks named {n!r}")
+            raise ParseError(f"{path}: {key}: two entries named {n!r}")
         seen.add(n)
 
 
@@ -725,9 +725,10 @@ def _metric(
             f"{at}direction ({name}): missing; perfgate's catalogue does not know this "
             "metric, so say 'lower' or 'higher' (which is better)"
         )
-    return ResultMetric(
-        name, shown, parsed, tuple(tuple(x * factor for x in rep) for rep in repeats if rep)
-    )
+    scaled = tuple(tuple(x * factor for x in rep) for rep in repeats if rep)
+    if not math.isfinite(sum(abs(x) for rep in scaled for x in rep)):
+        raise ParseError(f"{at}values ({name}): too large to summarise (their sum overflows)")
+    return ResultMetric(name, shown, parsed, scaled)
 
 
 def _parse_metrics_json(doc: Mapping[str, Any], path: Path) -> ResultFile:
