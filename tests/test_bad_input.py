@@ -188,6 +188,19 @@ def test_a_wrong_run_or_alert_id_is_a_usage_error(tmp_path: Path) -> None:
     assert (tmp_path / "store.db").read_bytes() == before
 
 
+def test_a_history_of_a_metric_no_run_has_names_the_ones_they_have(tmp_path: Path) -> None:
+    """It printed "no runs", exit 0, beside runs that hold other metrics."""
+    url = regressed_store(tmp_path)
+    code, _, err = invoke("history", "--metric", "epoch_time", "--db", url)
+    assert code == 2
+    line = one_line(err)
+    assert "no run has epoch_time; their metrics: " in line and "step_time_ms" in line, line
+    code, out, _ = invoke("history", "--benchmark", "mlp", "--branch", "nosuch", "--db", url)
+    assert (code, out) == (0, "no runs\n")  # nothing stored there: an empty listing
+    code, out, _ = invoke("history", "--benchmark", "mlp", "--branch", "feat", "--db", url)
+    assert code == 0 and "feat" in out
+
+
 def test_an_ambiguous_run_id_prefix_is_a_usage_error(tmp_path: Path) -> None:
     url = regressed_store(tmp_path)
     code, _, err = invoke("runs", "exclude", "mlp-main-00", "--reason", "x", "--db", url)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfgate.errors import PerfgateError, ReportError
+from perfgate.errors import PerfgateError, ReportError, UsageError
 
 if TYPE_CHECKING:
     from perfgate.app.baselines import ImportResult
@@ -71,12 +71,33 @@ def _actor(by: str | None, env: Mapping[str, str] | None) -> str:
 def show_history(
     config: Config, *, benchmark: str | None, branch: str | None, metric: str, limit: int
 ) -> list[RunPoint]:
-    """``perfgate history``: :func:`perfgate.app.history.metric_history`."""
+    """``perfgate history``: :func:`perfgate.app.history.metric_history` (empty where
+    nothing is stored for the selection).
+
+    Raises:
+        UsageError: runs are stored, and none has ``metric`` (the message names theirs).
+    """
     from perfgate.app.history import metric_history
 
     with _store(config) as store:
-        return metric_history(
+        points = metric_history(
             config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
+        )
+        if points:
+            return points
+        names = (
+            [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
+        )
+        project = config.project
+        runs = [
+            store.history(project=project, benchmark=n, branch=branch, limit=limit) for n in names
+        ]
+        has = sorted({p.metric for stored in runs for p in stored})
+        if not has:
+            return []
+        where = f"{f' of {benchmark}' if benchmark else ''}{f' on {branch}' if branch else ''}"
+        raise UsageError(
+            f"no run{where} has {metric}; their metrics: {', '.join(has)} (pass --metric)"
         )
 
 
