@@ -153,6 +153,9 @@ def test_prometheus_names_are_in_base_units() -> None:
         prometheus_name("hbm_bandwidth_gb_s", "GB/s") == "perfgate_hbm_bandwidth_bytes_per_second"
     )
     assert prometheus_name("epoch_time", "s") == "perfgate_epoch_time_seconds"
+    # every time unit a metrics file may give is a time here too (metrics.TO_MS)
+    assert prometheus_name("epoch_time", "seconds") == "perfgate_epoch_time_seconds"
+    assert prometheus_name("wait", "usec") == "perfgate_wait_seconds"
     assert prometheus_name("tokens_per_s", "tokens/s") == "perfgate_tokens_per_second"
     assert prometheus_name("loss.step25", "") == "perfgate_loss"
     assert readable_testbed(NPU) == "npu:Ascend910B4 x8 on ci-npu-01"

@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from perfgate.errors import require
-from perfgate.metrics import RANK_SUFFIX, STEP_SUFFIX, lookup
+from perfgate.metrics import RANK_SUFFIX, STEP_SUFFIX, TO_MS, lookup
 from perfgate.models import Fingerprint, GateResult
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class Unit:
 _TIME = ("_seconds", "_milliseconds", "_microseconds", "_nanoseconds", "_ms", "_us", "_ns", "_s")
 _BYTES = ("_bytes", "_b", "_kib", "_mib", "_gib", "_kb", "_mb", "_gb")
 _RATE = ("_bytes_per_second", "_per_second", "_gb_s", "_mb_s", "_kb_s", "_b_s", "_per_s")
-_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_SECONDS = {unit: to_ms * 1e-3 for unit, to_ms in TO_MS.items()}
 _BYTES_IN = {"bytes": 1.0, "B": 1.0, "KiB": 1024.0, "MiB": 1024.0**2, "GiB": 1024.0**3}
 _BYTES_IN |= {"KB": 1e3, "MB": 1e6, "GB": 1e9}
 _UNITS = {
