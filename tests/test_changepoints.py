@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfgate.app import detect_series
 from perfgate.errors import ParseError, UsageError
 from perfgate.parsers.series import read_series_csv
 from perfgate.reporters.render import change_points_to_json
@@ -280,15 +281,29 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_read_series_csv(tmp_path: Path) -> None:
     path = write(tmp_path, "index,value\n0,1.5\n1, 2\n\n3,1e1\n")
-    assert read_series_csv(path) == [1.5, 2.0, 10.0]
-    assert read_series_csv(str(path)) == [1.5, 2.0, 10.0]
+    assert read_series_csv(path) == ([0, 1, 3], [1.5, 2.0, 10.0])
+    assert read_series_csv(str(path)) == read_series_csv(path)
 
 
 def test_read_series_csv_then_detect(tmp_path: Path) -> None:
     x = stepped(60, 0.01, 1, {30: 1.10})
     rows = "".join(f"{i},{v!r}\n" for i, v in enumerate(x.tolist()))
     path = write(tmp_path, "index,value\n" + rows)
-    assert indexes(read_series_csv(path)) == [30]
+    assert indexes(read_series_csv(path)[1]) == [30]
+
+
+def test_detect_names_runs_by_the_files_own_index(tmp_path: Path) -> None:
+    """A series numbered from 1001 (a CI's run numbers): the change is at run 1031, the
+    first of the new level, not at row position 30."""
+    x = stepped(60, 0.01, 1, {30: 1.10})
+    rows = "".join(f"{1001 + i},{v!r}\n" for i, v in enumerate(x.tolist()))
+    path = write(tmp_path, "index,value\n" + rows)
+    _, points, _ = detect_series(path)
+    assert [p.index for p in points] == [1031]
+    ramp = "".join(f"{101 + i},{100.0 + min(max(i - 19, 0), 20)}\n" for i in range(60))
+    _, points, drift = detect_series(write(tmp_path, "index,value\n" + ramp))
+    assert not points and drift is not None
+    assert 118 <= drift.start < drift.end <= 143  # the ramp runs from 120 to 140
 
 
 @pytest.mark.parametrize(
@@ -392,6 +407,6 @@ def test_a_3_percent_load_cycle_does_not_crash_the_detector() -> None:
     # 100 runs with a 3% load cycle: its last refinement moved two neighbouring change
     # points onto each other (IndexError in _split_at, via _judge_all; `perfgate detect`
     # and the gate's window cut exited 4).
-    values = read_series_csv(CYCLE_FIXTURE)
+    _, values = read_series_csv(CYCLE_FIXTURE)
     assert len(values) == 100
     detect_change_points(values)

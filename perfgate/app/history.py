@@ -290,10 +290,15 @@ def metric_history(
 def detect_series(path: Path) -> tuple[list[float], list[ChangePoint], Drift | None]:
     """``perfgate detect``: the values of a series file, their change points and the drift
     beyond them, found by the same code as ``history analyze`` (no timestamps: the drift's
-    horizon is in runs). A ramp is one drift with its span, not a staircase of steps."""
+    horizon is in runs). A ramp is one drift with its span, not a staircase of steps. The
+    runs they name (a change point's ``index``, a drift's ``start`` and ``end``) are named
+    by the file's index column."""
     from perfgate.stats.changepoints import detect_change_points
     from perfgate.stats.drift import compare_horizon
 
-    values = read_series_csv(path)
-    points = detect_change_points(values)
-    return values, points, compare_horizon(values, steps=[p.index for p in points])
+    indexes, values = read_series_csv(path)
+    found = detect_change_points(values)
+    drift = compare_horizon(values, steps=[p.index for p in found])
+    if drift is not None:
+        drift = replace(drift, start=indexes[drift.start], end=indexes[drift.end])
+    return values, [replace(p, index=indexes[p.index]) for p in found], drift

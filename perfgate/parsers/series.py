@@ -10,12 +10,13 @@ from perfgate.errors import ParseError
 from perfgate.parsers.decompress import regular_file
 
 
-def read_series_csv(path: str | Path) -> list[float]:
-    """Values of a series file: CSV with header ``index,value``, one row per run, oldest first.
+def read_series_csv(path: str | Path) -> tuple[list[int], list[float]]:
+    """The indexes and values of a series file: CSV with header ``index,value``, one row per
+    run, oldest first.
 
-    ``index`` must be an integer, strictly increasing; ``value`` a finite number. Blank lines
-    are skipped. Change points are reported as 0-based row positions (the same as the index
-    column when it counts 0, 1, 2, ...). Raises ParseError naming the file and line.
+    ``index`` must be an integer, strictly increasing (``perfgate detect`` names runs by it);
+    ``value`` a finite number. Blank lines are skipped. Raises ParseError naming the file
+    and line.
     """
     p = Path(path)
     regular_file(p, str(p))  # a FIFO or device would block the read
@@ -23,6 +24,7 @@ def read_series_csv(path: str | Path) -> list[float]:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
+    indexes: list[int] = []
     values: list[float] = []
     previous: int | None = None
     header_seen = False
@@ -55,9 +57,10 @@ def read_series_csv(path: str | Path) -> list[float]:
                 f"{p}:{line_no}: index {index} is not greater than the previous index {previous}"
             )
         previous = index
+        indexes.append(index)
         values.append(value)
     if not header_seen:
         raise ParseError(f"{p}:1: header must be 'index,value', but the file is empty")
     if not values:
         raise ParseError(f"{p}: no runs after the header (the series is empty)")
-    return values
+    return indexes, values
