@@ -49,7 +49,7 @@ Assumptions, in plain words:
   least squares (its interval, MDE and pairs needed from the weighted spread), and the
   pair-order test sums the weighted log-ratios. The weights come from absolute values alone,
   so the pair-order test stays exact. ``bench/looks.py``: burst 80 -> 96% found, other
-  shapes within a point, A/A within alpha.
+  shapes within 1.6 points, A/A within alpha.
 * The change reported (and held against the minimum effect) is the Hodges-Lehmann estimate of
   the log-ratios, the median of all pairwise means: one bad pair among five barely moves it.
   The 95% interval, the p-value and the minimum detectable effect come from the t model.
