@@ -201,6 +201,17 @@ def test_a_history_of_a_metric_no_run_has_names_the_ones_they_have(tmp_path: Pat
     assert code == 0 and "feat" in out
 
 
+def test_a_gate_whose_every_run_is_excluded_judges_nothing_and_says_so(tmp_path: Path) -> None:
+    """The branch's only run excluded: the gate printed "nothing compared", exit 0 (a pass)."""
+    url = regressed_store(tmp_path)
+    code, _, err = invoke("runs", "exclude", "mlp-feat-020", "--reason", "flaky", "--db", url)
+    assert code == 0, err
+    for args in ((), ("--benchmark", "mlp")):
+        code, _, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main", *args)
+        assert code == 2
+        assert "every run of mlp on branch 'feat' is excluded" in one_line(err)
+
+
 def test_an_ambiguous_run_id_prefix_is_a_usage_error(tmp_path: Path) -> None:
     url = regressed_store(tmp_path)
     code, _, err = invoke("runs", "exclude", "mlp-main-00", "--reason", "x", "--db", url)

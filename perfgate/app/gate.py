@@ -98,10 +98,13 @@ def _incomparable(
 def latest_runs(
     config: Config, store: SqlStore, *, branch: str, benchmarks: Sequence[str] = ()
 ) -> list[RunRecord]:
-    """The latest run of each benchmark on ``branch`` (only ``benchmarks`` when given).
+    """The latest run of each benchmark on ``branch`` (only ``benchmarks`` when given) that
+    is not excluded.
 
     Raises:
-        UsageError: a named benchmark has no run on the branch, or the branch has none.
+        UsageError: a named benchmark has no run on the branch, or the branch has none, or
+            every run of a named benchmark (or of the branch) is excluded: a gate that
+            judged nothing would pass.
     """
     names = store.benchmarks(project=config.project, branch=branch)
     if benchmarks:
@@ -117,6 +120,12 @@ def latest_runs(
             "'perfgate run' first"
         )
     latest = store.latest_runs(project=config.project, benchmarks=names, branch=branch)
+    excluded = [n for n in names if n not in latest] if benchmarks or not latest else []
+    if excluded:
+        raise UsageError(
+            f"every run of {', '.join(excluded)} on branch {branch!r} is excluded "
+            "('perfgate runs exclude'): nothing to judge"
+        )
     return [latest[name] for name in names if name in latest]
 
 
