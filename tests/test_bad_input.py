@@ -201,6 +201,15 @@ def test_a_history_of_a_metric_no_run_has_names_the_ones_they_have(tmp_path: Pat
     assert code == 0 and "feat" in out
 
 
+def test_advice_on_a_run_without_a_profile_speaks_of_no_profile(tmp_path: Path) -> None:
+    """It said "nothing in this profile crosses a rule's threshold" right below "the run has
+    no profile"."""
+    code, out, err = invoke("advise", "mlp-feat-020", "--db", regressed_store(tmp_path))
+    assert code == 0, err
+    assert "the run has no profile" in out and "no findings stored with the run" in out
+    assert "this profile" not in out
+
+
 def test_a_gate_whose_every_run_is_excluded_judges_nothing_and_says_so(tmp_path: Path) -> None:
     """The branch's only run excluded: the gate printed "nothing compared", exit 0 (a pass)."""
     url = regressed_store(tmp_path)

@@ -1141,6 +1141,8 @@ def render_advise_text(advice: Advice) -> str:
         known = sum(1 for f in advice.findings if f.known)
         if known:
             lines += ["", f"{known} finding(s) the base branch already had (known)"]
+    elif p is None:
+        lines.append("no findings stored with the run")
     else:
         lines.append("no findings: nothing in this profile crosses a rule's threshold")
     if advice.advisor_problem:
