@@ -278,12 +278,20 @@ def metric_history(
     limit: int,
 ) -> list[RunPoint]:
     """The last ``limit`` runs' values of ``metric``, oldest first, for one or all benchmarks."""
+    points = stored_points(config, store, benchmark=benchmark, branch=branch, limit=limit)
+    return [p for p in points if p.metric == metric]
+
+
+def stored_points(
+    config: Config, store: SqlStore, *, benchmark: str | None, branch: str | None, limit: int
+) -> list[RunPoint]:
+    """The last ``limit`` runs' values of every metric, oldest first, for one or all
+    benchmarks."""
     names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
     return [
         p
         for name in names
         for p in store.history(project=config.project, benchmark=name, branch=branch, limit=limit)
-        if p.metric == metric
     ]
 
 

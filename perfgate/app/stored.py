@@ -77,28 +77,16 @@ def show_history(
     Raises:
         UsageError: runs are stored, and none has ``metric`` (the message names theirs).
     """
-    from perfgate.app.history import metric_history
+    from perfgate.app.history import stored_points
 
     with _store(config) as store:
-        points = metric_history(
-            config, store, benchmark=benchmark, branch=branch, metric=metric, limit=limit
-        )
-        if points:
-            return points
-        names = (
-            [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
-        )
-        project = config.project
-        runs = [
-            store.history(project=project, benchmark=n, branch=branch, limit=limit) for n in names
-        ]
-        has = sorted({p.metric for stored in runs for p in stored})
-        if not has:
-            return []
-        where = f"{f' of {benchmark}' if benchmark else ''}{f' on {branch}' if branch else ''}"
-        raise UsageError(
-            f"no run{where} has {metric}; their metrics: {', '.join(has)} (pass --metric)"
-        )
+        points = stored_points(config, store, benchmark=benchmark, branch=branch, limit=limit)
+    mine = [p for p in points if p.metric == metric]
+    if mine or not points:
+        return mine
+    where = f"{f' of {benchmark}' if benchmark else ''}{f' on {branch}' if branch else ''}"
+    has = ", ".join(sorted({p.metric for p in points}))
+    raise UsageError(f"no run{where} has {metric}; their metrics: {has} (pass --metric)")
 
 
 @dataclass(frozen=True)
