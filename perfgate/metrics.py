@@ -305,6 +305,12 @@ def is_time(metric_or_unit: str) -> bool:
     return found is not None and found.unit in TO_MS
 
 
+def never_negative(unit: str) -> bool:
+    """Whether a value in ``unit`` is an amount (a time, bytes, a count, a rate) and so is
+    never below 0: a negative one is bad input, not a change. The one place that says it."""
+    return unit in TO_MS or unit in ("bytes", "count") or unit.endswith("/s")
+
+
 def default_policy(metric: str) -> MetricPolicy:
     """The catalogue's policy of ``metric``; :data:`FALLBACK_POLICY` for one it does not know."""
     found = lookup(metric)

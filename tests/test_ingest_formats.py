@@ -441,12 +441,17 @@ def _broken_asv(doc: dict[str, Any]) -> None:
     doc["results"]["benchmarks.Params.time_build"][0].pop()
 
 
+def _negative_asv_time(doc: dict[str, Any]) -> None:
+    doc["results"]["benchmarks.TimeSuite.time_sum"][-1][0][0] = -2.6e-05  # samples[0][0]
+
+
 @pytest.mark.parametrize(
     ("source", "break_it", "where"),
     [
         (PB, _broken_pytest_benchmark, "benchmarks[1].stats.data[3]: 'fast' is not a number"),
         (PYPERF, _broken_pyperf, "version: pyperf JSON format 5"),
         (ASV, _broken_asv, "results.benchmarks.Params.time_build: result: 3 values for 4"),
+        (ASV, _negative_asv_time, "TimeSuite.time_sum: samples[0][0]: -2.6e-05 is below 0"),
     ],
 )
 def test_a_malformed_harness_file_is_one_line_naming_the_key_and_writes_nothing(
@@ -481,6 +486,13 @@ def test_a_malformed_harness_file_is_one_line_naming_the_key_and_writes_nothing(
         # finite numbers whose sum (a mean, a median of two) or ms (1e306 s) overflows
         ({"name": "x", "values": [1e308, 1e308], "direction": "lower"}, "values (x): too large"),
         ({"name": "step_time_ms", "value": 1e306, "unit": "s"}, "too large to summarise"),
+        # an amount below 0 (it gated as "209% faster" before)
+        ({"name": "step_time_ms", "value": -11.0}, "value (step_time_ms): -11 ms is negative"),
+        (
+            {"name": "epoch_time", "values": [3.0, -2.0], "unit": "s", "direction": "lower"},
+            "metrics[0].value (epoch_time): -2 s is negative",
+        ),
+        ({"name": "peak_memory_bytes", "value": -1}, "-1 bytes is negative"),
     ],
 )
 def test_a_bad_metric_in_a_metrics_file_is_one_line(

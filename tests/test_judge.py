@@ -311,6 +311,20 @@ def test_judge_refuses_what_is_not_a_number() -> None:
         perfgate.judge({"b": [[1.0], [1.0], [1.0]]}, {"b": []})
 
 
+def test_judge_refuses_a_negative_time_and_what_is_not_a_mapping() -> None:
+    # a negative step time read as a -209% change "faster" is how it failed before
+    with pytest.raises(
+        UsageError, match=r"current 'b': -11.0 is negative, and step_time_ms \(ms\)"
+    ):
+        perfgate.judge({"b": [[10.0], [10.2], [9.9]]}, {"b": [-11.0]})
+    # a loss can be below 0: judged, not refused
+    assert perfgate.judge({"b": [[-1.0]] * 3}, {"b": [-1.0]}, metric="loss")["b"].verdict
+    with pytest.raises(UsageError, match="baseline: list, not a mapping"):
+        perfgate.judge([[1.0]], {"b": [1.0]})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="policy: str, not a MetricPolicy"):
+        perfgate.judge({"b": [[1.0]]}, {"b": [1.0]}, policy="lower")  # type: ignore[arg-type]
+
+
 def test_a_lone_number_is_a_run_of_one_repeat() -> None:
     rng = np.random.default_rng(3)
     runs = [float(100.0 * np.exp(rng.normal(0, 0.01))) for _ in range(12)]

@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ParseError
-from perfgate.metrics import TO_MS, lookup
+from perfgate.metrics import TO_MS, lookup, never_negative
 from perfgate.models import Direction, ParamValue
 from perfgate.parsers.decompress import read_whole
 
@@ -624,10 +624,11 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
             if value is None or (isinstance(value, float) and not math.isfinite(value)):
                 skipped.append(label)  # asv writes null (failed) or NaN (skipped)
                 continue
+            low = None if kind_ == "track" else 0.0  # a time or a memory size is never < 0
             if samples is not None and samples[j]:
-                raw = _numbers(samples[j], path, f"{where}: samples[{j}]")
+                raw = _numbers(samples[j], path, f"{where}: samples[{j}]", minimum=low)
             else:
-                raw = [_number(value, path, f"{where}: result[{j}]")]
+                raw = [_number(value, path, f"{where}: result[{j}]", minimum=low)]
                 if kind_ == "time":
                     without_samples.append(label)
             benchmarks.append(_lower_is_better(label, (metric, unit, factor), (raw,)))
@@ -726,6 +727,9 @@ def _metric(
             "metric, so say 'lower' or 'higher' (which is better)"
         )
     scaled = tuple(tuple(x * factor for x in rep) for rep in repeats if rep)
+    if never_negative(shown) and (low := min(min(rep) for rep in scaled)) < 0:
+        given = (unit or shown).strip()
+        raise ParseError(f"{at}value ({name}): {low / factor:g} {given} is negative")
     if not math.isfinite(sum(abs(x) for rep in scaled for x in rep)):
         raise ParseError(f"{at}values ({name}): too large to summarise (their sum overflows)")
     return ResultMetric(name, shown, parsed, scaled)

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from perfgate.errors import UsageError
-from perfgate.metrics import default_policy, lookup
+from perfgate.metrics import default_policy, lookup, never_negative
 from perfgate.models import Comparison, MetricPolicy, RunPoint
 from perfgate.stats.compare import Candidate, compare_candidates
 from perfgate.stats.summary import median
@@ -62,7 +62,9 @@ class Judgement:
     """How many runs of the baseline the window kept (after the change-point cut and cap)."""
 
 
-def _values(where: str, values: Sequence[float] | float) -> tuple[float, ...]:
+def _values(
+    where: str, values: Sequence[float] | float, *, amount: str | None
+) -> tuple[float, ...]:
     # a lone value (a harness with one process a run) is a run of one repeat
     items: list[Any] = [values]
     if isinstance(values, Iterable) and not isinstance(values, str | bytes):
@@ -75,6 +77,8 @@ def _values(where: str, values: Sequence[float] | float) -> tuple[float, ...]:
             raise UsageError(f"{where}: {v!r} is not a number") from None
         if not math.isfinite(x):
             raise UsageError(f"{where}: {v!r} is not a finite number")
+        if amount is not None and x < 0:
+            raise UsageError(f"{where}: {v!r} is negative, and {amount} never is")
         out.append(x)
     if not out:
         raise UsageError(f"{where}: a run needs at least one repeat value")
@@ -137,9 +141,17 @@ def judge(
     ``baseline`` is ``no_baseline``.
 
     Raises:
-        UsageError: a value is not a finite number, or a run has no values.
+        UsageError: a value is not a finite number, or negative where the metric is an
+            amount (a time, bytes, a count, a rate); a run has no values.
     """
+    for given, what in ((baseline, "baseline"), (current, "current")):
+        if not isinstance(given, Mapping):
+            raise UsageError(f"{what}: {type(given).__name__}, not a mapping of benchmark names")
+    if policy is not None and not isinstance(policy, MetricPolicy):
+        raise UsageError(f"policy: {type(policy).__name__}, not a MetricPolicy")
     rule = policy or default_policy(metric)
+    spec = lookup(metric)
+    amount = f"{metric} ({spec.unit})" if spec and never_negative(spec.unit) else None
     n = max((len(runs) for runs in baseline.values()), default=0)
     series = {}
     for name in current:
@@ -147,13 +159,19 @@ def judge(
         # runs aligned from the newest: the last run of every benchmark is the same job
         offset = n - len(runs)
         series[name] = [
-            _point(name, metric, rule, offset + i, _values(f"baseline {name!r} run {i}", run))
+            _point(
+                name,
+                metric,
+                rule,
+                offset + i,
+                _values(f"baseline {name!r} run {i}", run, amount=amount),
+            )
             for i, run in enumerate(runs)
         ]
     windows = _windows(series, metric, rule)
     candidates = [
         Candidate(
-            _point(name, metric, rule, n, _values(f"current {name!r}", repeats)),
+            _point(name, metric, rule, n, _values(f"current {name!r}", repeats, amount=amount)),
             windows[name],
             rule,
         )
