@@ -32,6 +32,7 @@ from perfgate.app.bisect import (
     halve,
 )
 from perfgate.config import Config, load_config
+from perfgate.errors import UsageError
 from perfgate.models import ChangePoint, DetectedChange, Direction
 from perfgate.reporters.markdown import escape
 
@@ -237,6 +238,32 @@ def test_bad_input_is_one_line_and_exit_2(
     assert out.returncode == 2, out.stderr
     assert said in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (None, "cannot read it (No such file or directory)"),
+        ("{", "not JSON"),
+        ("{}", "no change_points list; expected the JSON of 'perfgate history analyze --json'"),
+        ("[1]", "no change_points list"),
+        (
+            '{"change_points": [{"verdict": "regression", "change_pct": "big"}]}',
+            "change_points[0].change_pct: not a number",
+        ),
+    ],
+)
+def test_a_changes_file_that_is_not_the_analysis_says_what_is_wrong(
+    tmp_path: Path, text: str | None, said: str
+) -> None:
+    # the messages were Python's own ("('change_points')", "list indices must be integers")
+    path = tmp_path / "changes.json"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        bisect_app.suspects(path, root=tmp_path, benchmarks=["loop"])
+    assert said in str(caught.value)
+    assert str(caught.value).startswith(f"--changes {path}: ")
 
 
 def test_an_unknown_benchmark_is_exit_2(small_repo: tuple[Path, list[str]]) -> None:

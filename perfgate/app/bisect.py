@@ -576,17 +576,24 @@ def suspects(
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        rows = data["change_points"]
-        assert isinstance(rows, list)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+    except OSError as exc:
+        raise UsageError(f"--changes {path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise UsageError(f"--changes {path}: not JSON ({exc})") from None
+    rows = data.get("change_points") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
         raise UsageError(
-            f"--changes {path}: not the JSON of 'perfgate history analyze --json' ({exc})"
-        ) from None
+            f"--changes {path}: no change_points list; expected the JSON of "
+            "'perfgate history analyze --json'"
+        )
     history = GitHistory(root)
     found = []
-    for row in rows:
+    for i, row in enumerate(rows):
         if not isinstance(row, dict) or row.get("verdict") != Verdict.REGRESSION.value:
             continue
+        change_pct = row.get("change_pct") or 0.0
+        if isinstance(change_pct, bool) or not isinstance(change_pct, int | float):
+            raise UsageError(f"--changes {path}: change_points[{i}].change_pct: not a number")
         before, after = (list(row.get("commit_range") or []) + ["", ""])[:2]
         name, metric = str(row.get("benchmark", "")), str(row.get("metric", ""))
         if name not in benchmarks or not before or not after:
@@ -605,8 +612,7 @@ def suspects(
         key = change_key(change)
         if bisected_key(key) in done:
             continue
-        change_pct = float(row.get("change_pct") or 0.0)
-        found.append(Suspect(name, metric, before, after, change_pct, key))
+        found.append(Suspect(name, metric, before, after, float(change_pct), key))
     return sorted(found, key=lambda s: -abs(s.change_pct))
 
 
