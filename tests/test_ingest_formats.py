@@ -260,6 +260,26 @@ def test_a_time_in_seconds_is_slower_in_every_word_the_gate_says(tmp_path: Path,
     assert re.search(r"\b1\d{3} s -> 1\d{3} s, change \+2\d\.\d%", text), text
 
 
+def test_a_unit_the_catalogue_does_not_know_is_written_with_every_value(
+    tmp_path: Path, url: str
+) -> None:
+    """MiB and % kept their unit in the ingest table and the JSON, and lost it in the gate's
+    words ("2024 against 1024")."""
+    for i, (mem, util) in enumerate([(1024.0, 55.0)] * 3 + [(2024.0, 35.0)]):
+        metrics = [
+            {"name": "mem", "values": [mem, mem], "unit": "MiB", "direction": "lower"},
+            {"name": "util", "values": [util, util], "unit": "%", "direction": "higher"},
+        ]
+        path = tmp_path / f"m{i}.json"
+        path.write_text(json.dumps({"metrics": metrics}), encoding="utf-8")
+        code, _, err = ingest(path, url, benchmark="b", branch="main" if i < 3 else "feat")
+        assert code == 0, err
+    code, text, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main")
+    assert code == 1, err
+    assert "(2024 MiB against 1024 MiB, tolerance 3%)" in text, text
+    assert "(35% against 55%, tolerance 3%)" in text, text
+
+
 # --- pyperf -------------------------------------------------------------------------------
 
 

@@ -59,7 +59,7 @@ import numpy as np
 
 from perfgate import __version__
 from perfgate.errors import require
-from perfgate.metrics import PRIMARY_TIME, WALL_TIMES, is_time, lookup
+from perfgate.metrics import PRIMARY_TIME, WALL_TIMES, lookup
 from perfgate.models import (
     Comparison,
     Direction,
@@ -1552,16 +1552,6 @@ UTILISATION_METRICS = (
 )
 
 
-def _with_unit(value: float | None, unit: str) -> str:
-    """``format_value`` with the unit written out where it does not write it (``%``, GB/s)."""
-    if value is not None and unit == "%":
-        return f"{value:.3g}%"
-    text = format_value(value, unit)
-    if value is None or unit in ("bytes", "1/s", "") or is_time(unit):
-        return text
-    return f"{text} {unit}"
-
-
 def _why_not(profile: ProfileSummary, metric: str) -> list[str]:
     """What the profile's notes say about ``metric``'s absence, each without the metric
     names it starts with (``device_busy_pct, sm_occupancy_pct: no kernels in the trace``)."""
@@ -1606,7 +1596,7 @@ def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
         for p in profiles:
             value = p.utilisation.get(metric)
             if value is not None:
-                cells.append(f"<td class='num'>{esc(_with_unit(value, unit))}</td>")
+                cells.append(f"<td class='num'>{esc(format_value(value, unit))}</td>")
                 continue
             said = "; ".join(_why_not(p, metric)) or "not in this profile"
             cells.append(f"<td class='muted'>not computed: {esc(said)}</td>")
@@ -1623,13 +1613,13 @@ def budget_text(c: Comparison) -> str:
     ``within budget: aicore_util_pct 72% > 70%`` (the sign compares the run's value with the
     limit); the suite's wording of the budget where the limit is missing or equals the value."""
     head = "over budget" if c.verdict is Verdict.OVER_BUDGET else "within budget"
-    value = _with_unit(c.current_centre, c.unit)
+    value = format_value(c.current_centre, c.unit)
     if c.limit is None or c.current_centre is None:
         stated = f" ({c.budget})" if c.budget else ""
         return f"{head}: {c.metric} {value}{stated}"
     v, limit = c.current_centre, c.limit
     sign = ">" if v > limit else "<" if v < limit else "="
-    text = f"{head}: {c.metric} {value} {sign} {_with_unit(limit, c.unit)}"
+    text = f"{head}: {c.metric} {value} {sign} {format_value(limit, c.unit)}"
     return text + (f" (budget {c.budget})" if sign == "=" and c.budget else "")
 
 
@@ -1649,8 +1639,8 @@ def _budget_table(budgets: Sequence[Comparison]) -> str:
     if not budgets:
         return ""
     rows = (
-        f"<tr><td>{esc(c.metric)}</td><td class='num'>{esc(_with_unit(c.current_centre, c.unit))}"
-        f"</td><td class='num'>{esc(c.budget or _with_unit(c.limit, c.unit))}</td>"
+        f"<tr><td>{esc(c.metric)}</td><td class='num'>{esc(format_value(c.current_centre, c.unit))}"
+        f"</td><td class='num'>{esc(c.budget or format_value(c.limit, c.unit))}</td>"
         f"<td><span class='{'over' if c.verdict is Verdict.OVER_BUDGET else 'ok'}'>"
         f"{esc(budget_text(c))}</span></td></tr>"
         for c in budgets

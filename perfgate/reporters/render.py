@@ -56,9 +56,12 @@ def plural(n: int, word: str) -> str:
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """A metric value rounded for people, with its unit where it is a time, bytes or a rate."""
+    """A metric value rounded for people, with its unit (none for a count or a unitless
+    value: ``44``, ``1.318``)."""
     if value is None:
         return "-"
+    if unit == "%":
+        return f"{value:.3g}%"
     if unit == "bytes":
         scale, name = byte_unit(value)
         return f"{value / scale:.1f} {name}" if scale > 1 else f"{value:.0f} B"
@@ -68,7 +71,7 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.4g} {unit}"
     if unit == "1/s":
         return f"{value:,.0f}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
-    return f"{value:.4g}"
+    return f"{value:.4g}" if unit in ("", "count") else f"{value:.4g} {unit}"
 
 
 def metric_tags(c: Comparison) -> str:
