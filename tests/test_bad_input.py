@@ -360,3 +360,30 @@ def test_a_bad_slowdown_in_the_suite_is_refused(tmp_path: Path) -> None:
     assert code == 2, err
     assert "benchmark slow: params.slowdown: expected a number >= 0, got -0.5" in one_line(err)
     assert not db.exists()
+
+
+# -- an empty path ("$UNSET") would write into the working directory ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("gate", "--branch", "feat", "--against", "main", "--junit", ""), "'--junit'"),
+        (("gate", "--branch", "feat", "--against", "main", "--report-dir", " "), "'--report-dir'"),
+        (("report", "--html", ""), "'--html'"),
+        (("export", "tensorboard", ""), "'LOGDIR'"),
+    ],
+)
+def test_an_empty_path_is_a_usage_error_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], option: str
+) -> None:
+    # --junit '' was an internal error (exit 4); --report-dir '' and report --html '' wrote
+    # into the working directory and passed
+    url = regressed_store(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, _, err = invoke(*args, "--db", url)
+    assert code == 2, err
+    assert f"Invalid value for {option}: an empty path" in err
+    assert list(work.iterdir()) == []

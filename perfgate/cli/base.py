@@ -27,6 +27,20 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class PathType(click.Path):
+    """``click.Path`` giving a :class:`~pathlib.Path`, that refuses an empty value: ``''``
+    would be ``.``, and a file option given an unset variable (``--junit "$OUT"``) would
+    write into the working directory or fail deep inside the command."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(path_type=Path, **kw)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class _Group(click.Group):
     """Maps perfgate's errors to one line on stderr and the exit-code table."""
 
@@ -133,7 +147,7 @@ def store_options(func: F) -> F:
         ),
         click.option(
             "--suite",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=PathType(dir_okay=False),
             help="Suite file (default ./perfgate.toml or [tool.perfgate] in ./pyproject.toml).",
         ),
         click.option("--project", help="Project name (env PERFGATE_PROJECT)."),

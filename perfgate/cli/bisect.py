@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from perfgate.cli.base import _config, cli
+from perfgate.cli.base import PathType, _config, cli
 from perfgate.cli.progress import progress_for_command
 from perfgate.errors import ConfigError, ExitCode, UsageError
 
@@ -17,7 +17,7 @@ from perfgate.errors import ConfigError, ExitCode, UsageError
 @cli.command()
 @click.option(
     "--suite",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathType(dir_okay=False),
     help="Suite file (default ./perfgate.toml); each commit runs the benchmark as its own "
     "copy of this file defines it.",
 )
@@ -27,7 +27,7 @@ from perfgate.errors import ConfigError, ExitCode, UsageError
 @click.option("--bad", metavar="REF", help="A later commit where it is slow.")
 @click.option(
     "--changes",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathType(dir_okay=False),
     help="Instead of --benchmark/--good/--bad: the JSON of 'history analyze --json'; the "
     "largest regression whose commit range spans more than one commit (and whose culprit "
     "the tracking issue does not name yet, with --alert) is searched, with half its change "

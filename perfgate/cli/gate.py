@@ -11,7 +11,15 @@ import click
 
 from perfgate import app
 from perfgate.app.gate_job import CiOutputs, GateOutcome, GateRequest, parse_fail_on
-from perfgate.cli.base import StoreFlags, cli, echo_command, echo_report, options, store_options
+from perfgate.cli.base import (
+    PathType,
+    StoreFlags,
+    cli,
+    echo_command,
+    echo_report,
+    options,
+    store_options,
+)
 from perfgate.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -92,7 +100,7 @@ _report_options = options(
     ),
     click.option(
         "--report-dir",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=PathType(file_okay=False),
         help="Write report.md and target.json here (fork PRs: post them from a privileged "
         "job with 'perfgate comment --from DIR').",
     ),
@@ -134,7 +142,7 @@ _ci_output_options = options(
         "--junit",
         "junit",
         metavar="FILE",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=PathType(dir_okay=False),
         help="Also write the gate as JUnit XML (one testsuite per benchmark, one testcase "
         "per deciding comparison; failures for the verdicts that fail the gate, skipped for "
         "no_baseline / incomparable), for GitLab's reports:junit or Jenkins.",
@@ -143,7 +151,7 @@ _ci_output_options = options(
         "--gitlab-metrics",
         "gitlab_metrics",
         metavar="FILE",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=PathType(dir_okay=False),
         help="Also write a GitLab metrics report (artifacts:reports:metrics): each "
         "deciding metric's current value, in base units, shown beside the target "
         "branch's in the merge request.",
@@ -242,7 +250,7 @@ _gate_policy_options = options(
     ),
     click.option(
         "--baseline-file",
-        type=click.Path(exists=True, path_type=Path),
+        type=PathType(exists=True),
         help="Judge against baseline JSON files ('perfgate baseline export'; a directory or "
         "one file) instead of the store's history: no shared database needed.",
     ),
@@ -305,7 +313,7 @@ _comment_from_options = options(
         "--from",
         "from_dir",
         required=True,
-        type=click.Path(file_okay=False, path_type=Path),
+        type=PathType(file_okay=False),
         help="The directory 'gate --report-dir' wrote (report.md, target.json).",
     ),
     click.option("--forge", metavar="FORGE", help="Override the target's."),

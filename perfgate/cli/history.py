@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import StoreFlags, cli, echo_report, store_options
+from perfgate.cli.base import PathType, StoreFlags, cli, echo_report, store_options
 
 
 @cli.group(invoke_without_command=True)
@@ -112,7 +112,7 @@ def history_analyze(
 
 
 @cli.command()
-@click.argument("series", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("series", type=PathType(dir_okay=False))
 @click.option(
     "--direction",
     type=click.Choice(["lower", "higher"]),

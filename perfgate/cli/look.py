@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import StoreFlags, cli, echo_report, store_options
+from perfgate.cli.base import PathType, StoreFlags, cli, echo_report, store_options
 
 
 @cli.command("report")
@@ -16,7 +16,7 @@ from perfgate.cli.base import StoreFlags, cli, echo_report, store_options
     "--html",
     "html_dir",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False),
     help="Directory to write the static site into (index.html, plotly.min.js, pages).",
 )
 @click.option("--branch", help="Base branch whose history is drawn (default: base_branch).")
@@ -72,7 +72,7 @@ def export_group() -> None:
 
 @export_group.command("tensorboard")
 @store_options
-@click.argument("logdir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("logdir", type=PathType(file_okay=False))
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks.")
 @click.option(
     "--branch", help="Only this branch (default: every branch, one TensorBoard run each)."

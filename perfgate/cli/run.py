@@ -14,6 +14,7 @@ from perfgate import app
 from perfgate.app.run_job import IngestRequest, Measure, RunRequest
 from perfgate.cli.base import (
     F,
+    PathType,
     StoreFlags,
     cli,
     echo_report,
@@ -52,7 +53,7 @@ _MEASURE_OPTIONS = (
     click.option("--host-label", help="Label of the runner class, part of the fingerprint."),
     click.option(
         "--trace-dir",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=PathType(file_okay=False),
         default=Path(".perfgate/traces"),
         show_default=True,
         help="Where profiled windows are written.",
@@ -178,7 +179,7 @@ def run(
 
 @cli.command()
 @store_options
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=PathType())
 @click.option(
     "--benchmark",
     default="",
@@ -196,7 +197,7 @@ def run(
 @click.option("--host-label", help="Runner class label kept in the fingerprint.")
 @click.option(
     "--step-times",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathType(dir_okay=False),
     help="File with one step time (ms) per line; taken over the profile's step times.",
 )
 @click.option(
@@ -212,7 +213,7 @@ def run(
 )
 @click.option(
     "--reference",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathType(dir_okay=False),
     help="JSON of official figures per benchmark and metric; the run is shown beside them.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print versioned JSON.")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import StoreFlags, _by_option, _echo_json, cli, store_options
+from perfgate.cli.base import PathType, StoreFlags, _by_option, _echo_json, cli, store_options
 
 
 @cli.group()
@@ -259,7 +259,7 @@ def baseline_reset(
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathType(file_okay=False),
     default=Path("baselines"),
     show_default=True,
     help="Directory for the JSON files.",
@@ -281,7 +281,7 @@ def baseline_export(
 
 @baseline.command("import")
 @store_options
-@click.argument("directory", type=click.Path(exists=True, path_type=Path))
+@click.argument("directory", type=PathType(exists=True))
 def baseline_import(store: StoreFlags, directory: Path) -> None:
     """Load baseline JSON files into the store (runs marked imported; idempotent)."""
     done = stored.import_baseline_files(store.config(), directory)
