@@ -387,3 +387,13 @@ def test_an_empty_path_is_a_usage_error_and_writes_nothing(
     assert code == 2, err
     assert f"Invalid value for {option}: an empty path" in err
     assert list(work.iterdir()) == []
+
+
+def test_a_report_of_a_mistyped_branch_is_a_usage_error(tmp_path: Path) -> None:
+    # it drew a page of "1 no run" and passed, where gate and export refuse the branch
+    url = regressed_store(tmp_path)
+    out = tmp_path / "site"
+    code, _, err = invoke("report", "--db", url, "--html", str(out), "--branch", "mian")
+    assert code == 2
+    assert "no runs on base branch 'mian'" in one_line(err) and "branches with runs: " in err
+    assert not out.exists()

@@ -33,7 +33,7 @@ from pathlib import Path
 from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
-from perfgate.app.gate import compare
+from perfgate.app.gate import check_base_branch, compare
 from perfgate.app.history import (
     judged_as,
     select_benchmarks,
@@ -125,6 +125,8 @@ def gather_site(
     caller has them over every benchmark (so FDR adjusts over them all). UsageError when
     there is nothing to show."""
     base = branch or config.base_branch
+    if branch is not None:  # a mistyped --branch would draw a page of "no run"
+        check_base_branch(config, store, branch)
     names = select_benchmarks(config, store, benchmarks)
     on_base = set(store.benchmarks(project=config.project, branch=base))
     if comparisons is None:
