@@ -106,6 +106,19 @@ class Fingerprint(Serial):
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
+    def testbed(self) -> str:
+        """The testbed in words: ``npu:Ascend910B4 x8 on ci-npu-01`` (device kind and model,
+        the count when above one, the host label when set); a run whose file named no device
+        (an ingested metrics file) is ``host:`` its CPU model. The one place that says it:
+        the PR comment's marker and the Prometheus label use it."""
+        kind = self.device_kind or "host"
+        text = f"{kind}:{self.device_model or self.cpu_model or 'unknown'}"
+        if self.device_count > 1:
+            text += f" x{self.device_count}"
+        if self.host_label:
+            text += f" on {self.host_label}"
+        return text
+
     def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable list of comparable fields that differ, ``field: mine != theirs``."""
         mine, theirs = self.comparable(), other.comparable()

@@ -24,7 +24,7 @@ from perfgate.metrics import CATALOGUE
 from perfgate.models import Comparison, Direction, GateResult, Measurement, Verdict
 from perfgate.parsers.torch_trace import parse_torch_trace
 from perfgate.reporters.markdown import ReportContext, render_comment
-from perfgate.reporters.prometheus import prometheus_name, readable_testbed
+from perfgate.reporters.prometheus import prometheus_name
 from perfgate.stats.summary import summarize
 
 DATA = Path(__file__).parent / "data"
@@ -158,8 +158,8 @@ def test_prometheus_names_are_in_base_units() -> None:
     assert prometheus_name("wait", "usec") == "perfgate_wait_seconds"
     assert prometheus_name("tokens_per_s", "tokens/s") == "perfgate_tokens_per_second"
     assert prometheus_name("loss.step25", "") == "perfgate_loss"
-    assert readable_testbed(NPU) == "npu:Ascend910B4 x8 on ci-npu-01"
-    assert readable_testbed(fingerprint()) == "cpu:Xeon"
+    assert NPU.testbed() == "npu:Ascend910B4 x8 on ci-npu-01"
+    assert fingerprint().testbed() == "cpu:Xeon"
 
 
 def test_prometheus_exposition_parses_with_latest_values(db: str) -> None:

@@ -280,6 +280,29 @@ def test_a_unit_the_catalogue_does_not_know_is_written_with_every_value(
     assert "(35% against 55%, tolerance 3%)" in text, text
 
 
+def test_the_comment_of_ingested_runs_names_their_host_and_reproduces_with_ingest(
+    tmp_path: Path, url: str
+) -> None:
+    """A metrics file names no device: the comment's testbed was ":" (one marker for every
+    such job on every host) and its steps said `perfgate run --benchmark b`, which fails."""
+    for i, ms in enumerate([10.0, 10.1, 9.9, 15.0]):
+        path = tmp_path / f"m{i}.json"
+        path.write_text(json.dumps({"metrics": [{"name": "step_time_ms", "values": [ms, ms]}]}))
+        code, _, err = ingest(path, url, benchmark="b", branch="main" if i < 3 else "feat")
+        assert code == 0, err
+    out = tmp_path / "out"
+    code, _, err = invoke(
+        *("gate", "--db", url, "--branch", "feat", "--against", "main"),
+        *("--report-dir", str(out)),
+    )
+    assert code == 1, err
+    report = (out / "report.md").read_text(encoding="utf-8")
+    marker = report.splitlines()[0]
+    assert re.search(r"testbed=host%3A[^ ]+ -->$", marker), marker
+    assert "git checkout main && perfgate ingest FILE --branch main" in report
+    assert "perfgate run" not in report
+
+
 # --- pyperf -------------------------------------------------------------------------------
 
 

@@ -113,7 +113,6 @@ def latest_values(
 ) -> list[LatestValue]:
     """The latest run's centre of every (benchmark, metric, testbed) on ``branch`` (default:
     the base branch), each with its testbed in words and its fingerprint key."""
-    from perfgate.reporters.prometheus import readable_testbed
 
     on = branch or config.base_branch
     out: list[LatestValue] = []
@@ -129,7 +128,7 @@ def latest_values(
                     benchmark=name,
                     metric=p.metric,
                     unit=p.unit,
-                    testbed=readable_testbed(fp),
+                    testbed=fp.testbed(),
                     testbed_key=key,
                     device=fp.device_kind,
                     branch=on,

@@ -102,6 +102,9 @@ class ReportContext:
     job_url: str = ""
     report_url: str = ""
     """Where the HTML history report (``perfgate report --html``) is published, if anywhere."""
+    ingested: bool = False
+    """Every run judged was ingested from a file the job wrote (``perfgate ingest``), none
+    measured by ``perfgate run``: reproducing it is the job's command, then the ingest."""
 
 
 def escape(text: str, limit: int = MAX_NAME_CHARS) -> str:
@@ -373,11 +376,19 @@ def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
     picks = "".join(f" --benchmark {n}" for n in names[:5])
     suite = f" --suite {_shell(ctx.suite_path, 'SUITE')}" if ctx.suite_path else ""
     branch, against = _shell(result.branch, "BRANCH"), _shell(result.against, "BASE")
+    if ctx.ingested:
+        head = "# on {0} and on {1}, on the same kind of runner, after the job wrote FILE:"
+        record = "git checkout {0} && perfgate ingest FILE{1} --branch {0}"
+        suite_run = suite  # ingest takes the job's own --benchmark, not the suite's picks
+    else:
+        head = "# on {0} and on {1}, on the same kind of runner:"
+        record = "git checkout {0} && perfgate run{1} --branch {0}"
+        suite_run = f"{suite}{picks}"
     body = "\n".join(
         [
-            f"# on {against} and on {branch}, on the same kind of runner:",
-            f"git checkout {against} && perfgate run{suite}{picks} --branch {against}",
-            f"git checkout {branch} && perfgate run{suite}{picks} --branch {branch}",
+            head.format(against, branch),
+            record.format(against, suite_run),
+            record.format(branch, suite_run),
             f"perfgate gate{suite} --branch {branch} --against {against}{picks}",
             f"perfgate history{suite} --branch {against}"
             + (f" --benchmark {names[0]}" if names else ""),
@@ -387,7 +398,7 @@ def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
     return ["**Reproduce locally**", "", f"{fence}sh", body, fence, ""]
 
 
-def _accept_lines(result: GateResult) -> list[str]:
+def _accept_lines(result: GateResult, *, ingested: bool) -> list[str]:
     against = escape(result.against)
     base = _shell(result.against, "BASE")
     lines = [
@@ -399,8 +410,14 @@ def _accept_lines(result: GateResult) -> list[str]:
         "the window restarts there by itself.",
         "- A known regression someone is on: `perfgate alerts list`, then "
         "`perfgate alerts ack ID --reason WHY` (or `alerts ignore`).",
-        "- Inconclusive: `perfgate run --confirm 5 --benchmark NAME` on this branch adds 5 "
-        "repeats in fresh processes and judges once more (a regression stands); then gate again.",
+        (
+            "- Inconclusive: the job run again with more repeats (processes) in its file, "
+            "ingested on this branch, tells more; then gate again."
+            if ingested
+            else "- Inconclusive: `perfgate run --confirm 5 --benchmark NAME` on this branch "
+            "adds 5 repeats in fresh processes and judges once more (a regression stands); "
+            "then gate again."
+        ),
         f"- Too noisy to gate: `perfgate noise --branch {base}` lists metrics that cannot see "
         "their minimum effect; raise `min_effect_pct` under `[metrics.NAME]` or add repeats.",
         "- Fewer comments: `--comment-mode change` or `--comment-mode regression`.",
@@ -465,7 +482,7 @@ def _compose(
             *_environment_lines(ctx),
             *_window_lines(result),
             *_reproduce_lines(result, ctx),
-            *_accept_lines(result),
+            *_accept_lines(result, ingested=ctx.ingested),
             "</details>",
             "",
         ]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from perfgate.errors import require
 from perfgate.metrics import RANK_SUFFIX, STEP_SUFFIX, TO_MS, lookup
-from perfgate.models import Fingerprint, GateResult
+from perfgate.models import GateResult
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -91,7 +91,7 @@ class LatestValue:
     metric: str
     unit: str
     testbed: str
-    """Readable (:func:`readable_testbed`)."""
+    """Readable (:meth:`Fingerprint.testbed <perfgate.models.Fingerprint.testbed>`)."""
     testbed_key: str
     """The fingerprint key (16 hex digits)."""
     device: str
@@ -100,17 +100,6 @@ class LatestValue:
     run_id: str
     commit: str
     started_at: datetime
-
-
-def readable_testbed(fingerprint: Fingerprint) -> str:
-    """A testbed in words: ``npu:Ascend910B4 x8 on ci-npu-01`` (device kind and model, the
-    count when above one, the host label when set)."""
-    text = f"{fingerprint.device_kind}:{fingerprint.device_model or 'unknown'}"
-    if fingerprint.device_count > 1:
-        text += f" x{fingerprint.device_count}"
-    if fingerprint.host_label:
-        text += f" on {fingerprint.host_label}"
-    return text
 
 
 def _unit(unit: str) -> Unit:
