@@ -551,6 +551,27 @@ def test_a_bad_metric_in_a_metrics_file_is_one_line(
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    ("metric", "benchmark", "said"),
+    [
+        ("a\u0000b", "b", "metric 'a\\x00b': a control character (U+0000) in a name"),
+        ("step_time_ms", "b\tc", "benchmark 'b\\tc': a control character (U+0009) in a name"),
+    ],
+)
+def test_a_control_character_in_a_name_is_one_line_on_every_store(
+    tmp_path: Path, metric: str, benchmark: str, said: str
+) -> None:
+    # SQLite kept a NUL (and the Prometheus export wrote it raw); PostgreSQL refused it, exit 3
+    path = tmp_path / "metrics.json"
+    doc = {"metrics": [{"name": metric, "values": [1.0, 2.0], "direction": "lower"}]}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    db = tmp_path / "store.db"
+    code, _, err = ingest(path, f"sqlite:///{db}", benchmark=benchmark)
+    assert code == 2
+    assert said in one_line(err)
+    assert not db.exists()
+
+
 def test_a_metric_given_twice_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
     twice = {"name": "epoch_time", "value": 1.0, "unit": "s", "direction": "lower"}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import os
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -150,7 +151,16 @@ def _record(
     **more: Any,
 ) -> RunRecord:
     """A run recorded from a file: no warm-up (its samples are taken as they are), on the
-    fingerprint's device with its params; ``more``: the profile fields of the run."""
+    fingerprint's device with its params; ``more``: the profile fields of the run.
+
+    Raises:
+        UsageError: the benchmark's or a metric's name holds a control character (a NUL
+            that SQLite keeps, PostgreSQL refuses and a Prometheus label cannot carry).
+    """
+    for what, text in (("benchmark", name), *(("metric", m.metric) for m in measurements)):
+        bad = next((ch for ch in text if unicodedata.category(ch) == "Cc"), None)
+        if bad is not None:
+            raise UsageError(f"{what} {text!r}: a control character (U+{ord(bad):04X}) in a name")
     spec = BenchmarkSpec(
         name=name,
         kind=kind,
