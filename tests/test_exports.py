@@ -401,3 +401,13 @@ def test_push_errors_never_show_the_gateway_credentials(
     assert "push to the Pushgateway http://127.0.0.1:9 failed" in err
     code, _, err = invoke("export", "prometheus", "--db", db, "--push-gateway", "ftp://u:s3cret@x")
     assert code == 2 and "s3cret" not in err and "expected an http(s):// URL" in err
+
+
+def test_an_empty_job_name_is_a_usage_error_before_any_push(db: str) -> None:
+    # it was pushed to /metrics/job@base64/= (exit 0 against a lenient server, a refused push
+    # and exit 3 against a real gateway)
+    code, _, err = invoke(
+        *("export", "prometheus", "--db", db, "--push-gateway", "http://127.0.0.1:9"),
+        *("--job", " "),
+    )
+    assert code == 2 and "--job: empty" in err

@@ -42,6 +42,8 @@ def push_prometheus(
     shown, user, password = split_credentials(gateway)
     if not gateway.startswith(("http://", "https://")):
         raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
+    if not job.strip():  # the gateway refuses it: a failed push (exit 3) for a bad option
+        raise ConfigError("--job: empty; the Pushgateway groups what it keeps by a job name")
     registry = registry_of(values)
     from prometheus_client import push_to_gateway
     from prometheus_client.exposition import basic_auth_handler, default_handler
