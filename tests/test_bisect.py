@@ -266,6 +266,18 @@ def test_a_changes_file_that_is_not_the_analysis_says_what_is_wrong(
     assert str(caught.value).startswith(f"--changes {path}: ")
 
 
+def test_no_suite_file_is_said_as_such(tmp_path: Path) -> None:
+    # it said "--benchmark mlp: not in the suite (it has: none)"
+    root = tmp_path / "repo"
+    make_repo(root, [20, 20])
+    (root / "perfgate.toml").unlink()
+    out = perfgate(
+        root, "bisect", "--benchmark", "mlp", "--good", "HEAD~1", "--bad", "HEAD", spawn=True
+    )
+    assert out.returncode == 2
+    assert "bisect: no suite file" in out.stderr and "pass --suite FILE" in out.stderr
+
+
 def test_an_unknown_benchmark_is_exit_2(small_repo: tuple[Path, list[str]]) -> None:
     root, _ = small_repo
     out = perfgate(

@@ -716,6 +716,11 @@ def bisect_job(
     env = os.environ if env is None else env
     specs = {s.name: s for s in benchmark_specs(config)}
     if benchmark is not None:
+        if not config.source:  # each commit runs the benchmark as its suite file defines it
+            raise UsageError(
+                "bisect: no suite file (./perfgate.toml or [tool.perfgate] in ./pyproject.toml): "
+                "pass --suite FILE"
+            )
         if benchmark not in specs:
             known = ", ".join(sorted(specs)) or "none"
             raise UsageError(f"bisect: --benchmark {benchmark}: not in the suite (it has: {known})")
