@@ -557,3 +557,24 @@ def test_a_neighbour_for_a_stretch_of_pairs_does_not_drown_a_slowdown() -> None:
                 alarms += c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
     assert found / trials >= 0.9, found
     assert alarms / trials <= ALPHA, alarms
+
+
+@pytest.mark.parametrize("alpha", [1e-5, 1e-12])
+def test_two_pairs_at_a_late_look_s_tiny_level_are_unbounded_not_a_crash(alpha: float) -> None:
+    # check --mode ab with one repeat a side: its first look has 2 pairs (1 degree of
+    # freedom) and the alpha-spending level of a 10-minute budget; the worse bound's t
+    # quantile overflowed math.expm1 (OverflowError, exit 4)
+    ev = compare_pairs(
+        [Pair(10.0, 10.5), Pair(10.0, 9.0)],
+        benchmark="b",
+        metric="step_time_ms",
+        unit="ms",
+        direction=TIME.direction,
+        policy=TIME,
+        run_id="head-run",
+        base_run_id="base-run",
+        alpha=alpha,
+    )
+    assert ev.worse_bound_pct == math.inf
+    (verdict,) = decide_paired([ev])
+    assert verdict.verdict is Verdict.INCONCLUSIVE

@@ -273,7 +273,7 @@ class Evidence:
         few runs far out in its t's tail) is unbounded: inf."""
         if not self.log:
             return 100.0 * x
-        return 100.0 * math.expm1(x) if x < _LOG_MAX else math.inf
+        return ratio_pct(x)
 
     @property
     def change_pct(self) -> float:
@@ -450,8 +450,11 @@ def _agreeing_rest(repeats: Sequence[float], sign: float, usual: float) -> tuple
     return (var, d) if var <= float(special.chdtri(d, 0.01)) / d * usual else None
 
 
-def _pct(x: float) -> float:
-    return 100.0 * math.expm1(x)
+def ratio_pct(log_ratio: float) -> float:
+    """A log ratio in % (``log(1.1)`` is +10%); one beyond any ratio ``math.expm1`` can
+    give (an interval end of a few runs or pairs far out in its t's tail) is unbounded:
+    inf, which every report shows as such."""
+    return 100.0 * math.expm1(log_ratio) if log_ratio < _LOG_MAX else math.inf
 
 
 def _excursions(z: np.ndarray, centre: float, robust: float) -> tuple[np.ndarray, np.ndarray]:
@@ -568,7 +571,7 @@ def _fit_level(
             level = mean + slope * (k - xbar)
             factor = 1.0 / n + (k - xbar) ** 2 / sxx
             dof = n - 2
-            words.append(f"a drift of {_pct(slope):+.2f}% a run, taken into account")
+            words.append(f"a drift of {ratio_pct(slope):+.2f}% a run, taken into account")
     var = float(np.sum(resid * resid)) / dof if dof > 0 else 0.0
     unit = np.full(k, math.sqrt(var))  # each run's SD, the unit of the tails' evidence
     late = recent = None
@@ -599,7 +602,7 @@ def _fit_level(
         factor = 1.0 / tail
         words.append(
             f"the last {tail} baseline run{'s' if tail > 1 else ''} had moved "
-            f"{_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
+            f"{ratio_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
             "judged against them"
         )
     at = np.concatenate((xk, idx[lone])).astype(int)

@@ -85,7 +85,7 @@ import numpy as np
 
 from perfgate.metrics import is_time
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
-from perfgate.stats.compare import MAD_TO_SD, SCALE_FLOOR
+from perfgate.stats.compare import MAD_TO_SD, SCALE_FLOOR, ratio_pct
 from perfgate.stats.decide import (
     ALPHA,
     POWER,
@@ -282,10 +282,6 @@ class PairedEvidence:
     pairs_needed: int | None = None
 
 
-def _to_pct(log_ratio: float) -> float:
-    return math.expm1(log_ratio) * 100.0
-
-
 def hodges_lehmann(values: Sequence[float]) -> float:
     """Median of the Walsh averages ``(x_i + x_j) / 2`` over ``i <= j``."""
     if not values:
@@ -472,7 +468,7 @@ def compare_pairs(
         sd, dof, noise_from, fixed_dof = prior, noise.dof, noise.source, noise.dof
     else:
         return replace(
-            empty, base_centre=base_centre, head_centre=head_centre, change_pct=_to_pct(centre)
+            empty, base_centre=base_centre, head_centre=head_centre, change_pct=ratio_pct(centre)
         )
     # Pairs that would settle it: enough to detect the change seen or, when that is below
     # the minimum effect, a change of the minimum effect; never fewer than can decide.
@@ -499,12 +495,12 @@ def compare_pairs(
         empty,
         base_centre=base_centre,
         head_centre=head_centre,
-        change_pct=_to_pct(centre),
-        ci_low_pct=_to_pct(mean - half_ci),
-        ci_high_pct=_to_pct(mean + half_ci),
+        change_pct=ratio_pct(centre),
+        ci_low_pct=ratio_pct(mean - half_ci),
+        ci_high_pct=ratio_pct(mean + half_ci),
         p_value=max(p_t, p_order),
-        mde_pct=None if mde is None else _to_pct(mde),
-        worse_bound_pct=_to_pct(worse),
+        mde_pct=None if mde is None else ratio_pct(mde),
+        worse_bound_pct=ratio_pct(worse),
         p_t=p_t,
         p_order=p_order,
         p_equivalence=p_equivalence,
