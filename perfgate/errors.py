@@ -9,6 +9,28 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from enum import IntEnum, unique
+from urllib.parse import unquote_plus
+
+SECRET_QUERY_WORDS = ("password", "secret", "token")
+"""Words that make a URL query parameter a secret, its value shown as ``***`` in every
+message: libpq's ``password`` and ``sslpassword`` (the client key's passphrase), the options
+libpq itself marks as secret, and a driver's, gateway's or proxy's ``..._secret`` or
+``..._token``. A path to a secret (``passfile``, ``sslkey``) is not one."""
+
+
+def mask_query(shown: str) -> str:
+    """``shown`` (a URL) with the value of each secret parameter of its query (what follows
+    its first ``?``; :data:`SECRET_QUERY_WORDS`) replaced by ``***``: the one place a
+    message's URL loses its query's secrets (the store's URL, the Pushgateway's)."""
+    base, mark, query = shown.partition("?")
+    if not mark:
+        return shown
+    pairs = []
+    for pair in query.split("&"):
+        name, eq, _ = pair.partition("=")
+        secret = any(word in unquote_plus(name).lower() for word in SECRET_QUERY_WORDS)
+        pairs.append(f"{name}=***" if eq and secret else pair)
+    return f"{base}?{'&'.join(pairs)}"
 
 
 @unique

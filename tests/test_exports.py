@@ -401,6 +401,13 @@ def test_push_errors_never_show_the_gateway_credentials(
     assert "push to the Pushgateway http://127.0.0.1:9 failed" in err
     code, _, err = invoke("export", "prometheus", "--db", db, "--push-gateway", "ftp://u:s3cret@x")
     assert code == 2 and "s3cret" not in err and "expected an http(s):// URL" in err
+    # a token in the query string, as some gateways behind a proxy take it
+    code, _, err = invoke(
+        *("export", "prometheus", "--db", db),
+        *("--push-gateway", "http://127.0.0.1:9/x?a=1&api_token=s3cret"),
+    )
+    assert code == 3 and "s3cret" not in err
+    assert "Pushgateway http://127.0.0.1:9/x?a=1&api_token=*** failed" in err
 
 
 def test_an_empty_job_name_is_a_usage_error_before_any_push(db: str) -> None:

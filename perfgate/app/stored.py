@@ -220,7 +220,7 @@ def write_tensorboard(
 @dataclass(frozen=True)
 class PrometheusExport:
     """What ``export prometheus`` read (``values``) and, when it pushed them, where
-    (``pushed_to``: the Pushgateway's URL without credentials)."""
+    (``pushed_to``: the Pushgateway's URL without its secrets)."""
 
     values: tuple[LatestValue, ...]
     pushed_to: str | None = None
@@ -238,14 +238,14 @@ def export_prometheus(
     (:func:`perfgate.app.export.latest_values`), pushed to ``push_gateway`` as ``job`` when
     given (ReportError where the push failed)."""
     from perfgate.app.export import latest_values
-    from perfgate.exporters.prometheus import push_prometheus, split_credentials
+    from perfgate.exporters.prometheus import push_prometheus, shown_gateway
 
     with _store(config) as store:
         values = tuple(latest_values(config, store, branch=branch, benchmarks=benchmarks))
     if not push_gateway:
         return PrometheusExport(values)
     push_prometheus(list(values), push_gateway, job=job)
-    return PrometheusExport(values, pushed_to=split_credentials(push_gateway)[0])
+    return PrometheusExport(values, pushed_to=shown_gateway(push_gateway))
 
 
 def advise_target(
@@ -398,5 +398,9 @@ def exclude(
     history and window, by ``by`` (None: the CI's user)."""
     with _store(config) as store:
         return store.exclude_run(
-            run_id, by=_actor(by, env), reason=reason, now=datetime.now(timezone.utc)
+            run_id,
+            project=config.project,
+            by=_actor(by, env),
+            reason=reason,
+            now=datetime.now(timezone.utc),
         )

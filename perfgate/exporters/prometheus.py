@@ -12,7 +12,7 @@ from typing import Any
 from urllib.error import URLError
 from urllib.parse import unquote
 
-from perfgate.errors import ConfigError, ReportError
+from perfgate.errors import ConfigError, ReportError, mask_query
 from perfgate.reporters.prometheus import LatestValue, registry_of
 
 
@@ -32,6 +32,12 @@ def split_credentials(gateway: str) -> tuple[str, str | None, str | None]:
     return f"{scheme}://{host}{path}", unquote(user), unquote(password)
 
 
+def shown_gateway(gateway: str) -> str:
+    """The Pushgateway's URL as messages show it: no ``user:password@``, and each secret
+    of its query (``?token=...``) as ``***``."""
+    return mask_query(split_credentials(gateway)[0])
+
+
 def push_prometheus(
     values: Sequence[LatestValue], gateway: str, *, job: str, timeout: float = 10.0
 ) -> None:
@@ -39,7 +45,8 @@ def push_prometheus(
     (replacing what that job pushed before). Credentials in the URL
     (``http://user:password@host:9091``) are sent as HTTP basic auth."""
     # Messages show the URL without user:password@ (a credential never reaches a CI log).
-    shown, user, password = split_credentials(gateway)
+    bare, user, password = split_credentials(gateway)
+    shown = shown_gateway(gateway)
     if not gateway.startswith(("http://", "https://")):
         raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
     if not job.strip():  # the gateway refuses it: a failed push (exit 3) for a bad option
@@ -54,9 +61,10 @@ def push_prometheus(
         return basic_auth_handler(url, method, timeout, headers, data, user, password)
 
     try:
-        push_to_gateway(shown, job=job, registry=registry, timeout=timeout, handler=handler)
+        push_to_gateway(bare, job=job, registry=registry, timeout=timeout, handler=handler)
     except (URLError, OSError, ValueError) as exc:
-        reason = str(getattr(exc, "reason", None) or exc).replace(gateway, shown)
+        reason = str(getattr(exc, "reason", None) or exc)
+        reason = reason.replace(gateway, shown).replace(bare, shown)
         if password:
             reason = reason.replace(password, "***")
         raise ReportError(f"push to the Pushgateway {shown} failed: {reason}") from None

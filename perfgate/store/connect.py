@@ -30,7 +30,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from perfgate.errors import ConfigError, StoreError, UsageError, require
+from perfgate.errors import ConfigError, StoreError, UsageError, mask_query, require
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -47,7 +47,7 @@ _SQLITE_CANTOPEN = 14
 class SqliteSettings:
     """Per-engine switches read by the SQLite connect hook."""
 
-    path: Path | None
+    path: Path
     wal: bool = False
     read_only: bool = False
 
@@ -101,16 +101,23 @@ def parse_url(raw: str) -> URL:
 
 def mask_url(raw: str) -> str:
     """``raw`` with the password (read as :func:`parse_url` reads it, so an unencoded ``@``
-    or ``/`` in it leaks nothing) replaced by ``***``. A URL that does not parse keeps only
-    its scheme and what follows the last ``@``."""
+    or ``/`` in it leaks nothing) and every secret query parameter replaced by ``***``
+    (:func:`masked`). A URL that does not parse keeps only its scheme and what follows the
+    last ``@``, its secret query parameters masked as well."""
     with contextlib.suppress(ArgumentError, ValueError):
-        return parse_url(raw).render_as_string(hide_password=True)
+        return masked(parse_url(raw))
     scheme, sep, after = raw.partition("://")
     if not sep:
         _, at, rest = raw.rpartition("@")
-        return f"***@{rest}" if at else raw
+        return mask_query(f"***@{rest}" if at else raw)
     _, at, rest = after.rpartition("@")
-    return f"{scheme}://***@{rest}" if at else f"{scheme}://***"
+    return mask_query(f"{scheme}://***@{rest}" if at else f"{scheme}://***")
+
+
+def masked(url: URL) -> str:
+    """``url`` as every message shows it: the password and the value of each secret query
+    parameter (:func:`perfgate.errors.mask_query`) replaced by ``***``."""
+    return mask_query(url.render_as_string(hide_password=True))
 
 
 def first_line(exc: BaseException) -> str:
@@ -154,18 +161,20 @@ def open_failure(target: Target, exc: SQLAlchemyError) -> StoreError:
 
 
 def make_target(raw: str, *, create: bool = True) -> Target:
-    """Parse ``raw`` and build its engine (nothing connects yet).
+    """Parse ``raw`` and build its engine (nothing connects yet, and nothing is created:
+    :func:`make_directories` makes a new SQLite file's directories).
 
     Raises:
-        ConfigError: the URL cannot be parsed or names an unsupported database.
+        ConfigError: the URL cannot be parsed, names an unsupported database, or is a SQLite
+            URL without a file path or with query arguments (:func:`_sqlite_path`).
         UsageError: ``create`` is False and the SQLite file does not exist.
     """
-    masked = mask_url(raw)
+    shown = mask_url(raw)
     try:
         url = parse_url(raw)
     except (ArgumentError, ValueError) as exc:
         raise ConfigError(
-            f"cannot parse database URL {masked!r}: expected sqlite:///PATH or postgresql://..."
+            f"cannot parse database URL {shown!r}: expected sqlite:///PATH or postgresql://..."
         ) from exc
 
     backend = url.get_backend_name()
@@ -174,36 +183,72 @@ def make_target(raw: str, *, create: bool = True) -> Target:
     if backend in ("postgresql", "postgres"):
         return _postgres_target(url)
     raise ConfigError(
-        f"unsupported database URL {masked}: perfgate stores runs in SQLite (sqlite:///PATH) "
+        f"unsupported database URL {shown}: perfgate stores runs in SQLite (sqlite:///PATH) "
         "or PostgreSQL (postgresql://USER@HOST/DB)"
     )
 
 
-def _sqlite_target(url: URL, *, create: bool = True) -> Target:
+def make_directories(target: Target) -> None:
+    """Create the directories a new SQLite store file goes in (``target.created``).
+
+    Raises:
+        StoreError: one cannot be created.
+    """
+    if target.created is None:
+        return
+    path = target.created.path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the directory for SQLite database {path}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _sqlite_path(url: URL) -> Path:
+    """The absolute path of the store file that ``url`` (``sqlite:///PATH``) names.
+
+    Raises:
+        ConfigError: the URL names no file (``sqlite://``, ``sqlite:///``, ``:memory:``: an
+            in-memory database, which keeps nothing once the command ends), a SQLite URI
+            (``file:...``), or has query arguments. perfgate sets SQLite's connection
+            options itself (busy timeout, transactions, read-only where the file cannot be
+            written); a query argument would be ignored (SQLAlchemy only warns) or undo one
+            of them (``uri=true&mode=memory`` keeps nothing again).
+    """
     database = url.database or ""
-    path: Path | None = None
+    shown = f"sqlite:///{database}"
+    if url.query:
+        names = ", ".join(sorted(url.query))
+        raise ConfigError(
+            f"{shown}: a SQLite store URL takes no query arguments ({names}); perfgate sets "
+            "the connection's options itself: give sqlite:///PATH"
+        )
+    if not database or database == ":memory:":
+        raise ConfigError(
+            f"{shown}: no database file path (an in-memory store would keep nothing): "
+            "give sqlite:///PATH"
+        )
+    if database.startswith("file:"):
+        raise ConfigError(f"{shown}: a SQLite URI is not a file path: give sqlite:///PATH")
+    return Path(database).expanduser().absolute()
+
+
+def _sqlite_target(url: URL, *, create: bool = True) -> Target:
+    path = _sqlite_path(url)
+    if not create and not path.is_file():
+        raise UsageError(
+            f"no perfgate store at {path}: nothing recorded there yet (record runs with "
+            "'perfgate run' or 'perfgate ingest') or pass the right --db"
+        )
+    if path.is_file() and not _writable(path):
+        return _read_only_target(url, path)
     created = None
-    if database and database != ":memory:" and not database.startswith("file:"):
-        path = Path(database).expanduser().absolute()
-        if not create and not path.is_file():
-            raise UsageError(
-                f"no perfgate store at {path}: nothing recorded there yet (record runs with "
-                "'perfgate run' or 'perfgate ingest') or pass the right --db"
-            )
-        if path.is_file() and not _writable(path):
-            return _read_only_target(url, path)
-        if not os.path.lexists(path):  # with the directories that do not exist yet
-            missing = takewhile(lambda parent: not os.path.lexists(parent), path.parents)
-            created = NewSqliteFile(path, tuple(missing))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the directory for SQLite database {path}: {exc.strerror or exc}"
-            ) from exc
-        url = url.set(database=str(path))
-    shown = f"sqlite:///{path}" if path is not None else f"sqlite:///{database}"
-    return _sqlite_engine(url, SqliteSettings(path), shown, str(path) if path else shown, created)
+    if not os.path.lexists(path):  # with the directories that do not exist yet
+        missing = takewhile(lambda parent: not os.path.lexists(parent), path.parents)
+        created = NewSqliteFile(path, tuple(missing))
+    url = url.set(database=str(path))
+    return _sqlite_engine(url, SqliteSettings(path), f"sqlite:///{path}", str(path), created)
 
 
 def _writable(path: Path) -> bool:
@@ -284,14 +329,14 @@ def _postgres_target(url: URL) -> Target:
         url = url.set(drivername="postgresql+psycopg")
     defaults = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "perfgate"}
     connect_args = {key: value for key, value in defaults.items() if key not in url.query}
-    masked = url.render_as_string(hide_password=True)
+    shown = masked(url)
     if url.drivername == "postgresql+psycopg":
-        require("psycopg", extra="postgres", feature=f"the store {masked}")
+        require("psycopg", extra="postgres", feature=f"the store {shown}")
     try:
         engine = create_engine(url, connect_args=connect_args, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(
-            f"cannot use {masked}: the PostgreSQL driver is not installed "
+            f"cannot use {shown}: the PostgreSQL driver is not installed "
             "(pip install 'perfgate[postgres]')"
         ) from exc
-    return Target(engine=engine, url=masked, where=masked)
+    return Target(engine=engine, url=shown, where=shown)

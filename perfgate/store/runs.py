@@ -124,28 +124,33 @@ class RunStore(StoreBase):
 
     # -- reading -------------------------------------------------------------------------
 
-    def get_run(self, run_id: str) -> RunRecord:
-        """The run with id ``run_id``, or the one run whose id starts with it (>= 6 chars).
+    def get_run(self, run_id: str, *, project: str | None = None) -> RunRecord:
+        """The run with id ``run_id``, or the one run whose id starts with it (>= 6 chars),
+        of ``project`` (of any project for ``None``).
 
         Raises:
-            NotFoundError: no such run, or the prefix matches several.
+            NotFoundError: no such run (in ``project``), or the prefix matches several.
         """
+        of_project = [] if project is None else [runs.c.project == project]
+        where = self._target.where
+        where = where if project is None else f"project {project!r} ({where})"
         with self._read(f"read run {run_id}") as conn:
-            row = conn.execute(_run_select().where(runs.c.id == run_id)).mappings().first()
+            exact = _run_select().where(runs.c.id == run_id, *of_project)
+            row = conn.execute(exact).mappings().first()
             if row is None and len(run_id) >= MIN_ID_PREFIX:
                 prefix = runs.c.id.startswith(run_id, autoescape=True)
-                query = _run_select().where(prefix).order_by(runs.c.id).limit(3)
+                query = _run_select().where(prefix, *of_project).order_by(runs.c.id).limit(3)
                 matches = conn.execute(query).mappings().all()
                 if len(matches) > 1:
                     shown = ", ".join(m["id"] for m in matches[:2])
                     raise NotFoundError(
-                        f"run id prefix {run_id!r} is ambiguous in {self._target.where} "
+                        f"run id prefix {run_id!r} is ambiguous in {where} "
                         f"(matches {shown}{', ...' if len(matches) > 2 else ''})"
                     )
                 row = matches[0] if matches else None
             if row is None:
                 hint = "" if len(run_id) >= MIN_ID_PREFIX else f" (prefixes need {MIN_ID_PREFIX}+)"
-                raise NotFoundError(f"no run {run_id!r} in {self._target.where}{hint}")
+                raise NotFoundError(f"no run {run_id!r} in {where}{hint}")
             return _load_runs(conn, [row])[0]
 
     def profiles(self, run_ids: Sequence[str]) -> dict[str, ProfileSummary]:
@@ -292,11 +297,17 @@ class RunStore(StoreBase):
 
     # -- exclusion and counts ------------------------------------------------------------
 
-    def exclude_run(self, run_id: str, *, by: str, reason: str, now: datetime) -> RunRecord:
-        """Mark a run (its id or a unique prefix) excluded from every history and window,
-        recording who, when and why; returns the run as it was."""
+    def exclude_run(
+        self, run_id: str, *, project: str, by: str, reason: str, now: datetime
+    ) -> RunRecord:
+        """Mark a run of ``project`` (its id or a unique prefix) excluded from every history
+        and window, recording who, when and why; returns the run as it was.
+
+        Raises:
+            NotFoundError: no such run in ``project``, or the prefix matches several.
+        """
         require_aware(now, "exclude_run(now=...)")
-        run = self.get_run(run_id)
+        run = self.get_run(run_id, project=project)
 
         def write(conn: Connection) -> None:
             conn.execute(update(runs).where(runs.c.id == run.id).values(excluded=True))

@@ -21,6 +21,7 @@ from perfgate.store.connect import (
     NewSqliteFile,
     enable_wal,
     first_line,
+    make_directories,
     make_target,
     open_failure,
 )
@@ -50,6 +51,7 @@ def open_store(url: str, *, create: bool = True) -> SqlStore:
     """
     target = make_target(url, create=create)
     try:
+        make_directories(target)
         with target.engine.connect() as conn:
             # Look first without taking any lock; most opens find a store at head.
             with conn.begin():
@@ -130,14 +132,14 @@ class StoreStatus(Serial):
 
 def store_status(url: str) -> StoreStatus:
     """The :class:`StoreStatus` of the database at ``url``, read without creating,
-    upgrading or switching anything (not even SQLite's WAL mode).
+    upgrading or switching anything (not even SQLite's WAL mode): a SQLite file that is
+    not there is ``empty``, and neither it nor its directory is made.
 
     Raises:
         StoreError: the database cannot be reached or is not a perfgate store.
     """
     target = make_target(url)
-    path = target.sqlite.path if target.sqlite else None
-    if path is not None and not path.exists():
+    if target.sqlite is not None and not target.sqlite.path.exists():
         target.engine.dispose()
         return StoreStatus(target.url, "sqlite", None, head_revision(), "empty", None)
     try:

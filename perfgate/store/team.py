@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import ColumnElement, Table, delete, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
@@ -263,7 +263,7 @@ class TeamStore(StoreBase):
             raise StoreError("prune needs keep_days or keep_runs")
         require_aware(now, "prune(now=...)")
         r = runs.c
-        cutoff = None if keep_days is None else now - timedelta(days=keep_days)
+        cutoff = None if keep_days is None else _days_before(now, keep_days)
         with self._read("plan the prune") as conn:
             columns = (r.id, r.benchmark, r.branch, r.fingerprint_key, r.started_at, r.excluded)
             newest_first = (r.started_at.desc(), r.id.desc())
@@ -315,6 +315,15 @@ class TeamStore(StoreBase):
             dry_run=dry_run,
             reasons=reasons,
         )
+
+
+def _days_before(now: datetime, days: int) -> datetime:
+    """``days`` days before ``now``; the earliest time a datetime holds where that is
+    further back (so a cutoff of a million days keeps every run instead of overflowing)."""
+    earliest = datetime.min.replace(tzinfo=timezone.utc)
+    if days >= (now - earliest).days:
+        return earliest
+    return now - timedelta(days=days)
 
 
 def _of_benchmark(table: Table, project: str, benchmark: str | None) -> list[ColumnElement[bool]]:
