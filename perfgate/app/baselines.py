@@ -2,10 +2,11 @@
 pull request like any other file, and a gate that judges runs against such files with no
 database at all.
 
-One file per benchmark and testbed (fingerprint key), named ``<benchmark>.<key>.json``. Keys
-are sorted and floats written by :func:`json.dumps` (shortest round-trip form), so
-re-exporting an unchanged window gives a byte-identical file and a changed one a small diff.
-No timestamps of the export itself are written, for the same reason.
+One file per benchmark and testbed (fingerprint key), named ``<benchmark>.<key>.json``
+(:func:`baseline_file_name`). Keys are sorted and floats written by :func:`json.dumps`
+(shortest round-trip form), so re-exporting an unchanged window gives a byte-identical file
+and a changed one a small diff. No timestamps of the export itself are written, for the
+same reason.
 
 ``import_baselines`` loads such files into a store as runs whose CI provider is
 ``baseline-import`` (same run ids, so importing twice, or into the store they came from,
@@ -15,6 +16,7 @@ for every statistic the gate uses, not for raw-sample plots.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -26,9 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.app.files import write_atomic
-from perfgate.app.gate import Levels, _compared, _judge, _level, baseline_window, with_budgets
+from perfgate.app.gate import (
+    Levels,
+    _compared,
+    _judge,
+    _level,
+    baseline_window,
+    check_base_branch,
+    with_budgets,
+)
+from perfgate.app.history import select_benchmarks
 from perfgate.config import Config
-from perfgate.errors import ParseError, StoreError
+from perfgate.errors import ParseError, StoreError, UsageError
+from perfgate.metrics import never_negative
 from perfgate.models import (
     BenchmarkSpec,
     CIContext,
@@ -52,6 +64,23 @@ IMPORT_PROVIDER = "baseline-import"
 MAD_TO_SD = 1.4826
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+NAME_HASH_DIGITS = 8
+
+
+def baseline_file_name(benchmark: str, key: str) -> str:
+    """The file name of ``benchmark``'s baseline on the testbed ``key``.
+
+    A name of only ASCII letters, digits, ``_``, ``.`` and ``-`` is used as it is:
+    ``mlp.<key>.json``. Any other name has each run of other characters written as ``_``,
+    then ``+`` and the first digits of the SHA-256 of the exact name: ``a/b`` and ``a_b``,
+    or two names in Chinese, would otherwise share one file and one export would overwrite
+    the other. A name used as it is holds no ``+``, so it cannot meet a hashed one.
+    """
+    safe = _UNSAFE.sub("_", benchmark)
+    if safe != benchmark:
+        digest = hashlib.sha256(benchmark.encode()).hexdigest()[:NAME_HASH_DIGITS]
+        safe = f"{safe}+{digest}"
+    return f"{safe}.{key}.json"
 
 
 def _noise(points: Sequence[RunPoint]) -> dict[str, Any]:
@@ -127,12 +156,19 @@ def export_baselines(
     branch: str,
     benchmarks: Sequence[str] = (),
 ) -> list[Path]:
-    """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``,
-    each replaced atomically (one that cannot be written keeps its previous content, an
-    unchanged one gets the same bytes); the paths written."""
-    names = list(benchmarks) or store.benchmarks(project=config.project, branch=branch)
-    written: list[Path] = []
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``
+    (created only when there is a file to write), each replaced atomically (one that cannot
+    be written keeps its previous content, an unchanged one gets the same bytes); the paths
+    written.
+
+    Raises:
+        UsageError: ``branch`` has no runs, a benchmark of ``benchmarks`` has none on it,
+            or two files would have names that differ only in case (one would overwrite the
+            other on a case-insensitive file system); nothing is written then.
+    """
+    check_base_branch(config, store, branch)
+    names = select_benchmarks(config, store, benchmarks, branch)
+    docs: dict[str, tuple[str, dict[str, Any]]] = {}
     for name in names:
         for fingerprint in store.fingerprints(
             project=config.project, benchmark=name, branch=branch
@@ -142,9 +178,22 @@ def export_baselines(
             )
             if doc is None:
                 continue
-            path = out_dir / f"{_UNSAFE.sub('_', name)}.{fingerprint.key()}.json"
-            write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
-            written.append(path)
+            file_name = baseline_file_name(name, fingerprint.key())
+            taken = docs.get(file_name.casefold())
+            if taken is not None:
+                raise UsageError(
+                    f"baselines of {taken[1]['benchmark']!r} and {name!r} would both be "
+                    f"written to {out_dir / file_name} (names differing only in case): "
+                    "export them with --benchmark into separate directories"
+                )
+            docs[file_name.casefold()] = (file_name, doc)
+    written: list[Path] = []
+    if docs:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for file_name, doc in docs.values():
+        path = out_dir / file_name
+        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
+        written.append(path)
     return written
 
 
@@ -172,9 +221,22 @@ def _need(doc: Mapping[str, Any], name: str, kind: type, path: Path) -> Any:
     return value
 
 
+def _never_below_zero(path: Path, where: str, unit: str, values: Mapping[str, float]) -> None:
+    """ParseError naming the file and key of the first negative value of an amount (a time,
+    bytes, a count, a rate: :func:`perfgate.metrics.never_negative`)."""
+    if not never_negative(unit):
+        return
+    for name, value in values.items():
+        if value < 0:
+            raise ParseError(
+                f"{path}: {where}.{name} is {value!r}: a value in {unit} is never below 0"
+            )
+
+
 def read_baseline(path: Path) -> BaselineFile:
     """Parse and check one baseline file: ParseError where it is not JSON, of another format
-    version, or has a field missing or malformed."""
+    version, has a field missing or malformed, or a negative value of an amount (a time,
+    bytes, a count, a rate) or of a standard error."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
@@ -196,15 +258,26 @@ def read_baseline(path: Path) -> BaselineFile:
         key = str(_need(doc, "fingerprint_key", str, path))
         by_metric: dict[str, list[RunPoint]] = {}
         runs = tuple(_need(doc, "runs", list, path))
-        for run in runs:
+        for i, run in enumerate(runs):
             started = datetime.fromisoformat(str(run["started_at"]))
             if started.tzinfo is None:
                 raise ValueError(f"run {run['id']}: started_at has no timezone")
             for metric, m in sorted(run["metrics"].items()):
                 centres = tuple(float(x) for x in m["repeat_centres"])
                 centre = float(m["centre"])
+                centre_se = None if m.get("centre_se") is None else float(m["centre_se"])
                 if not centres or not all(math.isfinite(x) for x in (centre, *centres)):
                     raise ValueError(f"run {run['id']}: metric {metric} has no finite centres")
+                where = f"runs[{i}].metrics.{metric}"
+                values = {"centre": centre} | {
+                    f"repeat_centres[{j}]": x for j, x in enumerate(centres)
+                }
+                _never_below_zero(path, where, str(m["unit"]), values)
+                if centre_se is not None and centre_se < 0:
+                    raise ParseError(
+                        f"{path}: {where}.centre_se is {centre_se!r}: "
+                        "a standard error is never below 0"
+                    )
                 by_metric.setdefault(metric, []).append(
                     RunPoint(
                         run_id=str(run["id"]),
@@ -219,7 +292,7 @@ def read_baseline(path: Path) -> BaselineFile:
                         centre=centre,
                         repeat_centres=centres,
                         deterministic=bool(m["deterministic"]),
-                        centre_se=None if m.get("centre_se") is None else float(m["centre_se"]),
+                        centre_se=centre_se,
                     )
                 )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -241,31 +314,69 @@ def read_baseline(path: Path) -> BaselineFile:
     )
 
 
-def baseline_files(path: Path) -> list[Path]:
-    """The ``*.json`` files of a directory (sorted), or the given file."""
-    return sorted(path.glob("*.json")) if path.is_dir() else [path]
+def read_baselines(path: Path) -> list[BaselineFile]:
+    """The baseline files at ``path``, parsed and checked (:func:`read_baseline`): a
+    directory's ``*.json`` files (sorted), or the one file given. What ``gate
+    --baseline-file`` and ``baseline import`` both read.
+
+    Raises:
+        ParseError: a directory with no ``*.json`` file (a gate against it would pass every
+            run as no baseline), a malformed file, or two files of one benchmark and
+            testbed (which of them to judge against cannot be told).
+    """
+    paths = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not paths:
+        raise ParseError(f"no baseline files (*.json) in {path}")
+    parsed = [read_baseline(p) for p in paths]
+    seen: dict[tuple[str, str], Path] = {}
+    for f in parsed:
+        key = (f.benchmark, f.fingerprint.key())
+        if key in seen:
+            raise ParseError(
+                f"{seen[key]} and {f.path.name} are both the baseline of {f.benchmark!r} "
+                f"on testbed {key[1]}: keep one"
+            )
+        seen[key] = f.path
+    return parsed
 
 
 # --- judging without a database --------------------------------------------------------------
 
 
 def gate_from_baseline_files(
-    config: Config, records: Sequence[RunRecord], files: Path, *, alpha: Levels = ALPHA
+    config: Config,
+    records: Sequence[RunRecord],
+    files: Path,
+    *,
+    alpha: Levels = ALPHA,
+    against: str | None = None,
 ) -> GateResult:
     """Judge ``records`` (one run per benchmark) against baseline files (``files``: a
-    directory of ``*.json`` files, or one), with no store, at the level ``alpha`` (as
-    :func:`perfgate.app.compare_records`); ParseError for a file that is unreadable or
-    malformed.
+    directory of ``*.json`` files, or one: :func:`read_baselines`), with no store, at the
+    level ``alpha`` (as :func:`perfgate.app.compare_records`). ``against``: the base branch
+    the gate was asked for by name (``--against``), None when it was not.
 
     Each run is compared with the file of its benchmark and fingerprint key by exactly the
     statistics of :func:`perfgate.app.compare_records`; a benchmark with files only for
     other testbeds is ``incomparable`` (naming the fields that differ), one with no file
     ``no_baseline``; the suite's ``[budgets]`` are judged beside them. Paired A/B runs,
     attribution and findings need the store and are not part of this result.
+
+    Raises:
+        ParseError: no baseline file, or one that is unreadable or malformed.
+        UsageError: ``against`` is given and a file is the baseline of another branch
+            (the gate would judge against a branch it was not asked for).
     """
-    parsed = [read_baseline(p) for p in baseline_files(files)]
+    parsed = read_baselines(files)
+    branches = sorted({f.branch for f in parsed})
+    if against is not None and branches != [against]:
+        raise UsageError(
+            f"--against {against!r}, but the baseline files in {files} are of branch "
+            f"{', '.join(repr(b) for b in branches)}: export {against!r} "
+            f"('perfgate baseline export --branch {against}') or leave --against out"
+        )
     by_key = {(f.benchmark, f.fingerprint.key()): f for f in parsed}
-    against = ", ".join(sorted({f.branch for f in parsed})) or "baseline files"
+    base = ", ".join(branches)
     judged = []
     for record in records:
         key = record.fingerprint.key()
@@ -285,10 +396,10 @@ def gate_from_baseline_files(
                 if f.benchmark == record.benchmark
             }
             window = Window({}, others)
-        judged.append(_judge(config, record, window, against, _level(alpha, record.benchmark)))
+        judged.append(_judge(config, record, window, base, _level(alpha, record.benchmark)))
     ordered = tuple(sorted(_compared(judged), key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""
-    result = GateResult(branch, against, overall_verdict(ordered), ordered)
+    result = GateResult(branch, base, overall_verdict(ordered), ordered)
     # The suite's budgets hold against files as against the store.
     return with_budgets(config, records, result)
 
@@ -361,21 +472,20 @@ def records_of(baseline: BaselineFile) -> list[RunRecord]:
 
 
 def import_baselines(store: SqlStore, files: Path) -> ImportResult:
-    """Load baseline files into ``store``, one transaction per file (ParseError for a
-    malformed one: nothing of it is stored; StoreError naming it where the store failed).
-    Runs already stored (by id) are left as they are, so importing twice adds nothing."""
-    paths = baseline_files(files)
-    if not paths:
-        raise ParseError(f"no baseline files (*.json) in {files}")
+    """Load baseline files (:func:`read_baselines`: all are read and checked first, so
+    ParseError stores nothing) into ``store``, one transaction per file (StoreError naming
+    it where the store failed). Runs already stored (by id) are left as they are, so
+    importing twice adds nothing."""
+    parsed = read_baselines(files)
     added = already = 0
-    for path in paths:
-        records = records_of(read_baseline(path))
+    for baseline in parsed:
+        records = records_of(baseline)
         fresh = [r for r in records if not store.has_run(r.id)]
         already += len(records) - len(fresh)
         if fresh:
             try:
                 store.save_runs(fresh)
             except StoreError as exc:
-                raise StoreError(f"{path}: {exc}") from exc
+                raise StoreError(f"{baseline.path}: {exc}") from exc
             added += len(fresh)
-    return ImportResult(files=len(paths), added=added, already_stored=already)
+    return ImportResult(files=len(parsed), added=added, already_stored=already)

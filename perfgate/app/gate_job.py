@@ -180,7 +180,11 @@ def run_gate(request: GateRequest) -> GateOutcome:
 
             records = latest_runs(config, store, branch=git.branch, benchmarks=request.benchmarks)
             result = gate_from_baseline_files(
-                config, records, request.baseline_file, alpha=stored_levels(records)
+                config,
+                records,
+                request.baseline_file,
+                alpha=stored_levels(records),
+                against=request.against,
             )
             alerts: tuple[Alert, ...] = ()
             warnings: tuple[str, ...] = ()

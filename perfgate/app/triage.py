@@ -183,12 +183,21 @@ def reset_baseline(
     reason: str,
     now: datetime | None = None,
 ) -> BaselineReset:
-    """Accept a change: ``benchmark``'s baseline window starts at the first run of ``commit``."""
+    """Accept a change: ``benchmark``'s baseline window starts at the first run of
+    ``commit`` on ``branch`` (None: the base branch, whose window the gate reads; a commit
+    of another branch would empty it).
+
+    Raises:
+        UsageError: a blank ``reason``; the store's, where ``commit`` has no run of
+            ``benchmark`` on the branch.
+    """
+    if not reason.strip():
+        raise UsageError("baseline reset needs a --reason (why the change is accepted)")
     return store.reset_baseline(
         project=config.project,
         benchmark=benchmark,
         commit=commit,
-        branch=branch,
+        branch=branch or config.base_branch,
         by=by,
         reason=reason,
         now=_utcnow(now),

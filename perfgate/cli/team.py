@@ -239,7 +239,10 @@ def baseline() -> None:
 @store_options
 @click.argument("benchmark")
 @click.option("--at", "commit", required=True, help="Commit (or 7+ char prefix) of the change.")
-@click.option("--branch", help="Find the commit's first run on this branch only.")
+@click.option(
+    "--branch",
+    help="The branch whose window is reset: COMMIT must have a run there (default: base_branch).",
+)
 @_by_option
 def baseline_reset(
     store: StoreFlags, benchmark: str, commit: str, branch: str | None, by: str | None, reason: str
