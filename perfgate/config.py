@@ -113,6 +113,10 @@ class Config:
     """The suite's ``[metrics.NAME]`` policies; every other metric takes its catalogue's
     (:mod:`perfgate.metrics`). A metric named here decides unless its table says
     ``decides = false`` (an operator count decides only here)."""
+    metrics_directed: frozenset[str] = frozenset()
+    """The ``[metrics.NAME]`` tables that say a ``direction``: the others keep the one a
+    metric the catalogue does not know was recorded with (a file's ``tokens_per_s``,
+    higher is better, stays so under a table that only sets its minimum effect)."""
     benchmarks: tuple[BenchmarkSpec, ...] = ()
     source: str = ""
     advisor: Thresholds = field(default_factory=Thresholds)
@@ -137,13 +141,16 @@ class Config:
         ``<m>``'s. Its direction is the one a verdict is judged by. A metric neither knows
         (one a metrics file or a harness brought, ``tokens_per_s``) is judged the way it was
         ``recorded`` (the file said which way is better) when that is given, with the
-        fallback's minimum effect."""
-        if metric in self.metrics:
-            return self.metrics[metric]
-        base = base_name(metric)
-        if base in self.metrics:
-            return self.metrics[base]
-        if recorded is not None and lookup(metric) is None:
+        fallback's minimum effect, under the suite's table where it has one that does not
+        say a direction."""
+        unknown = recorded is not None and lookup(metric) is None
+        for name in (metric, base_name(metric)):
+            if name in self.metrics:
+                rule = self.metrics[name]
+                if unknown and recorded is not None and name not in self.metrics_directed:
+                    return replace(rule, direction=recorded)
+                return rule
+        if unknown and recorded is not None:
             return replace(FALLBACK_POLICY, direction=recorded)
         return default_policy(metric)
 
@@ -478,6 +485,11 @@ def config_from_mapping(
         baseline_window=_int(data.get("baseline_window", 30), source, "baseline_window", 3),
         defaults=dict(defaults),
         metrics=metrics,
+        metrics_directed=frozenset(
+            name
+            for name, table in raw_metrics
+            if isinstance(table, Mapping) and "direction" in table
+        ),
         benchmarks=tuple(benchmarks),
         source=source,
         advisor=_parse_advisor(data.get("advisor", {}), source),

@@ -280,6 +280,40 @@ def test_a_unit_the_catalogue_does_not_know_is_written_with_every_value(
     assert "(35% against 55%, tolerance 3%)" in text, text
 
 
+@pytest.mark.parametrize("table", ["min_effect_pct = 5", "decides = true"])
+def test_a_suite_table_without_a_direction_keeps_the_file_s_direction(
+    tmp_path: Path, url: str, table: str
+) -> None:
+    """tokens_per_s recorded as higher-is-better, 23% lower on the branch: with a suite
+    table that set only its minimum effect it was judged lower-is-better, an improvement."""
+    for i, rate in enumerate([1500.0, 1490.0, 1505.0, 1150.0]):
+        doc = {
+            "metrics": [
+                {
+                    "name": "tokens_per_s",
+                    "values": [rate, rate * 1.001, rate * 0.999],
+                    "unit": "1/s",
+                    "direction": "higher",
+                }
+            ]
+        }
+        path = tmp_path / f"m{i}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = ingest(path, url, benchmark="b", branch="main" if i < 3 else "feat")
+        assert code == 0, err
+    suite = tmp_path / "perfgate.toml"
+    suite.write_text(f"[metrics.tokens_per_s]\n{table}\n", encoding="utf-8")
+    gate = ("gate", "--db", url, "--suite", str(suite), "--branch", "feat", "--against", "main")
+    code, out, err = invoke(*gate, "--json")
+    assert code == 1, err
+    (c,) = [c for c in json.loads(out)["comparisons"] if c["metric"] == "tokens_per_s"]
+    assert (c["verdict"], c["direction"]) == ("regression", "higher")
+    suite.write_text(f"[metrics.tokens_per_s]\n{table}\ndirection = 'lower'\n")
+    code, out, err = invoke(*gate, "--json")  # a table that says a direction is obeyed
+    (c,) = [c for c in json.loads(out)["comparisons"] if c["metric"] == "tokens_per_s"]
+    assert (c["verdict"], c["direction"]) == ("improvement", "lower")
+
+
 def test_the_comment_of_ingested_runs_names_their_host_and_reproduces_with_ingest(
     tmp_path: Path, url: str
 ) -> None:
