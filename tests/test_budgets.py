@@ -467,3 +467,29 @@ def test_an_unquoted_per_rank_budget_and_a_misspelt_benchmark_are_not_silent(
     assert notes == [
         ("mlp_tpyo", "[budgets.mlp_tpyo]: no benchmark of that name in the suite or this gate")
     ]
+
+
+def test_a_misspelt_metrics_table_is_a_note_in_the_gate(tmp_path: Path) -> None:
+    """``[metrics.step_tme_ms]`` applied to nothing, silently: the gate ran as if it were
+    absent. A table for a metric of the catalogue that these runs lack (an NPU metric on a
+    CPU gate) is not a misspelling and says nothing."""
+    from helpers import record
+
+    from perfgate.app.gate import with_budgets
+    from perfgate.config import load_config
+    from perfgate.models import GateResult
+
+    suite = tmp_path / "perfgate.toml"
+    suite.write_text(
+        "[metrics.step_tme_ms]\nmin_effect_pct = 50\n"
+        "[metrics.hbm_bandwidth_gb_s]\nmin_effect_pct = 10\n"
+        "[metrics.step_time_ms]\nmin_effect_pct = 5\n",
+        encoding="utf-8",
+    )
+    config = load_config(env={}, cwd=tmp_path)
+    empty = GateResult("feat", "main", Verdict.UNCHANGED, ())
+    notes = with_budgets(config, [record(0, 20.0)], empty).notes
+    assert notes == (
+        "[metrics.step_tme_ms]: no run of this gate has that metric, nor does perfgate's "
+        "catalogue know it (a misspelt name applies to nothing)",
+    )

@@ -12,7 +12,7 @@ from perfgate.app.context import GitHistory
 from perfgate.app.measure import contention_note
 from perfgate.config import ALL_BENCHMARKS, Config
 from perfgate.errors import StoreError, UsageError
-from perfgate.metrics import TIME_UNIT, not_deciding
+from perfgate.metrics import TIME_UNIT, base_name, lookup, not_deciding
 from perfgate.models import (
     Attribution,
     BaselineReset,
@@ -649,16 +649,24 @@ def budget_comparisons(
 
 def with_budgets(config: Config, records: Sequence[RunRecord], result: GateResult) -> GateResult:
     """``result`` with the budgets of ``records`` judged, first, and its verdict again (a
-    gate against the store's history or against baseline files)."""
+    gate against the store's history or against baseline files), and a note for each
+    ``[metrics.NAME]`` table that applies to no metric of the runs or the catalogue."""
     budgets, notes = budget_comparisons(config, records)
-    if not budgets and not notes:
+    recorded = {base_name(m.metric) for r in records for m in r.measurements}
+    unmatched = [
+        f"[metrics.{name}]: no run of this gate has that metric, nor does perfgate's "
+        "catalogue know it (a misspelt name applies to nothing)"
+        for name in sorted(config.metrics)
+        if base_name(name) not in recorded and lookup(name) is None
+    ]
+    if not budgets and not notes and not unmatched:
         return result
     comparisons = (*budgets, *result.comparisons)
     return replace(
         result,
         comparisons=comparisons,
         verdict=decide.overall_verdict(comparisons),
-        notes=(*_grouped(notes), *result.notes),
+        notes=(*_grouped(notes), *unmatched, *result.notes),
     )
 
 
