@@ -147,6 +147,29 @@ def test_entry_that_cannot_be_imported_records_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("param", "said"),
+    [
+        ("batch_size=abc", "parameter batch_size: 'abc' is not an int"),
+        ("hidden=1.5", "parameter hidden: 1.5 is not an int"),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_is_one_line_naming_it(
+    tmp_path: Path, param: str, said: str
+) -> None:
+    # batch_size=abc reached torch.randn, whose error lists its overloads over many lines
+    pytest.importorskip("torch")
+    url = db_url(tmp_path)
+    code, _, err = invoke(
+        *(tmp_path, "run", "--workload", "mlp", "--param", param, "--repeats", "1"),
+        *("--db", url, "--branch", "main"),
+    )
+    assert code == 2
+    assert said in one_line(err)
+    assert run_count(url) == 0
+
+
+@pytest.mark.slow
 def test_step_that_raises_records_nothing(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "flaky_bench.py").write_text(

@@ -265,7 +265,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     try:
         step, batch_size, effective = worker.build_workload(func, device, request["params"])
     except (TypeError, ValueError) as exc:
-        raise worker.EntryError(f"cannot build the workload: {exc}") from exc
+        raise worker.EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
     with worker.step_mode(request):
         _state(workdir, rank, "warm-up")
         for _ in range(int(request["warmup"])):

@@ -30,6 +30,7 @@ import random
 import sys
 import time
 import traceback
+import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,30 @@ def load_entry(target: str) -> Callable[..., Any]:
     return func  # type: ignore[no-any-return]
 
 
+_PLAIN_TYPES: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), bool: (bool,)}
+"""A parameter annotated with one of these takes values of the types beside it (a suite's or
+``--param``'s value is a TOML or command-line scalar: bool, int, float or string)."""
+
+
+def _check_types(func: Callable[..., Any], params: Mapping[str, Any]) -> None:
+    """EntryError for a parameter whose value is not of the plain type the entry annotates
+    it with (``batch_size: int`` given ``"abc"``), before the entry fails on it inside
+    torch with a message of many lines. Other annotations are not checked."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return
+    for name, value in params.items():
+        accepted = _PLAIN_TYPES.get(hints.get(name, object))
+        if accepted is None:
+            continue
+        if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
+            raise EntryError(
+                f"parameter {name}: {value!r} is not {'an' if accepted == (int,) else 'a'} "
+                f"{hints[name].__name__}"
+            )
+
+
 def build_workload(
     func: Callable[..., Any], device: str, params: Mapping[str, Any]
 ) -> tuple[Callable[[], object], int, dict[str, Any]]:
@@ -117,6 +142,7 @@ def build_workload(
                 f"unknown parameter(s) {', '.join(sorted(unknown))} "
                 f"(it takes: {', '.join(known) or 'none'})"
             )
+        _check_types(func, params)
     built = func(**kwargs)
     step = getattr(built, "step", None)
     if isinstance(built, Mapping):
@@ -222,8 +248,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     func = load_entry(str(request["target"]))
     try:
         step, batch_size, effective = build_workload(func, backend.device, request["params"])
-    except TypeError as exc:
-        raise EntryError(f"cannot build the workload: {exc}") from exc
+    except TypeError as exc:  # torch's own can run to many lines: the first says it
+        raise EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
 
     sync = backend.synchronize
     clock = time.perf_counter_ns
