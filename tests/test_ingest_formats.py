@@ -606,6 +606,18 @@ def test_a_control_character_in_a_name_is_one_line_on_every_store(
     assert not db.exists()
 
 
+def test_a_huge_value_is_shown_with_its_exponent(tmp_path: Path, url: str) -> None:
+    # 1e300 ms was written out in 301 digits in the ingest and history tables
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"metrics": [{"name": "step_time_ms", "values": [1e300]}]}))
+    code, out, err = ingest(path, url)
+    assert code == 0, err
+    assert "1e+300" in out and "0" * 20 not in out
+    code, out, err = invoke("history", "--db", url, "--benchmark", "b")
+    assert code == 0, err
+    assert "1e+300 ms" in out and "0" * 20 not in out
+
+
 def test_a_metric_given_twice_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
     twice = {"name": "epoch_time", "value": 1.0, "unit": "s", "direction": "lower"}

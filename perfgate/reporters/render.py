@@ -66,7 +66,7 @@ def format_value(value: float | None, unit: str) -> str:
         scale, name = byte_unit(value)
         return f"{value / scale:.1f} {name}" if scale > 1 else f"{value:.0f} B"
     if unit == "ms":
-        return f"{value:.3g} ms" if abs(value) < 100 else f"{value:.0f} ms"
+        return f"{value:.0f} ms" if 100 <= abs(value) < 1e9 else f"{value:.3g} ms"
     if is_time(unit):
         return f"{value:.4g} {unit}"
     if unit == "1/s":
@@ -871,7 +871,10 @@ def _utilisation_lines(ranks: Sequence[ProfileSummary]) -> list[str]:
 
 def _figure(value: float) -> str:
     """A centre as a person reads it: a harness's sub-millisecond times keep four
-    significant digits, larger figures their units and one decimal."""
+    significant digits, larger figures their units and one decimal, and one beyond a
+    billion its exponent (``1e+308``, not 309 digits)."""
+    if abs(value) >= 1e9:
+        return f"{value:.4g}"
     if abs(value) >= 100:
         return f"{value:.1f}"
     if abs(value) >= 1:
