@@ -83,6 +83,19 @@ def test_noise_view_flags_benchmarks_too_noisy_for_their_minimum_effect(tmp_path
     assert "TOO NOISY" in text and "1 of 2 metrics" in text
 
 
+def test_noise_claims_nothing_of_metrics_it_could_not_judge(tmp_path: Path) -> None:
+    # with 2 runs each it said "every metric with a baseline catches twice its minimum
+    # effect" under a table of "needs 3+ runs"
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url, [record(i, 20.0) for i in range(2)])
+    text = perfgate(None, "noise", "--db", url, "--branch", "main").stdout
+    assert "needs 3+ runs" in text
+    assert "no metric has 3+ runs yet" in text and "catches" not in text
+    fill(url, [record(i, 20.0, noise=0.005) for i in range(2, 10)])
+    text = perfgate(None, "noise", "--db", url, "--branch", "main").stdout
+    assert "each of the " in text and "catches twice its minimum effect" in text
+
+
 def test_history_analyze_names_the_commit_range_and_resets_the_window(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     runs = [record(i, 20.0, noise=0.01) for i in range(30)]

@@ -562,12 +562,19 @@ def render_noise_text(rows: Sequence[NoiseRow]) -> str:
         status = "needs 3+ runs" if r.mde_pct is None else "TOO NOISY" if r.too_noisy else "ok"
         table.append([r.benchmark, r.metric, str(r.runs), mde, effect, status])
     noisy = sum(r.too_noisy for r in rows)
-    said = (
-        f"{noisy} of {len(rows)} metrics would miss a change of twice their minimum effect "
-        "(detectable change: caught with 80% power)"
-        if noisy
-        else "every metric with a baseline catches twice its minimum effect with 80% power"
-    )
+    judged = sum(r.mde_pct is not None for r in rows)
+    if noisy:
+        said = (
+            f"{noisy} of {len(rows)} metrics would miss a change of twice their minimum "
+            "effect (detectable change: caught with 80% power)"
+        )
+    elif judged:
+        said = (
+            f"each of the {judged} metrics with 3+ runs catches twice its minimum effect "
+            "with 80% power"
+        )
+    else:
+        said = "no metric has 3+ runs yet: how small a change each can detect is not known"
     return "\n".join([*_table(table), "", said]) + "\n"
 
 
