@@ -606,6 +606,25 @@ def test_a_control_character_in_a_name_is_one_line_on_every_store(
     assert not db.exists()
 
 
+def test_the_baseline_shown_is_the_one_the_change_is_measured_from(
+    tmp_path: Path, url: str
+) -> None:
+    """It showed the baseline runs' median, 10.8 ms, beside a change measured from their
+    fitted level, 11.47 ms: "10.8 ms -> 30 ms, change +161.5%" (30 / 10.8 is +179%)."""
+    for i, ms in enumerate([10.0, 15.0, 10.5, 11.0, 30.0]):
+        doc = {"metrics": [{"name": "epoch_time_ms", "values": [ms], "direction": "lower"}]}
+        path = tmp_path / f"m{i}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = ingest(path, url, benchmark="ep", branch="main" if i < 4 else "feat")
+        assert code == 0, err
+    code, out, err = invoke("gate", "--db", url, "--branch", "feat", "--against", "main", "--json")
+    (c,) = json.loads(out)["comparisons"]
+    assert c["current"] == 30.0
+    assert c["baseline"] * (1 + c["change_pct"] / 100) == pytest.approx(30.0)
+    code, text, _ = invoke("gate", "--db", url, "--branch", "feat", "--against", "main")
+    assert "11.5 ms -> 30 ms, change +161.5%" in text, text
+
+
 def test_a_huge_value_is_shown_with_its_exponent(tmp_path: Path, url: str) -> None:
     # 1e300 ms was written out in 301 digits in the ingest and history tables
     path = tmp_path / "metrics.json"

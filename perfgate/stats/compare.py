@@ -1491,6 +1491,16 @@ def _other_unsure(
     )
 
 
+def _compared_with(current: float, ev: Evidence) -> float:
+    """The baseline value the current run's change is measured from: the fitted level (net
+    of what the job factor took out, the job's move added back where the whole job moved),
+    so that ``baseline -> current`` is the change shown, where the baseline runs' median
+    (``ev.centre``) is not (10.8 -> 30 ms called +161.5% against a level of 11.47)."""
+    if not ev.log or -ev.change >= _LOG_MAX:  # a fraction of the median: that median
+        return ev.centre
+    return current * math.exp(-ev.change)
+
+
 def _judge(
     candidate: Candidate, ev: Evidence, p_adjusted: float, tests: int, level: float
 ) -> Comparison:
@@ -1544,7 +1554,7 @@ def _judge(
         reason=reason,
         current_run_id=cur.run_id,
         current_centre=cur.centre,
-        baseline_centre=ev.centre,
+        baseline_centre=_compared_with(cur.centre, ev),
         change_pct=change_pct,
         ci_low_pct=low,
         ci_high_pct=high,
