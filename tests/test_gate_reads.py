@@ -220,3 +220,23 @@ def test_reads_in_a_snapshot_agree_and_a_write_there_is_refused(store_url: str) 
     finally:
         reader.close()
         writer.close()
+
+
+def test_only_a_step_timed_with_the_profiler_off_measures_the_profiler_s_overhead() -> None:
+    # an ingested profile's step_time_ms is the median of its own profiled steps: against
+    # their mean, one slow step read as "profiled steps take 2.0x the timed step"
+    from helpers import default_measurements, fingerprint
+
+    from perfgate.app.advise import run_findings
+    from perfgate.runner.fingerprint import TIMING_METHOD
+
+    run = make_run(
+        "r",
+        profile=make_profile(),
+        measurements=default_measurements(scale=0.4),
+        fingerprint=fingerprint(timing_method=TIMING_METHOD),  # perfgate's runner
+    )
+    timed = {f.rule for f in run_findings(Config(), run)}
+    assert "profiler_overhead" in timed  # 10 ms profiled against a 5.7 ms timed step
+    ingested = replace(run, fingerprint=fingerprint(timing_method="torch-trace-v1"))
+    assert "profiler_overhead" not in {f.rule for f in run_findings(Config(), ingested)}

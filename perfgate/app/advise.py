@@ -26,6 +26,7 @@ from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_rank
 from perfgate.app.measure import spread_pct
 from perfgate.config import Config
 from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
+from perfgate.runner.fingerprint import TIMING_METHOD
 from perfgate.store import SqlStore
 
 _RANK_STEP = "step_time_ms.rank"
@@ -157,14 +158,18 @@ def run_findings(
         if view is None:
             return ()
         return tuple(slow_ranks_and_links(view, config.advisor))
+    # only perfgate's runner times its steps with the profiler off: an ingested profile's
+    # step time is its own profiled steps (compared with themselves, one slow step read as
+    # the profiler's overhead)
     step = record.measurement("step_time_ms")
+    timed_apart = step is not None and record.fingerprint.timing_method == TIMING_METHOD
     return advise(
         record.profile,
         thresholds=config.advisor,
         cluster=view,
         ranks=record.rank_profiles,
         device_memory_bytes=device_memory_bytes,
-        measured_step_ms=None if step is None else step.summary.centre,
+        measured_step_ms=step.summary.centre if step is not None and timed_apart else None,
     )
 
 
