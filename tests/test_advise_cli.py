@@ -142,3 +142,55 @@ def test_suite_advisor_table_sets_thresholds_and_rejects_unknown_keys(tmp_path: 
     suite.write_text("[advisor]\ncomm_share_warning = -1\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="advisor.comm_share_warning: expected a number >= 0"):
         load_config(suite, env={})
+
+
+def _copy_trace(src: Path, dest: Path, rank: int | None) -> None:
+    """``src`` (a gzipped torch trace) written to ``dest`` with ``distributedInfo`` naming
+    ``rank``, or without it for None."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc.pop("distributedInfo", None)
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+    dest.write_text(json.dumps(doc), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("ranks", "said"),
+    [
+        ((None, None), "name no rank (distributedInfo): traces of one process"),
+        ((0, None), "b.pt.trace.json names no rank"),
+        ((0, 0), "a.pt.trace.json and b.pt.trace.json are both rank 0"),
+    ],
+)
+def test_traces_that_are_not_one_job_s_ranks_are_refused(
+    tmp_path: Path, ranks: tuple[int | None, int | None], said: str
+) -> None:
+    # a schedule with repeat=2 writes two traces of one process: read as two ranks, they
+    # made a critical slow_rank finding and a step time taken per step across both
+    job = tmp_path / "job"
+    job.mkdir()
+    for name, rank in zip(("a", "b"), ranks, strict=True):
+        _copy_trace(CPU_TRACE, job / f"{name}.pt.trace.json", rank)
+    for command in (("advise", str(job)), ("ingest", str(job), "--benchmark", "x")):
+        db = tmp_path / "store.db"
+        result = perfgate(None, *command, "--db", f"sqlite:///{db}")
+        assert result.returncode == 2, result.stdout + result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert said in line
+        assert not db.exists()
+    _copy_trace(CPU_TRACE, job / "b.pt.trace.json", 1)
+    if ranks[0] == 0:  # two ranks that say so are read as a job's two ranks
+        assert perfgate(None, "advise", str(job), "--json").returncode == 0
+
+
+def test_two_sessions_of_one_ascend_rank_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(ASCEND_RANK0, job / "rank0_ascend_pt")
+    shutil.copytree(ASCEND_RANK0, job / "again_ascend_pt")
+    result = perfgate(None, "advise", str(job), "--no-advisor")
+    assert result.returncode == 2, result.stdout
+    assert "are both rank 0: two sessions of one rank" in result.stderr

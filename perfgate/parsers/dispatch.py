@@ -3,12 +3,13 @@ exports (its docstring lists the formats)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from perfgate.errors import ParseError, UsageError
-from perfgate.models import Profiled
+from perfgate.models import Profiled, ProfileSummary
 from perfgate.parsers.ais_bench import is_ais_bench_summary
-from perfgate.parsers.ascend import is_ascend_profile, parse_ascend
+from perfgate.parsers.ascend import find_rank_dirs, is_ascend_profile, parse_ascend_rank
 from perfgate.parsers.decompress import regular_file
 from perfgate.parsers.results import RESULT_FORMATS, first_three, sniff_results
 from perfgate.parsers.torch_trace import parse_torch_trace
@@ -126,6 +127,43 @@ def read_profile(path: Path) -> Profiled:
             "record it with perfgate ingest"
         )
     if fmt == FORMAT_ASCEND:
-        return Profiled(fmt, path, parse_ascend(path))
+        dirs = find_rank_dirs(path)
+        return Profiled(fmt, path, _one_per_rank(path, dirs, [parse_ascend_rank(d) for d in dirs]))
     files = trace_files(path) if path.is_dir() else [path]
-    return Profiled(fmt, path, tuple(parse_torch_trace(f) for f in files))
+    return Profiled(fmt, path, _one_per_rank(path, files, [parse_torch_trace(f) for f in files]))
+
+
+def _one_per_rank(
+    path: Path, sources: Sequence[Path], ranks: Sequence[ProfileSummary]
+) -> tuple[ProfileSummary, ...]:
+    """``ranks`` (read from ``sources``) when they are one job's ranks: a single profile, or
+    each naming its own rank. Several traces without a rank are one process's (a
+    profiler schedule's cycles, or runs written into one directory), and two of one rank
+    are two sessions of it: read as ranks, their step times would be taken per step across
+    them and their spread called a slow rank.
+
+    Raises:
+        ParseError: a profile among several names no rank, or two name the same one.
+    """
+    if len(ranks) < 2:
+        return tuple(ranks)
+    names = [str(s.relative_to(path)) if s.is_relative_to(path) else str(s) for s in sources]
+    unnamed = [n for n, r in zip(names, ranks, strict=True) if r.rank is None]
+    if unnamed:
+        raise ParseError(
+            f"{path}: {len(ranks)} profiles, and {', '.join(unnamed[:3])}"
+            f"{' ...' if len(unnamed) > 3 else ''} name{'s' if len(unnamed) == 1 else ''} "
+            "no rank (distributedInfo): traces "
+            "of one process (a schedule's cycles, or runs into one directory) are not "
+            "ranks; give the one to read"
+        )
+    seen: dict[int, str] = {}
+    for name, r in zip(names, ranks, strict=True):
+        assert r.rank is not None
+        if r.rank in seen:
+            raise ParseError(
+                f"{path}: {seen[r.rank]} and {name} are both rank {r.rank}: two sessions "
+                "of one rank; keep one profile per rank"
+            )
+        seen[r.rank] = name
+    return tuple(ranks)
