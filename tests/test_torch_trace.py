@@ -396,6 +396,9 @@ def test_truncated_json(tmp_path: Path) -> None:
     path = tmp_path / "cut.json"
     path.write_text(text[: len(text) // 2])
     _assert_parse_error(path, "truncated JSON")
+    # cut inside a string: json says "Unterminated string starting at", no second "at"
+    path.write_text('{"traceEvents": [{"name": "aten::mm')
+    _assert_parse_error(path, "(Unterminated string starting at line 1 column 27)")
 
 
 def test_not_json(tmp_path: Path) -> None:

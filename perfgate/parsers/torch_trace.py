@@ -133,10 +133,11 @@ def _load_json(path: Path, label: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        at = f"line {exc.lineno} column {exc.colno}"
+        # json's "Unterminated string starting at" ends in its own "at"
+        at = f"{'' if exc.msg.endswith(' at') else 'at '}line {exc.lineno} column {exc.colno}"
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-            raise ParseError(f"{label}: truncated JSON ({exc.msg} at {at})") from None
-        raise ParseError(f"{label}: not valid JSON ({exc.msg} at {at})") from None
+            raise ParseError(f"{label}: truncated JSON ({exc.msg} {at})") from None
+        raise ParseError(f"{label}: not valid JSON ({exc.msg} {at})") from None
     except RecursionError:
         raise ParseError(f"{label}: JSON nested too deeply") from None
 

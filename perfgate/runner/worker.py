@@ -248,7 +248,8 @@ def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     func = load_entry(str(request["target"]))
     try:
         step, batch_size, effective = build_workload(func, backend.device, request["params"])
-    except TypeError as exc:  # torch's own can run to many lines: the first says it
+    except (TypeError, ValueError) as exc:  # a bad parameter: torch's own can run to many
+        # lines, and the first says it
         raise EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
 
     sync = backend.synchronize

@@ -28,10 +28,26 @@ class Workload:
     params: Mapping[str, ParamValue] = field(default_factory=dict)
 
 
+SIZES = frozenset(
+    {"batch_size", "features", "hidden", "classes", "image_size", "channels"}
+    | {"seq_len", "d_model", "heads", "layers"}
+)
+"""The built-in workloads' size parameters: a count of rows, units or layers, at least 1
+(``batch_size=0`` measured an empty step at 0 samples/s and a NaN loss)."""
+
+
 def own_params(args: Mapping[str, Any]) -> dict[str, Any]:
     """A builder's effective parameters: its arguments (``locals()`` on entry), in order,
-    less ``device``, which is not a parameter of the measurement."""
-    return {name: value for name, value in args.items() if name != "device"}
+    less ``device``, which is not a parameter of the measurement.
+
+    Raises:
+        ValueError: a size (:data:`SIZES`) below 1.
+    """
+    params = {name: value for name, value in args.items() if name != "device"}
+    for name in SIZES & params.keys():
+        if params[name] < 1:
+            raise ValueError(f"{name} must be >= 1, got {params[name]}")
+    return params
 
 
 def extra_rows(batch_size: int, slowdown: float) -> int:

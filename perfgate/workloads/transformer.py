@@ -19,6 +19,8 @@ def build(
     slowdown: float = 0.0,
 ) -> Workload:
     params = own_params(locals())
+    if d_model % heads:
+        raise ValueError(f"d_model ({d_model}) must be a multiple of heads ({heads})")
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(
         d_model, heads, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True
