@@ -1199,6 +1199,8 @@ class IngestResult:
     reference: tuple[ReferenceRow, ...] = ()
     """The run beside the official figures of ``--reference`` (none without it)."""
     reference_path: Path | None = None
+    step_times_path: Path | None = None
+    """The ``--step-times`` file the step time was read from (None: the profile's steps)."""
     others: tuple[IngestResult, ...] = ()
     """The other runs recorded from the same file, in its order: a pytest-benchmark, pyperf
     or asv file holds several benchmarks, each recorded as its own run (this is the first);

@@ -213,6 +213,13 @@ def test_step_times_file_takes_precedence(tmp_path: Path) -> None:
     step = json.loads(out)["measurements"]["step_time_ms"]
     assert step["n"] == 3
     assert step["median"] == pytest.approx(100.5)
+    code, out, err = invoke(
+        "ingest", str(TORCH_TRACE), "--benchmark", "b", "--db", db(tmp_path),
+        "--branch", "main", "--step-times", str(times),
+    )  # fmt: skip
+    assert code == 0, err
+    # it said "median of 3 profiled steps" of the file's own timings
+    assert "(median of 3 steps of steps.txt, timed apart)" in out
 
 
 @pytest.mark.parametrize(

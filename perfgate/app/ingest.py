@@ -471,6 +471,8 @@ class ReadIngest(NamedTuple):
     notes: tuple[str, ...] = ()
     others: tuple[RunRecord, ...] = ()
     """The other runs of a result file of several benchmarks, stored with ``record``."""
+    step_times_path: Path | None = None
+    """The ``--step-times`` file the profile's step time was read from."""
 
 
 LONG_INGEST_BYTES = 8 * 1024 * 1024
@@ -560,7 +562,15 @@ def read_ingest(
         outcome = msprof.run(path, location=location, timeout_s=advisor_timeout_s)
         findings, problem, version = outcome.findings, outcome.problem, outcome.version
     record = build_ingest_record(profiled, **where, step_times=step_times, findings=findings)
-    return ReadIngest(record, profiled, problem, version, profiled.format, profiled.path)
+    return ReadIngest(
+        record,
+        profiled,
+        problem,
+        version,
+        profiled.format,
+        profiled.path,
+        step_times_path=step_times_file,
+    )
 
 
 def record_ingest(
@@ -587,6 +597,7 @@ def record_ingest(
             notes=notes,
             reference=compare_to_reference(record, reference) if reference is not None else (),
             reference_path=reference_path,
+            step_times_path=read.step_times_path,
         )
 
     first = result(read.record, (*read.notes, *saved))  # saved: a clock far from the store's

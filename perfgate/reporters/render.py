@@ -740,7 +740,9 @@ def _gated_step(result: IngestResult) -> tuple[float, str] | None:
     if m is None or result.profiled is None:
         return None
     n = m.summary.n
-    if n > 1:
+    if result.step_times_path is not None:
+        how = f"median of {n} steps of {result.step_times_path.name}, timed apart"
+    elif n > 1:
         how = f"median of {n} profiled steps"
         if sum(1 for p in result.profiled.ranks if p.step_times_ms) > 1:
             how += ", slowest rank per step"
