@@ -131,6 +131,10 @@ def test_require_imports_or_looks_up_and_raises_missing_extra(
     require("json", extra="x", feature="f")  # installed: nothing happens
     require("json", extra="x", feature="f", load=False)
     monkeypatch.setitem(sys.modules, "plotly", None)
+    # an earlier test in this worker may have imported plotly.graph_objects: its cached
+    # entry would import whatever "plotly" is
+    for name in [m for m in sys.modules if m.startswith("plotly.")]:
+        monkeypatch.delitem(sys.modules, name)
     for load in (True, False):
         with pytest.raises(MissingExtra) as caught:
             require("plotly.graph_objects", extra="export", feature="drawing", load=load)
