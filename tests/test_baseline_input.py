@@ -108,6 +108,20 @@ def test_two_files_of_one_benchmark_and_testbed_are_refused(team: str, tmp_path:
         read_baselines(out)
 
 
+def gate_and_import_refuse(team: str, files: Path) -> list[str]:
+    """The one stderr line of ``gate --baseline-file`` and of ``baseline import`` of
+    ``files``, each asserted to exit 2."""
+    lines = []
+    for args in (
+        ("gate", "--branch", "feat", "--baseline-file", str(files)),
+        ("baseline", "import", str(files)),
+    ):
+        result = perfgate(None, *args, "--db", team)
+        assert result.returncode == 2, (args, result.stdout)
+        lines.append(one_line(result.stderr))
+    return lines
+
+
 def test_an_empty_directory_of_baseline_files_is_refused_by_gate_and_import(
     team: str, tmp_path: Path
 ) -> None:
@@ -115,13 +129,8 @@ def test_an_empty_directory_of_baseline_files_is_refused_by_gate_and_import(
     empty.mkdir()
     (empty / "README.md").write_text("not a baseline\n")
     save(team, [record(30, 26.0, branch="feat", seed=3)])
-    for args in (
-        ("gate", "--branch", "feat", "--baseline-file", str(empty)),
-        ("baseline", "import", str(empty)),
-    ):
-        result = perfgate(None, *args, "--db", team)
-        assert result.returncode == 2, (args, result.stdout)
-        assert f"no baseline files (*.json) in {empty}" in one_line(result.stderr)
+    for line in gate_and_import_refuse(team, empty):
+        assert f"no baseline files (*.json) in {empty}" in line
 
 
 @pytest.mark.parametrize(
@@ -142,13 +151,8 @@ def test_a_negative_time_in_a_baseline_file_is_refused_naming_file_and_key(
         step[field] = -5.0
     path.write_text(json.dumps(doc))
     save(team, [record(30, 26.0, branch="feat", seed=3)])
-    for args in (
-        ("gate", "--branch", "feat", "--baseline-file", str(out)),
-        ("baseline", "import", str(out)),
-    ):
-        result = perfgate(None, *args, "--db", team)
-        assert result.returncode == 2, (args, result.stdout)
-        assert f"{path}: runs[2].metrics.step_time_ms.{key} is -5.0" in one_line(result.stderr)
+    for line in gate_and_import_refuse(team, out):
+        assert f"{path}: runs[2].metrics.step_time_ms.{key} is -5.0" in line
 
 
 def test_a_negative_value_of_a_unit_that_can_be_negative_is_read(team: str, tmp_path: Path) -> None:

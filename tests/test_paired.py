@@ -40,6 +40,7 @@ def evidence(
     policy: MetricPolicy = TIME,
     benchmark: str = "b",
     noise: PairNoise | None = None,
+    alpha: float = ALPHA,
 ) -> PairedEvidence:
     return compare_pairs(
         pairs,
@@ -52,6 +53,7 @@ def evidence(
         base_run_id="base-run",
         base_commit="abc1234",
         noise=noise,
+        alpha=alpha,
     )
 
 
@@ -564,17 +566,7 @@ def test_two_pairs_at_a_late_look_s_tiny_level_are_unbounded_not_a_crash(alpha: 
     # check --mode ab with one repeat a side: its first look has 2 pairs (1 degree of
     # freedom) and the alpha-spending level of a 10-minute budget; the worse bound's t
     # quantile overflowed math.expm1 (OverflowError, exit 4)
-    ev = compare_pairs(
-        [Pair(10.0, 10.5), Pair(10.0, 9.0)],
-        benchmark="b",
-        metric="step_time_ms",
-        unit="ms",
-        direction=TIME.direction,
-        policy=TIME,
-        run_id="head-run",
-        base_run_id="base-run",
-        alpha=alpha,
-    )
+    ev = evidence([Pair(10.0, 10.5), Pair(10.0, 9.0)], alpha=alpha)
     assert ev.worse_bound_pct == math.inf
     (verdict,) = decide_paired([ev])
     assert verdict.verdict is Verdict.INCONCLUSIVE
