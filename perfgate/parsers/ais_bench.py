@@ -44,12 +44,7 @@ from typing import Any
 from perfgate.errors import ParseError
 from perfgate.parsers.results import kind, load_json, number
 
-__all__ = [
-    "AisBenchSummary",
-    "LatencyStats",
-    "is_ais_bench_summary",
-    "parse_ais_bench",
-]
+__all__ = ["AisBenchSummary", "LatencyStats", "is_ais_bench_summary", "parse_ais_bench"]
 
 COMPUTE = "NPU_compute_time"
 H2D = "H2D_latency"

@@ -170,8 +170,6 @@ class ResultFile:
 
 
 # --- detection ------------------------------------------------------------------------------
-
-
 def sniff_results(path: Path) -> str | None:
     """The result format of the file at ``path`` from its name and first 64 KiB, or None.
 
@@ -231,8 +229,6 @@ def _csv_header_fits(path: Path) -> bool:
 
 
 # --- reading --------------------------------------------------------------------------------
-
-
 def parse_results(path: Path, fmt: str) -> ResultFile:
     """Read the result file at ``path`` as ``fmt`` (one of :data:`RESULT_FORMATS`).
 
@@ -396,8 +392,6 @@ def _check_unique(names: Iterable[str], path: Path, key: str) -> None:
 
 
 # --- pytest-benchmark -----------------------------------------------------------------------
-
-
 def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     notes: list[str] = []
     parsed: list[tuple[str, str, list[float], dict[str, ParamValue]]] = []
@@ -470,7 +464,6 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
 
 
 # --- pyperf ---------------------------------------------------------------------------------
-
 _PYPERF_UNITS = {"second": _TIME, "byte": _MEMORY, "integer": _VALUE}
 
 
@@ -532,7 +525,6 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
 
 
 # --- asv ------------------------------------------------------------------------------------
-
 _ASV_TYPES = {"time": _TIME, "memory": _MEMORY, "peakmemory": _MEMORY, "track": _VALUE}
 _ASV_PREFIXES = (
     ("timeraw_", "time"),
@@ -648,9 +640,7 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
         )
     notes.append("asv pools its processes' samples: each benchmark is one repeat")
     machine = _object(doc, "params", path)
-    os_name = _str(machine.get("os"))
-    arch = _str(machine.get("arch"))
-    num_cpu = _str(machine.get("num_cpu"))
+    os_name, arch, num_cpu = (_str(machine.get(k)) for k in ("os", "arch", "num_cpu"))
     host = ResultHost(
         cpu_model=_str(machine.get("cpu")),
         cpu_cores=_int(machine.get("num_cpu")) or (int(num_cpu) if num_cpu.isdigit() else 0),
@@ -670,8 +660,6 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
 
 
 # --- the plain metrics file ------------------------------------------------------------------
-
-
 def _metric(
     path: Path,
     where: str,

@@ -177,15 +177,11 @@ def _build(events: _Events, lane_of: _LaneRule) -> Timeline | None:
     )
     last_end = max((s.start_us + s.dur_us for lane in out_lanes for s in lane.spans), default=0.0)
     return Timeline(
-        step=step_name,
-        duration_us=max(dur, last_end),
-        lanes=out_lanes,
-        dropped_spans=dropped,
+        step=step_name, duration_us=max(dur, last_end), lanes=out_lanes, dropped_spans=dropped
     )
 
 
 # --------------------------------------------------------------------------- Ascend
-
 _ASCEND_HARDWARE = "Ascend Hardware"
 _HCCL = "HCCL"
 _HOST_PROCESSES = {"Python": 0, "CANN": 1}
@@ -300,7 +296,6 @@ def ascend_timeline(path: Path) -> tuple[Timeline | None, tuple[str, ...]]:
 
 
 # --------------------------------------------------------------------------- torch.profiler
-
 _TORCH_DEVICE: Mapping[str, SpanKind] = {
     "kernel": SpanKind.COMPUTE,
     "gpu_memcpy": SpanKind.MEMCPY,

@@ -119,8 +119,6 @@ def parse_torch_trace(path: str | os.PathLike[str], *, steps: int | None = None)
 
 
 # --------------------------------------------------------------------------- loading
-
-
 def _load_json(path: Path, label: str) -> Any:
     raw = read_whole(path, label)
     try:
@@ -143,8 +141,6 @@ def _load_json(path: Path, label: str) -> Any:
 
 
 # --------------------------------------------------------------------------- collecting
-
-
 @dataclass
 class _Trace:
     """The events this module uses, in flat lists (one pass over ``traceEvents``)."""
@@ -274,8 +270,6 @@ def _is_comm(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------- summarising
-
-
 class _Windows:
     """Step windows, sorted and non-overlapping; maps a timestamp to its step index."""
 
@@ -521,18 +515,15 @@ def _collection(doc: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     info = doc.get("distributedInfo")
     if isinstance(info, dict):
-        for key in ("backend", "rank", "world_size"):
-            if key in info:
-                out[key] = str(info[key])
+        out.update((k, str(info[k])) for k in ("backend", "rank", "world_size") if k in info)
     devices = doc.get("deviceProperties")
     if isinstance(devices, list) and devices and isinstance(devices[0], dict):
         name = devices[0].get("name")
         if name:
             out["device"] = str(name)
         out["device_count"] = str(len(devices))
-    for key in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version"):
-        if key in doc:
-            out[key.lower()] = str(doc[key])
+    versions = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version")
+    out.update((k.lower(), str(doc[k])) for k in versions if k in doc)
     return out
 
 
@@ -676,8 +667,6 @@ def _memory(t: _Trace, windows: _Windows | None) -> tuple[int | None, tuple[floa
 
 
 # --------------------------------------------------------------------------- intervals
-
-
 def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
     """Sorted union of intervals (also of the Ascend db export's ns ones)."""
     out: list[Interval] = []

@@ -903,8 +903,7 @@ def _read_l2_cache(
     import pandas as pd
 
     with _csv_rows(path, label) as (header, _):
-        i_hit = _col(header, "Hit Rate")
-        i_name = _col(header, "Op Name")
+        i_hit, i_name = _col(header, "Hit Rate"), _col(header, "Op Name")
     if i_hit is None:
         return None, "l2_cache.csv has no Hit Rate column"
     # The two columns as text, by position, a chunk of rows at a time; a short row's
@@ -982,8 +981,7 @@ def _read_op_statistic(path: Path, label: str, steps: int) -> tuple[OpStat, ...]
         assert i_type is not None and i_count is not None and i_total is not None
         acc: dict[tuple[str, str], list[float]] = {}
         for line, row in _rows(reader, label, len(header)):
-            count = _float(row[i_count])
-            total = _float(row[i_total])
+            count, total = _float(row[i_count]), _float(row[i_total])
             if count is None or total is None:
                 raise ParseError(f"{label}: row {line}: Count and Total Time(us) must be numbers")
             core = _cell(row[i_core]) if i_core is not None else ""

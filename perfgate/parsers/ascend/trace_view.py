@@ -346,9 +346,7 @@ def _dur_us(event: dict[str, Any], label: str) -> float:
 
 
 # --------------------------------------------------------------------------- summarising
-def _summarise(
-    found: _Found,
-) -> tuple[tuple[float, ...], StepBreakdown | None, tuple[str, ...]]:
+def _summarise(found: _Found) -> tuple[tuple[float, ...], StepBreakdown | None, tuple[str, ...]]:
     notes: list[str] = []
     numbers = sorted(found.steps)
     if found.duplicate_steps:
