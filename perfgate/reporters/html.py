@@ -1173,10 +1173,6 @@ def _tick_step(total_us: float) -> float:
     return next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
 
 
-def _span_title(s: TimelineSpan) -> str:
-    return f"{esc(_clip(s.name, 160))} · {esc(duration_text(s.dur_us))} · {s.kind.value}"
-
-
 def _lane_bins(
     spans: Sequence[TimelineSpan], scale: float, width: int, y: float, h: float
 ) -> tuple[list[str], int]:
@@ -1259,7 +1255,8 @@ def _lane_svg(
             continue
         wide.setdefault(s.kind, []).append(
             f'<rect x="{s.start_us * scale:.1f}" y="{y + 1:.0f}" width="{w:.1f}" '
-            f'height="{h - 2}"><title>{_span_title(s)}</title></rect>'
+            f'height="{h - 2}"><title>{esc(_clip(s.name, 160))} · '
+            f"{esc(duration_text(s.dur_us))} · {s.kind.value}</title></rect>"
         )
     rects, bins = _lane_bins(narrow, scale, width, y + 1, h - 2)
     parts += rects
@@ -1333,11 +1330,6 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
     )
 
 
-def _legend(items: Sequence[tuple[str, str]]) -> str:
-    keys = "".join(f"<span><i style='background:{c}'></i>{esc(text)}</span>" for c, text in items)
-    return f"<p class='legend'>{keys}</p>"
-
-
 def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
     """The run page's timeline section: what is drawn and how, the legend, the SVG."""
     d = timeline_svg(timeline, width)
@@ -1368,9 +1360,10 @@ def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
             "stored (the shortest first, to keep it bounded): they are not drawn, and a gap "
             "may hold some of them."
         )
-    legend = _legend([(_KIND_COLOURS[k], k.value) for k in SpanKind] + [(_IDLE_FILL, "idle gap")])
+    keys = [(_KIND_COLOURS[k], k.value) for k in SpanKind] + [(_IDLE_FILL, "idle gap")]
+    legend = "".join(f"<span><i style='background:{c}'></i>{esc(text)}</span>" for c, text in keys)
     return (
-        f"<p id='timeline-about'>{' '.join(said)}</p>{legend}"
+        f"<p id='timeline-about'>{' '.join(said)}</p><p class='legend'>{legend}</p>"
         f"<div class='timeline-box'>{d.svg}</div>"
     )
 

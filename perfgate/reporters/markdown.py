@@ -313,11 +313,6 @@ def _why(result: GateResult) -> list[str]:
     return ["#### Why", "", *lines] if lines else []
 
 
-def _fence(body: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.,:+=/-]{1,100}$")
 
 
@@ -394,7 +389,7 @@ def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
             + (f" --benchmark {names[0]}" if names else ""),
         ]
     )
-    fence = _fence(body)
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", body)), default=0))
     return ["**Reproduce locally**", "", f"{fence}sh", body, fence, ""]
 
 
@@ -576,11 +571,6 @@ MAX_DRIFTS_NAMED = 3
 """Drifts an alert's one-line summary names; the issue lists them all."""
 
 
-def _alert_kind(c: DetectedChange) -> str:
-    """`` (drift: main is 8.1% slower than 160 runs ago)`` for a drift, else ''."""
-    return f" (drift: {escape(drift_headline(c))})" if c.drift else ""
-
-
 def alert_summary(changes: Sequence[DetectedChange], *, new: bool = False) -> str:
     """What an analysis found, by kind: '2 change point(s)', '1 drift (mlp step_time_ms:
     main is 8.1% slower than 160 runs ago)', or both; each kind called ``new`` if asked."""
@@ -600,10 +590,11 @@ def alert_summary(changes: Sequence[DetectedChange], *, new: bool = False) -> st
 
 def _alert_row(c: DetectedChange) -> str:
     commits = f"{escape(c.commit_before[:8] or '?')}..{escape(c.commit_after[:8] or '?')}"
+    drift = f" (drift: {escape(drift_headline(c))})" if c.drift else ""
     return (
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
-        f"{c.point.change_pct:+.1f}% | {_VERDICTS[c.verdict][0]}{_alert_kind(c)} | "
+        f"{c.point.change_pct:+.1f}% | {_VERDICTS[c.verdict][0]}{drift} | "
         f"{c.point.confidence:.3f} | {c.runs_in_series} |"
     )
 

@@ -477,7 +477,7 @@ def gate_to_dict(result: GateResult, *, failed: bool) -> dict[str, Any]:
         "comparisons": [c.to_dict() for c in result.comparisons],
         "findings": [f.to_dict() for f in result.findings],
         "attributions": [a.to_dict() for a in result.attributions],
-        "work_changed": [work_to_dict(w) for w in result.work_changes],
+        "work_changed": [{**w.to_dict(), "text": work_text(w)} for w in result.work_changes],
         "notes": list(result.notes),
     }
 
@@ -1010,11 +1010,6 @@ WORK_OPS_SAID = 3
 """Changed operators the "work changed" words name at most (the JSON lists them all)."""
 
 
-def _calls(delta: float) -> str:
-    """A change in calls per step: ``+1``, ``-2``, ``+0.5``."""
-    return f"{delta:+.2f}".rstrip("0").rstrip(".")
-
-
 def work_text(w: WorkChange) -> str:
     """The one "work changed" notation, beside a time verdict in every report: ``work
     changed: +1 aten::clone (new), -2 aten::add per step; 3 more ops changed`` — the
@@ -1024,17 +1019,13 @@ def work_text(w: WorkChange) -> str:
     parts = []
     for op in w.ops[:WORK_OPS_SAID]:
         mark = {"new": " (new)", "vanished": " (gone)"}.get(op.status, "")
-        parts.append(f"{_calls(op.delta_calls)} {op.name}{mark}")
+        calls = f"{op.delta_calls:+.2f}".rstrip("0").rstrip(".")  # +1, -2, +0.5
+        parts.append(f"{calls} {op.name}{mark}")
     text = f"work changed: {', '.join(parts)} per step"
     more = len(w.ops) - len(parts) + w.more
     if more:
         text += f"; {plural(more, 'more op')} changed"
     return text
-
-
-def work_to_dict(w: WorkChange) -> dict[str, Any]:
-    """A work change in the gate's JSON: its ops, and its words (:func:`work_text`)."""
-    return {**w.to_dict(), "text": work_text(w)}
 
 
 def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:

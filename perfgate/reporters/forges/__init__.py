@@ -17,32 +17,10 @@ from typing import Protocol
 
 from perfgate.errors import ReportError, UsageError
 from perfgate.reporters.forges import gitcode, github, gitlab
-from perfgate.reporters.forges.api import RetryPolicy
+from perfgate.reporters.forges.api import Poster, RetryPolicy
 
-
-class Reporter(Protocol):
-    """What every forge's poster offers (:mod:`.github`, :mod:`.gitlab`, :mod:`.gitcode`)."""
-
-    def upsert_comment(
-        self, number: int, marker: str, body: str, *, create: bool = True
-    ) -> str: ...
-
-    def set_status(
-        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
-    ) -> None: ...
-
-    def head_sha(self, number: int) -> str | None:
-        """The head commit of change request ``number``; None where the forge's poster does
-        not check it."""
-        ...
-
-    def find_issue(self, marker: str, label: str) -> tuple[int, str] | None: ...
-
-    def create_issue(self, title: str, body: str, label: str) -> int: ...
-
-    def update_issue(self, number: int, body: str) -> None: ...
-
-    def comment_issue(self, number: int, body: str) -> None: ...
+Reporter = Poster
+"""What every forge's poster offers (:mod:`.github`, :mod:`.gitlab`, :mod:`.gitcode`)."""
 
 
 class Connect(Protocol):

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from perfgate.errors import ConfigError, ReportError
 
@@ -119,6 +120,10 @@ class Poster:
     OPEN = "open"
     ISSUE_BODY = "body"
     ISSUE_NUMBER = "number"
+    STATES = {"success": "success", "failure": "failure", "error": "error"}
+    """A commit status's state in the forge's words (``failed`` on GitLab)."""
+    STATUS_NAME = "context"
+    """The field that names a commit status (``name`` on GitLab)."""
 
     def _pages(
         self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
@@ -152,8 +157,27 @@ class Poster:
             return api_int(data[self.ISSUE_NUMBER], what)
         return 0
 
+    def set_status(
+        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
+    ) -> None:
+        """A commit status on ``sha``: ``success``, ``failure`` or ``error``."""
+        if state not in self.STATES:
+            raise ValueError(f"state {state!r}")
+        payload = {"state": self.STATES[state], self.STATUS_NAME: context}
+        payload["description"] = description[:140]
+        if target_url:
+            payload["target_url"] = target_url
+        self.client.request("POST", f"{self.base}/statuses/{quote(sha, safe='')}", payload)
+
+    def create_issue(self, title: str, body: str, label: str) -> int:
+        raise NotImplementedError
+
+    def update_issue(self, number: int, body: str) -> None:
+        raise NotImplementedError
+
     def head_sha(self, number: int) -> str | None:
-        """The head commit of pull request ``number``."""
+        """The head commit of pull request ``number``; None where the forge's poster does
+        not check it."""
         data = self.client.request("GET", f"{self.base}/pulls/{number}").data
         head = data.get("head") if isinstance(data, dict) else None
         return str(head.get("sha", "")) if isinstance(head, dict) else ""

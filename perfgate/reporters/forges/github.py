@@ -9,10 +9,9 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from perfgate.errors import ReportError
-from perfgate.reporters.forges.api import MAX_PAGES, Poster, Response, RetryPolicy
+from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
     from perfgate.reporters.forges.http import ForgeClient
@@ -22,13 +21,6 @@ MAX_CHARS = 65_536
 """The longest comment body GitHub accepts."""
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-STATES = ("success", "failure", "error")
-
-
-def next_link(response: Response) -> str | None:
-    """The ``rel="next"`` URL of a paginated response's ``Link`` header, if any."""
-    match = _NEXT.search(response.headers.get("link", ""))
-    return match.group(1) if match else None
 
 
 def detect(env: Mapping[str, str]) -> bool:
@@ -110,7 +102,8 @@ class GitHubReporter(Poster):
             if not isinstance(response.data, list):
                 raise ReportError(f"GitHub: GET {path}: expected a list")
             yield from (item for item in response.data if isinstance(item, dict))
-            url = next_link(response)
+            found = _NEXT.search(response.headers.get("link", ""))  # the Link header's rel="next"
+            url = found.group(1) if found else None
 
     def _comments(self, number: int) -> str:
         return f"{self._issues()}/{number}/comments"
@@ -120,17 +113,6 @@ class GitHubReporter(Poster):
 
     def _is_issue(self, item: Mapping[str, Any]) -> bool:
         return "pull_request" not in item
-
-    def set_status(
-        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
-    ) -> None:
-        """A commit status on ``sha``: ``success``, ``failure`` or ``error``."""
-        if state not in STATES:
-            raise ValueError(f"state {state!r}")
-        payload = {"state": state, "context": context, "description": description[:140]}
-        if target_url:
-            payload["target_url"] = target_url
-        self.client.request("POST", f"{self.base}/statuses/{quote(sha, safe='')}", payload)
 
     pull_head_sha = Poster.head_sha
 

@@ -18,7 +18,6 @@ DEFAULT_API_URL = "https://gitlab.com/api/v4"
 MAX_CHARS = 1_000_000
 """The longest note body GitLab accepts."""
 JOB_TOKEN_VARIABLE = "CI_JOB_TOKEN"
-STATES = {"success": "success", "failure": "failed", "error": "failed"}
 
 
 def detect(env: Mapping[str, str]) -> bool:
@@ -55,6 +54,8 @@ class GitLabReporter(Poster):
     OPEN = "opened"
     ISSUE_BODY = "description"
     ISSUE_NUMBER = "iid"
+    STATES = {"success": "success", "failure": "failed", "error": "failed"}
+    STATUS_NAME = "name"
 
     def __init__(self, client: ForgeClient, project: str) -> None:
         if not project.strip():
@@ -80,15 +81,6 @@ class GitLabReporter(Poster):
 
     def _edit(self, number: int, comment_id: int) -> tuple[str, str]:
         return "PUT", f"{self._comments(number)}/{comment_id}"
-
-    def set_status(
-        self, sha: str, state: str, *, context: str, description: str, target_url: str = ""
-    ) -> None:
-        """A commit status on ``sha`` (``success``; ``failure`` and ``error`` map to ``failed``)."""
-        payload = {"state": STATES[state], "name": context, "description": description[:140]}
-        if target_url:
-            payload["target_url"] = target_url
-        self.client.request("POST", f"{self.base}/statuses/{quote(sha, safe='')}", payload)
 
     def head_sha(self, number: int) -> str | None:
         """None: the merge request's head is not checked on GitLab."""
