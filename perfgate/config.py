@@ -215,9 +215,7 @@ def parse_benchmark(
     workload, entry = merged.get("workload"), merged.get("entry")
     if (workload is None) == (entry is None):
         raise _err(
-            source,
-            path,
-            "give exactly one of 'workload' (built-in) or 'entry' ('module:function')",
+            source, path, "give exactly one of 'workload' (built-in) or 'entry' ('module:function')"
         )
     if entry is not None and (not isinstance(entry, str) or ":" not in entry):
         raise _err(source, path + ".entry", f"expected 'module:function', got {entry!r}")
@@ -485,11 +483,7 @@ def config_from_mapping(
         baseline_window=_int(data.get("baseline_window", 30), source, "baseline_window", 3),
         defaults=dict(defaults),
         metrics=metrics,
-        metrics_directed=frozenset(
-            name
-            for name, table in raw_metrics
-            if isinstance(table, Mapping) and "direction" in table
-        ),
+        metrics_directed=frozenset(name for name, table in raw_metrics if "direction" in table),
         benchmarks=tuple(benchmarks),
         source=source,
         advisor=_parse_advisor(data.get("advisor", {}), source),

@@ -1257,9 +1257,7 @@ class ReferenceRow(Serial):
     @property
     def ratio(self) -> float | None:
         """The run's value / the official one (None: not measured, or an official 0)."""
-        if self.value is None or self.official == 0:
-            return None
-        return self.value / self.official
+        return None if self.value is None or self.official == 0 else self.value / self.official
 
     @property
     def change_pct(self) -> float | None:

@@ -203,6 +203,3 @@ def advise_command(
     if as_json and advice.advisor_problem:
         click.echo(f"perfgate: warning: {advice.advisor_problem}", err=True)
     echo_report(advice, as_json, advise_to_dict, render_advise_text)
-
-
-# --- team store: db, alerts, baseline, runs -------------------------------------------------

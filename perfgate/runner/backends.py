@@ -20,6 +20,7 @@ class Backend(Protocol):
     """A device's operations; the defaults are a host-only device's (the CPU's)."""
 
     device: str
+    activities: tuple[str, ...] = ("CPU",)
 
     def synchronize(self) -> None:
         return None
@@ -37,7 +38,11 @@ class Backend(Protocol):
         """The memory :meth:`peak_memory_bytes` is a share of; 0 where it is not known."""
         ...
 
-    def profiler_activities(self) -> list[Any]: ...
+    def profiler_activities(self) -> list[Any]:
+        """torch.profiler's activities named by :attr:`activities`."""
+        from torch.profiler import ProfilerActivity
+
+        return [getattr(ProfilerActivity, name) for name in self.activities]
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -246,11 +251,6 @@ class CpuBackend(Backend):
     def memory_capacity_bytes(self) -> int:
         return host_memory_bytes()
 
-    def profiler_activities(self) -> list[Any]:
-        from torch.profiler import ProfilerActivity
-
-        return [ProfilerActivity.CPU]
-
     def describe(self) -> dict[str, Any]:
         info = base_description()
         info.update(device_model=info["cpu_model"], device_count=1)
@@ -296,6 +296,7 @@ class AcceleratorBackend(Backend):
 
 class CudaBackend(AcceleratorBackend):
     device = "cuda"
+    activities = ("CPU", "CUDA")
 
     def __init__(self) -> None:
         import torch
@@ -304,11 +305,6 @@ class CudaBackend(AcceleratorBackend):
             raise RuntimeError("device 'cuda' asked for, but torch.cuda.is_available() is False")
         self._torch = torch
         self._device = torch.cuda
-
-    def profiler_activities(self) -> list[Any]:
-        from torch.profiler import ProfilerActivity
-
-        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 
     def describe(self) -> dict[str, Any]:
         torch = self._torch

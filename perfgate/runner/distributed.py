@@ -261,11 +261,7 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
     )
     world = dist.get_world_size()
     _state(workdir, rank, "building")
-    func = worker.load_entry(str(request["target"]))
-    try:
-        step, batch_size, effective = worker.build_workload(func, device, request["params"])
-    except (TypeError, ValueError) as exc:
-        raise worker.EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
+    step, batch_size, effective = worker.build_from(request, device)
     with worker.step_mode(request):
         _state(workdir, rank, "warm-up")
         for _ in range(int(request["warmup"])):

@@ -122,9 +122,10 @@ def _check_types(func: Callable[..., Any], params: Mapping[str, Any]) -> None:
             )
 
 
-def build_workload(
-    func: Callable[..., Any], device: str, params: Mapping[str, Any]
-) -> tuple[Callable[[], object], int, dict[str, Any]]:
+Built = tuple[Callable[[], object], int, dict[str, Any]]  # (step, batch size, params)
+
+
+def build_workload(func: Callable[..., Any], device: str, params: Mapping[str, Any]) -> Built:
     """Call the entry and normalise what it returns to (step, batch_size, params)."""
     kwargs = dict(params)
     try:
@@ -162,6 +163,16 @@ def build_workload(
     if not callable(step):
         raise EntryError("the entry's 'step' is not callable")
     return step, int(batch_size), effective
+
+
+def build_from(request: Mapping[str, Any], device: str) -> Built:
+    """:func:`build_workload` of the request's entry; a bad parameter is the entry's error
+    (torch's own message can run to many lines, and the first says it)."""
+    func = load_entry(str(request["target"]))
+    try:
+        return build_workload(func, device, request["params"])
+    except (TypeError, ValueError) as exc:
+        raise EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
 
 
 def step_mode(request: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
@@ -245,13 +256,7 @@ def _progress_writer(path: object) -> Callable[[str], None] | None:
 
 def _measure(request: Mapping[str, Any]) -> dict[str, Any]:
     backend = prepare_process(request)
-    func = load_entry(str(request["target"]))
-    try:
-        step, batch_size, effective = build_workload(func, backend.device, request["params"])
-    except (TypeError, ValueError) as exc:  # a bad parameter: torch's own can run to many
-        # lines, and the first says it
-        raise EntryError(f"cannot build the workload: {str(exc).splitlines()[0]}") from exc
-
+    step, batch_size, effective = build_from(request, backend.device)
     sync = backend.synchronize
     clock = time.perf_counter_ns
     cpu_name, cpu_clock = cpu_time_clock(backend.device)

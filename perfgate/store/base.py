@@ -171,10 +171,11 @@ def row_to(cls: type[_T], row: Mapping[Any, Any], **coerced: Any) -> _T:
     return cls(**{n: row[n] for n in names} | coerced)
 
 
-def log_event(conn: Connection, **event: Any) -> None:
-    """Add one entry to the triage trail: the action, who did it, when (``at``) and why, and
-    the alert, run, benchmark and state it concerns (None: none)."""
-    conn.execute(
-        insert(triage_events),
-        {"alert_id": None, "run_id": None, "benchmark": None, "state": None, **event},
-    )
+def log_event(
+    conn: Connection, project: str, action: str, by: str, at: datetime, reason: str, **about: Any
+) -> None:
+    """Add one entry to the triage trail: the action, who did it, when and why, and the
+    alert, run, benchmark and state it concerns (``about``; None: none)."""
+    who = {"project": project, "action": action, "by": by, "at": at, "reason": reason}
+    about = {"alert_id": None, "run_id": None, "benchmark": None, "state": None, **about}
+    conn.execute(insert(triage_events), {**who, **about})

@@ -311,17 +311,8 @@ class RunStore(StoreBase):
 
         def write(conn: Connection) -> None:
             conn.execute(update(runs).where(runs.c.id == run.id).values(excluded=True))
-            log_event(
-                conn,
-                project=run.project,
-                action="exclude",
-                run_id=run.id,
-                benchmark=run.benchmark,
-                state="excluded",
-                by=by,
-                at=now,
-                reason=reason,
-            )
+            about = {"run_id": run.id, "benchmark": run.benchmark, "state": "excluded"}
+            log_event(conn, run.project, "exclude", by, now, reason, **about)
 
         self._commit(f"exclude run {run.id}", write)
         return run
@@ -401,20 +392,16 @@ def _rows_of(run: RunRecord) -> tuple[dict[str, Any], list[tuple[Table, list[dic
         }
         for seq, p in enumerate(run.rank_profiles)
     ]
-    finding_rows = []
-    for seq, f in enumerate(run.findings):
-        doc = f.to_dict()
-        finding_rows.append(
-            {
-                "run_id": run.id,
-                "seq": seq,
-                **{k: doc[k] for k in FINDING_COLUMNS},
-                "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
-                "impact_ms": f.impact_ms
-                if f.impact_ms is not None and math.isfinite(f.impact_ms)
-                else None,
-            }
-        )
+    finding_rows = [
+        {
+            "run_id": run.id,
+            "seq": seq,
+            **{k: doc[k] for k in FINDING_COLUMNS},
+            "evidence": _dumps(doc["evidence"], run.id, f"the evidence of finding {f.rule}"),
+            "impact_ms": f.impact_ms if math.isfinite(f.impact_ms or 0.0) else None,
+        }
+        for seq, (f, doc) in enumerate((f, f.to_dict()) for f in run.findings)
+    ]
     children = [(profiles, profile_rows), (rank_profiles, rank_rows), (findings, finding_rows)]
     return run_row, [(measurements, rows), *children]
 

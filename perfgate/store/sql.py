@@ -102,17 +102,15 @@ def _discard(new: NewSqliteFile | None) -> None:
 def _holds_runs(path: Path) -> bool:
     """Whether the SQLite file at ``path`` holds a run or cannot be checked: counted under
     the write lock, so a run another job is saving into it counts."""
+    timeout = SQLITE_BUSY_TIMEOUT_MS / 1000
     try:
-        conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        try:
+        with contextlib.closing(sqlite3.connect(path, timeout, isolation_level=None)) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 held = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
             except sqlite3.OperationalError:  # no runs table: nothing was ever written
                 held = 0
             conn.execute("ROLLBACK")
-        finally:
-            conn.close()
     except sqlite3.Error:
         return True
     return bool(held)

@@ -125,18 +125,8 @@ class TeamStore(StoreBase):
             conn.execute(
                 update(alerts).where(a.id == alert_id).values(status=state, updated_at=now)
             )
-            log_event(
-                conn,
-                project=project,
-                action=action,
-                alert_id=alert_id,
-                run_id=row[0],
-                benchmark=row[1],
-                state=state,
-                by=by,
-                at=now,
-                reason=reason,
-            )
+            about = {"alert_id": alert_id, "run_id": row[0], "benchmark": row[1], "state": state}
+            log_event(conn, project, action, by, now, reason, **about)
             return True
 
         if not self._commit(f"triage alert {alert_id}", write):
@@ -193,30 +183,13 @@ class TeamStore(StoreBase):
                 f"(matches {', '.join(commits[:3])})"
             )
         run_id, full_commit, starts_at = rows[0]
-        values = {
-            "project": project,
-            "benchmark": benchmark,
-            "commit": full_commit,
-            "run_id": run_id,
-            "starts_at": starts_at,
-            "by": by,
-            "at": now,
-            "reason": reason,
-        }
+        values = dict(project=project, benchmark=benchmark, commit=full_commit, run_id=run_id)
+        values.update(starts_at=starts_at, by=by, at=now, reason=reason)
 
         def write(conn: Connection) -> int:
             added = insert(baseline_resets).returning(baseline_resets.c.id)
             new_id = int(conn.execute(added, values).scalar_one())
-            log_event(
-                conn,
-                project=project,
-                action="reset",
-                run_id=run_id,
-                benchmark=benchmark,
-                by=by,
-                at=now,
-                reason=reason,
-            )
+            log_event(conn, project, "reset", by, now, reason, run_id=run_id, benchmark=benchmark)
             return new_id
 
         new_id = self._commit(f"reset the baseline of {benchmark}", write)
