@@ -93,10 +93,8 @@ def compare_across(
     for name in names:
         run_a = _latest(config, store, name, a, branch)
         run_b = _latest(config, store, name, b, branch)
-        if run_a is not None:
-            fp_a = fp_a or run_a.fingerprint
-        if run_b is not None:
-            fp_b = fp_b or run_b.fingerprint
+        fp_a = fp_a or (run_a.fingerprint if run_a is not None else None)
+        fp_b = fp_b or (run_b.fingerprint if run_b is not None else None)
         if run_a is None or run_b is None:
             if run_a is not None or run_b is not None:
                 (only_a if run_a is not None else only_b).append(name)

@@ -94,12 +94,7 @@ def _noise(points: Sequence[RunPoint]) -> dict[str, Any]:
 
 
 def baseline_document(
-    config: Config,
-    store: SqlStore,
-    *,
-    benchmark: str,
-    fingerprint: Fingerprint,
-    branch: str,
+    config: Config, store: SqlStore, *, benchmark: str, fingerprint: Fingerprint, branch: str
 ) -> dict[str, Any] | None:
     """The baseline file of one benchmark and testbed: the window a run recorded now would
     be judged against (resets, exclusions and change points honoured); None if empty."""
@@ -149,12 +144,7 @@ def baseline_document(
 
 
 def export_baselines(
-    config: Config,
-    store: SqlStore,
-    out_dir: Path,
-    *,
-    branch: str,
-    benchmarks: Sequence[str] = (),
+    config: Config, store: SqlStore, out_dir: Path, *, branch: str, benchmarks: Sequence[str] = ()
 ) -> list[Path]:
     """Write one baseline file per benchmark and testbed on ``branch`` into ``out_dir``
     (created only when there is a file to write), each replaced atomically (one that cannot
@@ -459,9 +449,7 @@ def records_of(baseline: BaselineFile) -> list[RunRecord]:
                 benchmark=baseline.benchmark,
                 fingerprint=baseline.fingerprint,
                 git=GitContext(commit=str(run["commit"]), branch=baseline.branch),
-                ci=CIContext(
-                    provider=IMPORT_PROVIDER, job_url=baseline.path.name, trigger="import"
-                ),
+                ci=CIContext(IMPORT_PROVIDER, job_url=baseline.path.name, trigger="import"),
                 started_at=started,
                 finished_at=started,
                 measurements=measurements,

@@ -24,9 +24,8 @@ midpoint is judged against the size of the change being looked for, not against 
 smallest one (equivalence within 25% of a 2x slowdown needs far fewer pairs than within 3%).
 
 A midpoint that does not build or run (an import error, a step that raises, a worker that
-dies) is skipped, as ``git bisect skip`` does, and the next nearest commit is measured; a
-midpoint the looks leave inconclusive is measured again with fresh pairs while the budget
-lasts. When the budget runs out, every commit left is skipped, or a midpoint stays
+dies) is skipped, as ``git bisect skip`` does, and the next nearest commit is measured. When
+the budget runs out, every commit left is skipped, or a midpoint stays
 inconclusive, the outcome says so with the range narrowed so far.
 
 The halving (:func:`halve`) is driven by a ``measure(sha, against, seconds) -> Step`` seam,
@@ -330,11 +329,7 @@ def step_verdict(result: GateResult, benchmark: str) -> tuple[str, Comparison | 
         key=lambda c: _STEP_METRICS.index(c.metric) if c.metric in _STEP_METRICS else 99,
         default=None,
     )
-    if worse:
-        return BAD, main
-    if open_ or not mine:
-        return INCONCLUSIVE, main
-    return GOOD, main
+    return (BAD if worse else INCONCLUSIVE if open_ or not mine else GOOD), main
 
 
 @contextmanager
@@ -370,6 +365,9 @@ def paired_measure(
 
     subjects = {c.sha: c.subject for c in chain}
     attempts: dict[str, int] = {}
+    build = functools.partial(
+        build_record, project=config.project, ci=CIContext(), host_label=config.host_label
+    )
     first_pairs = max(spec.repeats, pairs_to_decide(ALPHA / FIRST_FAMILY))
 
     def measure(sha: str, against: str, seconds: float) -> Step:
@@ -417,14 +415,8 @@ def paired_measure(
                 threads, _ = split_threads(side)
                 side = replace(side, repeats=len(repeats))
                 now = datetime.now(timezone.utc)
-                return build_record(
-                    BenchmarkOutcome(side, threads, tuple(repeats), started, now),
-                    run_id=uuid.uuid4().hex,
-                    project=config.project,
-                    git=git,
-                    ci=CIContext(),
-                    host_label=config.host_label,
-                )
+                outcome = BenchmarkOutcome(side, threads, tuple(repeats), started, now)
+                return build(outcome, run_id=uuid.uuid4().hex, git=git)
 
             def judge(level: float) -> GateResult:
                 base_run = record(base_spec, base, GitContext(against, f"bisect{AB_BASE_SUFFIX}"))
@@ -453,10 +445,8 @@ def paired_measure(
                     if attempts[sha] == 1
                     else looks.Budget(seconds=max(seconds - (clock() - began), 0.0))
                 )
-                # The first try of a midpoint is one look at its first pairs, at alpha: a
-                # change far beyond the minimum effect (what a bisection looks for) is decided
-                # there. A retry (it stayed inconclusive) gets looks that add pairs within its
-                # share of the budget, the looks' levels summing to alpha (check --mode ab's).
+                # a first try is one look at the first pairs, a retry looks that add pairs
+                # within its share of the budget (see the module)
                 looks.measure_until_decided(
                     {spec.name: len(head)},
                     seconds_per_pair={spec.name: took / max(len(head), 1)},
@@ -467,19 +457,13 @@ def paired_measure(
                 )
             except _Skip as exc:
                 return Step(sha, subject, SKIP, against, seconds=clock() - began, note=str(exc))
-        low, high = (row.ci_low_pct, row.ci_high_pct) if row is not None else (None, None)
-        return Step(
-            sha,
-            subject,
-            verdict,
-            against,
-            metric=row.metric if row else "",
-            change_pct=row.change_pct if row else None,
-            ci=(low, high) if low is not None and high is not None else None,
-            pairs=len(head),
-            seconds=clock() - began,
-            note=row.reason if row is not None and verdict == INCONCLUSIVE else "",
-        )
+        step = Step(sha, subject, verdict, against, pairs=len(head), seconds=clock() - began)
+        if row is None:
+            return step
+        low, high = row.ci_low_pct, row.ci_high_pct
+        ci = (low, high) if low is not None and high is not None else None
+        note = row.reason if verdict == INCONCLUSIVE else ""
+        return replace(step, metric=row.metric, change_pct=row.change_pct, ci=ci, note=note)
 
     return measure
 
@@ -596,11 +580,8 @@ def suspects(
             raise UsageError(f"--changes {path}: change_points[{i}].change_pct: not a number")
         before, after = (list(row.get("commit_range") or []) + ["", ""])[:2]
         name, metric = str(row.get("benchmark", "")), str(row.get("metric", ""))
-        if name not in benchmarks or not before or not after:
-            continue
-        if not (history.resolve(before) and history.resolve(after)):
-            continue
-        if history.is_ancestor(before, after) is not True:
+        # unknown here (either empty, or not in this checkout) is no range to search
+        if name not in benchmarks or history.is_ancestor(before, after) is not True:
             continue
         span = _git(root, "rev-list", "--count", "--ancestry-path", f"{before}..{after}").strip()
         if not span.isdigit() or int(span) < 2:
@@ -673,13 +654,9 @@ def bisect_changes(
     )
     delivered = ""
     if reporter is not None:
-        delivered = alert_culprit(
-            config.project,
-            branch,
-            render_culprit_markdown(outcome, suspect),
-            bisected_key(suspect.key),
-            reporter_after() if reporter_after is not None else reporter,
-        )
+        comment, key = render_culprit_markdown(outcome, suspect), bisected_key(suspect.key)
+        reporter = reporter_after() if reporter_after is not None else reporter
+        delivered = alert_culprit(config.project, branch, comment, key, reporter)
     return NightlyBisect(suspect, outcome, delivered)
 
 

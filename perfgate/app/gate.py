@@ -438,8 +438,7 @@ def _shown_beside(
     did not name: it explains, :attr:`perfgate.models.MetricPolicy.decides`). The one place
     both the history and the paired comparisons ask it."""
     times = not_deciding(
-        record.fingerprint.device_kind,
-        lambda m: record.measurement(m) is not None and usable(m),
+        record.fingerprint.device_kind, lambda m: record.measurement(m) is not None and usable(m)
     )
     explaining = {
         m.metric for m in record.measurements if not config.policy(m.metric, m.direction).decides
@@ -513,8 +512,7 @@ def _gate_read(
     reads: GateReads | None,
 ) -> tuple[_WindowRead, _Anchor | None, str]:
     anchor: _Anchor | None = None
-    why = ""
-    reads = reads or GateReads.read(config, store, record.benchmark)
+    why, reads = "", reads or GateReads.read(config, store, record.benchmark)
     if branch != against and (base_sha or git is not None):
         anchor, why = _merge_base_anchor(
             config, store, record, against=against, base_sha=base_sha, git=git, reads=reads

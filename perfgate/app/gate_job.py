@@ -315,12 +315,7 @@ def write_ci_outputs(
 
 
 def compare_environments(
-    config: Config,
-    a: str,
-    b: str,
-    *,
-    branch: str | None = None,
-    benchmarks: tuple[str, ...] = (),
+    config: Config, a: str, b: str, *, branch: str | None = None, benchmarks: tuple[str, ...] = ()
 ) -> AcrossReport:
     """``compare --across A B``: the same benchmarks on two environments side by side
     (:func:`perfgate.app.across.compare_across`), read from the config's store; a report,

@@ -14,14 +14,7 @@ from typing import TYPE_CHECKING
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.metrics import not_deciding
-from perfgate.models import (
-    Alert,
-    ChangePoint,
-    DetectedChange,
-    Drift,
-    MetricPolicy,
-    RunPoint,
-)
+from perfgate.models import Alert, ChangePoint, DetectedChange, Drift, MetricPolicy, RunPoint
 from perfgate.parsers.series import read_series_csv
 from perfgate.stats.decide import MIN_BASELINE_RUNS
 

@@ -150,6 +150,7 @@ def run_and_record(
     nothing is recorded (that node's ``perfgate run`` records it).
     """
     _runnable(specs, git)
+    build = partial(build_record, project=config.project, ci=ci, host_label=config.host_label)
     records = []
     for spec in specs:
         run_id = uuid.uuid4().hex
@@ -165,14 +166,7 @@ def run_and_record(
                 warn(f"{spec.name}: rank 0 ran on another node; that node records the run")
             continue
         try:
-            record = build_record(
-                outcome,
-                run_id=run_id,
-                project=config.project,
-                git=git,
-                ci=ci,
-                host_label=config.host_label,
-            )
+            record = build(outcome, run_id=run_id, git=git)
         except ParseError as exc:
             raise ParseError(f"benchmark {spec.name}: profiled window unreadable: {exc}") from exc
         record = with_advisor_findings(record, outcome.trace_path, warn)
@@ -240,9 +234,7 @@ def run_ab_and_record(
     assert head_dir is not None  # resolve_commit checked it
     suite_dir = repo.resolve().relative_to(head_dir.resolve())
     trace_root = trace_root.resolve()
-    base_git = GitContext(
-        commit=base_commit, branch=f"{git.branch}{AB_BASE_SUFFIX}", base_branch=ref
-    )
+    base_git = GitContext(base_commit, f"{git.branch}{AB_BASE_SUFFIX}", base_branch=ref)
     build = partial(build_record, project=config.project, ci=ci, host_label=config.host_label)
     pairs = []
     with base_worktree(repo, base_commit) as base_dir:

@@ -87,10 +87,7 @@ def compare_to_reference(
     """``record``'s metrics beside the official figures for its benchmark (those for every
     benchmark, ``"*"``, unless the benchmark's own name the metric), in the reference's
     order; a metric the run did not measure has ``value`` None (pure)."""
-    figures = {
-        **reference.get(ANY_BENCHMARK, {}),
-        **reference.get(record.benchmark, {}),
-    }
+    figures = {**reference.get(ANY_BENCHMARK, {}), **reference.get(record.benchmark, {})}
     rows = []
     for metric, official in figures.items():
         m = record.measurement(metric)

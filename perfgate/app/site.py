@@ -34,12 +34,7 @@ from perfgate.advisor.cluster import pair_utilisation
 from perfgate.app.advise import findings_for
 from perfgate.app.files import write_atomic
 from perfgate.app.gate import check_base_branch, compare
-from perfgate.app.history import (
-    judged_as,
-    select_benchmarks,
-    series_changes,
-    with_triage,
-)
+from perfgate.app.history import judged_as, select_benchmarks, series_changes, with_triage
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.models import (

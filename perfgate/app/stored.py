@@ -142,12 +142,11 @@ def analyze(
     from perfgate.app import deliver
 
     env = os.environ if request.env is None else request.env
-    overrides = deliver.TargetOverrides(
+    where = deliver.TargetOverrides(
         forge=request.forge, api_url=request.forge_url, repo=request.repo
     )
     try:
-        target = deliver.resolve_target(env, overrides)
-        reporter = deliver.make_reporter(target, env)
+        reporter = deliver.make_reporter(deliver.resolve_target(env, where), env)
         done = deliver.alert_changes(config.project, branch, changes, reporter)
     except PerfgateError as exc:
         return AnalyzeOutcome(tuple(changes), alert_failed=exc)
@@ -353,14 +352,9 @@ def reset(
     from perfgate.app.triage import reset_baseline
 
     with _store(config) as store:
+        by = _actor(by, env)
         return reset_baseline(
-            config,
-            store,
-            benchmark=benchmark,
-            commit=commit,
-            branch=branch,
-            by=_actor(by, env),
-            reason=reason,
+            config, store, benchmark=benchmark, commit=commit, branch=branch, by=by, reason=reason
         )
 
 
@@ -396,11 +390,8 @@ def exclude(
 ) -> RunRecord:
     """``perfgate runs exclude``: leave a run (its id or a 6+ character prefix) out of every
     history and window, by ``by`` (None: the CI's user)."""
+    now = datetime.now(timezone.utc)
     with _store(config) as store:
         return store.exclude_run(
-            run_id,
-            project=config.project,
-            by=_actor(by, env),
-            reason=reason,
-            now=datetime.now(timezone.utc),
+            run_id, project=config.project, by=_actor(by, env), reason=reason, now=now
         )
