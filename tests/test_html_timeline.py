@@ -32,6 +32,7 @@ from perfgate.models import (
     TimelineSpan,
     Verdict,
 )
+from perfgate.parsers import read_profile
 from perfgate.reporters.html import (
     PLOTLY_JS,
     TIMELINE_WIDTH,
@@ -53,6 +54,7 @@ from perfgate.reporters.html import (
 )
 from perfgate.store import open_store
 
+DATA = Path(__file__).parent / "data"
 C, M, H = SpanKind.COMPUTE, SpanKind.COMMUNICATION, SpanKind.HOST
 
 
@@ -144,6 +146,39 @@ def test_idle_gaps_over_one_percent_of_the_step_are_marked_on_device_lanes_only(
     # is marked
     rest = d.svg[d.svg.index('data-lane="HCCL Plane 0') :]
     assert "idle" not in rest
+
+
+def test_the_device_idle_time_is_when_no_stream_runs_not_the_lanes_gaps_summed() -> None:
+    """Two compute streams over a 1,000 µs step, busy 0-400 and 300-600: their own gaps add
+    up to 1,300 µs, more than the step; the device ran nothing for 400 µs (600-1,000). A
+    communication-only lane does not count as the device working."""
+    t = Timeline(
+        "ProfilerStep#1",
+        1000.0,
+        (
+            TimelineLane("Stream 1", True, (span(0, 400),)),
+            TimelineLane("Stream 2", True, (span(300, 300),)),
+            TimelineLane("HCCL Plane 0", True, (span(600, 400, "hcom_allReduce_", M),)),
+            TimelineLane("thread 1", False, (span(0, 1000, "aten::mm", H),)),
+        ),
+    )
+    d = timeline_svg(t)
+    assert (d.gaps, d.idle_lanes, d.idle_us, d.device_idle_us) == (3, 2, 1300.0, 400.0)
+    page = timeline_html(t)
+    assert "3 gaps on 2 lanes." in page
+    assert "No stream that computes or copies ran anything for 400 µs (40% of the step)." in page
+
+
+def test_a_real_ascend_step_s_device_idle_is_within_the_step() -> None:
+    """The MindStudio Insight text export's step: four compute streams, two of them nearly
+    empty (one op at the step's end), whose own gaps add up to more than the step."""
+    profile = read_profile(DATA / "ascend" / "msinsight_pt_text_level1_2rank" / "rank0_ascend_pt")
+    timeline = profile.ranks[0].timeline
+    assert timeline is not None
+    d = timeline_svg(timeline)
+    assert d.idle_us > d.duration_us  # the lanes' gaps summed
+    assert 0.0 < d.device_idle_us < d.duration_us
+    assert f"({d.device_idle_us / d.duration_us:.0%} of the step)" in timeline_html(timeline)
 
 
 def test_ten_thousand_spans_are_binned_per_pixel_and_the_page_says_so() -> None:

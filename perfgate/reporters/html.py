@@ -1146,6 +1146,27 @@ def idle_gaps(
     return gaps
 
 
+def device_idle_us(lanes: Iterable[TimelineLane], duration_us: float) -> float:
+    """The time in a step of ``duration_us`` when none of the ``lanes`` that compute or copy
+    (:func:`marks_idle`) runs anything: what the device as a whole lost, where the lanes'
+    own gaps add up to more than the step when one stream idles while another works."""
+    busy = sorted(
+        (max(s.start_us, 0.0), min(s.start_us + s.dur_us, duration_us))
+        for lane in lanes
+        if marks_idle(lane)
+        for s in lane.spans
+    )
+    if not busy:
+        return 0.0
+    covered, at = 0.0, 0.0
+    for start, end in busy:
+        start = max(start, at)
+        if end > start:
+            covered += end - start
+            at = end
+    return duration_us - covered
+
+
 @dataclass(frozen=True)
 class TimelineDrawing:
     """A timeline drawn as SVG, and what the page says about the drawing."""
@@ -1161,7 +1182,14 @@ class TimelineDrawing:
     """Pixel columns (per lane) holding the binned spans."""
     gaps: int
     """Idle gaps marked on device lanes."""
+    idle_lanes: int
+    """Device lanes with at least one gap marked."""
     idle_us: float
+    """The marked gaps' lengths summed over lanes: more than the step when several lanes idle
+    at once."""
+    device_idle_us: float
+    """Time in the step when no lane that computes or copies runs anything
+    (:func:`device_idle_us`)."""
     threshold_us: float
     duration_us: float
 
@@ -1244,6 +1272,7 @@ def _lane_svg(
     if marks_idle(lane):
         gaps = idle_gaps(lane, total, IDLE_SHARE * total)
         tally["gaps"] += len(gaps)
+        tally["idle_lanes"] += bool(gaps)
         tally["idle_us"] += sum(length for _, length in gaps)
         parts += [_idle_svg(start, length, total, scale, y, h) for start, length in gaps]
     wide: dict[SpanKind, list[str]] = {}
@@ -1326,7 +1355,18 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
     gaps, binned = int(tally["gaps"]), int(tally["binned"])
     threshold = IDLE_SHARE * total
     return TimelineDrawing(
-        svg, len(lanes), n_spans, drawn, binned, bins, gaps, tally["idle_us"], threshold, total
+        svg,
+        len(lanes),
+        n_spans,
+        drawn,
+        binned,
+        bins,
+        gaps,
+        int(tally["idle_lanes"]),
+        tally["idle_us"],
+        device_idle_us(timeline.lanes, total),
+        threshold,
+        total,
     )
 
 
@@ -1352,8 +1392,15 @@ def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
         f"Idle gaps longer than {IDLE_SHARE:.0%} of the step "
         f"({esc(duration_text(d.threshold_us))}) are shaded on the device lanes that compute "
         f"or copy (a communication-only lane waits between collectives by design): {d.gaps} "
-        f"gap{'s' if d.gaps != 1 else ''}, {esc(duration_text(d.idle_us))} in all."
+        f"gap{'s' if d.gaps != 1 else ''} on {d.idle_lanes} "
+        f"lane{'s' if d.idle_lanes != 1 else ''}."
     )
+    if d.gaps:  # one stream idles while another works: the lanes' gaps are not the device's
+        said.append(
+            "No stream that computes or copies ran anything for "
+            f"{esc(duration_text(d.device_idle_us))} "
+            f"({d.device_idle_us / d.duration_us:.0%} of the step)."
+        )
     if timeline.dropped_spans > 0:
         said.append(
             f"<b>{timeline.dropped_spans:,} spans were left out</b> when the profile was "
