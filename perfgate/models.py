@@ -56,6 +56,12 @@ class Severity(str, Enum):
     INFO = "info"
 
 
+RUNNER_TIMING = "wall-sync-v1"
+"""``perfgate run``'s timing method (steps timed with the profiler off), bumped whenever perfgate
+changes *how* it measures, so old and new numbers never mix; an ingested run names its
+file's format instead (``perfgate.app.ingest.TIMING_METHODS``)."""
+
+
 @dataclass(frozen=True)
 class Fingerprint(Serial):
     """The environment a run was measured in.
@@ -105,6 +111,13 @@ class Fingerprint(Serial):
             self.comparable(), sort_keys=True, separators=(",", ":"), default=str
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def runner_timed(self) -> bool:
+        """Whether perfgate's runner measured the run, rather than a file being ingested: the
+        one place that tells (the advisor's profiler overhead, the comment's reproduce
+        steps)."""
+        return self.timing_method == RUNNER_TIMING
 
     def testbed(self) -> str:
         """The testbed in words: ``npu:Ascend910B4 x8 on ci-npu-01`` (device kind and model,

@@ -26,7 +26,6 @@ from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_rank
 from perfgate.app.measure import spread_pct
 from perfgate.config import Config
 from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
-from perfgate.runner.fingerprint import TIMING_METHOD
 from perfgate.store import SqlStore
 
 _RANK_STEP = "step_time_ms.rank"
@@ -162,7 +161,7 @@ def run_findings(
     # step time is its own profiled steps (compared with themselves, one slow step read as
     # the profiler's overhead)
     step = record.measurement("step_time_ms")
-    timed_apart = step is not None and record.fingerprint.timing_method == TIMING_METHOD
+    timed_apart = step is not None and record.fingerprint.runner_timed
     return advise(
         record.profile,
         thresholds=config.advisor,

@@ -196,21 +196,20 @@ def build_report(
     environments: dict[str, dict[str, Any]] = {}
     commits: set[str] = set()
     testbeds: list[str] = []
+    timed_by: set[bool] = set()  # runner-timed or not, per run: ingested when none was
     for run_id in dict.fromkeys(c.current_run_id for c in result.comparisons):
         try:
             run = store.get_run(run_id)
         except PerfgateError:  # an unsaved run: its environment is just not shown
             continue
         environments.setdefault(run.fingerprint.key(), run.fingerprint.to_dict())
+        timed_by.add(run.fingerprint.runner_timed)
         testbeds.append(run.fingerprint.testbed())
         commits.add(run.git.commit)
     if len(commits) == 1 and next(iter(commits)):
         commit = next(iter(commits))  # what was measured
     testbed = options.testbed or config.host_label or (testbeds[0] if testbeds else "")
-    from perfgate.app.ingest import TIMING_METHODS
-
-    methods = {env["timing_method"] for env in environments.values()}
-    ingested = bool(methods) and methods <= set(TIMING_METHODS.values())
+    ingested = timed_by == {False}
     ctx = ReportContext(
         project=config.project,
         suite=Path(options.suite_path).name if options.suite_path else "default",

@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfgate import __version__
-from perfgate.models import Fingerprint, ParamValue
+from perfgate.models import RUNNER_TIMING, Fingerprint, ParamValue
 from perfgate.runner.backends import cpu_model_name, usable_cores
 
-# Bumped whenever perfgate changes *how* it measures, so old and new numbers never mix.
-TIMING_METHOD = "wall-sync-v1"
+TIMING_METHOD = RUNNER_TIMING
 
 
 def collect_fingerprint(
