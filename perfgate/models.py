@@ -168,12 +168,20 @@ class MetricPolicy:
     nothing alone). The catalogue's default for counts; a suite that names the metric in
     ``[metrics.NAME]`` opts in to its deciding (``decides = false`` there keeps it shown)."""
 
-    def min_effect_pct_at(self, baseline: float) -> float:
-        """The minimum effect as a percentage of ``baseline``: the larger of the two."""
+    def min_effect_pct_at(self, baseline: float, *, falling: bool = False) -> float:
+        """The minimum effect as a percentage of ``baseline``: the larger of the two.
+
+        ``falling``: for a change judged on the ratio scale that went down. There a drop of
+        ``min_effect_abs`` points is the rise of ``min_effect_abs / (baseline -
+        min_effect_abs)`` (80% -> 65% is as large a ratio as 65% -> 80%), so that a drop and
+        a rise of the same points weigh the same (15 points: 80% -> 67% is not a change
+        that matters)."""
         if self.min_effect_abs <= 0:
             return self.min_effect_pct
         # A baseline of (nearly) 0 caps the percentage at 10000% rather than dividing by 0.
         floor = max(abs(baseline), self.min_effect_abs / 100.0)
+        if falling:
+            floor = max(floor - self.min_effect_abs, self.min_effect_abs / 100.0)
         return max(self.min_effect_pct, 100.0 * self.min_effect_abs / floor)
 
 

@@ -478,3 +478,69 @@ def test_three_short_runs_and_a_large_slowdown_fail_the_gate(tmp_path: Path) -> 
     assert result.returncode == 1, result.stdout
     (step,) = [c for c in json.loads(result.stdout)["comparisons"] if c["metric"] == "step_time_ms"]
     assert step["verdict"] == "regression"
+
+
+@pytest.mark.parametrize(
+    ("baseline", "current", "options", "said"),
+    [
+        ({"a": 100}, {"a": [100]}, {}, "baseline 'a': 100 is not a list of runs"),
+        ({"a": "100"}, {"a": [100]}, {}, "baseline 'a': '100' is not a list of runs"),
+        ({"a": [[1.0]] * 3}, {"a": [1.0]}, {"metric": None}, "metric: None is not a metric name"),
+        ({"a": [[1.0]] * 3}, {"a": [10**400]}, {}, "current 'a': 1000000000"),
+        (
+            {"a": [[1.0]] * 3},
+            {"a": [1.0]},
+            {"metric": "tokens_per_s"},
+            "metric 'tokens_per_s' is not in",
+        ),
+        (
+            {"a": [[1.0]] * 3},
+            {"a": [1.0]},
+            {"policy": perfgate.models.MetricPolicy(perfgate.models.Direction.LOWER_IS_BETTER, -5)},
+            "policy: min_effect_pct -5 is not a finite number >= 0",
+        ),
+    ],
+)
+def test_what_judge_cannot_take_is_one_usage_error(
+    baseline: Any, current: Any, options: dict[str, Any], said: str
+) -> None:
+    """A plain number or a string where the runs go (a string was read as runs of one digit
+    each: +9966.7%, a regression), a metric name that is no name or not in the catalogue
+    (a throughput that doubled was a regression under the fallback's lower-is-better), an
+    integer too large for a float, a negative minimum effect: each one UsageError."""
+    with pytest.raises(UsageError, match="^" + re_escape(said)) as caught:
+        perfgate.judge(baseline, current, **options)
+    assert len(str(caught.value)) < 200
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_a_points_metric_drop_is_weighed_in_points_on_every_path() -> None:
+    """aicore_util_pct's 15-point minimum effect: a 13-point drop from 80% (16% of it, more
+    than 15/80 on the ratio scale once it is a drop) is not a regression, a 16-point one is;
+    a baseline that never varied is held to the same points, not to a 0% tolerance."""
+    level = [[80.0, 80.2, 79.8], [80.1, 79.9, 80.0], [80.0, 80.15, 79.9], [79.9, 80.0, 80.2]]
+    for head, verdict in ((67.0, "unchanged"), (64.0, "regression")):
+        got = perfgate.judge({"npu": level}, {"npu": [head]}, metric="aicore_util_pct")["npu"]
+        assert got.verdict == verdict, got.reason
+    flat = {"npu": [[80.0]] * 5}
+    assert perfgate.judge(flat, {"npu": [79.0]}, metric="aicore_util_pct")["npu"].verdict == (
+        "unchanged"
+    )
+    dropped = perfgate.judge(flat, {"npu": [60.0]}, metric="aicore_util_pct")["npu"]
+    assert dropped.verdict == "regression"
+    assert "tolerance 15 points" in dropped.reason
+
+
+def test_an_unchanged_run_whose_worst_case_is_faster_says_better() -> None:
+    """2% faster, interval entirely on the faster side: its worst case is still faster, so
+    the reason says "at least 1.5% better", not "at most 1.5% worse"."""
+    base = [[100, 100.2, 99.8], [100.1, 99.9, 100], [100, 100.15, 99.9], [99.9, 100, 100.2]]
+    got = perfgate.judge({"a": [*base, [100.05, 100, 99.95]]}, {"a": [98, 98.1, 97.9]})["a"]
+    assert got.verdict == "unchanged"
+    assert got.ci_high_pct is not None and got.ci_high_pct < 0
+    assert "% better (bound at alpha" in got.reason and "worse" not in got.reason

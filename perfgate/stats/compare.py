@@ -1391,6 +1391,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
     cur, policy = candidate.current, candidate.policy
     centre = median([p.centre for p in candidate.baseline])
     change_pct = relative_change_pct(centre, cur.centre)
+    tolerance = policy.min_effect_pct_at(centre)  # a plain %: points either way weigh alike
     kind = ""
     if policy.numerics:
         # Against the newest baseline run, not the window's median: once a numerics change
@@ -1407,13 +1408,18 @@ def _deterministic(candidate: Candidate) -> Comparison:
         )
         kind = "numerics"
     elif (
-        verdict := deterministic_verdict(cur.direction, change_pct, policy.min_effect_pct)
+        verdict := deterministic_verdict(cur.direction, change_pct, tolerance)
     ) is Verdict.UNCHANGED:
         reason = f"deterministic metric, {cur.centre:g} against {centre:g}: within tolerance"
     else:
+        said = (
+            f"{policy.min_effect_abs:g} points"
+            if tolerance > policy.min_effect_pct
+            else f"{policy.min_effect_pct:g}%"
+        )
         reason = (
             f"deterministic metric changed from {centre:g} to {cur.centre:g} "
-            f"({change_pct:+.1f}%, tolerance {policy.min_effect_pct:g}%)"
+            f"({change_pct:+.1f}%, tolerance {said})"
         )
     return Comparison(
         benchmark=cur.benchmark,
@@ -1507,9 +1513,11 @@ def _judge(
     """The verdict and its words; ``level``: the interval's (:func:`compare_candidates`)."""
     cur, policy = candidate.current, candidate.policy
     alpha = candidate.alpha
-    min_effect = policy.min_effect_pct_at(ev.centre)
-    k = len(candidate.baseline)
     change_pct = ev.change_pct
+    min_effect = policy.min_effect_pct_at(ev.centre)  # shown: points as a % of the baseline
+    # decided on the ratio scale, where a drop of those points is the larger ratio
+    limit = policy.min_effect_pct_at(ev.centre, falling=ev.log and change_pct < 0)
+    k = len(candidate.baseline)
     if is_time(cur.unit):
         word = "slower" if change_pct > 0 else "faster"
     else:
@@ -1520,14 +1528,14 @@ def _judge(
     outcome = classify_change(
         change_pct=change_pct,
         p_adjusted=p_adjusted,
-        min_effect_pct=min_effect,
+        min_effect_pct=limit,
         alpha=alpha,
         worse_bound_pct=bound,
         direction=cur.direction,
     )
     blind = ""
     if outcome is Outcome.UNCHANGED:
-        blind = _other_unsure(ev, policy, min_effect, alpha, cur.direction)
+        blind = _other_unsure(ev, policy, limit, alpha, cur.direction)
     if blind:
         outcome = Outcome.BLIND
     words = Words(

@@ -156,6 +156,14 @@ class Words:
     """Why it cannot be called unchanged when the bound alone does not say it."""
 
 
+def worst_case(direction: Direction, bound_pct: float) -> str:
+    """The interval's end on the worse side in words: ``at most 1.5% worse``, or ``at least
+    1.5% better`` where even that end is an improvement."""
+    if worse_sign(direction) * bound_pct > 0:
+        return f"at most {abs(bound_pct):.1f}% worse"
+    return f"at least {abs(bound_pct):.1f}% better"
+
+
 def decided(
     outcome: Outcome,
     direction: Direction,
@@ -186,7 +194,7 @@ def decided(
             f"{w.moved} {w.against}, but it cannot be called unchanged: {why}; {w.caught}{advice}"
         )
     return Verdict.UNCHANGED, (
-        f"{w.moved} {w.against}: at most {bound:.1f}% worse (bound at alpha {alpha:g}), "
+        f"{w.moved} {w.against}: {worst_case(direction, bound_pct)} (bound at alpha {alpha:g}), "
         f"within the {w.effect} ({w.evidence}); {w.caught}"
     )
 

@@ -68,13 +68,17 @@ def _values(
     # a lone value (a harness with one process a run) is a run of one repeat
     items: list[Any] = [values]
     if isinstance(values, Iterable) and not isinstance(values, str | bytes):
-        items = list(values)
+        try:
+            items = list(values)
+        except TypeError:  # a 0-d array: one value
+            items = [values]
     out = []
     for v in items:
         try:
             x = float(v)
-        except (TypeError, ValueError):
-            raise UsageError(f"{where}: {v!r} is not a number") from None
+        except (TypeError, ValueError, OverflowError):
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise UsageError(f"{where}: {shown} is not a number") from None
         if not math.isfinite(x):
             raise UsageError(f"{where}: {v!r} is not a finite number")
         if amount is not None and x < 0:
@@ -83,6 +87,38 @@ def _values(
     if not out:
         raise UsageError(f"{where}: a run needs at least one repeat value")
     return tuple(out)
+
+
+def _runs(name: str, runs: Any) -> list[Any]:
+    """A benchmark's baseline runs as a list; a string, a mapping or a plain number is not
+    a list of runs (``"100"`` would be three runs of one digit each)."""
+    if isinstance(runs, str | bytes | Mapping) or not isinstance(runs, Iterable):
+        raise UsageError(
+            f"baseline {name!r}: {runs!r} is not a list of runs (each a list of repeat values "
+            "or one number)"
+        )
+    return list(runs)
+
+
+def _rule(metric: Any, policy: Any) -> MetricPolicy:
+    """The policy a judgement applies: ``policy``, else the catalogue's for ``metric``."""
+    if not isinstance(metric, str) or not metric:
+        raise UsageError(f"metric: {metric!r} is not a metric name")
+    if policy is None:
+        if lookup(metric) is None:
+            raise UsageError(
+                f"metric {metric!r} is not in perfgate's catalogue, so which way is better is "
+                "not known: pass policy=perfgate.models.MetricPolicy(direction=..., "
+                "min_effect_pct=...)"
+            )
+        return default_policy(metric)
+    if not isinstance(policy, MetricPolicy):
+        raise UsageError(f"policy: {type(policy).__name__}, not a MetricPolicy")
+    for name in ("min_effect_pct", "min_effect_abs"):
+        value = getattr(policy, name)
+        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+            raise UsageError(f"policy: {name} {value!r} is not a finite number >= 0")
+    return policy
 
 
 def _point(
@@ -136,26 +172,28 @@ def judge(
     gate (one false-discovery family, one runner's noise shared between them).
 
     ``metric`` names the catalogue entry whose direction and minimum effect apply
-    (``step_time_ms``: lower is better, 3%); ``policy`` overrides them. Returns a
+    (``step_time_ms``: lower is better, 3%); ``policy`` overrides them, and is needed for a
+    metric the catalogue does not hold (which way is better is not guessed). Returns a
     :class:`Judgement` per benchmark of ``current``, in its order; one missing from
     ``baseline`` is ``no_baseline``.
 
     Raises:
         UsageError: a value is not a finite number, or negative where the metric is an
-            amount (a time, bytes, a count, a rate); a run has no values.
+            amount (a time, bytes, a count, a rate); a run has no values; a baseline is not
+            a list of runs; ``metric`` is not in the catalogue and no ``policy`` is given; a
+            policy's minimum effect is not a finite number >= 0.
     """
     for given, what in ((baseline, "baseline"), (current, "current")):
         if not isinstance(given, Mapping):
             raise UsageError(f"{what}: {type(given).__name__}, not a mapping of benchmark names")
-    if policy is not None and not isinstance(policy, MetricPolicy):
-        raise UsageError(f"policy: {type(policy).__name__}, not a MetricPolicy")
-    rule = policy or default_policy(metric)
+    rule = _rule(metric, policy)
     spec = lookup(metric)
     amount = f"{metric} ({spec.unit})" if spec and never_negative(spec.unit) else None
-    n = max((len(runs) for runs in baseline.values()), default=0)
+    given = {name: _runs(name, runs) for name, runs in baseline.items()}
+    n = max((len(runs) for runs in given.values()), default=0)
     series = {}
     for name in current:
-        runs = baseline.get(name, ())
+        runs = given.get(name, [])
         # runs aligned from the newest: the last run of every benchmark is the same job
         offset = n - len(runs)
         series[name] = [

@@ -98,6 +98,7 @@ from perfgate.stats.decide import (
     relative_change_pct,
     size_text,
     worse_sign,
+    worst_case,
 )
 from perfgate.stats.fdr import by_direction
 
@@ -625,7 +626,7 @@ def _judge(ev: PairedEvidence, change: float, p_adjusted: float) -> Comparison:
         advice = _more_pairs(ev, f"would show a change of the {min_effect:g}% minimum effect")
         if order_blind:
             blind = (
-                f"the t bound puts it at most {abs(bound):.1f}% worse, yet the pair-order test "
+                f"the t bound puts it {worst_case(ev.direction, bound)}, yet the pair-order test "
                 f"cannot rule out the {min_effect:g}% minimum effect (p="
                 f"{ev.p_equivalence or 1.0:.2g}, alpha {ev.alpha:g}; "
                 f"{pairs_to_decide(ev.alpha, one_sided=True)} pairs at least)"
