@@ -18,6 +18,17 @@ libpq itself marks as secret, and a driver's, gateway's or proxy's ``..._secret`
 ``..._token``. A path to a secret (``passfile``, ``sslkey``) is not one."""
 
 
+def shown_url(url: str) -> str:
+    """``url`` as output shows it: without ``user:password@`` (the credentials end at the
+    *last* ``@`` of the authority) and with each secret of its query as ``***``
+    (:func:`mask_query`): a Pushgateway's URL in a message, a report's link in a comment."""
+    scheme, sep, rest = url.partition("://")
+    end = next((i for i, ch in enumerate(rest) if ch in "/?#"), len(rest))
+    if sep and "@" in rest[:end]:
+        url = f"{scheme}://{rest[:end].rpartition('@')[2]}{rest[end:]}"
+    return mask_query(url)
+
+
 def mask_query(shown: str) -> str:
     """``shown`` (a URL) with the value of each secret parameter of its query (what follows
     its first ``?``; :data:`SECRET_QUERY_WORDS`) replaced by ``***``: the one place a

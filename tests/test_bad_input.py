@@ -188,6 +188,22 @@ def test_a_wrong_run_or_alert_id_is_a_usage_error(tmp_path: Path) -> None:
     assert (tmp_path / "store.db").read_bytes() == before
 
 
+def test_a_blank_reason_for_a_triage_action_is_refused(tmp_path: Path) -> None:
+    """``alerts ack 1 --reason ""`` and ``runs exclude ID --reason "  "`` were recorded with
+    no why (the trail read ``ack alert #1 -> acknowledged:``), where ``baseline reset``
+    refuses one; nothing is written."""
+    url = regressed_store(tmp_path)
+    before = (tmp_path / "store.db").read_bytes()
+    for args in (
+        ("alerts", "ack", "1", "--reason", ""),
+        ("runs", "exclude", "mlp", "--reason", "  "),
+    ):
+        code, _, err = invoke(*args, "--db", url)
+        assert code == 2, (args, err)
+        assert "needs a --reason" in one_line(err), args
+    assert (tmp_path / "store.db").read_bytes() == before
+
+
 def test_a_history_of_a_metric_no_run_has_names_the_ones_they_have(tmp_path: Path) -> None:
     """It printed "no runs", exit 0, beside runs that hold other metrics."""
     url = regressed_store(tmp_path)

@@ -120,6 +120,12 @@ def test_a_breach_on_an_unchanged_run_fails_the_gate_in_its_own_words(
     assert md.index("#### Budgets") < md.index("| benchmark | metric |")
     assert "(fails on: over\\_budget, regression)" in md
 
+    # a history gate's breach is no A/B result in the JUnit file (it read "(A/B) 140 ms")
+    junit = tmp_path / "junit.xml"
+    gate(steady_history, budgets, "--branch", "feat", "--against", "main", "--junit", str(junit))
+    failure = junit.read_text(encoding="utf-8")
+    assert "over its budget" in failure and "(A/B)" not in failure
+
 
 def test_the_same_run_within_its_budget_passes(tmp_path: Path, steady_history: str) -> None:
     budgets = suite(tmp_path, '[budgets]\nlatency_p99_ms = "<= 150 ms"\n')

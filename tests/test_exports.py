@@ -329,6 +329,15 @@ def test_comment_links_the_report_when_its_url_is_set() -> None:
         assert "history report" not in text, bad
 
 
+def test_a_report_url_s_credentials_are_not_published_in_the_comment() -> None:
+    """PERFGATE_REPORT_URL with user:password@ (or a ?token=) went into the PR comment and
+    the job summary as it was; the link keeps the host and path only."""
+    url = "https://u:sekretpw@ci.example/perf/index.html?token=abc123&page=2"
+    footer = render_comment(_result(), ReportContext(project="p", report_url=url)).splitlines()
+    assert "[history report](https://ci.example/perf/index.html?token=***&page=2)" in footer[-1]
+    assert not any("sekretpw" in line or "abc123" in line for line in footer)
+
+
 def test_gate_takes_the_report_url_from_flag_or_env(db: str, tmp_path: Path) -> None:
     url = "https://ci.example/perf/"
     for args, env in (

@@ -390,6 +390,8 @@ def exclude(
 ) -> RunRecord:
     """``perfgate runs exclude``: leave a run (its id or a 6+ character prefix) out of every
     history and window, by ``by`` (None: the CI's user)."""
+    if not reason.strip():
+        raise UsageError("runs exclude needs a --reason (why: it is shown in the trail)")
     now = datetime.now(timezone.utc)
     with _store(config) as store:
         return store.exclude_run(

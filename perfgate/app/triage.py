@@ -123,6 +123,8 @@ def triage_alert(
         raise UsageError(f"unknown triage action {action!r}")
     if not by.strip():
         raise UsageError("a triage action needs --by (who)")
+    if not reason.strip():
+        raise UsageError(f"alerts {action} needs a --reason (why: it is shown in the trail)")
     return store.triage_alert(
         alert_id,
         project=config.project,

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.error import URLError
 from urllib.parse import unquote
 
-from perfgate.errors import ConfigError, ReportError, mask_query
+from perfgate.errors import ConfigError, ReportError, shown_url
 from perfgate.reporters.prometheus import LatestValue, registry_of
 
 
@@ -33,9 +33,8 @@ def split_credentials(gateway: str) -> tuple[str, str | None, str | None]:
 
 
 def shown_gateway(gateway: str) -> str:
-    """The Pushgateway's URL as messages show it: no ``user:password@``, and each secret
-    of its query (``?token=...``) as ``***``."""
-    return mask_query(split_credentials(gateway)[0])
+    """The Pushgateway's URL as messages show it (:func:`perfgate.errors.shown_url`)."""
+    return shown_url(gateway)
 
 
 def push_prometheus(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from perfgate import __version__
+from perfgate.errors import shown_url
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import (
     drift_headline,
@@ -434,8 +435,8 @@ def _footer(ctx: ReportContext) -> str:
     parts = [f"perfgate {__version__}", "trend: the baseline window, oldest first, then this run"]
     if ctx.job_url.startswith("https://") and not re.search(r"[\s()<>\[\]]", ctx.job_url):
         parts.append(f"[CI job]({ctx.job_url})")
-    if _safe_url(ctx.report_url):
-        parts.append(f"[history report]({ctx.report_url})")
+    if _safe_url(ctx.report_url):  # a user:password@ or a ?token= in it is not published
+        parts.append(f"[history report]({shown_url(ctx.report_url)})")
     return "<sub>" + " · ".join(parts) + "</sub>"
 
 

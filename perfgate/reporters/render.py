@@ -77,7 +77,7 @@ def format_value(value: float | None, unit: str) -> str:
 def metric_tags(c: Comparison) -> str:
     """What a report adds to a comparison's metric name: `` (A/B)`` for a paired one,
     `` (shown, not deciding)`` for one only shown (a wall time where the CPU time decides)."""
-    return ("" if c.method == "history" else " (A/B)") + (
+    return (" (A/B)" if c.method == "paired" else "") + (
         "" if c.decides else " (shown, not deciding)"
     )
 
