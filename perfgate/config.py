@@ -201,6 +201,8 @@ def _params(value: Any, source: str, path: str) -> dict[str, str | int | float |
     for k, v in value.items():
         if not isinstance(v, str | int | float | bool):
             raise _err(source, f"{path}.{k}", "parameters must be strings, numbers or booleans")
+        if isinstance(v, float) and not math.isfinite(v):  # no fingerprint can hold it
+            raise _err(source, f"{path}.{k}", f"expected a finite number, got {v!r}")
         out[str(k)] = v
     return out
 
@@ -276,8 +278,14 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
     if not isinstance(deterministic, bool):
         raise _err(source, path + ".deterministic", "expected true or false")
     absolute = table.get("min_effect_abs", base.min_effect_abs)
-    if isinstance(absolute, bool) or not isinstance(absolute, int | float) or not absolute >= 0:
-        raise _err(source, path + ".min_effect_abs", f"expected a number >= 0, got {absolute!r}")
+    if (
+        isinstance(absolute, bool)
+        or not isinstance(absolute, int | float)
+        or not 0 <= absolute < math.inf
+    ):
+        raise _err(
+            source, path + ".min_effect_abs", f"expected a finite number >= 0, got {absolute!r}"
+        )
     # Naming a metric is asking for it to decide: an operator count, which only explains by
     # default (the catalogue's ``decides``), fails the gate in a suite that names it, unless
     # the table says ``decides = false`` (kept shown, with its own tolerance, say).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from enum import IntEnum, unique
 from urllib.parse import unquote_plus
 
@@ -16,6 +17,11 @@ SECRET_QUERY_WORDS = ("password", "secret", "token")
 message: libpq's ``password`` and ``sslpassword`` (the client key's passphrase), the options
 libpq itself marks as secret, and a driver's, gateway's or proxy's ``..._secret`` or
 ``..._token``. A path to a secret (``passfile``, ``sslkey``) is not one."""
+
+
+_KEYWORD_SECRET = re.compile(
+    rf"(?i)\b(\w*(?:{'|'.join(SECRET_QUERY_WORDS)})\w*)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)"
+)
 
 
 def shown_url(url: str) -> str:
@@ -34,8 +40,8 @@ def mask_query(shown: str) -> str:
     its first ``?``; :data:`SECRET_QUERY_WORDS`) replaced by ``***``: the one place a
     message's URL loses its query's secrets (the store's URL, the Pushgateway's)."""
     base, mark, query = shown.partition("?")
-    if not mark:
-        return shown
+    if not mark:  # a libpq key=value string (host=... password=...) masks its secrets too
+        return shown if "://" in shown else _KEYWORD_SECRET.sub(r"\1=***", shown)
     pairs = []
     for pair in query.split("&"):
         name, eq, _ = pair.partition("=")

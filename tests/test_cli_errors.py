@@ -173,6 +173,30 @@ def test_a_bad_parameter_is_one_line_naming_it_and_records_nothing(
     assert run_count(url) == 0
 
 
+@pytest.mark.parametrize("batch_size", ["-4", "0", "2.9"])
+def test_an_entry_s_batch_size_that_is_no_count_of_samples_records_nothing(
+    tmp_path: Path, batch_size: str
+) -> None:
+    """-4 was recorded as a throughput of -41,771 samples/s (and gated: a faster step read
+    34% lower), 0 as 0/s, 2.9 cut to 2."""
+    (tmp_path / "odd_bench.py").write_text(
+        f"def build(device='cpu'):\n    return {{'step': lambda: sum(range(99)), "
+        f"'batch_size': {batch_size}}}\n",
+        encoding="utf-8",
+    )
+    suite = write_suite(
+        tmp_path, '[[benchmarks]]\nname = "odd"\nentry = "odd_bench:build"\nrepeats = 1\n'
+    )
+    url = db_url(tmp_path)
+    code, _, err = invoke(
+        *(tmp_path, "run", "--suite", str(suite), "--profiled", "0", "--db", url),
+        *("--branch", "main"),
+    )
+    assert code == 2, err
+    assert f"batch_size {batch_size} is not a whole number >= 1" in one_line(err)
+    assert run_count(url) == 0
+
+
 @pytest.mark.slow
 def test_step_that_raises_records_nothing(tmp_path: Path) -> None:
     pytest.importorskip("torch")

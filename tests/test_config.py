@@ -111,6 +111,16 @@ def test_pyproject_tool_table_and_suite(tmp_path: Path) -> None:
             "[[benchmarks]]\nname = 'a'\nworkload = 'cnn'",
             "benchmark name 'a' is repeated",
         ),
+        # inf became a 3% minimum effect (100 inf / inf is nan), 1e308 an exit 4 in --json
+        (
+            "[metrics.step_time_ms]\nmin_effect_abs = inf",
+            "metrics.step_time_ms.min_effect_abs: expected a finite number >= 0, got inf",
+        ),
+        # a nan parameter was measured in full, then refused by the store (exit 3)
+        (
+            "[[benchmarks]]\nname = 'a'\nworkload = 'mlp'\nparams = { lr = nan }",
+            "benchmarks[0].params.lr: expected a finite number, got nan",
+        ),
     ],
 )
 def test_invalid_suites_name_file_and_key(tmp_path: Path, body: str, message: str) -> None:

@@ -99,6 +99,11 @@ def test_a_password_in_the_query_never_shows_when_the_connection_fails(query_onl
             "postgresql://***@h:port/db?password=***&x=1",
         ),
         (f"postgresql://h:port/db?password={SECRET}", "postgresql://***"),
+        # a libpq key=value string, which no URL parser reads, was shown as given
+        (
+            f"host=127.0.0.1 user=alice password={SECRET} sslpassword='{SECRET} x' dbname=x",
+            "host=127.0.0.1 user=alice password=*** sslpassword=*** dbname=x",
+        ),
     ],
 )
 def test_every_secret_query_parameter_is_masked(raw: str, shown: str) -> None:

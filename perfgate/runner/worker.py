@@ -162,6 +162,10 @@ def build_workload(func: Callable[..., Any], device: str, params: Mapping[str, A
         )
     if not callable(step):
         raise EntryError("the entry's 'step' is not callable")
+    if isinstance(batch_size, bool) or not (
+        isinstance(batch_size, int | float) and batch_size >= 1 and batch_size == int(batch_size)
+    ):  # a throughput of -4 or 0 samples a step, or 2.9 cut to 2, would be recorded and gated
+        raise EntryError(f"batch_size {batch_size!r} is not a whole number >= 1")
     return step, int(batch_size), effective
 
 
