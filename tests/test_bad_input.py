@@ -204,6 +204,19 @@ def test_a_blank_reason_for_a_triage_action_is_refused(tmp_path: Path) -> None:
     assert (tmp_path / "store.db").read_bytes() == before
 
 
+def test_history_analyze_of_a_misspelt_branch_or_benchmark_is_refused(tmp_path: Path) -> None:
+    """It said "no change points", exit 0: a nightly ``--branch mian --alert`` passed every
+    night, where gate, report and export refuse the same names."""
+    url = regressed_store(tmp_path)
+    for args, said in (
+        (("--branch", "mian"), "no runs on branch 'mian'"),
+        (("--benchmark", "nosuch"), "no runs of nosuch"),
+    ):
+        code, _, err = invoke("history", "analyze", *args, "--db", url)
+        assert code == 2, (args, err)
+        assert said in one_line(err), args
+
+
 def test_a_history_of_a_metric_no_run_has_names_the_ones_they_have(tmp_path: Path) -> None:
     """It printed "no runs", exit 0, beside runs that hold other metrics."""
     url = regressed_store(tmp_path)

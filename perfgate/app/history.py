@@ -215,7 +215,9 @@ def analyze_history(
     again it keeps its series' open drift alert (:func:`_drift_alert`)."""
     from perfgate.stats.drift import MIN_RUNS, kept_in_family
 
-    names = [benchmark] if benchmark else store.benchmarks(project=config.project, branch=branch)
+    # a misspelt --branch or --benchmark is refused, as by gate, report and export: a nightly
+    # 'history analyze --branch mian --alert' said "no change points" every night
+    names = select_benchmarks(config, store, [benchmark] if benchmark else [], branch)
     found: list[DetectedChange] = []
     for name in names:
         points = store.history(project=config.project, benchmark=name, branch=branch, limit=limit)

@@ -603,7 +603,7 @@ def _fit_level(
         words.append(
             f"the last {tail} baseline run{'s' if tail > 1 else ''} had moved "
             f"{ratio_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
-            "judged against them"
+            f"judged against {'them' if tail > 1 else 'it'}"
         )
     at = np.concatenate((xk, idx[lone])).astype(int)
     raw = np.concatenate((resid, z[lone] - level))
@@ -1540,7 +1540,7 @@ def _judge(
         outcome = Outcome.BLIND
     words = Words(
         moved=f"{abs(change_pct):.1f}% {word}",
-        against=f"than the level of its {k} baseline runs",
+        against=f"than the level of its {k} baseline run{'s' if k != 1 else ''}",
         evidence=f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})",
         effect=_effect_words(policy, min_effect),
         caught=f"a change of {size_text(mde)} is caught with {int(POWER * 100)}% power",
