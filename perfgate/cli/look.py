@@ -110,7 +110,8 @@ def export_tensorboard(
     )
     for path in done.files:
         click.echo(str(path))
-    click.echo(f"perfgate: {done.scalars} scalars in {len(done.files)} event files", err=True)
+    files = f"{len(done.files)} event file{'s' if len(done.files) != 1 else ''}"
+    click.echo(f"perfgate: {done.scalars} scalars in {files}", err=True)
 
 
 @export_group.command("prometheus")

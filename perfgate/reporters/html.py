@@ -75,7 +75,14 @@ from perfgate.models import (
     Verdict,
     WorkChange,
 )
-from perfgate.reporters.render import byte_unit, format_change, format_value, metric_tags, work_text
+from perfgate.reporters.render import (
+    byte_unit,
+    format_change,
+    format_value,
+    metric_tags,
+    plural,
+    work_text,
+)
 from perfgate.stats import decide
 
 if TYPE_CHECKING:
@@ -554,7 +561,7 @@ def render_index(site: SiteView, rows: Sequence[IndexRow]) -> str:
     )
     body = f"""<h1>perfgate: {esc(site.project)}</h1>
 <p>Latest verdict of each benchmark on <b>{esc(site.branch)}</b> (its latest run against the
-runs before it) · {len(rows)} benchmarks: {summary or "none"} ·
+runs before it) · {plural(len(rows), "benchmark")}: {summary or "none"} ·
 generated {esc(site.generated_at.strftime("%Y-%m-%d %H:%M %Z"))}</p>
 <p>Other branches (PRs): the latest run of the newest branches of each benchmark, judged
 against {esc(site.branch)}'s baseline window as the gate judges a PR: {other or "none"}</p>
@@ -1377,7 +1384,7 @@ def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
         return f"<p class='muted'>The timeline of {esc(timeline.step)} holds no spans.</p>"
     said = [
         f"{esc(timeline.step)}: {esc(duration_text(d.duration_us))}, {d.spans:,} spans on "
-        f"{d.lanes} lanes (device streams first, then host threads)."
+        f"{plural(d.lanes, 'lane')} (device streams first, then host threads)."
     ]
     if d.binned:
         said.append(
