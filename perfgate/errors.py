@@ -24,15 +24,23 @@ _KEYWORD_SECRET = re.compile(
 )
 
 
-def shown_url(url: str) -> str:
-    """``url`` as output shows it: without ``user:password@`` (the credentials end at the
-    *last* ``@`` of the authority) and with each secret of its query as ``***``
-    (:func:`mask_query`): a Pushgateway's URL in a message, a report's link in a comment."""
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@``, and that ``user:password`` (None without
+    one). The credentials end at the *last* ``@`` of the authority (a host name has none,
+    so an unencoded ``@`` in the password stays in the password)."""
     scheme, sep, rest = url.partition("://")
     end = next((i for i, ch in enumerate(rest) if ch in "/?#"), len(rest))
-    if sep and "@" in rest[:end]:
-        url = f"{scheme}://{rest[:end].rpartition('@')[2]}{rest[end:]}"
-    return mask_query(url)
+    if not sep or "@" not in rest[:end]:
+        return url, None
+    userinfo, _, host = rest[:end].rpartition("@")
+    return f"{scheme}://{host}{rest[end:]}", userinfo
+
+
+def shown_url(url: str) -> str:
+    """``url`` as output shows it: without ``user:password@`` (:func:`split_userinfo`) and
+    with each secret of its query as ``***`` (:func:`mask_query`): a Pushgateway's URL in a
+    message, a report's link in a comment."""
+    return mask_query(split_userinfo(url)[0])
 
 
 def mask_query(shown: str) -> str:

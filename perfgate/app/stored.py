@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfgate.errors import PerfgateError, ReportError, UsageError
+from perfgate.errors import PerfgateError, ReportError, UsageError, shown_url
 
 if TYPE_CHECKING:
     from perfgate.app.baselines import ImportResult
@@ -237,14 +237,14 @@ def export_prometheus(
     (:func:`perfgate.app.export.latest_values`), pushed to ``push_gateway`` as ``job`` when
     given (ReportError where the push failed)."""
     from perfgate.app.export import latest_values
-    from perfgate.exporters.prometheus import push_prometheus, shown_gateway
+    from perfgate.exporters.prometheus import push_prometheus
 
     with _store(config) as store:
         values = tuple(latest_values(config, store, branch=branch, benchmarks=benchmarks))
     if not push_gateway:
         return PrometheusExport(values)
     push_prometheus(list(values), push_gateway, job=job)
-    return PrometheusExport(values, pushed_to=shown_gateway(push_gateway))
+    return PrometheusExport(values, pushed_to=shown_url(push_gateway))
 
 
 def advise_target(

@@ -6,13 +6,12 @@ a :class:`~perfgate.errors.ReportError`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.error import URLError
 from urllib.parse import unquote
 
-from perfgate.errors import ConfigError, ReportError, shown_url
+from perfgate.errors import ConfigError, ReportError, shown_url, split_userinfo
 from perfgate.reporters.prometheus import LatestValue, registry_of
 
 
@@ -21,20 +20,11 @@ def split_credentials(gateway: str) -> tuple[str, str | None, str | None]:
     credentials ending at the *last* ``@`` of the authority (a host name has none, so an
     unencoded ``@`` in the password stays in the password); a URL without credentials
     comes back as it is, with (None, None)."""
-    scheme, sep, rest = gateway.partition("://")
-    match = re.match(r"[^/?#]*", rest)
-    end = match.end() if match else 0
-    netloc, path = rest[:end], rest[end:]
-    if not sep or "@" not in netloc:
+    bare, userinfo = split_userinfo(gateway)
+    if userinfo is None:
         return gateway, None, None
-    userinfo, _, host = netloc.rpartition("@")
     user, _, password = userinfo.partition(":")
-    return f"{scheme}://{host}{path}", unquote(user), unquote(password)
-
-
-def shown_gateway(gateway: str) -> str:
-    """The Pushgateway's URL as messages show it (:func:`perfgate.errors.shown_url`)."""
-    return shown_url(gateway)
+    return bare, unquote(user), unquote(password)
 
 
 def push_prometheus(
@@ -45,7 +35,7 @@ def push_prometheus(
     (``http://user:password@host:9091``) are sent as HTTP basic auth."""
     # Messages show the URL without user:password@ (a credential never reaches a CI log).
     bare, user, password = split_credentials(gateway)
-    shown = shown_gateway(gateway)
+    shown = shown_url(gateway)
     if not gateway.startswith(("http://", "https://")):
         raise ConfigError(f"--push-gateway {shown!r}: expected an http(s):// URL")
     if not job.strip():  # the gateway refuses it: a failed push (exit 3) for a bad option

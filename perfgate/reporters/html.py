@@ -1398,9 +1398,8 @@ def timeline_html(timeline: Timeline, width: int = TIMELINE_WIDTH) -> str:
     said.append(
         f"Idle gaps longer than {IDLE_SHARE:.0%} of the step "
         f"({esc(duration_text(d.threshold_us))}) are shaded on the device lanes that compute "
-        f"or copy (a communication-only lane waits between collectives by design): {d.gaps} "
-        f"gap{'s' if d.gaps != 1 else ''} on {d.idle_lanes} "
-        f"lane{'s' if d.idle_lanes != 1 else ''}."
+        "or copy (a communication-only lane waits between collectives by design): "
+        f"{plural(d.gaps, 'gap')} on {plural(d.idle_lanes, 'lane')}."
     )
     if d.gaps:  # one stream idles while another works: the lanes' gaps are not the device's
         said.append(

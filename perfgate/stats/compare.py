@@ -1412,11 +1412,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
     ) is Verdict.UNCHANGED:
         reason = f"deterministic metric, {cur.centre:g} against {centre:g}: within tolerance"
     else:
-        said = (
-            f"{policy.min_effect_abs:g} points"
-            if tolerance > policy.min_effect_pct
-            else f"{policy.min_effect_pct:g}%"
-        )
+        said = _effect_size(policy, tolerance)
         reason = (
             f"deterministic metric changed from {centre:g} to {cur.centre:g} "
             f"({change_pct:+.1f}%, tolerance {said})"
@@ -1439,12 +1435,19 @@ def _deterministic(candidate: Candidate) -> Comparison:
     )
 
 
-def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
-    """The minimum effect in one unit: in points where the absolute one binds (a
-    percentage near 0), else in % of the baseline."""
+def _effect_size(policy: MetricPolicy, min_effect: float) -> str:
+    """The minimum effect in one unit: ``15 points`` where the absolute one binds (a
+    percentage near 0), else ``3%`` of the baseline."""
     if policy.min_effect_abs > 0 and min_effect > policy.min_effect_pct:
-        return f"minimum effect of {policy.min_effect_abs:g} points"
-    return f"{min_effect:g}% minimum effect"
+        return f"{policy.min_effect_abs:g} points"
+    return f"{min_effect:g}%"
+
+
+def _effect_words(policy: MetricPolicy, min_effect: float) -> str:
+    """:func:`_effect_size` as the reasons say it: ``minimum effect of 15 points``, ``3%
+    minimum effect``."""
+    size = _effect_size(policy, min_effect)
+    return f"minimum effect of {size}" if size.endswith("points") else f"{size} minimum effect"
 
 
 def _other_unsure(
