@@ -87,6 +87,9 @@ class Shaped:
     values: tuple[float, ...]
     changes: tuple[int, ...]
     ignore: tuple[int, ...] = ()
+    trend: tuple[float, ...] = ()
+    """The log level's steps, reverts and ramps, without cycles and pools (empty for a real
+    series): what ``drift_shapes.py`` scores the drift test against."""
 
 
 def _positions(rng: np.random.Generator, n: int, count: int, gap: int = MIN_GAP) -> list[int]:
@@ -111,9 +114,11 @@ class _Series:
         self.df: float | None = 3.0 if rng.random() < 0.5 else None
         self.spike_p, self.spike_max = SPIKE_P, 1.0
         self.changes: list[int] = []
+        self.trend = np.zeros(n)
 
     def step(self, at: int, size: float) -> None:
         self.level[at:] += math.log1p(size)
+        self.trend[at:] += math.log1p(size)
         self.changes.append(at)
 
     def steps(self, count: int, lo: float, hi: float) -> None:
@@ -136,6 +141,7 @@ class _Series:
                 break
         size = math.exp(float(self.rng.uniform(math.log(0.05), math.log(0.20))))
         self.level[at : at + length] += math.log1p(size)
+        self.trend[at : at + length] += math.log1p(size)
         self.changes += [at, at + length]
 
     def cycle(self) -> None:
@@ -148,7 +154,9 @@ class _Series:
         length = int(self.rng.integers(20, 151))
         start = int(self.rng.integers(10, max(11, self.n - length - 10)))
         total = float(self.rng.uniform(0.05, 0.35)) * _sign(self.rng)
-        self.level += math.log1p(total) * np.clip((np.arange(self.n) - start) / length, 0, 1)
+        ramp = math.log1p(total) * np.clip((np.arange(self.n) - start) / length, 0, 1)
+        self.level += ramp
+        self.trend += ramp
 
     def variance(self) -> None:
         start = int(self.rng.integers(MIN_FROM_END, self.n - MIN_FROM_END))
@@ -173,7 +181,8 @@ class _Series:
         x = np.exp(self.level + self.sigma * e)
         up = rng.random(n) < self.spike_p
         x[up] *= 1.0 + rng.uniform(0.2, self.spike_max, size=int(up.sum()))
-        return Shaped(tuple(float(v) for v in x), tuple(sorted(self.changes)))
+        values = tuple(float(v) for v in x)
+        return Shaped(values, tuple(sorted(self.changes)), trend=tuple(self.trend.tolist()))
 
 
 def _build(shape: str, rng: np.random.Generator) -> Shaped:

@@ -14,15 +14,27 @@ Assumptions, in plain words:
   At least ``BLOCK_RUNS`` runs must lie between the two blocks (else it is a step, the change
   point search's business), so a series needs ``3 * BLOCK_RUNS`` runs.
 * Change points are not drift. Each change point found between the blocks is divided out
-  (by the ratio of the medians of up to ``LOCAL_RUNS`` runs on either side of it) before the
-  blocks are compared, so a step is reported once, as a change point, and a drift that a
-  step hides in part is still measured.
+  (by the Hodges-Lehmann shift between up to ``LOCAL_RUNS`` runs on either side of it)
+  before the blocks are compared, so a step is reported once, as a change point, and a
+  drift that a step hides in part is still measured.
 * No shape of the noise is assumed: the test uses only the ranks of the runs (Mann-Whitney,
   two-sided), so a 10x spike weighs no more than the slowest ordinary run. Runs need not be
   independent: neighbouring runs that move together (a runner pool, a warm cache) carry less
   evidence than their count, so the variance of the rank statistic is inflated by
   ``(1 + rho) / (1 - rho)``, rho the lag-1 rank autocorrelation of the series around its
-  running median (clipped to [0, 0.9]).
+  centred running median (clipped to [0, 0.9]), which follows a creep and leaves it out.
+* A jump divided out is an estimate, and its error moves the new block as a drift would: a
+  load cycle's phase on either side of a step, or a few slow runs there, faked a drift in
+  one series in four (bench/drift_shapes.py, cycle+step). Measured on ``w`` runs a side as
+  the drift is on ``BLOCK_RUNS``, it has ``BLOCK_RUNS / w`` times the drift's variance. So
+  when jumps were divided out the shift must also stand out against the shifts between
+  neighbouring blocks of ``BLOCK_RUNS`` runs over the whole series (their spread, by the
+  median absolute deviation, is how far two blocks move apart with no change, cycles and
+  tails included), that spread widened by ``sqrt(1 + sum(BLOCK_RUNS / w))``; Student's t,
+  one degree of freedom fewer than those shifts (under 4 blocks, the rank statistic's
+  variance is widened by the same factor instead). Ranks alone cannot do it: two blocks of
+  10 runs that do not overlap at all give their smallest p-value, whether 2% or 50% apart.
+  The larger of the two p-values is the drift's.
 * Size: the Hodges-Lehmann shift of the log values (the median of every recent-minus-old
   difference), in percent. A drift is reported when it is at least ``min_effect_pct`` and its
   p-value is below ``alpha``. ``confidence`` is ``1 - p_value``.
@@ -57,6 +69,7 @@ ALPHA = 0.01
 MIN_EFFECT_PCT = 1.5
 """Smallest drift reported, in percent, unless the metric's minimum effect says otherwise."""
 MAX_RHO = 0.9
+MAD_TO_SD = 1.4826
 MIN_RUNS = 3 * BLOCK_RUNS
 """Runs a series needs before its drift is tested (two blocks and one between them)."""
 
@@ -97,33 +110,92 @@ def _horizon_end(n: int, ages_days: Sequence[float] | None) -> int:
     return min(max(end, BLOCK_RUNS - 1), latest_allowed)
 
 
-def _divide_out_steps(y: np.ndarray, steps: Sequence[int], lo: int, hi: int) -> np.ndarray:
+def _divide_out_steps(
+    y: np.ndarray, steps: Sequence[int], lo: int, hi: int
+) -> tuple[np.ndarray, float]:
     """Log values with every change point in (lo, hi] removed: later runs shifted back by
-    the jump between the medians of up to LOCAL_RUNS runs on either side."""
+    the jump across it, the Hodges-Lehmann shift between up to LOCAL_RUNS runs on either
+    side; and the jumps' share of the drift's variance, ``sum(BLOCK_RUNS / w)`` over them
+    (see the module's assumptions)."""
     out = y.copy()
+    share = 0.0
     bounds = [0, *sorted(steps), y.size]
     for a, k, b in zip(bounds, bounds[1:], bounds[2:], strict=False):
         if not lo < k <= hi:
             continue
         w = max(1, min(LOCAL_RUNS, k - a, b - k))
-        jump = float(np.median(y[k : k + w]) - np.median(y[k - w : k]))
-        out[k:] -= jump
+        out[k:] -= float(np.median(y[k : k + w, None] - y[None, k - w : k]))
+        share += BLOCK_RUNS / w
+    return out, share
+
+
+def _residuals(y: np.ndarray) -> np.ndarray:
+    """y around its running median, centred on each run: ``2 * BLOCK_RUNS + 1`` runs,
+    narrowed near the ends to as many runs on either side as there are.
+
+    A centred median follows a ramp exactly, so a creep is taken out with the level; a
+    window cut short at one end lags it, and the runs at both ends of a clean creep then sat
+    on one side of their level together, which read as serial dependence (rho near 0.9) and
+    hid every large, clean creep.
+    """
+    n = y.size
+    half = np.minimum(BLOCK_RUNS, np.minimum(np.arange(n), np.arange(n)[::-1]))
+    level = np.array([np.median(y[i - h : i + h + 1]) for i, h in enumerate(half)])
+    out: np.ndarray = y - level
     return out
 
 
-def _lag1_rank_autocorrelation(y: np.ndarray) -> float:
-    """Lag-1 autocorrelation of the ranks of y around its running median (2 * BLOCK_RUNS + 1
-    runs): how much neighbouring runs move together once the level is taken out."""
-    n = y.size
-    half = BLOCK_RUNS
-    level = np.array([np.median(y[max(0, i - half) : i + half + 1]) for i in range(n)])
-    resid = y - level
+def _lag1_rank_autocorrelation(resid: np.ndarray) -> float:
+    """Lag-1 autocorrelation of the ranks of the residuals: how much neighbouring runs move
+    together once the level is taken out."""
     ranks = average_ranks(resid)  # ties share their average rank
     ranks -= ranks.mean()
     denom = float(np.dot(ranks, ranks))
     if denom <= 0.0:
         return 0.0
     return float(np.dot(ranks[1:], ranks[:-1]) / denom)
+
+
+def _hodges_lehmann(old: np.ndarray, new: np.ndarray) -> float:
+    """The median of every new-minus-old difference."""
+    return float(np.median(new[:, None] - old[None, :]))
+
+
+def _t_two_sided(t: float, dof: int) -> float:
+    """P(|T| >= t) for Student's t with a whole number of degrees of freedom, in closed form
+    (Abramowitz and Stegun 26.7.3-4): ``perfgate detect`` does not load scipy."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2 = math.cos(theta) ** 2
+    term = total = 1.0 if dof % 2 == 0 else math.cos(theta)
+    for k in range(2 if dof % 2 == 0 else 3, dof - 1, 2):
+        term *= c2 * (k - 1) / k
+        total += term
+    if dof % 2 == 0:
+        inside = math.sin(theta) * total
+    else:
+        inside = 2.0 / math.pi * (theta + (math.sin(theta) * total if dof > 1 else 0.0))
+    return min(1.0, max(0.0, 1.0 - inside))
+
+
+def _shift_test(shift: float, y: np.ndarray, jumps_share: float) -> float | None:
+    """Two-sided p-value of ``shift``, a Hodges-Lehmann shift between two blocks of
+    ``BLOCK_RUNS`` runs with jumps divided out of it (their share of its variance
+    ``jumps_share``), against the shifts between neighbouring blocks of y: y cut into
+    blocks of ``BLOCK_RUNS`` runs from its newest run back, the spread of the shifts from
+    each block to the next (their median absolute deviation, as a standard deviation: the
+    median shift, a creep's, taken out) is how far two blocks move apart with no change at
+    all, whatever the noise's shape and its cycles; Student's t with one degree of freedom
+    fewer than the shifts. None when y has fewer than four blocks."""
+    start = y.size % BLOCK_RUNS
+    blocks = y[start:].reshape(-1, BLOCK_RUNS)
+    if blocks.shape[0] < 4:
+        return None
+    shifts = np.array([_hodges_lehmann(a, b) for a, b in zip(blocks, blocks[1:], strict=False)])
+    spread = MAD_TO_SD * float(np.median(np.abs(shifts - np.median(shifts))))
+    scale = spread * math.sqrt(1.0 + jumps_share)
+    if scale <= 0.0:
+        return 0.0 if shift else 1.0
+    return _t_two_sided(abs(shift) / scale, shifts.size - 1)
 
 
 def _rank_test(old: np.ndarray, new: np.ndarray, inflation: float) -> float:
@@ -178,10 +250,10 @@ def compare_horizon(
     old_last = _horizon_end(n, ages_days)
     old_first = old_last - BLOCK_RUNS + 1
     new_first = n - BLOCK_RUNS
-    adjusted = _divide_out_steps(y, steps, old_first, n - 1)
+    adjusted, jumps_share = _divide_out_steps(y, steps, old_first, n - 1)
     old, new = adjusted[old_first : old_last + 1], adjusted[new_first:]
 
-    shift = float(np.median(new[:, None] - old[None, :]))  # Hodges-Lehmann
+    shift = _hodges_lehmann(old, new)
     before = float(np.median(old))
     after = before + shift
     if positive:
@@ -193,8 +265,15 @@ def compare_horizon(
         return None  # from a level of 0 a change has no relative size
     if not abs(change_pct) >= min_effect_pct:
         return None
-    rho = min(MAX_RHO, max(0.0, _lag1_rank_autocorrelation(adjusted)))
-    p_value = _rank_test(old, new, (1.0 + rho) / (1.0 - rho))
+    resid = _residuals(adjusted)
+    rho = min(MAX_RHO, max(0.0, _lag1_rank_autocorrelation(resid)))
+    serial = (1.0 + rho) / (1.0 - rho)
+    p_value = _rank_test(old, new, serial)
+    if jumps_share:
+        by_shifts = _shift_test(shift, adjusted, jumps_share)
+        if by_shifts is None:
+            by_shifts = _rank_test(old, new, serial * (1.0 + jumps_share))
+        p_value = max(p_value, by_shifts)
     if p_value >= alpha:
         return None
 
