@@ -160,6 +160,15 @@ def test_a_whole_job_move_is_still_called_and_said() -> None:
     assert all("whole job moved" in v.reason for v in verdicts.values())
 
 
+def test_a_whole_job_that_got_faster_is_not_called_a_slower_runner() -> None:
+    baseline, current = _gate(12)
+    faster = {k: [x * 0.8 for x in v] for k, v in current.items()}
+    verdicts = perfgate.judge(baseline, faster)
+    assert all(v.verdict == "improvement" for v in verdicts.values())
+    assert all("the whole job moved" in v.reason for v in verdicts.values())
+    assert not any("slower" in v.reason for v in verdicts.values())
+
+
 def test_a_change_hidden_by_a_whole_job_move_is_not_called_unchanged() -> None:
     """The whole job 4% faster and one benchmark 5% slower than its job: the benchmark's
     total reads about 1% and its interval (the job's SD in it) fits inside 3%; but net of
@@ -544,3 +553,13 @@ def test_an_unchanged_run_whose_worst_case_is_faster_says_better() -> None:
     assert got.verdict == "unchanged"
     assert got.ci_high_pct is not None and got.ci_high_pct < 0
     assert "% better (bound at alpha" in got.reason and "worse" not in got.reason
+
+
+def test_an_amount_with_zero_runs_falls_at_most_100_percent() -> None:
+    # zeros in the runs: the change is measured on the additive scale, where the interval's
+    # low end went to -232% for a time, which cannot fall below 0
+    baseline = {"x": [[0.0, 5.0, 1.0], [3.0, 0.0, 2.0], [1.0, 4.0, 0.0], [2.0, 2.0, 1.0]]}
+    baseline["x"].append([1.0, 3.0, 2.0])
+    v = perfgate.judge(baseline, {"x": [0.0, 0.0, 0.5]})["x"]
+    assert v.change_pct == pytest.approx(-80.0)
+    assert v.ci_low_pct is not None and -100.0 <= v.ci_low_pct < -80.0

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import special
 
-from perfgate.metrics import is_time
+from perfgate.metrics import is_time, never_negative
 from perfgate.models import Comparison, Direction, MetricPolicy, RunPoint, Verdict
 from perfgate.stats.decide import (
     ALPHA,
@@ -1259,7 +1259,7 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
     change and the job's together (:func:`_job_part`), the own one the other reading."""
     words = (
         f"the whole job moved: {benchmarks} benchmarks by {job.pct(job.change):+.1f}% "
-        "together; a change to every benchmark and a slower runner look the same, and a "
+        "together; a change to every benchmark and a different runner look the same, and a "
         "rerun tells them apart"
     )
     if not removed:
@@ -1494,7 +1494,7 @@ def _other_unsure(
     return (
         "it is measured net of the job factor the gate's benchmarks share, and with the "
         f"job's part in it (the whole job {ev.pct(other.change - ev.change):+.1f}%, not "
-        "significantly: a slower runner and a change to every benchmark read the same) it "
+        "significantly: a different runner and a change to every benchmark read the same) it "
         f"is {other.change_pct:+.1f}% and may be up to {abs(bound):.1f}% worse, beyond the "
         f"{_effect_words(policy, min_effect)}"
     )
@@ -1526,6 +1526,8 @@ def _judge(
     else:
         word = "higher" if change_pct > 0 else "lower"
     low, high = (x if math.isfinite(x) else None for x in ev.interval(level))
+    if low is not None and never_negative(cur.unit):
+        low = max(low, -100.0)  # on the additive scale (zeros in the runs): an amount ends at 0
     mde = ev.detectable(tests, alpha, min_effect)
     bound = ev.worse_bound(worse_sign(cur.direction), alpha)
     outcome = classify_change(
