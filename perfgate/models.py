@@ -624,6 +624,10 @@ class Comparison(Serial):
     budget: str = ""
     """Kind ``budget``: the budget as the suite states it (``<= 100``, ``>= 95% of
     reference``)."""
+    ci_level: float | None = None
+    """The confidence level of [``ci_low_pct``, ``ci_high_pct``]: 0.95 for a pair; against
+    history ``1 - alpha * called / tested`` on the change's side (the false-discovery
+    adjusted interval, so a gate of more metrics shows wider ones)."""
 
     KEYS = (
         *("benchmark", "metric", "unit", "direction", "verdict", "reason", "current_run_id"),
@@ -631,6 +635,7 @@ class Comparison(Serial):
         *("baseline_commits", "change_pct", "ci_low_pct", "ci_high_pct", "p_value"),
         *("p_adjusted", "p_rank", "min_effect_pct", "mde_pct", "mde_power", "alpha"),
         *("fingerprint_differences", "method", "decides", "kind", "limit", "budget"),
+        "ci_level",
     )
 
     @property

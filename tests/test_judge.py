@@ -563,3 +563,13 @@ def test_an_amount_with_zero_runs_falls_at_most_100_percent() -> None:
     v = perfgate.judge(baseline, {"x": [0.0, 0.0, 0.5]})["x"]
     assert v.change_pct == pytest.approx(-80.0)
     assert v.ci_low_pct is not None and -100.0 <= v.ci_low_pct < -80.0
+
+
+def test_an_interval_states_the_level_it_was_computed_at() -> None:
+    # reports printed "95% CI" over intervals at 1 - alpha * called / tested: 99% for one
+    # benchmark at alpha 0.01, 99.75% for four with none called
+    baseline, current = _gate(3, benchmarks=4)
+    four = perfgate.judge(baseline, current)
+    assert [v.ci_level for v in four.values()] == [pytest.approx(1 - 0.01 / 4)] * 4
+    one = perfgate.judge({"b0": baseline["b0"]}, {"b0": current["b0"]})["b0"]
+    assert one.ci_level == pytest.approx(0.99)

@@ -268,6 +268,7 @@ def _results() -> Iterator[tuple[str, Any]]:
             change_pct=-4.0,
             ci_low_pct=-6.0,
             ci_high_pct=-2.0,
+            ci_level=0.95,
             p_value=0.001,
             p_adjusted=0.004,
             p_rank=0.01,

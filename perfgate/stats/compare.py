@@ -1571,6 +1571,7 @@ def _judge(
         change_pct=change_pct,
         ci_low_pct=low,
         ci_high_pct=high,
+        ci_level=level if low is not None or high is not None else None,
         p_value=ev.p_value,
         p_adjusted=p_adjusted,
         min_effect_pct=min_effect,

@@ -60,6 +60,9 @@ class Judgement:
     p_adjusted: float | None = None
     baseline_runs: int = 0
     """How many runs of the baseline the window kept (after the change-point cut and cap)."""
+    ci_level: float | None = None
+    """The confidence level of [``ci_low_pct``, ``ci_high_pct``]: ``1 - alpha * called /
+    tested`` (false-discovery adjusted, so wider in a gate of more benchmarks)."""
 
 
 def _values(
@@ -225,6 +228,7 @@ def _judgement(c: Comparison) -> Judgement:
         change_pct=c.change_pct,
         ci_low_pct=c.ci_low_pct,
         ci_high_pct=c.ci_high_pct,
+        ci_level=c.ci_level,
         mde_pct=c.mde_pct,
         reason=c.reason,
         p_value=c.p_value,

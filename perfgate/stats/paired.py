@@ -102,6 +102,8 @@ from perfgate.stats.decide import (
 )
 from perfgate.stats.fdr import by_direction
 
+CI_LEVEL = 0.95
+"""The confidence level of a pair's interval (the verdict is the tests', not the interval's)."""
 MAX_PAIRS = 1000
 """Largest number of pairs ``pairs_needed`` reports; beyond it the metric is too noisy."""
 MIN_PAIRS_ADVISED = 3
@@ -480,7 +482,7 @@ def compare_pairs(
     p_order = pair_order_p(summed)
     sign = worse_sign(direction)
     p_equivalence = pair_order_p(_weighted([sign * x - limit for x in d])[2], side=-1)
-    half_ci = float(special.stdtrit(dof, 0.975)) * se
+    half_ci = float(special.stdtrit(dof, 0.5 + CI_LEVEL / 2.0)) * se
     # the change caught with POWER: significant, and measured at least the minimum effect
     # (none while the pairs are too few for the pair-order test to reach alpha)
     crit = float(special.stdtrit(dof, 1.0 - alpha / 2.0)) * se
@@ -542,6 +544,7 @@ def _comparison(
         change_pct=ev.change_pct,
         ci_low_pct=ev.ci_low_pct,
         ci_high_pct=ev.ci_high_pct,
+        ci_level=CI_LEVEL if ev.ci_low_pct is not None else None,
         p_value=ev.p_value,
         p_adjusted=p_adjusted,
         min_effect_pct=ev.policy.min_effect_pct,
