@@ -60,6 +60,22 @@ def test_measure_applies_flags_and_params_over_the_suite() -> None:
         app.Measure(workloads=("nope",)).specs(Config())
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("repeats", 0, "overrides.repeats: expected an integer >= 1, got 0"),
+        ("measured", 1, "overrides.measured: expected an integer >= 2, got 1"),
+        ("device", "tpu", "overrides.device: expected one of cpu, cuda, npu, got 'tpu'"),
+        ("timeout_s", -5.0, "overrides.timeout: expected a number of seconds > 0, got -5.0"),
+    ],
+)
+def test_measure_refuses_a_flag_the_suite_would_refuse(flag: str, value: object, said: str) -> None:
+    # a script's Measure(repeats=0) measured nothing and recorded nothing, silently
+    with pytest.raises(ConfigError) as caught:
+        app.Measure(workloads=("mlp",), **{flag: value}).specs(Config())
+    assert str(caught.value) == said
+
+
 def test_ingest_records_a_result_file_and_reads_before_it_opens_the_store(
     tmp_path: Path,
 ) -> None:

@@ -51,11 +51,13 @@ def benchmark_specs(
         workloads: built-in workload names (``--workload``); each becomes a benchmark of that
             name over the suite's ``[defaults]``, validated exactly as a ``[[benchmarks]]``
             table is. Without any, the suite's benchmarks (``benchmarks`` picks some).
-        overrides: spec fields given as flags (``repeats``, ``device``, ...), already valid.
+        overrides: spec fields given as flags (``repeats``, ``device``, ``timeout_s``, ...),
+            checked as a suite's ``[[benchmarks]]`` values are.
         params: workload parameters (``--param``), over each spec's own.
 
     Raises:
-        ConfigError: an unknown workload or benchmark name, or an invalid value.
+        ConfigError: an unknown workload or benchmark name, or an invalid value (of the
+            suite or of ``overrides``).
     """
     if workloads:
         specs = []
@@ -80,9 +82,12 @@ def benchmark_specs(
                 raise ConfigError(f"--benchmark {', '.join(unknown)}: not in the suite")
             specs = [s for s in specs if s.name in set(benchmarks)]
     extra = dict(params or {})
-    return [
-        _resolved(replace(s, params={**s.params, **extra}, **dict(overrides or {}))) for s in specs
-    ]
+    flags = dict(overrides or {})
+    # the flags' values refused as a suite's would be (a script's Measure(repeats=0) ran
+    # nothing and recorded nothing, silently)
+    as_keys = {"timeout" if k == "timeout_s" else k: v for k, v in flags.items()}
+    parse_benchmark({"name": "flags", "workload": "mlp", **as_keys}, {}, "", "overrides")
+    return [_resolved(replace(s, params={**s.params, **extra}, **flags)) for s in specs]
 
 
 def base_side_spec(
