@@ -15,6 +15,8 @@ Student-t with 3 degrees of freedom in half the series) with 2% single-run spike
 * ``cycle+step``: the same cycle and one persistent step of 5-15%.
 * ``ramp``: a linear ramp of 5-35% over 20-150 runs between two flat levels. No change point
   (a drift, reported once by the drift analysis).
+* ``ramp+step``: the same ramp and one persistent step of 5-15% anywhere (inside the ramp
+  or not): one change point, the step (the ramp is a drift).
 * ``variance``: the spread multiplied by 2-3 (or halved) from a random run on. No change point.
 * ``pool``: each run on one of 2-4 runners whose speeds differ by up to 4%, drawn at random
   per run or kept for 1-10 runs at a time (sticky). No change point.
@@ -200,6 +202,9 @@ def _build(shape: str, rng: np.random.Generator) -> Shaped:
         s.steps(1, 0.05, 0.15)
     elif shape == "ramp":
         s.ramp()
+    elif shape == "ramp+step":
+        s.ramp()
+        s.steps(1, 0.05, 0.15)
     elif shape == "variance":
         s.variance()
     elif shape == "pool":
@@ -234,6 +239,7 @@ SHAPES = (
     "pool+step",
     "tails",
     "mixed",
+    "ramp+step",
 )
 
 

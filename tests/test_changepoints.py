@@ -410,3 +410,25 @@ def test_a_3_percent_load_cycle_does_not_crash_the_detector() -> None:
     _, values = read_series_csv(CYCLE_FIXTURE)
     assert len(values) == 100
     detect_change_points(values)
+
+
+def test_a_step_inside_a_creep_is_one_change_point_not_a_staircase() -> None:
+    # A creep with a real step in it: the ramp alone could not stand in for the step, so
+    # the creep's staircase around it stayed (about six points a series at +20% over 160
+    # runs), and a step at a ramp's edge went with the ramp.
+    found = []
+    for seed in range(10):
+        rng = np.random.default_rng([33, seed])
+        t = np.arange(160)
+        log_level = math.log(1.20) * t / 159 + np.where(t >= 80, math.log(1.10), 0.0)
+        x = 100.0 * np.exp(log_level + 0.01 * rng.standard_normal(160))
+        found.append([p.index for p in detect_change_points(list(x))])
+    assert all(len(points) == 1 and abs(points[0] - 80) <= 2 for points in found), found
+
+
+def test_a_clean_ramp_between_two_levels_keeps_no_point() -> None:
+    for seed in range(10):
+        rng = np.random.default_rng([34, seed])
+        g = np.clip((np.arange(200) - 50) / 100, 0.0, 1.0)
+        x = 100.0 * (1.0 + 0.35 * g) * np.exp(0.01 * rng.standard_normal(200))
+        assert detect_change_points(list(x)) == [], seed
