@@ -5,12 +5,15 @@ The parent never imports torch; workers do (see :mod:`perfgate.runner.worker`).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +23,7 @@ from typing import Any
 from perfgate.errors import ConfigError, RunnerError, require
 from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSummary
 from perfgate.runner.lifecycle import interruptible, kill_group, work_dir, worker_env
-from perfgate.runner.watchdog import wait_for_worker
+from perfgate.runner.watchdog import timeout_unset, wait_for_worker
 
 #: Called with one line after each finished repeat (or A/B pair); the CLI prints it on stderr.
 ProgressFn = Callable[[str], None]
@@ -38,6 +41,78 @@ def repeat_value(result: RepeatResult) -> str:
 
     clocks = (("step", result.step_ms), ("cpu", result.cpu_ms), ("device", result.device_ms))
     return ", ".join(f"{name} {median(ms):.4g} ms" for name, ms in clocks if ms) or "no timed step"
+
+
+NO_OPERATORS = "profiled window: no operator events, so no op table"
+"""Said after a repeat whose profiled window ran no torch operator (a step of plain Python):
+the profiler's trace is then not written, and the run is recorded without a profile."""
+
+
+def _unprofiled(result: RepeatResult) -> bool:
+    """Whether a repeat asked to profile came back without a profile of any rank."""
+    if result.ranks:
+        return all(rank.profile is None for rank in result.ranks)
+    return result.trace_path is None
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_STEM_MAX = 100  # well under a file name's 255 bytes, with the suffixes added to it
+
+
+def trace_stem(name: str) -> str:
+    """The file-name stem of ``name``'s trace: ``name`` itself when it is a plain file name
+    (ASCII letters, digits, ``_``, ``.``, ``-``; not starting with ``.`` or ``-``; short),
+    else its plain characters with a hash of the whole name, so that the file always lies
+    in the traces directory and two names never share it ("a/b" -> ``a_b-1c3f5a7e``)."""
+    plain = _UNSAFE.sub("_", name).lstrip(".-")[:_STEM_MAX]
+    if plain == name:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{plain or 'benchmark'}-{digest}"
+
+
+def check_environment() -> None:
+    """What the run reads from the environment after measuring, checked before it starts:
+    a bad ``PERFGATE_MAX_DECOMPRESSED_MB`` (the cap on reading the profiled window) is one
+    line and exit 2 now, not after the benchmark ran.
+
+    Raises:
+        UsageError: the variable is set to something other than a positive whole number.
+    """
+    from perfgate.parsers.decompress import max_decompressed_mb
+
+    max_decompressed_mb()
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+@contextlib.contextmanager
+def trace_dir_scope(trace_dir: Path | None) -> Iterator[None]:
+    """Within: the run may create ``trace_dir`` (and its parents). Afterwards no directory
+    it created is left empty, and when the run raised, a ``trace_dir`` it created is removed
+    with what it holds: a benchmark that fails records nothing and leaves nothing."""
+    created = [] if trace_dir is None else _missing_dirs(trace_dir)
+    try:
+        yield
+    except BaseException:
+        if created and trace_dir is not None:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+        raise
+    finally:
+        if created and trace_dir is not None and trace_dir.is_dir():
+            for folder, _, _ in sorted(os.walk(trace_dir), reverse=True):  # deepest first
+                with contextlib.suppress(OSError):  # not empty: kept
+                    os.rmdir(folder)
+        for parent in created[1:]:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
 
 
 @dataclass(frozen=True)
@@ -208,8 +283,11 @@ def run_repeat(
     cwd: Path | None = None,
     label: str = "",
     setup: ProcessSetup | None = None,
+    derive: bool | None = None,
 ) -> RepeatResult:
-    """One worker process: one repeat of ``spec`` (see :func:`run_benchmark`)."""
+    """One worker process: one repeat of ``spec`` (see :func:`run_benchmark`), stopped after
+    ``timeout_s`` and, with ``derive``, once its warm-up says a step hangs
+    (:mod:`perfgate.runner.watchdog`); None: when the spec's timeout is unset."""
     need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
@@ -240,6 +318,7 @@ def run_repeat(
                 timeout_s=timeout_s,
                 measured=spec.measured,
                 where=where,
+                derive=timeout_unset(spec) if derive is None else derive,
             )
         except subprocess.TimeoutExpired:
             kill_group(proc)
@@ -329,15 +408,19 @@ def run_benchmark(
     """Run ``spec.repeats`` worker processes one after the other; profile in the first only.
 
     Args:
-        trace_dir: where the profiled window's Chrome trace goes; ``None`` skips profiling.
+        trace_dir: where the profiled window's Chrome trace goes (named by
+            :func:`trace_stem`, always inside it; none where the window ran no operator);
+            ``None`` skips profiling. Left behind only when it holds a trace.
         progress: called with a short line after each repeat.
         sys_path: directories the worker puts first on ``sys.path`` (for user entries).
-        timeout_s: the most one worker (or torchrun job) may take; None: the spec's.
+        timeout_s: the most one worker (or torchrun job) may take, a fixed limit; None: the
+            spec's (when unset, a worker also stops once its warm-up says a step hangs).
         launch: how a multi-device spec's torchrun job (one per repeat, every rank profiled
             in the first: :mod:`perfgate.runner.distributed`) is launched. A node that did
             not hold rank 0 records nothing: its outcome has no repeats.
 
     Raises:
+        UsageError: a bad environment (:func:`check_environment`), before measuring.
         ConfigError: the entry cannot be imported or called as configured.
         RunnerError: a step raised, a worker died or outlived the timeout, or perfgate was
             sent SIGTERM/SIGINT (:class:`~perfgate.runner.lifecycle.Interrupted`); the
@@ -345,54 +428,57 @@ def run_benchmark(
         MissingExtra: torch is not installed (``perfgate[torch]``).
     """
     threads, params = split_threads(spec)
+    check_environment()
+    derive = timeout_s is None and timeout_unset(spec)  # one given here is the limit
     timeout_s = spec.timeout_s if timeout_s is None else timeout_s
     launch = launch or LaunchOptions()
     sys_path = sys_path or []
     started = datetime.now(timezone.utc)
     results: list[RepeatResult] = []
-    fresh_trace_dir = trace_dir is not None and not trace_dir.exists()
-    try:
-        with interruptible(), work_dir() as tmp:
-            for repeat in range(spec.repeats):
-                profiled = trace_dir if repeat == 0 and spec.profiled > 0 else None
-                if profiled is not None:
-                    profiled.mkdir(parents=True, exist_ok=True)
-                if spec.distributed:
-                    need_torch()
-                    from perfgate.runner.distributed import run_job
+    with trace_dir_scope(trace_dir), interruptible(), work_dir() as tmp:
+        for repeat in range(spec.repeats):
+            profiled = trace_dir if repeat == 0 and spec.profiled > 0 else None
+            if profiled is not None:
+                profiled.mkdir(parents=True, exist_ok=True)
+            if spec.distributed:
+                need_torch()
+                from perfgate.runner.distributed import run_job
 
-                    request = _request(spec, params, threads, sys_path, profile=bool(profiled))
-                    job = run_job(
-                        {"name": spec.name, **request, "trace_dir": profiled and str(profiled)},
-                        where=f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}",
-                        workdir=Path(tmp) / f"job-{repeat}",
-                        nproc=spec.nproc,
-                        nnodes=launch.nnodes or spec.nnodes,
-                        launch=launch,
-                        timeout_s=timeout_s,
-                    )
-                    if job is None:  # rank 0 ran on another node
-                        break
-                    result = job_result(job)
-                else:
-                    result = run_repeat(
-                        spec,
-                        repeat,
-                        threads=threads,
-                        params=params,
-                        trace_path=profiled and profiled / f"{spec.name}.pt.trace.json",
-                        workdir=Path(tmp),
-                        sys_path=sys_path,
-                        timeout_s=timeout_s,
-                    )
-                results.append(result)
-                if progress is not None:
-                    value = repeat_value(result)
-                    progress(repeat_progress(spec.name, "repeat", repeat + 1, spec.repeats, value))
-    except BaseException:
-        # A benchmark that fails records nothing: leave no trace directory of it either.
-        if fresh_trace_dir and trace_dir is not None:
-            shutil.rmtree(trace_dir, ignore_errors=True)
-        raise
+                request = _request(spec, params, threads, sys_path, profile=bool(profiled))
+                job = run_job(
+                    {
+                        "name": spec.name,
+                        **request,
+                        "trace_dir": profiled and str(profiled),
+                        "trace_stem": trace_stem(spec.name),
+                    },
+                    where=f"benchmark {spec.name}, repeat {repeat + 1}/{spec.repeats}",
+                    workdir=Path(tmp) / f"job-{repeat}",
+                    nproc=spec.nproc,
+                    nnodes=launch.nnodes or spec.nnodes,
+                    launch=launch,
+                    timeout_s=timeout_s,
+                )
+                if job is None:  # rank 0 ran on another node
+                    break
+                result = job_result(job)
+            else:
+                result = run_repeat(
+                    spec,
+                    repeat,
+                    threads=threads,
+                    params=params,
+                    trace_path=profiled and profiled / f"{trace_stem(spec.name)}.pt.trace.json",
+                    workdir=Path(tmp),
+                    sys_path=sys_path,
+                    timeout_s=timeout_s,
+                    derive=derive,
+                )
+            results.append(result)
+            if progress is not None:
+                value = repeat_value(result)
+                if profiled is not None and _unprofiled(result):
+                    value = f"{value} ({NO_OPERATORS})"
+                progress(repeat_progress(spec.name, "repeat", repeat + 1, spec.repeats, value))
     finished = datetime.now(timezone.utc)
     return BenchmarkOutcome(spec, threads, tuple(results), started, finished)

@@ -23,12 +23,16 @@ from perfgate.runner import (
     BenchmarkOutcome,
     ProgressFn,
     RepeatResult,
+    check_environment,
     repeat_progress,
     repeat_value,
     run_repeat,
     split_threads,
+    trace_dir_scope,
+    trace_stem,
 )
 from perfgate.runner.lifecycle import interruptible, work_dir
+from perfgate.runner.watchdog import timeout_unset
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -93,10 +97,13 @@ def run_pairs(
     outcome, the order of each pair: "AB" or "BA" with A = base).
 
     Each side imports user entries from ``suite_dir`` (relative to the repository root) of
-    its own tree. ``timeout_s`` bounds each repeat (None: the spec's). ``base_spec`` is what
-    the base side runs (:func:`perfgate.app.specs.base_side_spec`); None: ``spec``.
+    its own tree. ``timeout_s`` bounds each repeat, a fixed limit (None: the spec's).
+    ``base_spec`` is what the base side runs (:func:`perfgate.app.specs.base_side_spec`);
+    None: ``spec``.
     """
     base_spec = spec if base_spec is None else base_spec
+    check_environment()
+    derive = timeout_s is None and timeout_unset(spec)  # one given here is the limit
     timeout_s = spec.timeout_s if timeout_s is None else timeout_s
     rng = random.Random(seed)
     started = datetime.now(timezone.utc)
@@ -107,7 +114,7 @@ def run_pairs(
         "A": (base_dir, base_results, "base", base_spec),
         "B": (head_dir, head_results, "head", spec),
     }
-    with interruptible(), work_dir() as tmp:
+    with trace_dir_scope(trace_dir), interruptible(), work_dir() as tmp:
         for i in range(spec.repeats):
             order = "AB" if rng.random() < 0.5 else "BA"
             orders.append(order)
@@ -117,7 +124,7 @@ def run_pairs(
                 trace_path = None
                 if trace_dir is not None and i == 0 and spec.profiled > 0:
                     (trace_dir / label).mkdir(parents=True, exist_ok=True)
-                    trace_path = trace_dir / label / f"{spec.name}.pt.trace.json"
+                    trace_path = trace_dir / label / f"{trace_stem(spec.name)}.pt.trace.json"
                 code_dir = tree / suite_dir
                 results.append(
                     run_repeat(
@@ -131,6 +138,7 @@ def run_pairs(
                         timeout_s=timeout_s,
                         cwd=code_dir,
                         label=label,
+                        derive=derive,
                     )
                 )
             if progress is not None:

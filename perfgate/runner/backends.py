@@ -51,9 +51,10 @@ class Backend(Protocol):
         (``record()``, ``elapsed_time(other)`` in ms); None where the device has none."""
         return None
 
-    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str:
+    def profile(self, step: Callable[[], Any], steps: int, trace_path: str) -> str | None:
         """Profile ``steps`` steps (after one warm-up step) at or under ``trace_path``; the
-        path the parser should read."""
+        path the parser should read, or None where the window ran no operator (nothing
+        is written: a trace without one has no op table to read)."""
         return torch_profile(self, step, steps, trace_path)
 
 
@@ -356,11 +357,32 @@ def profiled_steps(
     return session
 
 
-def torch_profile(backend: Backend, step: Callable[[], Any], steps: int, trace_path: str) -> str:
-    """torch.profiler over ``steps`` steps, exported as one Chrome trace at ``trace_path``."""
+_OPERATOR_ACTIVITIES = frozenset({"cpu_op", "operator"})
+"""The profiler's activity types of a torch operator: the trace's ``cat`` of the events the
+parser builds its op table from (:mod:`perfgate.parsers.torch_trace`)."""
+
+
+def ran_operators(session: Any) -> bool:
+    """Whether a finished ``torch.profiler`` session recorded a torch operator; True where
+    its events cannot be looked at (then the trace is exported as before)."""
+    try:
+        events = session.profiler.kineto_results.events()
+        return any(e.activity_type() in _OPERATOR_ACTIVITIES for e in events)
+    except (AttributeError, RuntimeError, TypeError):
+        return True
+
+
+def torch_profile(
+    backend: Backend, step: Callable[[], Any], steps: int, trace_path: str
+) -> str | None:
+    """torch.profiler over ``steps`` steps, exported as one Chrome trace at ``trace_path``;
+    None, and nothing written, where no torch operator ran (a step of plain Python)."""
     import torch.profiler
 
-    profiled_steps(backend, step, steps, torch.profiler).export_chrome_trace(trace_path)
+    session = profiled_steps(backend, step, steps, torch.profiler)
+    if not ran_operators(session):
+        return None
+    session.export_chrome_trace(trace_path)
     return trace_path
 
 

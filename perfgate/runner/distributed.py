@@ -289,9 +289,11 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
         if trace_dir and profiled > 0:
             _state(workdir, rank, "profiling")
             dist.barrier()
-            path = os.path.join(str(trace_dir), f"{request['name']}.rank{rank}.pt.trace.json")
+            stem = str(request["trace_stem"])  # a safe file name (runner.trace_stem)
+            path = os.path.join(str(trace_dir), f"{stem}.rank{rank}.pt.trace.json")
             written = backend.profile(step, profiled, path)
-            mine["profile"] = summarise_profile(written, rank).to_dict()
+            if written is not None:  # None: the window ran no operator
+                mine["profile"] = summarise_profile(written, rank).to_dict()
     _state(workdir, rank, "gathering")
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)

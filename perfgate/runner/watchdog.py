@@ -76,6 +76,13 @@ def derived_limit_s(typical_step_s: float, steps: int = 1) -> float:
     return max(STALL_FLOOR_S, STALL_FACTOR * typical_step_s * max(steps, 1))
 
 
+def timeout_unset(spec: BenchmarkSpec) -> bool:
+    """Whether ``spec``'s timeout was left at the default, so the limit is also derived from
+    the warm-up. A spec does not record whether its suite (or ``--timeout``) set it: one
+    equal to the default counts as unset (the one place to change once a spec says)."""
+    return spec.timeout_s == DEFAULT_TIMEOUT_S
+
+
 def wait_for_worker(
     proc: subprocess.Popen[bytes],
     *,
@@ -83,10 +90,11 @@ def wait_for_worker(
     timeout_s: float,
     measured: int,
     where: str,
+    derive: bool,
 ) -> int:
-    """Wait for ``proc`` and return its exit code: ``timeout_s`` in all and, when that is
-    the default, no longer than the warm-up says (see the module). The caller kills the
-    worker's group on either error.
+    """Wait for ``proc`` and return its exit code: ``timeout_s`` in all and, with
+    ``derive`` (the timeout was not set), no longer than the warm-up says (see the module).
+    The caller kills the worker's group on either error.
 
     Raises:
         subprocess.TimeoutExpired: the cap ``timeout_s`` passed.
@@ -94,7 +102,6 @@ def wait_for_worker(
     """
     started = time.monotonic()
     cap = started + timeout_s
-    derive = timeout_s == DEFAULT_TIMEOUT_S
     progress = _Progress(progress_path)
     deadline = cap
     why = ""

@@ -10,7 +10,8 @@ ProcessSetup` keys ask (:func:`setup_process`, before torch is imported); the wo
 synchronisation, profiler off (beside each, on the CPU its CPU time, on an accelerator its
 device time from timing events); then the allocator's peak (RSS on the CPU) with the
 capacity it is a share of, and the last step's loss (:func:`loss_value`); then, only if a
-trace path was given, a separate profiled window exported as a Chrome trace (never timed).
+trace path was given, a separate profiled window exported as a Chrome trace (never timed;
+not written where it ran no torch operator: the result's ``trace_path`` is then null).
 
 An inference benchmark (``kind = "inference"``) runs every step (one request) under
 ``torch.inference_mode()``; each measured sample is one request's latency.
