@@ -103,6 +103,28 @@ def test_one_run_holds_every_ranks_samples_and_profile(baseline: list[RunRecord]
     assert config.policy("step_time_ms.rank1") == config.policy("step_time_ms")
 
 
+def test_an_inference_job_of_two_ranks_records_latencies(
+    suite: tuple[Config, SqlStore, Path],
+) -> None:
+    # kind = "inference" with nproc = 2 was recorded as training (step_time_ms, samples/s)
+    config, store, root = suite
+    spec = BenchmarkSpec(
+        name="infer2", workload="mlp_infer", kind="inference", nproc=2, warmup=2, measured=10
+    )
+    (run,) = app.run_and_record(
+        config,
+        [spec],
+        store,
+        git=GitContext(commit=uuid.uuid4().hex[:12], branch="main"),
+        ci=CIContext(),
+        trace_root=root / "traces",
+    )
+    metrics = {m.metric for m in run.measurements}
+    assert {"latency_p50_ms", "latency_p99_ms", "throughput_requests_per_s"} <= metrics
+    assert {"step_time_ms", "throughput_samples_per_s"}.isdisjoint(metrics)
+    assert {"rank_spread_pct", "step_time_ms.rank0", "step_time_ms.rank1"} <= metrics
+
+
 def test_a_straggler_fails_the_gate_and_the_advisor_names_it(
     suite: tuple[Config, SqlStore, Path], baseline: list[RunRecord]
 ) -> None:

@@ -215,22 +215,28 @@ def job_measurements(
     outcome: BenchmarkOutcome,
 ) -> tuple[list[Measurement], ProfileSummary | None, tuple[ProfileSummary, ...]]:
     """A multi-device run's measurements, the slowest rank's profile (the largest median
-    own work per step, profiler off) and every rank's."""
+    own work per step, profiler off) and every rank's. An inference job's are latencies, as
+    one process's are (:func:`inference_measurements`): a job step, the slowest rank's, is
+    one request served by all of them."""
     reps = outcome.repeats
     world = reps[0].world_size
-    out = [
-        measurement("step_time_ms", [r.step_ms for r in reps]),
-        measurement(
-            "throughput_samples_per_s",
-            [[r.batch_size * world * 1000.0 / t for t in r.step_ms] for r in reps],
-        ),
-        measurement("peak_memory_bytes", [[float(r.peak_memory_bytes)] for r in reps]),
-        measurement(
-            "rank_spread_pct",
-            [[spread_pct([float(np.median(k.own_ms)) for k in r.ranks])] for r in reps],
-        ),
-        *_extras(outcome),
-    ]
+    spread = measurement(
+        "rank_spread_pct",
+        [[spread_pct([float(np.median(k.own_ms)) for k in r.ranks])] for r in reps],
+    )
+    if outcome.spec.kind == "inference":
+        out = [*inference_measurements(outcome), spread]
+    else:
+        out = [
+            measurement("step_time_ms", [r.step_ms for r in reps]),
+            measurement(
+                "throughput_samples_per_s",
+                [[r.batch_size * world * 1000.0 / t for t in r.step_ms] for r in reps],
+            ),
+            measurement("peak_memory_bytes", [[float(r.peak_memory_bytes)] for r in reps]),
+            spread,
+            *_extras(outcome),
+        ]
     ranks = sorted({k.rank for r in reps for k in r.ranks})
     for rank in ranks:
         steps = [k.step_ms for r in reps for k in r.ranks if k.rank == rank]
