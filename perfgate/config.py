@@ -58,8 +58,33 @@ _BENCH_KEYS = {
     *("timeout", *_DEFAULT_KEYS),
 }
 _KINDS = ("training", "inference")
+BENCHMARK_NAME = re.compile(
+    r"[^/\\\x00-\x1f\x7f.\s-](?:[^/\\\x00-\x1f\x7f]*[^/\\\x00-\x1f\x7f\s])?"
+)
+"""A suite benchmark's name: no ``/`` or ``\\``, no control character (a line break), not
+starting with ``.``, ``-`` or a blank, not ending with a blank. It becomes part of a file name
+(a profile's trace, a baseline file) and a report's heading, so it is never a path, never
+taken for a hidden file or a flag, and stays on one line; any other character (a space,
+a letter of any script) is kept."""
+_ENTRY = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+"""A user entry: a dotted module name, ``:``, a function name (the worker imports the module
+and calls the function; a file path or a ``Class.method`` cannot be imported)."""
 _METRIC_KEYS = {"direction", "min_effect_pct", "min_effect_abs", "deterministic", "decides"}
 _DEVICES = {"cpu", "cuda", "npu"}
+MAX_EFFECT_PCT = 1000.0
+"""``min_effect_pct`` is below this: a minimum effect of 1000% lets an 11-fold slowdown pass,
+which is no gate at all (and a detectable change above it is shown as "over 1000%")."""
+_SHARES = frozenset(
+    {
+        *("comm_share_warning", "comm_share_critical", "idle_share_warning"),
+        *("idle_share_critical", "data_loading_share", "cpu_sync_cause_share", "aicpu_share"),
+        *("format_conversion_share", "dominant_op_share", "low_unit_utilization"),
+        *("memory_bound_pipe_ratio", "memory_capacity_warning", "memory_capacity_critical"),
+        *("leak_rising_share", "window_growth_share", "pair_low_utilisation"),
+    }
+)
+"""The ``[advisor]`` thresholds that are a share of a whole (of the step, of op time, of the
+device's memory, ...): a fraction from 0 to 1 (0.15 is 15%), never a percentage."""
 
 DEFAULT_FAIL_ON = frozenset({Verdict.REGRESSION, Verdict.OVER_BUDGET})
 """The verdicts that fail a gate when the suite does not say: a regression, and a breached
@@ -183,9 +208,23 @@ def _int(value: Any, source: str, path: str, minimum: int) -> int:
 
 
 def _str(value: Any, source: str, path: str) -> str:
-    if not isinstance(value, str) or not value:
+    """A string that is not empty nor only blanks (a name, a URL, a branch)."""
+    if not isinstance(value, str) or not value.strip():
         raise _err(source, path, f"expected a non-empty string, got {value!r}")
     return value
+
+
+def _name(value: Any, source: str, path: str) -> str:
+    """A benchmark's name (:data:`BENCHMARK_NAME`)."""
+    name = _str(value, source, path)
+    if not BENCHMARK_NAME.fullmatch(name):
+        raise _err(
+            source,
+            path,
+            "expected no '/', '\\' or control character, not starting with '.', '-' or a "
+            f"blank, not ending with a blank (it names files), got {name!r}",
+        )
+    return name
 
 
 def _device(value: Any, source: str, path: str) -> str:
@@ -213,20 +252,24 @@ def parse_benchmark(
     """Validate one ``[[benchmarks]]`` table (merged over ``[defaults]``) into a spec."""
     _check_keys(table, _BENCH_KEYS, source, path + ".")
     merged = {**defaults, **table}
-    name = _str(merged.get("name"), source, f"{path}.name")
+    name = _name(merged.get("name"), source, f"{path}.name")
     workload, entry = merged.get("workload"), merged.get("entry")
     if (workload is None) == (entry is None):
         raise _err(
             source, path, "give exactly one of 'workload' (built-in) or 'entry' ('module:function')"
         )
-    if entry is not None and (not isinstance(entry, str) or ":" not in entry):
-        raise _err(source, path + ".entry", f"expected 'module:function', got {entry!r}")
+    if entry is not None and (not isinstance(entry, str) or not _ENTRY.fullmatch(entry)):
+        raise _err(
+            source,
+            path + ".entry",
+            f"expected 'module:function' (a dotted module name and a function name), got {entry!r}",
+        )
     if workload is not None:
         _str(workload, source, f"{path}.workload")
     device = _device(merged.get("device", "cpu"), source, f"{path}.device")
     treatment = merged.get("treatment_params", list(TREATMENT_PARAMS))
-    if not isinstance(treatment, list) or not all(isinstance(t, str) for t in treatment):
-        raise _err(source, path + ".treatment_params", "expected a list of names")
+    if not isinstance(treatment, list) or not all(isinstance(t, str) and t for t in treatment):
+        raise _err(source, path + ".treatment_params", "expected a list of non-empty names")
     kind = merged.get("kind", "")  # "": the workload's own kind (perfgate.app.specs)
     if kind != "" and kind not in _KINDS:
         raise _err(source, path + ".kind", f"expected one of {', '.join(_KINDS)}, got {kind!r}")
@@ -272,8 +315,12 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
             source, path + ".direction", f"expected 'lower' or 'higher', got {direction!r}"
         ) from None
     effect = table.get("min_effect_pct", base.min_effect_pct)
-    if not _number(effect) or effect >= 1000:
-        raise _err(source, path + ".min_effect_pct", f"expected a percentage, got {effect!r}")
+    if not _number(effect) or effect >= MAX_EFFECT_PCT:
+        raise _err(
+            source,
+            path + ".min_effect_pct",
+            f"expected a percentage >= 0 and < {MAX_EFFECT_PCT:g}, got {effect!r}",
+        )
     deterministic = table.get("deterministic", base.deterministic)
     if not isinstance(deterministic, bool):
         raise _err(source, path + ".deterministic", "expected true or false")
@@ -332,6 +379,12 @@ def _parse_advisor(table: Any, source: str) -> Thresholds:
         if not _number(value) or (whole and not float(value).is_integer()):
             kind = "an integer" if whole else "a number"
             raise _err(source, "advisor." + key, f"expected {kind} >= 0, got {value!r}")
+        if key in _SHARES and value > 1:
+            raise _err(
+                source,
+                "advisor." + key,
+                f"expected a share from 0 to 1 (0.15 is 15%), got {value!r}",
+            )
         values[key] = int(value) if whole else float(value)
     return replace(defaults, **values)
 
@@ -370,6 +423,10 @@ def parse_budget(metric: str, text: Any, source: str, path: str) -> Budget:
             path,
             f"{expected} ({known}; a share of the reference is '% of reference'), got {text!r}",
         )
+    if unit and found["num"].startswith("-"):
+        # Every catalogue metric with a unit (a time, a rate, a size, a count, a share) is
+        # >= 0: "<= -5" fails every run, ">= -5" holds for every one.
+        raise _err(source, path, f"{metric} is never negative: give a limit >= 0, got {text!r}")
     return Budget(metric, op, value, False, f"{op} {found['num']}")
 
 
@@ -446,6 +503,26 @@ def _check_defaults(defaults: Mapping[str, Any], source: str) -> None:
         _device(defaults["device"], source, "defaults.device")
 
 
+def _fail_on(raw: Any, source: str) -> frozenset[Verdict]:
+    """``fail_on``: a list of distinct verdicts, at least one."""
+    verdicts = ", ".join(v.value for v in Verdict)
+    try:
+        if not isinstance(raw, list):
+            raise TypeError
+        fail_on = frozenset(Verdict(v) for v in raw)
+    except (ValueError, TypeError):
+        raise _err(
+            source, "fail_on", f"expected a list of verdicts ({verdicts}), got {raw!r}"
+        ) from None
+    if not fail_on:
+        # fail_on = [] would fail on nothing: the gate silently switched off.
+        raise _err(source, "fail_on", f"empty; give at least one verdict ({verdicts})")
+    if len(fail_on) < len(raw):
+        twice = next(v for v in raw if raw.count(v) > 1)
+        raise _err(source, "fail_on", f"{twice!r} is listed twice")
+    return fail_on
+
+
 def config_from_mapping(
     data: Mapping[str, Any], source: str = "", base_dir: Path | None = None
 ) -> Config:
@@ -468,25 +545,16 @@ def config_from_mapping(
     for name in names:
         if names.count(name) > 1:
             raise _err(source, "benchmarks", f"benchmark name {name!r} is repeated")
-    fail_on_raw = data.get("fail_on", sorted(v.value for v in DEFAULT_FAIL_ON))
-    verdicts = ", ".join(v.value for v in Verdict)
-    try:
-        if not isinstance(fail_on_raw, list):
-            raise TypeError
-        fail_on = frozenset(Verdict(v) for v in fail_on_raw)
-    except (ValueError, TypeError):
-        raise _err(
-            source, "fail_on", f"expected a list of verdicts ({verdicts}), got {fail_on_raw!r}"
-        ) from None
-    if not fail_on:
-        # fail_on = [] would fail on nothing: the gate silently switched off.
-        raise _err(source, "fail_on", f"empty; give at least one verdict ({verdicts})")
+    fail_on = _fail_on(data.get("fail_on", sorted(v.value for v in DEFAULT_FAIL_ON)), source)
     budgets, reference = parse_budgets(data.get("budgets", {}), source, base_dir)
+    host_label = data.get("host_label", "")
+    if not isinstance(host_label, str):
+        raise _err(source, "host_label", f"expected a string, got {host_label!r}")
     return Config(
         project=_str(data.get("project", "default"), source, "project"),
         database_url=_str(data.get("database_url", DEFAULT_DATABASE_URL), source, "database_url"),
         base_branch=_str(data.get("base_branch", "main"), source, "base_branch"),
-        host_label=str(data.get("host_label", "")),
+        host_label=host_label,
         fail_on=fail_on,
         baseline_window=_int(data.get("baseline_window", 30), source, "baseline_window", 3),
         defaults=dict(defaults),
@@ -564,4 +632,8 @@ def load_config(
         database_url=database_url, project=project, base_branch=base_branch, host_label=host_label
     )
     variables = {name: environ.get(f"PERFGATE_{name.upper()}") or None for name in flags}
+    named = environ.get("PERFGATE_PROJECT")
+    if project is None and named is not None and not named.strip():
+        # an unset CI variable would file the runs under the suite's (or the default) project
+        raise ConfigError("PERFGATE_PROJECT is set but empty: give a project name or unset it")
     return config.with_overrides(**variables).with_overrides(**flags)

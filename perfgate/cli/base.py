@@ -170,6 +170,9 @@ def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: A
 
     if suite is not None and not suite.is_file():
         raise ConfigError(f"{suite}: suite file not found")
+    if project is not None and not project.strip():
+        # an unset variable ("--project $PROJECT") would file the runs under a blank project
+        raise ConfigError("--project: an empty project name; give one or leave the flag out")
     return load_config(suite, database_url=db_url, project=project, **kw)
 
 
