@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,7 @@ def comp(
         change_pct=change,
         ci_low_pct=None if ci is None else ci[0],
         ci_high_pct=None if ci is None else ci[1],
+        ci_level=None if ci is None else 0.99,
         min_effect_pct=3.0,
         mde_pct=1.4,
         fingerprint_differences=diffs,
@@ -358,6 +360,14 @@ def test_hostile_names_are_inert() -> None:
         assert unescaped_pipes(row) in (3, 8), row
     assert text.splitlines()[0] == marker("p-->x", "perfgate.toml", "@t")
     assert "-->" not in text.splitlines()[0][:-3]
+
+
+def test_the_table_says_the_level_its_intervals_were_computed_at() -> None:
+    # "95% CI" headed intervals at 1 - alpha * called / tested (99%-99.75% at alpha 0.01)
+    mixed = [comp("a"), replace(comp("b"), ci_level=0.9975), replace(comp("c"), ci_level=None)]
+    assert "| change [99-99.75% CI] |" in render_comment(result(*mixed), ctx())
+    assert "| change [99.75% CI] |" in render_comment(result(mixed[1]), ctx())
+    assert "| change [CI] |" in render_comment(result(mixed[2]), ctx())
 
 
 def test_escape_and_marker_units() -> None:

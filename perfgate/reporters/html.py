@@ -6,7 +6,7 @@ keyed by its path relative to the site root:
 * ``index.html``: every benchmark with the latest verdict on the base branch and, beside it,
   the metric that decides it (:func:`headline_comparison`: a training step's CPU time on the
   CPU, its device time on an accelerator, never the wall time shown beside them) with its
-  change, 95% interval and a sparkline of its trend
+  change with its interval and a sparkline of its trend
   (:func:`perfgate.reporters.series.trend_values`, the same series as the PR comment's trend
   column); other branches' latest runs likewise, each judged against the base branch.
 * ``benchmarks/<name>.html``: per metric, the history plot: the base branch's run centres in
@@ -64,6 +64,7 @@ from perfgate.models import (
     Comparison,
     Direction,
     Finding,
+    Fingerprint,
     ProfileSummary,
     RankPair,
     RunPoint,
@@ -76,9 +77,12 @@ from perfgate.models import (
     WorkChange,
 )
 from perfgate.reporters.render import (
+    SCIENTIFIC_FROM,
     byte_unit,
+    fixed,
     format_change,
     format_value,
+    interval_label,
     metric_tags,
     plural,
     work_text,
@@ -281,9 +285,22 @@ def _plot(fig: go.Figure | dict[str, Any], div_id: str, post_script: str | None 
     return out
 
 
+_F4_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
+
+
+def _fits_f4(values: Sequence[float]) -> bool:
+    """Whether float32 holds every value's magnitude: none beyond 3.4e38 (inf in float32)
+    nor so small it would lose its digits or become 0 (below 1.2e-38)."""
+    low, high = _F4_RANGE  # Python floats: a comparison with numpy's casts (and overflows)
+    return all(v == 0 or not math.isfinite(v) or low <= abs(v) <= high for v in values)
+
+
 def _typed(values: Sequence[float], dtype: str = "f8") -> dict[str, str]:
     """A plotly.js typed-array spec: the numbers in base64 (about 11 bytes per float64,
-    against 18 or more as JSON text)."""
+    against 18 or more as JSON text). ``f4`` halves that where float32 holds the values;
+    where it does not (:func:`_fits_f4`) they go as float64, never as inf or 0."""
+    if dtype == "f4" and not _fits_f4(values):
+        dtype = "f8"
     data = np.asarray(values, dtype=f"<{dtype}").tobytes()
     return {"dtype": dtype, "bdata": base64.b64encode(data).decode("ascii")}
 
@@ -462,12 +479,16 @@ def headline_metric(view: BenchmarkView) -> MetricView | None:
 
 
 def headline_html(c: Comparison | None) -> str:
-    """A deciding comparison's metric and change with its 95% interval, as HTML
-    (``step_cpu_ms +12.0% [+8.1, +16.0]``); nothing when there is none or it has no change
-    (no baseline)."""
+    """A deciding comparison's metric and change with its interval, as HTML
+    (``step_cpu_ms +12.0% [+8.1, +16.0]``, the interval's level its tooltip); nothing when
+    there is none or it has no change (no baseline)."""
     if c is None or c.change_pct is None:
         return ""
-    return f" <span class='deciding'><code>{esc(c.metric)}</code> {esc(format_change(c))}</span>"
+    level = f" title='{esc(interval_label([c]))}'" if c.ci_level is not None else ""
+    return (
+        f" <span class='deciding'{level}><code>{esc(c.metric)}</code> "
+        f"{esc(format_change(c))}</span>"
+    )
 
 
 # --- the overview ----------------------------------------------------------------------------
@@ -509,7 +530,7 @@ def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
 
 def index_row(b: BenchmarkView, branch: str) -> IndexRow:
     """A benchmark's row of the overview: its verdict on ``branch`` and, beside it, the
-    metric that decides it (:func:`headline_metric`): its latest value, change with the 95%
+    metric that decides it (:func:`headline_metric`): its latest value, change with its
     interval and trend."""
     primary = headline_metric(b)
     latest = b.runs[0] if b.runs and b.runs[0].git.branch == branch else None
@@ -569,11 +590,11 @@ against {esc(site.branch)}'s baseline window as the gate judges a PR: {other or 
 (the PR comment's trend column draws the same series).</p>
 <p class="muted">Metric: the one that decides the verdict (a training step's CPU time on the
 CPU, its device time on an accelerator; the wall time shown beside them does not decide), with
-its change and 95% interval.</p>
+its change and interval (its level in the tooltip: the level the verdict was decided at).</p>
 <table id="overview">
 <thead><tr><th>benchmark</th><th>verdict on {esc(site.branch)}</th>
 <th>other branches vs {esc(site.branch)}</th><th>metric</th><th>latest</th>
-<th>change [95% CI]</th><th>trend</th><th>runs</th><th>change points</th><th>latest run</th></tr>
+<th>change [CI]</th><th>trend</th><th>runs</th><th>change points</th><th>latest run</th></tr>
 </thead>
 <tbody>
 {"".join(r.html for r in rows)}
@@ -708,7 +729,7 @@ def history_figure(
                 "x": x,
                 "yref": "paper",
                 "y": 1.0,
-                "text": f"{commits} {c.point.change_pct:+.1f}%",
+                "text": f"{commits} {fixed(c.point.change_pct, '+.1f')}%",
                 "showarrow": False,
                 "xanchor": "left",
                 "yanchor": "bottom",
@@ -717,7 +738,7 @@ def history_figure(
         )
         triage = f"<br>alert: {_label(c.triage)}" if c.triage else ""
         said = (
-            f"<b>change point {c.point.change_pct:+.1f}% ({c.verdict.value})</b><br>"
+            f"<b>change point {fixed(c.point.change_pct, '+.1f')}% ({c.verdict.value})</b><br>"
             f"commits {commits}<br>"
             f"{_label(format_value(c.point.before, c.unit))} → "
             f"{_label(format_value(c.point.after, c.unit))}<br>"
@@ -725,6 +746,7 @@ def history_figure(
         )
         marks.append((at, c.point.after / scale, said, colour))
     y_range = _band_range(m, scale, [y for _, y, _, _ in marks])
+    ys = [p.centre / scale for p in (*m.base, *m.others)]
     traces[:0] = _band_traces(m, rows, scale, clipped=bool(y_range))  # behind the points
     if marks:
         mx, my, mtext, mcolour = (list(v) for v in zip(*marks, strict=True))
@@ -754,7 +776,7 @@ def history_figure(
         "margin": {"l": 70, "r": 20, "t": 50, "b": 120},
         "title": _title(f"{_label(m.metric)} ({unit}, {better} is better)"),
         "xaxis": xaxis,
-        "yaxis": {"title": {"text": unit}, "exponentformat": "none", **_GRID, **y_range},
+        "yaxis": {"title": {"text": unit}, "exponentformat": _exponents(ys), **_GRID, **y_range},
         "hovermode": "closest",
         "legend": {**_LEGEND_BELOW, "x": 0, "xanchor": "left"},
         "shapes": shapes,
@@ -762,6 +784,19 @@ def history_figure(
         **_LAYOUT,
     }
     return {"data": traces, "layout": layout}
+
+
+PLAIN_TICKS = (1e-6, SCIENTIFIC_FROM)
+"""The magnitudes a chart's y axis writes in all their digits (``0.0042``, ``12000``);
+beyond them, ``1e+39``: a tick is never dozens of digits."""
+
+
+def _exponents(ys: Sequence[float]) -> str:
+    """The y axis's ``exponentformat``: ``none`` (no SI suffix: ``12k ms`` reads wrong) while
+    every value is within :data:`PLAIN_TICKS`, else ``e``."""
+    low, high = PLAIN_TICKS
+    sizes = [abs(y) for y in ys if y and math.isfinite(y)]
+    return "none" if all(low <= x < high for x in sizes) else "e"
 
 
 def _band_traces(
@@ -846,7 +881,7 @@ def _changes_table(view: BenchmarkView) -> str:
         f"{esc(c.commit_after[:10] or '?')}</code></td>"
         f"<td class='num'>{esc(format_value(c.point.before, c.unit))}</td>"
         f"<td class='num'>{esc(format_value(c.point.after, c.unit))}</td>"
-        f"<td class='num'>{c.point.change_pct:+.1f}%</td>"
+        f"<td class='num'>{fixed(c.point.change_pct, '+.1f')}%</td>"
         f"<td>{_verdict_html(c.verdict)}</td>"
         f"<td class='num'>{c.point.confidence:.3f}</td>"
         f"<td>{esc(c.triage or '')}</td></tr>"
@@ -872,7 +907,8 @@ def _metric_table(view: BenchmarkView) -> str:
             f"<td>{_verdict_html(c.verdict if c else None)}</td>"
             f"<td>{esc(c.reason if c else '')}</td></tr>"
         )
-    heads = ("metric", "baseline", "latest", "change [95% CI]", "verdict", "why")
+    judged = [m.comparison for m in view.metrics if m.comparison is not None]
+    heads = ("metric", "baseline", "latest", f"change [{interval_label(judged)}]", "verdict", "why")
     return _table("metrics", heads, rows)
 
 
@@ -1741,7 +1777,7 @@ def run_verdicts(view: BenchmarkView, base: str) -> dict[str, RunVerdict]:
 
 def _run_headline(judged: RunVerdict | None) -> str:
     """The run page's headline: its verdict, the metric that decides it with its change and
-    95% interval, the metrics shown beside it; budgets first, in their own words."""
+    interval, the metrics shown beside it; budgets first, in their own words."""
     if judged is None:
         return "<p class='headline muted' id='headline'>Not judged: no gate compared this run.</p>"
     verdict = _verdict_html(judged.verdict) if judged.verdict is not None else ""
@@ -1755,6 +1791,14 @@ def _run_headline(judged: RunVerdict | None) -> str:
         f"{headline_html(judged.deciding)} <span class='muted'>against "
         f"{esc(judged.against)}</span>{beside}</p>"
     )
+
+
+def device_text(fp: Fingerprint) -> str:
+    """A run's device in words: ``npu Ascend910B3 x8``; without a count where the run has
+    none (an ingested file that names no device: ``host Intel Xeon``, never ``x0``)."""
+    device = " ".join(x for x in (fp.device_kind, fp.device_model) if x)
+    device = device or f"host {fp.cpu_model}".strip()
+    return f"{device} x{fp.device_count}" if fp.device_count > 0 else device
 
 
 def render_run(
@@ -1812,8 +1856,8 @@ def render_run(
 {_run_headline(judged)}
 <p><a href="../{esc(benchmark_path(run.benchmark))}">history of {esc(run.benchmark)}</a> ·
 branch {_at_commit(run.git.branch, run.git.commit, 12)} ·
-started {esc(run.started_at.isoformat())} · {esc(fp.device_kind)} {esc(fp.device_model)}
-x{fp.device_count} · testbed <code>{esc(fp.key())}</code></p>
+started {esc(run.started_at.isoformat())} · {esc(device_text(fp))}
+· testbed <code>{esc(fp.key())}</code></p>
 <table id="measurements"><thead><tr><th>metric</th><th>centre</th><th>samples</th>
 <th>p10 – p90</th></tr></thead><tbody>{measurements}</tbody></table>
 <h2>Profile</h2>

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +33,10 @@ from perfgate.errors import shown_url
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import (
     drift_headline,
+    fixed,
     format_change,
     format_value,
+    interval_label,
     metric_tags,
     op_delta_text,
     plural,
@@ -209,7 +212,8 @@ def _row_order(c: Comparison) -> tuple[bool, int, float, str, str, str]:
 
 def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
     lines = [
-        "| benchmark | metric | baseline | current | change [95% CI] | verdict | trend |",
+        f"| benchmark | metric | baseline | current | change [{interval_label(rows)}] | verdict "
+        "| trend |",
         "| --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for c in rows:
@@ -261,11 +265,11 @@ def _attribution_line(a: Attribution) -> str:
     ops = [op_delta_text(op, escape(op.name)) for op in a.ops[:MAX_OPS]]
     if len(a.ops) > MAX_OPS:
         ops.append(f"{len(a.ops) - MAX_OPS} more")
-    line = f"- **{escape(a.benchmark)}** {escape(a.metric)} {a.delta_ms:+.2f} ms per step"
+    line = f"- **{escape(a.benchmark)}** {escape(a.metric)} {fixed(a.delta_ms, '+.2f')} ms per step"
     if ops:
         line += ": " + ", ".join(ops)
     if a.explained_share is not None:
-        line += f" — explains {a.explained_share * 100:.0f}% of the change"
+        line += f" — explains {fixed(a.explained_share * 100, '.0f')}% of the change"
     if a.note:
         line += f" ({escape(a.note, 300)})"
     return line
@@ -278,7 +282,7 @@ def _finding_text(f: Finding) -> str:
     if f.message:
         text += f": {escape(f.message, 400)}"
     if f.impact_ms is not None:
-        text += f" (could save ~{f.impact_ms:.2f} ms per step)"
+        text += f" (could save ~{fixed(f.impact_ms, '.2f')} ms per step)"
     if f.suggestion:
         text += f"\n  *Suggestion:* {escape(f.suggestion, 400)}"
     return text
@@ -315,12 +319,36 @@ def _why(result: GateResult) -> list[str]:
 
 
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.,:+=/-]{1,100}$")
+_QUOTABLE = re.compile(r"^[\w .,:+=/()\[\]'-]{1,100}$")
+"""A name a command line in the comment may hold in quotes: words, spaces, brackets (``my
+bench``, ``test_sort[1-2]``, ``time_x(10, 'a')``); no mention, link or shell expansion."""
+_ONE_RUN_PER_FILE = frozenset(
+    {"ascend-profile-v1", "torch-trace-v1", "ais-bench-v1", "metrics-file-v1"}
+)
+"""The timing methods of ingested files that hold one run, named by ``ingest --benchmark``
+(``perfgate.app.ingest.TIMING_METHODS``): a profile, an ais_bench summary, a metrics file.
+The other result files name their own benchmarks (``--benchmark`` is only a prefix)."""
 
 
 def _shell(word: str, placeholder: str = "NAME") -> str:
     """``word`` for a command line in the comment, or ``placeholder`` when it holds anything
     but plain characters (nothing from data is ever pasted raw, even in a code block)."""
     return word if _SHELL_SAFE.match(word) else placeholder
+
+
+def _shell_name(name: str) -> str:
+    """A benchmark's name for a command line in the comment: as is when plain, in shell
+    quotes when it holds spaces or brackets (:data:`_QUOTABLE`), else ``NAME``."""
+    if _SHELL_SAFE.match(name):
+        return name
+    return shlex.quote(name) if _QUOTABLE.match(name) and "://" not in name else "NAME"
+
+
+def _ingested_by_name(ctx: ReportContext) -> bool:
+    """Whether every run judged was ingested from a file of one run, which ``ingest
+    --benchmark NAME`` names (so the reproduce steps must pass it)."""
+    methods = {str(fields.get("timing_method", "")) for _, fields in ctx.environments}
+    return bool(methods) and methods <= _ONE_RUN_PER_FILE
 
 
 def _environment_lines(ctx: ReportContext) -> list[str]:
@@ -365,26 +393,35 @@ def _window_lines(result: GateResult) -> list[str]:
     return [*lines, ""]
 
 
+def _record_line(ctx: ReportContext, branch: str, suite: str, names: Sequence[str]) -> str:
+    """The command that records ``branch``'s runs again: ``perfgate run`` of the picks, or
+    the ingest of the job's file; of each benchmark's file, with its ``--benchmark``, where
+    ingest named the runs (:func:`_ingested_by_name`)."""
+    picks = "".join(f" --benchmark {n}" for n in names)
+    if not ctx.ingested:
+        return f"git checkout {branch} && perfgate run{suite}{picks} --branch {branch}"
+    ingest = f"perfgate ingest FILE{suite} --branch {branch}"
+    if not (_ingested_by_name(ctx) and names):
+        return f"git checkout {branch} && {ingest}"  # a result file names its own benchmarks
+    return f"git checkout {branch} && " + " && ".join(f"{ingest} --benchmark {n}" for n in names)
+
+
 def _reproduce_lines(result: GateResult, ctx: ReportContext) -> list[str]:
     decided = sorted(deciding(result.comparisons), key=_row_order)
     worst = [c.benchmark for c in decided if _RANK[c.verdict] <= 1]
-    names = list(dict.fromkeys(_shell(n) for n in worst or [c.benchmark for c in decided]))
+    names = list(dict.fromkeys(_shell_name(n) for n in worst or [c.benchmark for c in decided]))
     picks = "".join(f" --benchmark {n}" for n in names[:5])
     suite = f" --suite {_shell(ctx.suite_path, 'SUITE')}" if ctx.suite_path else ""
     branch, against = _shell(result.branch, "BRANCH"), _shell(result.against, "BASE")
+    head = f"# on {against} and on {branch}, on the same kind of runner"
     if ctx.ingested:
-        head = "# on {0} and on {1}, on the same kind of runner, after the job wrote FILE:"
-        record = "git checkout {0} && perfgate ingest FILE{1} --branch {0}"
-        suite_run = suite  # ingest takes the job's own --benchmark, not the suite's picks
-    else:
-        head = "# on {0} and on {1}, on the same kind of runner:"
-        record = "git checkout {0} && perfgate run{1} --branch {0}"
-        suite_run = f"{suite}{picks}"
+        several = _ingested_by_name(ctx) and len(names[:5]) > 1
+        head += ", after the job wrote " + ("each benchmark's FILE" if several else "FILE")
     body = "\n".join(
         [
-            head.format(against, branch),
-            record.format(against, suite_run),
-            record.format(branch, suite_run),
+            head + ":",
+            _record_line(ctx, against, suite, names[:5]),
+            _record_line(ctx, branch, suite, names[:5]),
             f"perfgate gate{suite} --branch {branch} --against {against}{picks}",
             f"perfgate history{suite} --branch {against}"
             + (f" --benchmark {names[0]}" if names else ""),
@@ -595,7 +632,7 @@ def _alert_row(c: DetectedChange) -> str:
     return (
         f"| {escape(c.benchmark)} | {escape(c.metric)} | {commits} | "
         f"{format_value(c.point.before, c.unit)} | {format_value(c.point.after, c.unit)} | "
-        f"{c.point.change_pct:+.1f}% | {_VERDICTS[c.verdict][0]}{drift} | "
+        f"{fixed(c.point.change_pct, '+.1f')}% | {_VERDICTS[c.verdict][0]}{drift} | "
         f"{c.point.confidence:.3f} | {c.runs_in_series} |"
     )
 

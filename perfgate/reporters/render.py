@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
@@ -55,6 +55,20 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
+SCIENTIFIC_FROM = 1e9
+"""A number this large or larger is written with its exponent (``+1e+263``), never in all
+its digits (a change of 1e300 is otherwise a 300-digit percent)."""
+
+
+def fixed(x: float, spec: str) -> str:
+    """``x`` in the fixed-point format ``spec`` (``+.1f``, ``,.0f``), or beyond
+    :data:`SCIENTIFIC_FROM` in three significant digits with its exponent (and ``spec``'s
+    sign): the one way a report writes a number that may be huge."""
+    if math.isfinite(x) and abs(x) >= SCIENTIFIC_FROM:
+        return f"{x:{'+' if spec.startswith('+') else ''}.3g}"
+    return f"{x:{spec}}"
+
+
 def format_value(value: float | None, unit: str) -> str:
     """A metric value rounded for people, with its unit (none for a count or a unitless
     value: ``44``, ``1.318``)."""
@@ -64,13 +78,13 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.3g}%"
     if unit == "bytes":
         scale, name = byte_unit(value)
-        return f"{value / scale:.1f} {name}" if scale > 1 else f"{value:.0f} B"
+        return f"{fixed(value / scale, '.1f')} {name}" if scale > 1 else f"{value:.0f} B"
     if unit == "ms":
         return f"{value:.0f} ms" if 100 <= abs(value) < 1e9 else f"{value:.3g} ms"
     if is_time(unit):
         return f"{value:.4g} {unit}"
     if unit == "1/s":
-        return f"{value:,.0f}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
+        return f"{fixed(value, ',.0f')}/s" if abs(value) >= 1000 else f"{value:.4g}/s"
     return f"{value:.4g}" if unit in ("", "count") else f"{value:.4g} {unit}"
 
 
@@ -105,6 +119,17 @@ def _end(x: float | None, side: float) -> str:
     return f"{b:+.1f}"
 
 
+def interval_label(rows: Iterable[Comparison]) -> str:
+    """What the intervals of ``rows`` are: ``99% CI``, ``99-99.75% CI`` where levels differ
+    (:attr:`Comparison.ci_level`: a history comparison's is false-coverage adjusted, a pair's
+    95%), ``CI`` where none says."""
+    levels = sorted({c.ci_level for c in rows if c.ci_level is not None})
+    if not levels:
+        return "CI"
+    shown = [f"{level * 100:.4g}" for level in (levels[0], levels[-1])]
+    return f"{shown[0]}% CI" if shown[0] == shown[1] else f"{shown[0]}-{shown[1]}% CI"
+
+
 def format_change(c: Comparison) -> str:
     """The change and its interval: ``+9.8% [+6.1, +13.6]``; an absurd or missing end of an
     interval that has one finite end is ``+∞`` / ``-∞``."""
@@ -113,8 +138,10 @@ def format_change(c: Comparison) -> str:
     if not math.isfinite(c.change_pct):
         return "+∞" if c.change_pct > 0 else "-∞"
     if c.ci_low_pct is None and c.ci_high_pct is None:
-        return f"{c.change_pct:+.1f}%"
-    return f"{c.change_pct:+.1f}% [{_end(c.ci_low_pct, -1.0)}, {_end(c.ci_high_pct, 1.0)}]"
+        return f"{fixed(c.change_pct, '+.1f')}%"
+    return (
+        f"{fixed(c.change_pct, '+.1f')}% [{_end(c.ci_low_pct, -1.0)}, {_end(c.ci_high_pct, 1.0)}]"
+    )
 
 
 def budget_counts(result: GateResult) -> tuple[int, int]:
@@ -278,7 +305,7 @@ def plain_words(c: Comparison) -> str:
         said = f"{cur:.6g} against {base:.6g}" if base is not None and cur is not None else values
         if v is Verdict.UNCHANGED:
             return f"the numerics held ({said}{tolerance})"
-        return f"the numerics moved {c.change_pct:+.2f}%: {_MARK[v]} ({said}{tolerance})"
+        return f"the numerics moved {fixed(c.change_pct, '+.2f')}%: {_MARK[v]} ({said}{tolerance})"
     if c.p_value is None and v is not Verdict.INCONCLUSIVE:
         # deterministic: no statistics, any change beyond the tolerance counts
         if v is Verdict.UNCHANGED:
@@ -639,7 +666,7 @@ def drift_headline(c: DetectedChange) -> str:
     ago = f"{d.horizon_runs} runs"
     if d.horizon_days is not None and d.horizon_days >= 1.0:
         ago += f" / {d.horizon_days:.0f} days"
-    return f"{c.branch} is {abs(d.change_pct):.1f}% {word} than {ago} ago"
+    return f"{c.branch} is {fixed(abs(d.change_pct), '.1f')}% {word} than {ago} ago"
 
 
 def _drift_line(c: DetectedChange) -> str:
@@ -665,7 +692,7 @@ def render_changes_text(changes: Sequence[DetectedChange]) -> str:
     for c in changes:
         p = c.point
         moved = [format_value(p.before, c.unit), format_value(p.after, c.unit)]
-        said = [f"{p.change_pct:+.1f}%", c.verdict.value, f"{p.confidence:.3f}"]
+        said = [f"{fixed(p.change_pct, '+.1f')}%", c.verdict.value, f"{p.confidence:.3f}"]
         rows.append([c.benchmark, c.metric, _commit_range(c), *moved, *said])
     note = (
         "a change lies in the commit range shown: after the first, up to and including the second"
@@ -999,11 +1026,11 @@ def op_delta_text(op: OpDelta, name: str | None = None) -> str:
     if op.status != "changed":
         words.append(op.status)
     elif op.baseline_ms > 0:
-        words.append(f"{op.delta_ms / op.baseline_ms * 100:+.0f}%")
+        words.append(f"{fixed(op.delta_ms / op.baseline_ms * 100, '+.0f')}%")
     if op.share is not None:
-        words.append(f"{op.share * 100:.0f}% of the change")
+        words.append(f"{fixed(op.share * 100, '.0f')}% of the change")
     detail = f" ({', '.join(words)})" if words else ""
-    return f"{op.name if name is None else name} {op.delta_ms:+.2f} ms{detail}"
+    return f"{op.name if name is None else name} {fixed(op.delta_ms, '+.2f')} ms{detail}"
 
 
 WORK_OPS_SAID = 3
@@ -1033,11 +1060,15 @@ def render_attribution_lines(attributions: Sequence[Attribution]) -> list[str]:
     lines = [f"why ({plural(len(attributions), 'attributed change')}):"]
     for a in attributions:
         share = a.explained_share
-        explained = "" if share is None else f" — explains {share * 100:.0f}% of the change"
+        explained = (
+            "" if share is None else f" — explains {fixed(share * 100, '.0f')}% of the change"
+        )
         listed = (
             ", ".join(map(op_delta_text, a.ops)) or "no op moved beyond the baseline's own spread"
         )
-        lines.append(f"  {a.benchmark} {a.metric} {a.delta_ms:+.2f} ms: {listed}{explained}")
+        lines.append(
+            f"  {a.benchmark} {a.metric} {fixed(a.delta_ms, '+.2f')} ms: {listed}{explained}"
+        )
         for o in a.ops:
             if o.baseline_shapes and o.current_shapes:
                 lines.append(
