@@ -573,3 +573,11 @@ def test_an_interval_states_the_level_it_was_computed_at() -> None:
     assert [v.ci_level for v in four.values()] == [pytest.approx(1 - 0.01 / 4)] * 4
     one = perfgate.judge({"b0": baseline["b0"]}, {"b0": current["b0"]})["b0"]
     assert one.ci_level == pytest.approx(0.99)
+
+
+def test_a_huge_change_is_written_with_its_exponent_in_the_reason() -> None:
+    # the reason printed a 300-digit percent ("1000000000000000052504760255204420248704...%")
+    v = perfgate.judge({"x": [[1.0, 1.01, 0.99]] * 6}, {"x": [1e300] * 3})["x"]
+    assert v.verdict == "regression"
+    assert v.reason.startswith("1e+302% slower than the level of its 6 baseline runs")
+    assert max(len(word) for word in v.reason.split()) < 20

@@ -77,9 +77,7 @@ from perfgate.models import (
     WorkChange,
 )
 from perfgate.reporters.render import (
-    SCIENTIFIC_FROM,
     byte_unit,
-    fixed,
     format_change,
     format_value,
     interval_label,
@@ -88,6 +86,7 @@ from perfgate.reporters.render import (
     work_text,
 )
 from perfgate.stats import decide
+from perfgate.stats.decide import SCIENTIFIC_FROM, fixed
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

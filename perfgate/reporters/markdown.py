@@ -33,7 +33,6 @@ from perfgate.errors import shown_url
 from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
 from perfgate.reporters.render import (
     drift_headline,
-    fixed,
     format_change,
     format_value,
     interval_label,
@@ -43,7 +42,7 @@ from perfgate.reporters.render import (
     work_text,
 )
 from perfgate.stats.decide import CommentMode as CommentMode  # the comment policy's modes
-from perfgate.stats.decide import deciding, deciding_verdicts, is_budget, posts_comment
+from perfgate.stats.decide import deciding, deciding_verdicts, fixed, is_budget, posts_comment
 
 if TYPE_CHECKING:
     from perfgate.models import DetectedChange

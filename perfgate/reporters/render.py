@@ -32,6 +32,7 @@ from perfgate.models import (
 )
 from perfgate.serial import to_dict
 from perfgate.stats import decide
+from perfgate.stats.decide import fixed
 
 if TYPE_CHECKING:
     from perfgate.models import AcrossReport, DetectedChange, NoiseRow
@@ -53,20 +54,6 @@ def byte_unit(size: float) -> tuple[float, str]:
 def plural(n: int, word: str) -> str:
     """``1 run``, ``2 runs``."""
     return f"{n} {word}{'s' if n != 1 else ''}"
-
-
-SCIENTIFIC_FROM = 1e9
-"""A number this large or larger is written with its exponent (``+1e+263``), never in all
-its digits (a change of 1e300 is otherwise a 300-digit percent)."""
-
-
-def fixed(x: float, spec: str) -> str:
-    """``x`` in the fixed-point format ``spec`` (``+.1f``, ``,.0f``), or beyond
-    :data:`SCIENTIFIC_FROM` in three significant digits with its exponent (and ``spec``'s
-    sign): the one way a report writes a number that may be huge."""
-    if math.isfinite(x) and abs(x) >= SCIENTIFIC_FROM:
-        return f"{x:{'+' if spec.startswith('+') else ''}.3g}"
-    return f"{x:{spec}}"
 
 
 def format_value(value: float | None, unit: str) -> str:

@@ -75,6 +75,7 @@ from perfgate.stats.decide import (
     classify_change,
     decided,
     deterministic_verdict,
+    fixed,
     numerics_verdict,
     relative_change_pct,
     size_text,
@@ -602,7 +603,8 @@ def _fit_level(
         factor = 1.0 / tail
         words.append(
             f"the last {tail} baseline run{'s' if tail > 1 else ''} had moved "
-            f"{ratio_pct(level - float(np.mean(zk))):+.1f}% (main moved before this change): "
+            f"{fixed(ratio_pct(level - float(np.mean(zk))), '+.1f')}% "
+            "(main moved before this change): "
             f"judged against {'them' if tail > 1 else 'it'}"
         )
     at = np.concatenate((xk, idx[lone])).astype(int)
@@ -1258,7 +1260,7 @@ def _with_job(ev: Evidence, job: Evidence, benchmarks: int, *, removed: bool) ->
     say so; where the job factor was taken out of ``ev`` (``removed``), the benchmark's own
     change and the job's together (:func:`_job_part`), the own one the other reading."""
     words = (
-        f"the whole job moved: {benchmarks} benchmarks by {job.pct(job.change):+.1f}% "
+        f"the whole job moved: {benchmarks} benchmarks by {fixed(job.pct(job.change), '+.1f')}% "
         "together; a change to every benchmark and a different runner look the same, and a "
         "rerun tells them apart"
     )
@@ -1415,7 +1417,7 @@ def _deterministic(candidate: Candidate) -> Comparison:
         said = _effect_size(policy, tolerance)
         reason = (
             f"deterministic metric changed from {centre:g} to {cur.centre:g} "
-            f"({change_pct:+.1f}%, tolerance {said})"
+            f"({fixed(change_pct, '+.1f')}%, tolerance {said})"
         )
     return Comparison(
         benchmark=cur.benchmark,
@@ -1479,8 +1481,8 @@ def _other_unsure(
         other, bound = moved
         return (
             "against the level before the last runs moved (main may have moved before this "
-            f"change, or not) it is {other.change_pct:+.1f}% and may be up to "
-            f"{abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+            f"change, or not) it is {fixed(other.change_pct, '+.1f')}% and may be up to "
+            f"{fixed(abs(bound), '.1f')}% worse, beyond the {_effect_words(policy, min_effect)}"
         )
     found = unsure(ev.other)
     if found is None:
@@ -1488,14 +1490,17 @@ def _other_unsure(
     other, bound = found
     if ev.job_move:
         return (
-            f"{ev.job_move}; net of the job's move it is {other.change_pct:+.1f}% and may be "
-            f"up to {abs(bound):.1f}% worse, beyond the {_effect_words(policy, min_effect)}"
+            f"{ev.job_move}; net of the job's move it is {fixed(other.change_pct, '+.1f')}% and "
+            f"may be up to {fixed(abs(bound), '.1f')}% worse, beyond the "
+            f"{_effect_words(policy, min_effect)}"
         )
     return (
         "it is measured net of the job factor the gate's benchmarks share, and with the "
-        f"job's part in it (the whole job {ev.pct(other.change - ev.change):+.1f}%, not "
+        "job's part in it (the whole job "
+        f"{fixed(ev.pct(other.change - ev.change), '+.1f')}%, not "
         "significantly: a different runner and a change to every benchmark read the same) it "
-        f"is {other.change_pct:+.1f}% and may be up to {abs(bound):.1f}% worse, beyond the "
+        f"is {fixed(other.change_pct, '+.1f')}% and may be up to {fixed(abs(bound), '.1f')}% "
+        "worse, beyond the "
         f"{_effect_words(policy, min_effect)}"
     )
 
@@ -1544,7 +1549,7 @@ def _judge(
     if blind:
         outcome = Outcome.BLIND
     words = Words(
-        moved=f"{abs(change_pct):.1f}% {word}",
+        moved=f"{fixed(abs(change_pct), '.1f')}% {word}",
         against=f"than the level of its {k} baseline run{'s' if k != 1 else ''}",
         evidence=f"p={p_adjusted:.2g} after FDR adjustment (raw {ev.p_value:.2g}, alpha {alpha:g})",
         effect=_effect_words(policy, min_effect),

@@ -60,6 +60,20 @@ MDE_SHOWN_UP_TO = 1000.0
 or three runs the t quantile makes it astronomically large, and its digits mean nothing."""
 
 
+SCIENTIFIC_FROM = 1e9
+"""A number this large or larger is written with its exponent (``+1e+263``), never in all
+its digits (a change of 1e300 is otherwise a 300-digit percent)."""
+
+
+def fixed(x: float, spec: str) -> str:
+    """``x`` in the fixed-point format ``spec`` (``+.1f``, ``,.0f``), or beyond
+    :data:`SCIENTIFIC_FROM` in three significant digits with its exponent (and ``spec``'s
+    sign): the one way a report or a reason writes a number that may be huge."""
+    if math.isfinite(x) and abs(x) >= SCIENTIFIC_FROM:
+        return f"{x:{'+' if spec.startswith('+') else ''}.3g}"
+    return f"{x:{spec}}"
+
+
 def size_text(pct: float) -> str:
     """A detectable change for people: ``12.3%``, or ``over 1000%`` (nothing useful is)."""
     return f"{pct:.1f}%" if pct <= MDE_SHOWN_UP_TO else f"over {MDE_SHOWN_UP_TO:.0f}%"
@@ -160,8 +174,8 @@ def worst_case(direction: Direction, bound_pct: float) -> str:
     """The interval's end on the worse side in words: ``at most 1.5% worse``, or ``at least
     1.5% better`` where even that end is an improvement."""
     if worse_sign(direction) * bound_pct > 0:
-        return f"at most {abs(bound_pct):.1f}% worse"
-    return f"at least {abs(bound_pct):.1f}% better"
+        return f"at most {fixed(abs(bound_pct), '.1f')}% worse"
+    return f"at least {fixed(abs(bound_pct), '.1f')}% better"
 
 
 def decided(
@@ -187,7 +201,7 @@ def decided(
         )
     if outcome is Outcome.BLIND:
         why = w.blind or (
-            f"it may be up to {bound:.1f}% worse, beyond the {w.effect} (bound at alpha "
+            f"it may be up to {fixed(bound, '.1f')}% worse, beyond the {w.effect} (bound at alpha "
             f"{alpha:g}; {w.evidence})"
         )
         return Verdict.INCONCLUSIVE, (

@@ -94,6 +94,7 @@ from perfgate.stats.decide import (
     classify_change,
     decided,
     deterministic_verdict,
+    fixed,
     numerics_verdict,
     relative_change_pct,
     size_text,
@@ -519,7 +520,7 @@ def _words(ev: PairedEvidence, change_pct: float) -> str:
         word = "slower" if change_pct > 0 else "faster"
     else:
         word = "higher" if change_pct > 0 else "lower"
-    return f"{abs(change_pct):.1f}% {word}"
+    return f"{fixed(abs(change_pct), '.1f')}% {word}"
 
 
 def _pairs(n: int) -> str:
@@ -573,7 +574,7 @@ def _deterministic(ev: PairedEvidence, change: float) -> Comparison:
         return _comparison(ev, verdict, reason)
     reason = (
         f"deterministic metric changed from {base:g} in the base to {head:g} "
-        f"({change:+.1f}%, tolerance {tolerance:g}%)"
+        f"({fixed(change, '+.1f')}%, tolerance {tolerance:g}%)"
     )
     return _comparison(ev, verdict, reason)
 
