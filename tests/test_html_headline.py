@@ -98,7 +98,7 @@ def test_every_headline_is_the_deciding_metric_with_its_interval(
     assert cell is not None
     assert re.search(
         rf'<code>feat</code>: <span class="bad">regression</span> '
-        rf"<span class='deciding'><code>{primary}</code> {change}",
+        rf"<span class='deciding' title='[\d.]+% CI'><code>{primary}</code> {change}",
         cell[1],
     ), cell[1]
     assert "step_time_ms" not in cell[1]
@@ -109,7 +109,8 @@ def test_every_headline_is_the_deciding_metric_with_its_interval(
     head = re.search(r"<p class='headline' id='headline'>(.*?)</p>", page)
     assert head is not None
     assert re.match(
-        rf"<span class=\"bad\">regression</span> <span class='deciding'><code>{primary}"
+        rf"<span class=\"bad\">regression</span> <span class='deciding' title='[\d.]+% CI'>"
+        rf"<code>{primary}"
         rf"</code> {change}",
         head[1],
     ), head[1]
@@ -118,7 +119,8 @@ def test_every_headline_is_the_deciding_metric_with_its_interval(
     # main's latest run: judged too, against the runs before it
     main_page = (out / run_path(mlp.runs[0].id)).read_text(encoding="utf-8")
     assert re.search(
-        rf"<span class=\"ok\">unchanged</span> <span class='deciding'><code>{primary}</code> ",
+        rf"<span class=\"ok\">unchanged</span> <span class='deciding' title='[\d.]+% CI'>"
+        rf"<code>{primary}</code> ",
         main_page,
     )
     assert "against the runs before it on main" in main_page
@@ -127,7 +129,10 @@ def test_every_headline_is_the_deciding_metric_with_its_interval(
     history = (out / benchmark_path("mlp")).read_text(encoding="utf-8")
     head = re.search(r'<p class="headline">(.*?)</p>', history, re.S)
     assert head is not None
-    assert f"unchanged</span> <span class='deciding'><code>{primary}</code>" in head[1]
+    assert re.search(
+        rf"unchanged</span> <span class='deciding' title='[\d.]+% CI'><code>{primary}</code>",
+        head[1],
+    )
     # its plots, as the page hands them to plotly.js: each opens with the faint band
     for traces in _page_plots(history):
         band = traces[0]

@@ -92,7 +92,8 @@ def test_the_overview_shows_the_pr_branch_verdict_labelled(site: SiteView, site_
     cell = re.search(r'<td class="branches">(.*?)</td>', index)
     assert cell is not None
     assert re.search(
-        r"<code>feat</code>: <span class=\"bad\">regression</span> <span class='deciding'>"
+        r"<code>feat</code>: <span class=\"bad\">regression</span> "
+        r"<span class='deciding' title='[\d.]+% CI'>"
         r"<code>step_time_ms</code> \+[23]\d\.\d% \[\+[23]\d\.\d, \+[23]\d\.\d\]</span>",
         cell[1],
     ), cell[1]
