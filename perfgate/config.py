@@ -286,7 +286,7 @@ def parse_benchmark(
             key: _int(merged.get(key, getattr(BenchmarkSpec, key)), source, f"{path}.{key}", least)
             for key, least in _COUNTS.items()
         },
-        treatment_params=frozenset(treatment),
+        treatment_params=frozenset(TREATMENT_PARAMS) | frozenset(treatment),  # others beside
         timeout_s=_timeout(merged.get("timeout", 900.0), source, f"{path}.timeout"),
     )
 

@@ -18,10 +18,10 @@ import pytest
 from helpers import perfgate
 from jsonschema import Draft202012Validator
 
-from perfgate.config import load_config
+from perfgate.config import load_config, read_config_file
 from perfgate.errors import ConfigError
 from perfgate.metrics import CATALOGUE
-from perfgate.models import TABLE_THRESHOLDS, threshold_names
+from perfgate.models import TABLE_THRESHOLDS, TREATMENT_PARAMS, threshold_names
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -245,3 +245,11 @@ def test_an_empty_project_is_refused_and_nothing_is_stored(
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [f"perfgate: error: {message}"]
     assert not db.exists()
+
+
+def test_treatment_params_name_others_beside_slowdown(tmp_path: Path) -> None:
+    # naming one knob dropped slowdown from the treatments: a run with it became a run of
+    # another fingerprint, compared with nothing
+    path = write(tmp_path / "perfgate.toml", BENCH + "name = 'a'\ntreatment_params = ['lr']")
+    (spec,) = read_config_file(path).benchmarks
+    assert spec.treatment_params == frozenset(TREATMENT_PARAMS) | {"lr"}
