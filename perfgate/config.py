@@ -288,6 +288,7 @@ def parse_benchmark(
         },
         treatment_params=frozenset(TREATMENT_PARAMS) | frozenset(treatment),  # others beside
         timeout_s=_timeout(merged.get("timeout", 900.0), source, f"{path}.timeout"),
+        timeout_set="timeout" in merged,
     )
 
 

@@ -226,6 +226,10 @@ class BenchmarkSpec(Serial):
     timeout_s: float = 900.0
     """The most one repeat (one worker process, or one torchrun job) may take; a repeat
     that outlives it is killed and the run fails (exit 3). Well under a CI job's limit."""
+    timeout_set: bool = False
+    """Whether the suite or ``--timeout`` gave ``timeout_s`` (even one equal to the default):
+    left unset, a repeat is also stopped once its warm-up says a step hangs
+    (:mod:`perfgate.runner.watchdog`). Not stored: it says how this run was asked for."""
 
     KEYS = (
         *("name", "kind", "nproc", "nnodes", "workload", "entry", "device", "params"),

@@ -210,3 +210,10 @@ def test_no_command_function_is_over_60_lines(name: str) -> None:
         and node.end_lineno - node.lineno + 1 > 60
     ]
     assert not long, long
+
+
+def test_a_timeout_flag_equal_to_the_default_counts_as_given() -> None:
+    (spec,) = app.Measure(workloads=("mlp",), timeout_s=900.0).specs(Config())
+    assert spec.timeout_s == 900.0 and spec.timeout_set
+    (plain,) = app.Measure(workloads=("mlp",)).specs(Config())
+    assert not plain.timeout_set

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
+from perfgate.config import parse_benchmark  # noqa: E402
 from perfgate.models import BenchmarkSpec  # noqa: E402
 from perfgate.parsers import read_profile  # noqa: E402
 from perfgate.runner import run_benchmark, watchdog  # noqa: E402
@@ -220,3 +222,19 @@ def test_an_explicit_timeout_equal_to_the_default_is_not_derived(
     )
     (repeat,) = outcome.repeats
     assert min(repeat.step_ms) > 500
+
+
+def test_a_suites_timeout_equal_to_the_default_is_not_derived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through a suite: "timeout = 900" is the limit it says, not "unset"."""
+    suite(tmp_path)
+    monkeypatch.setattr(watchdog, "STALL_FLOOR_S", 1.0)
+    table = {"name": "slow", "entry": "edge_entries:slow_timed", "timeout": 900}
+    counts = {"warmup": 2, "measured": 3, "profiled": 0, "repeats": 1}
+    spec = parse_benchmark({**table, **counts}, {}, "perfgate.toml", "benchmarks[0]")
+    assert spec.timeout_set and not watchdog.timeout_unset(spec)
+    outcome = run_benchmark(spec, trace_dir=None, sys_path=[str(tmp_path)])
+    (repeat,) = outcome.repeats
+    assert min(repeat.step_ms) > 500
+    assert watchdog.timeout_unset(replace(spec, timeout_set=False))  # no timeout key: derived

@@ -87,6 +87,8 @@ def benchmark_specs(
     # nothing and recorded nothing, silently)
     as_keys = {"timeout" if k == "timeout_s" else k: v for k, v in flags.items()}
     parse_benchmark({"name": "flags", "workload": "mlp", **as_keys}, {}, "", "overrides")
+    if "timeout_s" in flags:
+        flags["timeout_set"] = True
     return [_resolved(replace(s, params={**s.params, **extra}, **flags)) for s in specs]
 
 

@@ -78,9 +78,9 @@ def derived_limit_s(typical_step_s: float, steps: int = 1) -> float:
 
 def timeout_unset(spec: BenchmarkSpec) -> bool:
     """Whether ``spec``'s timeout was left at the default, so the limit is also derived from
-    the warm-up. A spec does not record whether its suite (or ``--timeout``) set it: one
-    equal to the default counts as unset (the one place to change once a spec says)."""
-    return spec.timeout_s == DEFAULT_TIMEOUT_S
+    the warm-up: neither the suite nor ``--timeout`` gave one (:attr:`BenchmarkSpec.
+    timeout_set`), and a spec built in code did not change it."""
+    return not spec.timeout_set and spec.timeout_s == DEFAULT_TIMEOUT_S
 
 
 def wait_for_worker(
