@@ -12,6 +12,7 @@ from helpers import fill, perfgate, record
 
 from perfgate import app
 from perfgate.config import Config
+from perfgate.errors import ConfigError
 from perfgate.models import GateResult, Verdict
 from perfgate.store import open_store
 
@@ -174,3 +175,9 @@ def test_the_cli_gate_records_the_alert_and_compare_does_not(url: str) -> None:
     assert gated.returncode == 1, gated.stdout + gated.stderr
     with open_store(url) as store:
         assert len(app.list_alerts(Config(database_url=url), store)) == 1
+
+
+def test_an_empty_fail_on_is_refused_before_the_gate_runs(url: str, tmp_path: Path) -> None:
+    # fail_on=frozenset() failed on nothing: a script's gate never failed
+    with pytest.raises(ConfigError, match="fail_on: empty"):
+        request(url, tmp_path, fail_on=frozenset())

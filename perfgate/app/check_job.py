@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfgate.app.gate_job import CiOutputs, GateOutcome
+from perfgate.app.gate_job import CiOutputs, GateOutcome, check_fail_on
 from perfgate.app.run_job import Measure, ProgressFn, suite_dir
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class CheckRequest:
     outputs: CiOutputs = CiOutputs()
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_fail_on(self.fail_on)
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,21 @@ class GateRequest:
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
 
+    def __post_init__(self) -> None:
+        check_fail_on(self.fail_on)
+
+
+def check_fail_on(fail_on: frozenset[Verdict] | None) -> None:
+    """Refuse a request's empty ``fail_on``, as ``--fail-on`` and the suite do: it would fail
+    on nothing, the gate silently switched off (a script's ``fail_on=frozenset()``).
+
+    Raises:
+        ConfigError: ``fail_on`` is an empty set.
+    """
+    if fail_on is not None and not fail_on:
+        known = ", ".join(v.value for v in Verdict)
+        raise ConfigError(f"fail_on: empty; give at least one verdict from {known}")
+
 
 @dataclass(frozen=True)
 class GateOutcome:
