@@ -23,7 +23,7 @@ from typing import Any
 from perfgate.errors import ConfigError, RunnerError, require
 from perfgate.models import BenchmarkSpec, LaunchOptions, ParamValue, ProfileSummary
 from perfgate.runner.lifecycle import interruptible, kill_group, work_dir, worker_env
-from perfgate.runner.watchdog import timeout_unset, wait_for_worker
+from perfgate.runner.watchdog import fixed_timeout, timeout_unset, wait_for_worker
 
 #: Called with one line after each finished repeat (or A/B pair); the CLI prints it on stderr.
 ProgressFn = Callable[[str], None]
@@ -283,11 +283,10 @@ def run_repeat(
     cwd: Path | None = None,
     label: str = "",
     setup: ProcessSetup | None = None,
-    derive: bool | None = None,
 ) -> RepeatResult:
     """One worker process: one repeat of ``spec`` (see :func:`run_benchmark`), stopped after
-    ``timeout_s`` and, with ``derive``, once its warm-up says a step hangs
-    (:mod:`perfgate.runner.watchdog`); None: when the spec's timeout is unset."""
+    ``timeout_s`` and, where the spec's timeout was not set, once its warm-up says a step
+    hangs (:mod:`perfgate.runner.watchdog`)."""
     need_torch()
     tag = f"{label}-{repeat}" if label else str(repeat)
     result_path = workdir / f"result-{tag}.json"
@@ -318,7 +317,7 @@ def run_repeat(
                 timeout_s=timeout_s,
                 measured=spec.measured,
                 where=where,
-                derive=timeout_unset(spec) if derive is None else derive,
+                derive=timeout_unset(spec),
             )
         except subprocess.TimeoutExpired:
             kill_group(proc)
@@ -429,8 +428,7 @@ def run_benchmark(
     """
     threads, params = split_threads(spec)
     check_environment()
-    derive = timeout_s is None and timeout_unset(spec)  # one given here is the limit
-    timeout_s = spec.timeout_s if timeout_s is None else timeout_s
+    timed = fixed_timeout(spec, timeout_s)
     launch = launch or LaunchOptions()
     sys_path = sys_path or []
     started = datetime.now(timezone.utc)
@@ -457,22 +455,21 @@ def run_benchmark(
                     nproc=spec.nproc,
                     nnodes=launch.nnodes or spec.nnodes,
                     launch=launch,
-                    timeout_s=timeout_s,
+                    timeout_s=timed.timeout_s,
                 )
                 if job is None:  # rank 0 ran on another node
                     break
                 result = job_result(job)
             else:
                 result = run_repeat(
-                    spec,
+                    timed,
                     repeat,
                     threads=threads,
                     params=params,
                     trace_path=profiled and profiled / f"{trace_stem(spec.name)}.pt.trace.json",
                     workdir=Path(tmp),
                     sys_path=sys_path,
-                    timeout_s=timeout_s,
-                    derive=derive,
+                    timeout_s=timed.timeout_s,
                 )
             results.append(result)
             if progress is not None:

@@ -32,7 +32,7 @@ from perfgate.runner import (
     trace_stem,
 )
 from perfgate.runner.lifecycle import interruptible, work_dir
-from perfgate.runner.watchdog import timeout_unset
+from perfgate.runner.watchdog import fixed_timeout
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,16 +103,14 @@ def run_pairs(
     """
     base_spec = spec if base_spec is None else base_spec
     check_environment()
-    derive = timeout_s is None and timeout_unset(spec)  # one given here is the limit
-    timeout_s = spec.timeout_s if timeout_s is None else timeout_s
     rng = random.Random(seed)
     started = datetime.now(timezone.utc)
     base_results: list[RepeatResult] = []
     head_results: list[RepeatResult] = []
     orders: list[str] = []
     sides = {
-        "A": (base_dir, base_results, "base", base_spec),
-        "B": (head_dir, head_results, "head", spec),
+        "A": (base_dir, base_results, "base", fixed_timeout(base_spec, timeout_s)),
+        "B": (head_dir, head_results, "head", fixed_timeout(spec, timeout_s)),
     }
     with trace_dir_scope(trace_dir), interruptible(), work_dir() as tmp:
         for i in range(spec.repeats):
@@ -135,10 +133,9 @@ def run_pairs(
                         trace_path=trace_path,
                         workdir=Path(tmp),
                         sys_path=[str(code_dir), str(tree)],
-                        timeout_s=timeout_s,
+                        timeout_s=side_spec.timeout_s,
                         cwd=code_dir,
                         label=label,
-                        derive=derive,
                     )
                 )
             if progress is not None:

@@ -21,7 +21,7 @@ import contextlib
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfgate.errors import RunnerError
@@ -81,6 +81,12 @@ def timeout_unset(spec: BenchmarkSpec) -> bool:
     the warm-up: neither the suite nor ``--timeout`` gave one (:attr:`BenchmarkSpec.
     timeout_set`), and a spec built in code did not change it."""
     return not spec.timeout_set and spec.timeout_s == DEFAULT_TIMEOUT_S
+
+
+def fixed_timeout(spec: BenchmarkSpec, timeout_s: float | None) -> BenchmarkSpec:
+    """``spec`` under a limit its caller gives (a fixed one, whatever its value); ``spec``
+    itself for None."""
+    return spec if timeout_s is None else replace(spec, timeout_s=timeout_s, timeout_set=True)
 
 
 def wait_for_worker(

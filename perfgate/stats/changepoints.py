@@ -101,8 +101,9 @@ above on ``bench/detection_shapes.py`` (seed 20261205; seed 7 scores the same).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -535,16 +536,17 @@ def _drift_droppable(x: np.ndarray, steps: Sequence[int], test: _StepTest) -> tu
     if any is not positive), leaving out runs more than OUTLIER_MADS robust deviations off
     the step fit so that spikes decide nothing; ``DRIFT_BIC_WEIGHT`` scales the parameter
     penalty. Where the steps fit best, none (``()``); where the ramp does, all of them; where
-    the ramp beside step ``s`` does, all but ``s``. The step beside the ramp must also be a
-    change point of the series net of that ramp, by the rank test the merge applies
-    (``test``): chosen where the search found a split, it would otherwise win by chance often
-    enough to leave a point in one ramp in five. So a ramp cut into small steps is one
-    drift, and a real step inside a creep stays one step while the creep's staircase
-    around it goes (with the ramp alone to replace them, the staircase stayed: a +20% creep
-    over 160 runs with a 10% step in it gave about six change points).
+    the ramp beside step ``s`` does, all but ``s``. The step beside the ramp must also pass
+    the merge's rules on what the ramp alone leaves near it (``test``): chosen where the
+    search found a split, it would otherwise patch a ramp's bow often enough to leave a point
+    in one ramp in three. So a ramp cut into small steps is one drift, and a real step inside
+    a creep stays one step while the creep's staircase around it goes (with the ramp alone
+    to replace them, the staircase stayed: a +20% creep over 160 runs with a 10% step in it
+    gave about six change points).
     """
     y = _log_or_raw(x)
     n = y.size
+    level = None if bool(np.all(x > 0.0)) else abs(median(x))  # None: y is logs
     bounds = [0, *steps, n]
     piece = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
     medians = np.array([median(y[bounds[i] : bounds[i + 1]]) for i in range(len(steps) + 1)])
@@ -554,7 +556,7 @@ def _drift_droppable(x: np.ndarray, steps: Sequence[int], test: _StepTest) -> tu
     for _ in range(2):
         spread = MAD_TO_SD * median(np.abs(resid - median(resid)))
         keep = np.abs(resid) <= OUTLIER_MADS * spread if spread > 0.0 else np.ones(n, dtype=bool)
-        found = _best_of_models(y, piece, keep, steps, test)
+        found = _best_of_models(y, piece, keep, steps, partial(test.holds, level=level))
         if found is None or not np.all(np.isfinite(found[2])):
             return ()
         score, kept, resid = found
@@ -568,12 +570,13 @@ def _best_of_models(
     piece_all: np.ndarray,
     keep: np.ndarray,
     steps: Sequence[int],
-    test: _StepTest,
+    holds: Callable[[np.ndarray, int], bool],
 ) -> tuple[float, tuple[int, ...], np.ndarray] | None:
     """:func:`_drift_droppable`'s models fitted to the ``keep`` runs: the best one's
     criterion less the steps model's (< 0: it fits better), the steps it keeps (all for the
     steps model itself, none for the ramp, one beside the ramp) and its residuals over every
-    run; None when the runs are too few to tell."""
+    run; None when the runs are too few to tell. ``holds``: whether a step stands out from
+    the ramp alone's residuals (:meth:`_StepTest.holds`)."""
     t_all = np.arange(y_all.size, dtype=float)
     t, piece = t_all[keep], piece_all[keep]
     counts = np.bincount(piece, minlength=len(steps) + 1)
@@ -609,9 +612,9 @@ def _best_of_models(
     if score < best[0]:
         best = (score, (), ramp, None)
     # a step beside a ramp must stand out from what the ramp alone leaves
-    left = y_all - _fit(y_all, keep, piece_all, ramp, None)[0]
+    left = y_all - _fit(y_all, keep, piece_all, ramp, None)
     for s, step in enumerate(steps):
-        if not test.holds(left, step):
+        if not holds(left, step):
             continue
         # the ramp takes over the other steps (with none: it may lie anywhere)
         others = [k for k in steps if k != step] or [0, y_all.size - 1]
@@ -620,15 +623,15 @@ def _best_of_models(
         if score < best[0]:
             best = (score, (s,), beside, steps[s])
     score, kept, found, step_at = best
-    return score, kept, y_all - _fit(y_all, keep, piece_all, found, step_at)[0]
+    return score, kept, y_all - _fit(y_all, keep, piece_all, found, step_at)
 
 
 def _fit(
     y: np.ndarray, keep: np.ndarray, piece: np.ndarray, ramp: Ramp | None, step_at: int | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """A model of y fitted by least squares on the ``keep`` runs: flat levels between the
-    steps (``piece``: each run's level), or two levels joined by ``ramp`` and, with
-    ``step_at``, a step there; (fitted values, the ramp's part of them)."""
+) -> np.ndarray:
+    """A model of y fitted by least squares on the ``keep`` runs, its values over every run:
+    flat levels between the steps (``piece``: each run's level), or two levels joined by
+    ``ramp`` and, with ``step_at``, a step there."""
     t = np.arange(y.size, dtype=float)
     if ramp is None:
         columns = [(piece == i).astype(float) for i in range(int(piece.max()) + 1)]
@@ -638,9 +641,8 @@ def _fit(
             columns.append((t >= step_at).astype(float))
     design = np.column_stack(columns)
     beta = np.linalg.lstsq(design[keep], y[keep], rcond=None)[0]
-    ramp_part: np.ndarray = design[:, 1] * beta[1] if ramp is not None else np.zeros_like(y)
     fitted: np.ndarray = design @ beta
-    return fitted, ramp_part
+    return fitted
 
 
 @dataclass(frozen=True)
@@ -656,18 +658,18 @@ class _StepTest:
     inflation: float
     alpha: float
     min_effect_pct: float
-    log: bool = True
-    """Whether the values are logs (else a jump is relative to the level before it)."""
 
-    def holds(self, left: np.ndarray, step: int) -> bool:
+    def holds(self, left: np.ndarray, step: int, *, level: float | None) -> bool:
+        """``level``: None where ``left`` is of log values, else the segment's level (the
+        values' median) the jump is a share of."""
         w = min(LOCAL_WINDOW, step, left.size - step)
         if w < self.min_segment:
             return False
         window = left[step - w : step + w]
         if _split_at(window, w, self.min_segment, self.inflation).p_value >= self.alpha:
             return False
-        before, after = median(window[:w]), median(window[w:])
-        jump = math.expm1(after - before) * 100.0 if self.log else _pct(before, after)
+        moved = median(window[w:]) - median(window[:w])
+        jump = math.expm1(moved) * 100.0 if level is None else _pct(level, level + moved)
         return abs(jump) >= LOCAL_FRACTION * self.min_effect_pct
 
 
@@ -755,9 +757,7 @@ def _drifting(
         steps = [judged[m].index - a for m in range(i, j + 1)]
         key = (a, b, *steps)
         if key not in cache:
-            segment = x[a:b]
-            local = replace(test, log=bool(np.all(segment > 0.0)))
-            cache[key] = _drift_droppable(segment, steps, local)
+            cache[key] = _drift_droppable(x[a:b], steps, test)
         if cache[key]:
             m = max((i + q for q in cache[key]), key=lambda q: judged[q].p_value)
             if worst is None or judged[m].p_value > worst[0]:

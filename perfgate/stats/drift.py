@@ -53,8 +53,9 @@ import numpy as np
 
 from perfgate.errors import UsageError
 from perfgate.models import Drift
-from perfgate.stats.changepoints import ABRUPT_WIDTH, average_ranks, best_ramp
+from perfgate.stats.changepoints import ABRUPT_WIDTH, MAD_TO_SD, average_ranks, best_ramp
 from perfgate.stats.fdr import benjamini_hochberg
+from perfgate.stats.summary import mad
 
 BLOCK_RUNS = 10
 """Runs in each of the two compared blocks (the newest, and those at the horizon)."""
@@ -69,7 +70,6 @@ ALPHA = 0.01
 MIN_EFFECT_PCT = 1.5
 """Smallest drift reported, in percent, unless the metric's minimum effect says otherwise."""
 MAX_RHO = 0.9
-MAD_TO_SD = 1.4826
 MIN_RUNS = 3 * BLOCK_RUNS
 """Runs a series needs before its drift is tested (two blocks and one between them)."""
 
@@ -124,7 +124,7 @@ def _divide_out_steps(
         if not lo < k <= hi:
             continue
         w = max(1, min(LOCAL_RUNS, k - a, b - k))
-        out[k:] -= float(np.median(y[k : k + w, None] - y[None, k - w : k]))
+        out[k:] -= _hodges_lehmann(y[k - w : k], y[k : k + w])
         share += BLOCK_RUNS / w
     return out, share
 
@@ -191,7 +191,7 @@ def _shift_test(shift: float, y: np.ndarray, jumps_share: float) -> float | None
     if blocks.shape[0] < 4:
         return None
     shifts = np.array([_hodges_lehmann(a, b) for a, b in zip(blocks, blocks[1:], strict=False)])
-    spread = MAD_TO_SD * float(np.median(np.abs(shifts - np.median(shifts))))
+    spread = MAD_TO_SD * mad(shifts)
     scale = spread * math.sqrt(1.0 + jumps_share)
     if scale <= 0.0:
         return 0.0 if shift else 1.0
