@@ -3,20 +3,11 @@ files; pure, no torch import.
 
 One dispatcher, used by ``run``, ``ingest``, torchrun and ``advise``: :func:`detect_format`
 says what a path holds and :func:`read_profile` reads a profile into one summary per rank.
-
-- ``ascend``: an Ascend PyTorch Profiler output, a ``*_ascend_pt`` directory (text or db
-  export), its ``ASCEND_PROFILER_OUTPUT``, or a parent holding one per rank
-  (:mod:`perfgate.parsers.ascend`);
-- ``torch_trace``: a torch.profiler Chrome trace (``*.json`` / ``*.json.gz``), or a
-  ``tensorboard_trace_handler`` directory holding one ``*.pt.trace.json[.gz]`` per worker
-  (:mod:`perfgate.parsers.torch_trace`);
-- ``ais_bench``: the ``*_summary.json`` that ais_bench (``ait`` / ``msit benchmark``) writes
-  with ``--output``: inference latencies and throughput, not a profile, so only ``ingest``
-  reads it (:func:`~perfgate.parsers.ais_bench.parse_ais_bench`);
-- ``pytest_benchmark``, ``pyperf``, ``asv``, ``metrics_file``: other harnesses' result files
-  (``pytest --benchmark-json``, ``pyperf -o``, asv's ``results/<machine>/<commit>-<env>.json``)
-  and perfgate's plain metrics file (JSON or CSV), told apart by their first bytes
-  (:mod:`perfgate.parsers.results`); also results, read only by ``ingest``.
+Profiles: ``ascend`` (a ``*_ascend_pt`` directory, its ``ASCEND_PROFILER_OUTPUT``, or a
+parent of one per rank; :mod:`perfgate.parsers.ascend`) and ``torch_trace`` (a Chrome trace,
+or a ``tensorboard_trace_handler`` directory of them; :mod:`perfgate.parsers.torch_trace`).
+Results, read only by ``ingest``: ``ais_bench`` (:mod:`perfgate.parsers.ais_bench`) and
+``pytest_benchmark``, ``pyperf``, ``asv``, ``metrics_file`` (:mod:`perfgate.parsers.results`).
 """
 
 from __future__ import annotations
@@ -25,22 +16,13 @@ from typing import TYPE_CHECKING
 
 from perfgate.lazy import lazy_exports
 
-_NAMES = {
-    "FORMAT_AIS_BENCH": "perfgate.parsers.dispatch",
-    "FORMAT_ASCEND": "perfgate.parsers.dispatch",
-    "FORMAT_TORCH": "perfgate.parsers.dispatch",
-    "detect_format": "perfgate.parsers.dispatch",
-    "read_profile": "perfgate.parsers.dispatch",
-    "trace_files": "perfgate.parsers.dispatch",
-    "FORMAT_ASV": "perfgate.parsers.results",
-    "FORMAT_METRICS": "perfgate.parsers.results",
-    "FORMAT_PYPERF": "perfgate.parsers.results",
-    "FORMAT_PYTEST_BENCHMARK": "perfgate.parsers.results",
-    "RESULT_FORMATS": "perfgate.parsers.results",
-    "AisBenchSummary": "perfgate.parsers.ais_bench",
-    "parse_ais_bench": "perfgate.parsers.ais_bench",
-    "parse_torch_trace": "perfgate.parsers.torch_trace",
-}
+_MODULES = dict(  # module: the names it exports here
+    dispatch="FORMAT_AIS_BENCH FORMAT_ASCEND FORMAT_TORCH detect_format read_profile trace_files",
+    results="FORMAT_ASV FORMAT_METRICS FORMAT_PYPERF FORMAT_PYTEST_BENCHMARK RESULT_FORMATS",
+    ais_bench="AisBenchSummary parse_ais_bench",
+    torch_trace="parse_torch_trace",
+)
+_NAMES = {name: f"perfgate.parsers.{m}" for m, names in _MODULES.items() for name in names.split()}
 
 __all__ = [
     "FORMAT_AIS_BENCH",

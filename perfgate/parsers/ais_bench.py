@@ -17,18 +17,14 @@ ModelZoo ``ACL_PyTorch`` READMEs that quote the file:
   the figure the ModelZoo quotes as the single-card throughput.
 - ``npu_compute_time_list``: every inference's compute time in ms; with ``--threads`` and
   ``--pipeline``, ``[start, end]`` intervals instead, and then ``mean`` is the merged busy
-  time / count, not a plain mean.
-- ``args``: ais_bench's command line (``sys.argv``); ``filesinfo`` and ``pid`` (inputs and
-  outputs per sample, the process id) are not read.
+  time / count, not a plain mean. ``args`` is ais_bench's command line (``sys.argv``).
 
-``<percentile>`` is ``P99`` in current releases (``"P{}".format(scale)``, scale 99) and
-``percentile(99%)`` in older ones; ``count`` is absent from the older ones. Both spellings
-are read, for any percentile. When a list is empty ais_bench writes zeros, so a section whose
-count is 0 (or whose figures are all 0) is taken as absent. The file names neither
-ais_bench's version nor the NPU model; the app takes those from the host it ingests on.
-
-The fixture ``tests/data/ais_bench/resnet50_bs1_summary.json`` is hand-written from the fields
-above, not a real output.
+``<percentile>`` is ``P99`` in current releases and ``percentile(99%)`` in older ones, which
+also lack ``count``; both spellings are read, for any percentile. When a list is empty
+ais_bench writes zeros, so a section whose count is 0 (or whose figures are all 0) is taken
+as absent. The file names neither ais_bench's version nor the NPU model; the app takes those
+from the host it ingests on. The fixture ``tests/data/ais_bench/resnet50_bs1_summary.json``
+is hand-written from the fields above, not a real output.
 """
 
 from __future__ import annotations
@@ -180,17 +176,10 @@ def parse_ais_bench(path: Path) -> AisBenchSummary:
         notes.append(
             f"no per-inference {COMPUTE_LIST}: the P50 is ais_bench's median alone (one sample)"
         )
-    args = doc.get("args") or []
+    raw = doc.get("args") or []
+    args = tuple(str(a) for a in raw) if isinstance(raw, list) else (str(raw),)
     return AisBenchSummary(
-        path=path,
-        compute=compute,
-        h2d=h2d,
-        d2h=d2h,
-        throughput=throughput,
-        compute_times_ms=times,
-        multi_threads=intervals,
-        args=tuple(str(a) for a in args) if isinstance(args, list) else (str(args),),
-        notes=tuple(notes),
+        path, compute, h2d, d2h, throughput, times, intervals, args, tuple(notes)
     )
 
 
@@ -208,8 +197,7 @@ def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | Non
     raw = doc[key]
     if not isinstance(raw, dict):
         raise ParseError(f"{path}: {key}: {kind(raw)}, not an object of min/max/mean/...")
-    missing = [s for s in _STATS if s not in raw]
-    if missing:
+    if missing := [s for s in _STATS if s not in raw]:
         raise ParseError(f"{path}: {key}: no {', '.join(missing)}")
     stats = {s: _number(raw[s], path, f"{key}.{s}") for s in _STATS}
     percentiles = [
@@ -225,14 +213,8 @@ def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | Non
         count = int(c)
     if count == 0 or all(v == 0 for v in stats.values()):
         return None
-    return LatencyStats(
-        min_ms=stats["min"],
-        max_ms=stats["max"],
-        mean_ms=stats["mean"],
-        median_ms=stats["median"],
-        percentiles_ms=tuple(sorted(percentiles)),
-        count=count,
-    )
+    low, high, mean, median = (stats[s] for s in _STATS)
+    return LatencyStats(low, high, mean, median, tuple(sorted(percentiles)), count)
 
 
 def _compute_list(raw: Any, path: Path, notes: list[str]) -> tuple[tuple[float, ...], bool]:

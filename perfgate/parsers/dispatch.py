@@ -60,8 +60,7 @@ def detect_format(path: Path) -> str:
             return FORMAT_ASCEND
         if trace_files(path):
             return FORMAT_TORCH
-        summaries = sorted(p.name for p in path.glob("*_summary.json") if p.is_file())
-        if summaries:
+        if summaries := sorted(p.name for p in path.glob("*_summary.json") if p.is_file()):
             raise ParseError(
                 f"{path}: a directory, not a profile; pass one of its ais_bench summaries "
                 f"({first_three(summaries)})"
@@ -76,8 +75,7 @@ def detect_format(path: Path) -> str:
             f"{path}: an Ascend trace_view.json alone is not a profile; pass its *_ascend_pt "
             "directory"
         )
-    result_format = sniff_results(path)
-    if result_format is not None:
+    if (result_format := sniff_results(path)) is not None:
         return result_format
     if is_ais_bench_summary(path):
         return FORMAT_AIS_BENCH
@@ -148,8 +146,7 @@ def _one_per_rank(
     if len(ranks) < 2:
         return tuple(ranks)
     names = [str(s.relative_to(path)) if s.is_relative_to(path) else str(s) for s in sources]
-    unnamed = [n for n, r in zip(names, ranks, strict=True) if r.rank is None]
-    if unnamed:
+    if unnamed := [n for n, r in zip(names, ranks, strict=True) if r.rank is None]:
         raise ParseError(
             f"{path}: {len(ranks)} profiles, and {', '.join(unnamed[:3])}"
             f"{' ...' if len(unnamed) > 3 else ''} name{'s' if len(unnamed) == 1 else ''} "

@@ -236,8 +236,6 @@ def parse_results(path: Path, fmt: str) -> ResultFile:
         ParseError: it cannot be read, is not JSON (CSV), or a key is missing or holds the
             wrong thing (one line naming the file and the key).
     """
-    if fmt not in _PARSERS:
-        raise ValueError(f"not a result format: {fmt!r}")
     if fmt == FORMAT_METRICS and path.name.endswith(".csv"):
         return _parse_metrics_csv(path, _text(path))
     doc = load_json(_text(path), path)
@@ -404,8 +402,7 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
         if not stats:
             raise ParseError(f"{path}: {where}.stats: missing ({name})")
         if "data" in stats:
-            seconds = _numbers(stats["data"], path, f"{where}.stats.data", minimum=0.0)
-            if not seconds:
+            if not (seconds := _numbers(stats["data"], path, f"{where}.stats.data", minimum=0.0)):
                 raise ParseError(f"{path}: {where}.stats.data: empty ({name})")
         elif "median" in stats:
             seconds = [_number(stats["median"], path, f"{where}.stats.median", minimum=0.0)]
@@ -435,31 +432,23 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     raw_cpu = machine.get("cpu")
     cpu: dict[str, Any] = raw_cpu if isinstance(raw_cpu, dict) else {}
     system, arch = _str(machine.get("system")), _str(machine.get("machine"))
-    host = ResultHost(
-        cpu_model=_str(cpu.get("brand_raw")) or _str(machine.get("processor")),
-        cpu_cores=_int(cpu.get("count")),
-        os=f"{system}-{arch}" if system and arch else "",
-        os_release=_str(machine.get("release")),
-        python_version=_python_minor(machine.get("python_version")),
-        device_kind="cpu",
-    )
+    model = _str(cpu.get("brand_raw")) or _str(machine.get("processor"))
+    os_name = f"{system}-{arch}" if system and arch else ""
+    python = _python_minor(machine.get("python_version"))
+    release = _str(machine.get("release"))
+    host = ResultHost(model, _int(cpu.get("count")), os_name, release, python, "cpu")
     info = _object(doc, "commit_info", path)
     commit = _commit(info.get("id"))
     branch = _str(info.get("branch"))
     if commit and info.get("dirty") is True:
         notes.append(f"commit_info: the checkout had uncommitted changes over {commit[:12]}")
-    benchmarks = (
+    benchmarks = tuple(
         _lower_is_better(u, _TIME, (s,), p) for u, (_, _, s, p) in zip(unique, parsed, strict=True)
     )
+    branch = "" if branch in ("(unknown)", "HEAD") else branch
+    params = _implementation(machine)
     return ResultFile(
-        format=FORMAT_PYTEST_BENCHMARK,
-        path=path,
-        benchmarks=tuple(benchmarks),
-        host=host,
-        params=_implementation(machine),
-        commit=commit,
-        branch="" if branch in ("(unknown)", "HEAD") else branch,
-        notes=tuple(notes),
+        FORMAT_PYTEST_BENCHMARK, path, benchmarks, host, params, commit, branch, tuple(notes)
     )
 
 
@@ -513,14 +502,9 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
         first = first or metadata
     _check_unique((b.name for b in benchmarks), path, "benchmarks")
     system_arch, release = _platform_os(_str(first.get("platform")))
-    host = ResultHost(
-        cpu_model=_str(first.get("cpu_model_name")),
-        cpu_cores=_int(first.get("cpu_count")),
-        os=system_arch,
-        os_release=release,
-        python_version=_python_minor(first.get("python_version")),
-        device_kind="cpu",
-    )
+    model = _str(first.get("cpu_model_name"))
+    python = _python_minor(first.get("python_version"))
+    host = ResultHost(model, _int(first.get("cpu_count")), system_arch, release, python, "cpu")
     return ResultFile(FORMAT_PYPERF, path, tuple(benchmarks), host, _implementation(first))
 
 
@@ -610,9 +594,8 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
             raise ParseError(f"{path}: {where}: samples: not one entry per parameter combination")
         metric, unit, factor = _ASV_TYPES[kind_]
         unit = declared_unit if kind_ == "track" else unit
-        for j, combo in enumerate(combos):
+        for j, (combo, value) in enumerate(zip(combos, values, strict=True)):
             label = f"{name}({', '.join(str(p) for p in combo)})" if combo else name
-            value = values[j]
             if value is None or (isinstance(value, float) and not math.isfinite(value)):
                 skipped.append(label)  # asv writes null (failed) or NaN (skipped)
                 continue
@@ -641,18 +624,14 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
     notes.append("asv pools its processes' samples: each benchmark is one repeat")
     machine = _object(doc, "params", path)
     os_name, arch, num_cpu = (_str(machine.get(k)) for k in ("os", "arch", "num_cpu"))
-    host = ResultHost(
-        cpu_model=_str(machine.get("cpu")),
-        cpu_cores=_int(machine.get("num_cpu")) or (int(num_cpu) if num_cpu.isdigit() else 0),
-        os=f"{os_name.split()[0]}-{arch}" if os_name and arch else "",
-        os_release=" ".join(os_name.split()[1:]),
-        python_version=_python_minor(doc.get("python")),
-        device_kind="cpu",
-    )
+    cores = _int(machine.get("num_cpu")) or (int(num_cpu) if num_cpu.isdigit() else 0)
+    system = f"{os_name.split()[0]}-{arch}" if os_name and arch else ""
+    release = " ".join(os_name.split()[1:])
+    python = _python_minor(doc.get("python"))
+    host = ResultHost(_str(machine.get("cpu")), cores, system, release, python, "cpu")
     named = (("asv_env", doc.get("env_name")), ("asv_machine", machine.get("machine")))
     file_params: dict[str, ParamValue] = {k: _str(v) for k, v in named if _str(v)}
-    commit = _commit(doc.get("commit_hash"))
-    if not commit:
+    if not (commit := _commit(doc.get("commit_hash"))):
         raise ParseError(f"{path}: commit_hash: missing or not a commit hash")
     return ResultFile(
         FORMAT_ASV, path, tuple(benchmarks), host, file_params, commit, notes=tuple(notes)
@@ -760,13 +739,10 @@ def _parse_metrics_json(doc: Mapping[str, Any], path: Path) -> ResultFile:
     for k, v in (params or {}).items():
         if not isinstance(v, (str, int, float, bool)):
             raise ParseError(f"{path}: params.{k}: {kind(v)}, not a string, number or boolean")
-    return ResultFile(
-        FORMAT_METRICS,
-        path,
-        (ResultBenchmark("", tuple(metrics)),),
-        ResultHost(device_kind=(device or "").strip()),
-        {str(k): v for k, v in (params or {}).items()},
-    )
+    benchmarks = (ResultBenchmark("", tuple(metrics)),)
+    host = ResultHost(device_kind=(device or "").strip())
+    named = {str(k): v for k, v in (params or {}).items()}
+    return ResultFile(FORMAT_METRICS, path, benchmarks, host, named)
 
 
 _SPLIT = re.compile(r"[;\s]+")
@@ -804,8 +780,7 @@ def _parse_metrics_csv(path: Path, text: str) -> ResultFile:
             name = cells.get("name") or ""
             if not name:
                 raise ParseError(f"{where}name: empty")
-            items = [x for x in _SPLIT.split(cells.get(value_col) or "") if x]
-            if not items:
+            if not (items := [x for x in _SPLIT.split(cells.get(value_col) or "") if x]):
                 raise ParseError(f"{where}{value_col} ({name}): empty")
             values = []
             for item in items:

@@ -4,37 +4,27 @@ A :class:`~perfgate.models.Timeline` holds one step of a Chrome trace as lanes (
 device stream and per host thread) of spans in µs from the step's start. Two sources:
 
 - Ascend ``trace_view.json`` (:func:`ascend_timeline`; ``shared/fixtures/ascend/FORMATS.md``
-  §1.6): a bare JSON array, ``ts`` strings of µs, processes named by ``ph: "M"``
-  ``process_name`` events. Lanes: the ``Ascend Hardware`` threads (``Stream N``, the task
-  streams), the ``HCCL`` threads (``Group N Communication``, the collectives; ``Plane N``,
-  their transfer tasks), and the host threads of ``Python`` (``cpu_op``,
-  ``enqueue``/``dequeue``) and ``CANN`` (AscendCL API calls). Left out: ``python_function``
-  frames (one per Python call, they would crowd out the ops), ``Overlap Analysis`` (derived
-  from the others), counter tracks and flow arrows.
-- torch.profiler traces (:func:`torch_timeline`, the ``traceEvents`` already loaded):
-  ``kernel``/``gpu_memcpy``/``gpu_memset`` on device lanes (``pid`` the device, ``tid`` the
-  stream), ``cpu_op``/``user_annotation``/``cuda_runtime``/``cuda_driver`` on host lanes
-  (torch 1.x's spellings too). ``python_function``, ``Trace`` and ``gpu_user_annotation``
-  are left out for the same reasons.
+  §1.6): a bare JSON array, ``ts`` strings of µs, processes named by ``process_name``
+  metadata events. Lanes: the ``Ascend Hardware`` task streams, the ``HCCL`` threads
+  (collectives and their transfer tasks), and the host threads of ``Python`` and ``CANN``.
+- torch.profiler traces (:func:`torch_timeline`): kernels, memcpys and memsets on device
+  lanes (``pid`` the device, ``tid`` the stream), cpu ops, annotations and runtime calls on
+  host lanes.
+
+Left out: ``python_function`` frames (one per Python call, they would crowd out the ops),
+``Overlap Analysis`` (derived from the others), counter tracks and flow arrows.
 
 The step is the last ``ProfilerStep#N`` span with a positive duration (the last is whole in
-both profilers' traces, its device tail in the file). A host span belongs to it when it
-starts inside that span; a device span when it starts between that span's start and the
-next step's (the end of the trace for the last step): device work runs behind the host, so
-it goes where it starts, as torch_npu's step split and
-:mod:`perfgate.parsers.ascend.trace_view` do. ``duration_us`` is the step span's, or the end
-of the last span when device work runs past it.
-
-Kinds: a device task is ``compute`` (AI Core, AI Vector, MIX, AI CPU, DSA tasks; CUDA
-kernels), ``communication`` (HCCL lanes; Notify/Write Value tasks; NCCL kernels), ``memcpy``
-(SDMA and PCIe DMA tasks, ``MEMCPY_ASYNC``; CUDA memcpy) or ``other`` (events, memsets,
-placeholders). A host span is ``host``, or ``communication`` when it names a collective
-(``c10d::``, ``nccl``, ``gloo``, ``hcom_``).
+both profilers' traces). A host span belongs to it when it starts inside that span; a device
+span when it starts after that span's start (device work runs behind the host, so it goes
+where it starts, as torch_npu's step split does). ``duration_us`` is the step span's, or the
+end of the last span when device work runs past it. Kinds: a device task is ``compute``,
+``communication`` (HCCL lanes, Notify/Write Value tasks, NCCL kernels), ``memcpy`` or
+``other``; a host span is ``host``, or ``communication`` when it names a collective.
 
 At most :data:`MAX_SPANS` spans are kept, the shortest dropped first and counted in
-``dropped_spans`` (a long step can hold 10^5 tasks, the short ones invisible at its scale).
-``trace_view.json`` is decoded one event at a time, so memory grows with the events kept,
-not with the file. Pure otherwise: no torch.
+``dropped_spans``. ``trace_view.json`` is decoded one event at a time, so memory grows with
+the events kept, not with the file. Pure otherwise: no torch.
 """
 
 from __future__ import annotations
@@ -144,8 +134,7 @@ _LaneRule = Callable[[_Events, Any, Any, str, str, str], _LaneOf | None]
 def _build(events: _Events, lane_of: _LaneRule) -> Timeline | None:
     if not events.steps:
         return None
-    steps = sorted(events.steps)
-    start, dur, step_name = steps[-1]
+    start, dur, step_name = max(events.steps)
     host_end = start + dur
     kept: list[tuple[float, float, str, _LaneOf]] = []
     memo: dict[tuple[Any, Any, str, str, str], _LaneOf | None] = {}  # names repeat per step
@@ -159,31 +148,23 @@ def _build(events: _Events, lane_of: _LaneRule) -> Timeline | None:
         if where is None or (not where.device and ts >= host_end):
             continue
         kept.append((ts - start, span_dur, name, where))
-    dropped = max(0, len(kept) - MAX_SPANS)
-    if dropped:
+    if dropped := max(0, len(kept) - MAX_SPANS):
         kept = sorted(kept, key=lambda s: (-s[1], s[0]))[:MAX_SPANS]
     by_lane: dict[tuple[_SortKey, str, bool], list[TimelineSpan]] = {}
     for rel, span_dur, name, where in kept:
-        by_lane.setdefault((where.key, where.name, where.device), []).append(
-            TimelineSpan(start_us=rel, dur_us=span_dur, name=name, kind=where.kind)
-        )
+        span = TimelineSpan(rel, span_dur, name, where.kind)
+        by_lane.setdefault((where.key, where.name, where.device), []).append(span)
     out_lanes = tuple(
         TimelineLane(
-            name=name,
-            device=device,
-            spans=tuple(sorted(spans, key=lambda s: (s.start_us, -s.dur_us, s.name))),
+            name, device, tuple(sorted(spans, key=lambda s: (s.start_us, -s.dur_us, s.name)))
         )
         for (_, name, device), spans in sorted(by_lane.items(), key=lambda kv: kv[0][0])
     )
     last_end = max((s.start_us + s.dur_us for lane in out_lanes for s in lane.spans), default=0.0)
-    return Timeline(
-        step=step_name, duration_us=max(dur, last_end), lanes=out_lanes, dropped_spans=dropped
-    )
+    return Timeline(step_name, max(dur, last_end), out_lanes, dropped)
 
 
 # --------------------------------------------------------------------------- Ascend
-_ASCEND_HARDWARE = "Ascend Hardware"
-_HCCL = "HCCL"
 _HOST_PROCESSES = {"Python": 0, "CANN": 1}
 _HOST_CATS = frozenset({"cpu_op", "enqueue", "dequeue", ""})
 _COMPUTE_TASKS = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "DSA")
@@ -207,9 +188,9 @@ def _ascend_lane(
 ) -> _LaneOf | None:
     process = events.processes.get(pid)
     thread = events.threads.get((pid, tid)) or f"Thread {tid}"
-    if process == _ASCEND_HARDWARE:
+    if process == "Ascend Hardware":
         return _LaneOf((0, 0, _order(tid)), thread, True, _ascend_task_kind(name, task))
-    if process == _HCCL:
+    if process == "HCCL":
         return _LaneOf((0, 1, _order(tid)), f"HCCL {thread}", True, SpanKind.COMMUNICATION)
     if process in _HOST_PROCESSES and cat in _HOST_CATS:
         kind = SpanKind.COMMUNICATION if _is_comm_name(name) else SpanKind.HOST

@@ -45,7 +45,6 @@ __all__ = ["SOURCE", "parse_torch_trace"]
 
 SOURCE = "torch_trace"
 
-_STEP_PREFIX = "ProfilerStep#"
 _DATALOADER_PREFIX = "enumerate(DataLoader)"
 _STEP_CATS = frozenset({"user_annotation", "cpu_op", "operator", ""})
 _CPU_OP_CATS = frozenset({"cpu_op", "operator"})
@@ -177,7 +176,7 @@ def _collect(events: Sequence[Any], label: str) -> _Trace:
         if ph == "X":
             cat = ev.get("cat")
             cat = cat.lower() if isinstance(cat, str) else ""
-            step = name.startswith(_STEP_PREFIX) and cat in _STEP_CATS
+            step = name.startswith("ProfilerStep#") and cat in _STEP_CATS
             ts, dur = _finite(ev.get("ts")), _finite(ev.get("dur"))
             if ts is None or dur is None or dur < 0:
                 # Only well-formed times count; an ignored event with bad times is still ignored.
@@ -231,9 +230,7 @@ def _finite(value: Any) -> float | None:
     kind = type(value)
     if kind is float:
         return value if math.isfinite(value) else None  # type: ignore[no-any-return]
-    if kind is int:
-        return float(value)
-    return None
+    return float(value) if kind is int else None
 
 
 def _bad_times(
@@ -344,15 +341,11 @@ def _summarise(
         notes.append("communication_*_ms: no nccl/gloo/hccl operators or kernels in the trace")
     if not data_loading:
         notes.append("data_loading_ms: no enumerate(DataLoader) annotations in the trace")
-    comm_not_overlapped_ms = ms(comm_us - overlap_us) if comm else None
-    breakdown = StepBreakdown(
-        step_ms=step_ms,
-        compute_ms=compute_ms,
-        communication_not_overlapped_ms=comm_not_overlapped_ms,
-        communication_overlapped_ms=ms(overlap_us) if comm else None,
-        free_ms=max(0.0, step_ms - compute_ms - (comm_not_overlapped_ms or 0.0)),
-        data_loading_ms=ms(loading_us) if data_loading else None,
-    )
+    not_overlapped = ms(comm_us - overlap_us) if comm else None
+    overlapped = ms(overlap_us) if comm else None
+    free = max(0.0, step_ms - compute_ms - (not_overlapped or 0.0))
+    loading = ms(loading_us) if data_loading else None
+    breakdown = StepBreakdown(step_ms, compute_ms, not_overlapped, overlapped, free, loading)
     device_busy = min(1.0, compute_ms / step_ms) if step_ms > 0 else None
     if device_busy is None:
         notes.append("device_busy_fraction: the steps have zero duration")
@@ -365,10 +358,8 @@ def _summarise(
     if peak is None:
         notes.append("peak_memory_bytes: no [memory] events (profile_memory=False?)")
     if not per_step:
-        if peak is None:
-            notes.append("memory_per_step_bytes: no [memory] events")
-        else:
-            notes.append("memory_per_step_bytes: no ProfilerStep annotations to split steps by")
+        why = "[memory] events" if peak is None else "ProfilerStep annotations to split steps by"
+        notes.append(f"memory_per_step_bytes: no {why}")
     if all(op[3] is None for op in t.cpu_ops):
         notes.append("input_shapes: no 'Input Dims' in the trace (record_shapes=False?)")
     op_stats = (
@@ -518,8 +509,7 @@ def _collection(doc: Mapping[str, Any]) -> dict[str, str]:
         out.update((k, str(info[k])) for k in ("backend", "rank", "world_size") if k in info)
     devices = doc.get("deviceProperties")
     if isinstance(devices, list) and devices and isinstance(devices[0], dict):
-        name = devices[0].get("name")
-        if name:
+        if name := devices[0].get("name"):
             out["device"] = str(name)
         out["device_count"] = str(len(devices))
     versions = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version")
@@ -544,20 +534,17 @@ def _walk_cpu_ops(
     shape_text: dict[str, str | None] = {}
     for thread_ops in threads.values():
         thread_ops.sort(key=lambda op: (op[0], -op[1]))
-        stack: list[int] = []  # positions in thread_ops
-        stack_end: list[float] = []
+        stack: list[tuple[int, float]] = []  # (position in thread_ops, end) of open ops
         child_us = [0.0] * len(thread_ops)
         open_names: Counter[str] = Counter()
         records: list[tuple[bool, bool]] = []  # (top-level, outermost of its name)
         for i, (start, dur, name, _, _) in enumerate(thread_ops):
-            while stack_end and stack_end[-1] <= start:
-                stack_end.pop()
-                open_names[thread_ops[stack.pop()][2]] -= 1
+            while stack and stack[-1][1] <= start:
+                open_names[thread_ops[stack.pop()[0]][2]] -= 1
             if stack:
-                child_us[stack[-1]] += dur
+                child_us[stack[-1][0]] += dur
             records.append((not stack, open_names[name] == 0))
-            stack.append(i)
-            stack_end.append(start + dur)
+            stack.append((i, start + dur))
             open_names[name] += 1
         for (start, dur, name, dims, _), (is_top, outermost), child in zip(
             thread_ops, records, child_us, strict=True

@@ -1,27 +1,12 @@
 """Ascend PyTorch Profiler (torch_npu) output -> one :class:`ProfileSummary` per rank.
 
 The input is what ``torch_npu.profiler.tensorboard_trace_handler(dir)`` writes: one
-``{worker}_{timestamp}_ascend_pt`` directory per rank, each holding ``profiler_info[_{rank}].json``,
-``profiler_metadata.json`` and ``ASCEND_PROFILER_OUTPUT/`` (``shared/fixtures/ascend/FORMATS.md``
-§1). One module per concern, imported one way (``discovery`` <- ``text``, ``db``;
-``trace_view`` <- ``text``):
-
-- :mod:`~perfgate.parsers.ascend.discovery`: which directories are ranks, and how each was
-  collected (``profiler_info*.json``, ``profiler_metadata.json``);
-- :mod:`~perfgate.parsers.ascend.text`: the text export (CSV and JSON files);
-- :mod:`~perfgate.parsers.ascend.db`: the db export (``ascend_pytorch_profiler*.db``,
-  ``analysis.db``);
-- :mod:`~perfgate.parsers.ascend.trace_view`: step times from ``trace_view.json`` when the
-  text export has no ``step_trace_time.csv``;
-- :mod:`~perfgate.parsers.ascend.matrix`: rank-to-rank traffic (``communication_matrix.json``
-  or ``analysis.db``), set here on either export's summary as ``rank_pairs``;
-- :mod:`perfgate.parsers.timeline`: one profiled step op by op (``trace_view.json``, text
-  export only), set here as ``timeline``.
-
-Comparing the ranks of one job (slowest rank, spreads, slow links) is analysis and lives in
-:mod:`perfgate.advisor.cluster`. Everything here is pure (reads the profile's files, returns
-data) and imports no torch; the text export's big tables (kernel_details.csv, l2_cache.csv)
-are read with pandas, in bounded memory.
+``{worker}_{timestamp}_ascend_pt`` directory per rank (``shared/fixtures/ascend/FORMATS.md``
+§1). ``discovery`` finds the ranks and how each was collected; ``text`` and ``db`` read the
+two exports (``trace_view`` gives the text export its step times when it has no
+``step_trace_time.csv``); ``matrix`` adds rank-to-rank traffic (``rank_pairs``) and
+:mod:`perfgate.parsers.timeline` one step op by op (``timeline``, text export only).
+Comparing the ranks of one job is analysis: :mod:`perfgate.advisor.cluster`. Pure, no torch.
 """
 
 from __future__ import annotations
@@ -57,9 +42,6 @@ __all__ = [
 ]
 
 _TEXT_FILES = ("step_trace_time.csv", "kernel_details.csv", "trace_view.json")
-_DB_PATTERN = "ascend_pytorch_profiler*.db"
-_ANALYSIS_DB = "analysis.db"
-_TRACE_VIEW = "trace_view.json"
 
 
 def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
@@ -82,10 +64,10 @@ def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
             f"{rank_dir}: no {OUTPUT_DIR} directory; not an Ascend PyTorch Profiler rank dir"
         )
     if not any((out_dir / name).is_file() for name in _TEXT_FILES) and any(
-        out_dir.glob(_DB_PATTERN)
+        out_dir.glob("ascend_pytorch_profiler*.db")
     ):
         summary = parse_ascend_db_rank(rank_dir)
-        pairs, notes = rank_pairs_from_db(out_dir / _ANALYSIS_DB)
+        pairs, notes = rank_pairs_from_db(out_dir / "analysis.db")
         if not pairs and not notes:
             return summary
         return replace(summary, rank_pairs=pairs, notes=summary.notes + notes)
@@ -94,7 +76,7 @@ def parse_ascend_rank(rank_dir: Path) -> ProfileSummary:
     raw = summary.raw_files
     if pairs:
         raw += (f"{OUTPUT_DIR}/{MATRIX_FILE}",)
-    trace = out_dir / _TRACE_VIEW
+    trace = out_dir / "trace_view.json"
     timeline = None
     if trace.is_file():
         timeline, timeline_notes = ascend_timeline(trace)

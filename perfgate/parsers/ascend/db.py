@@ -1,53 +1,31 @@
 """Read one rank of a torch_npu ``export_type="db"`` profile into a ProfileSummary.
 
 The input is a ``*_ascend_pt`` directory. Its ``ASCEND_PROFILER_OUTPUT/`` holds
-``ascend_pytorch_profiler[_{rank}].db`` and, for multi-card jobs, ``analysis.db``; both are
-SQLite files, opened read-only (``mode=ro``) with the standard library. The summary has the
-same meaning as the one built from the same job exported as text (``kernel_details.csv``,
-``op_statistic.csv``, ``step_trace_time.csv``, ``communication.json``,
-``memory_record.csv``), so text and db profiles of one job compare like for like.
-
-What is read (tables and columns are looked up by name, extra ones are ignored and missing
-optional ones become ``notes``):
+``ascend_pytorch_profiler[_{rank}].db`` and, for multi-card jobs, ``analysis.db``: SQLite
+files, opened read-only. The summary means what the text export's does
+(:mod:`perfgate.parsers.ascend.text`), so text and db profiles of one job compare like for
+like. Tables and columns are looked up by name (``shared/fixtures/ascend/FORMATS.md``);
+extra ones are ignored and missing optional ones become ``notes``.
 
 - ``ascend_pytorch_profiler*.db``, times in **ns** integers, most names ids into
-  ``STRING_IDS(id, value)``:
+  ``STRING_IDS(id, value)``: ``TASK`` joined with ``COMPUTE_TASK_INFO`` (one row per
+  compute task, the non-HCCL rows of ``kernel_details.csv``; its ``taskType`` is the
+  ``Accelerator Core``; tasks without compute info, such as event records, notify waits
+  and the SDMA steps of collectives, are left out as ``kernel_details.csv`` leaves them);
+  ``TASK_PMU_INFO``, the ``aic_metrics`` counters, whose ns times are renamed to the
+  ``kernel_details.csv`` headers in µs (``aic_total_time`` -> ``aicore_time(us)``);
+  ``COMMUNICATION_OP``, the ``HCCL`` rows; ``STEP_TIME``, step windows used only when
+  ``analysis.db`` has no step rows; ``MEMORY_RECORD`` in **bytes** (``memory_record.csv``
+  has the same numbers in MiB); ``RANK_DEVICE_MAP``, ``NPU_INFO``, ``META_DATA``.
+- ``analysis.db``: ``StepTraceTime`` in **µs** (the torch_npu docs say ms; the real files
+  hold the numbers of step_trace_time.csv); ``CommAnalyzerTime`` in ms and
+  ``CommAnalyzerBandwidth`` in MB, ms and GB/s, one row per (op, transport type, packet
+  size) that repeats the op's totals.
 
-  - ``TASK(startNs, endNs, globalTaskId[, deviceId])`` joined with
-    ``COMPUTE_TASK_INFO(globalTaskId, name, opType, taskType, inputShapes)``: one row per
-    compute task, the rows of ``kernel_details.csv`` other than HCCL.
-    ``COMPUTE_TASK_INFO.taskType`` is the ``Accelerator Core`` (``AI_CORE``,
-    ``AI_VECTOR_CORE``, ``MIX_AIV``, ``DSA_SQE``, ...); ``TASK.taskType`` is the hardware
-    task kind (``KERNEL_AIVEC``, ...) and is not used. Tasks without compute info (event
-    records, notify waits, memcpy and the SDMA steps inside collectives) are not kernels in
-    ``kernel_details.csv`` either and are left out.
-  - ``TASK_PMU_INFO(globalTaskId, name, value)``: the ``aic_metrics`` counters. Times in
-    it are ns; they are renamed to the ``kernel_details.csv`` headers in µs
-    (``aic_mac_time`` -> ``aic_mac_time(us)``, ``aic_total_time`` -> ``aicore_time(us)``,
-    ``aiv_total_time`` -> ``aiv_time(us)``). Ratios, cycles and rates keep their names.
-  - ``COMMUNICATION_OP(opName, startNs, endNs, opType)``: one row per collective, the
-    ``HCCL`` rows of ``kernel_details.csv``.
-  - ``STEP_TIME(id, startNs, endNs)``: step windows, used only when ``analysis.db`` has no
-    step rows.
-  - ``MEMORY_RECORD(component, timestamp, totalAllocated, totalReserved[, deviceId])`` in
-    **bytes** (``memory_record.csv`` has the same numbers in MiB): the ``PTA`` component.
-  - ``RANK_DEVICE_MAP(rankId, deviceId)``, ``NPU_INFO(id, name)``, ``META_DATA(name, value)``.
-
-- ``analysis.db``:
-
-  - ``StepTraceTime([deviceId,] step, computing, communication_not_overlapped, overlapped,
-    communication, free, stage, bubble, ..., preparing)``. The values are **µs** (the
-    torch_npu docs say ms; the real files hold the same numbers as step_trace_time.csv).
-  - ``CommAnalyzerTime(hccl_op_name, group_name, elapse_time, transit_time, wait_time,
-    synchronization_time, idle_time, step, type)`` in ms and
-    ``CommAnalyzerBandwidth(hccl_op_name, group_name, transport_type, transit_size,
-    transit_time, bandwidth, package_size, ..., step, type)`` in MB, ms and GB/s, with
-    one row per (op, transport type, packet size) that repeats the op's totals.
-
-``OVERLAP_ANALYSIS`` is not read: it is written by MindStudio Insight when it opens a
-file, not by torch_npu. Without ``analysis.db`` the step breakdown is recomputed from the
-task intervals the way torch_npu computes its "Overlap Analysis" track, which gives the
-``StepTraceTime`` numbers exactly on the real fixture.
+``OVERLAP_ANALYSIS`` is not read: MindStudio Insight writes it when it opens a file, not
+torch_npu. Without ``analysis.db`` the step breakdown is recomputed from the task intervals
+the way torch_npu computes its "Overlap Analysis" track, which gives the ``StepTraceTime``
+numbers exactly on the real fixture.
 """
 
 from __future__ import annotations
@@ -55,7 +33,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,18 +65,12 @@ SOURCE_DB = "ascend_db"
 
 _PROFILER_DB_PATTERN = "ascend_pytorch_profiler*.db"
 _ANALYSIS_DB = "analysis.db"
-_HCCL = "HCCL"
 _TOTAL_OP = "Total Op Info"
-_MEMORY_COMPONENT = "PTA"
-_RECEIVE_PREFIX = "hcom_receive"
 _NS_PER_US = 1e3
 _NS_PER_MS = 1e6
 _BYTES_PER_GB = 1e9
 _INVALID_IDS = frozenset({-1, 4294967295})
 _PMU_RENAMES: Mapping[str, str] = {"aic_total_time": AIC_TIME, "aiv_total_time": AIV_TIME}
-
-_TASK_INFO = ("name", "opType", "taskType", "inputShapes")
-"""The COMPUTE_TASK_INFO columns read, in order."""
 
 Interval = tuple[int, int]
 _Step = tuple[float, dict[str, float | None]]
@@ -106,27 +78,14 @@ _Step = tuple[float, dict[str, float | None]]
 
 
 def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
-    """Summarise one rank of a torch_npu db-format profile per profiled step: ``rank_dir``
-    is the ``*_ascend_pt`` directory holding ``ASCEND_PROFILER_OUTPUT/``; the summary's
-    ``source`` is ``"ascend_db"``, its times ms per profiled step.
+    """Summarise one rank of a torch_npu db-format profile per profiled step (``rank_dir``
+    is the ``*_ascend_pt`` directory), with the meaning of the text export's summary.
 
-    - steps: the rows of ``analysis.db`` ``StepTraceTime`` for this rank's device, else
-      the ``STEP_TIME`` windows, else 1 (the whole profile). ``step_times_ms`` is
-      computing + communication not overlapped + free of each step; ``breakdown`` the
-      mean of each column.
-    - ops: compute tasks and communication ops grouped by (name, accelerator core),
-      device ``npu``; self == total time; up to three distinct input shapes (the first
-      in time order); ``metrics`` the duration-weighted mean of each PMU counter.
-    - op_types: compute tasks grouped by (op type, core), as ``op_statistic.csv``
-      (which has no HCCL rows).
-    - op_calls_per_step: compute tasks + communication ops; kernel_launches_per_step:
-      compute tasks; device_busy_fraction: compute / step time.
-    - communication: ``analysis.db`` ``CommAnalyzerTime`` / ``CommAnalyzerBandwidth``,
-      the ``Total Op Info`` rows when present, else the sum of the op rows.
-    - memory: the ``PTA`` allocator's largest allocated and reserved bytes, and its
-      allocated bytes at the last record minus the first.
-    - collection: profiler level, aic_metrics, export type, rank, versions (from
-      ``profiler_info*.json``), ``device`` (NPU_INFO) and ``db_schema_version``.
+    Steps are the rows of ``analysis.db`` ``StepTraceTime`` for this rank's device, else
+    the ``STEP_TIME`` windows, else 1 (the whole profile). Ops are compute tasks and
+    communication ops grouped by (name, accelerator core); op_types the compute tasks by
+    (op type, core), as ``op_statistic.csv`` (no HCCL rows). Communication takes the
+    ``Total Op Info`` rows when present, else the sum of the op rows.
 
     Raises ParseError (one line, naming the file) for no ``ascend_pytorch_profiler*.db``, a
     db file that SQLite cannot read ("file is not a database"), or a profiler db without
@@ -144,13 +103,13 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
             raise ParseError(
                 f"{profiler_db}: not an Ascend profiler database (no TASK/STEP_TIME tables)"
             )
-        strings = _read_strings(db)
+        text = _read_strings(db)
         rank, device_id = _rank_and_device(db, collection, profiler_db)
-        collection.update(_read_db_collection(db, strings, device_id))
-        tasks = _read_compute_tasks(db, strings, device_id, notes)
-        comm_ops = _read_communication_ops(db, strings, notes)
+        collection.update(_read_db_collection(db, text, device_id))
+        tasks = _read_compute_tasks(db, text, device_id, notes)
+        comm_ops = _read_communication_ops(db, text, notes)
         windows = _read_step_windows(db)
-        peak, reserved, growth = _read_memory(db, strings, device_id, notes)
+        peak, reserved, growth = _read_memory(db, text, device_id, notes)
         hbm = _read_hbm(db, device_id, windows, notes)
         llc_note = _LLC_NOTE if db.has("LLC", "hitRate") else ""
 
@@ -200,12 +159,9 @@ def parse_ascend_db_rank(rank_dir: Path) -> ProfileSummary:
     notes.append("data_loading_ms: the Ascend profiler does not report data loading")
     notes.append("memory_per_step_bytes: not computed for Ascend profiles")
 
+    aic_metrics = collection.get("aic_metrics", "")
     utilisation, util_notes = ascend_utilisation(
-        _pmu_totals(tasks),
-        breakdown,
-        step_times,
-        "TASK_PMU_INFO",
-        collection.get("aic_metrics", ""),
+        _pmu_totals(tasks), breakdown, step_times, "TASK_PMU_INFO", aic_metrics
     )
     notes.extend(util_notes)
     notes.append(f"l2_hit_pct: the db export has no per-task L2 cache data{llc_note}")
@@ -317,36 +273,30 @@ def _wal_note(path: Path) -> str | None:
     try:
         size = wal.stat().st_size
     except OSError:
-        return None
-    if size == 0:
-        return None
-    return (
-        f"{path.name}: {wal.name} is not empty ({size} bytes; profiler still writing?); "
-        "its rows are not read"
-    )
+        size = 0
+    note = f"{path.name}: {wal.name} is not empty ({size} bytes; profiler still writing?); "
+    return note + "its rows are not read" if size else None
 
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _read_strings(db: _Database) -> dict[int, str]:
-    if not db.has("STRING_IDS", "id", "value"):
-        return {}
-    return {
-        key: "" if value is None else str(value)
-        for key, value in db.select("STRING_IDS", "id", "value")
-        if isinstance(key, int)
-    }
+def _read_strings(db: _Database) -> Callable[[Any], str]:
+    """STRING_IDS as a function: a reference (or a plain string) as text; NULL is ''."""
+    ids: dict[int, str] = {}
+    if db.has("STRING_IDS", "id", "value"):
+        rows = db.select("STRING_IDS", "id", "value")
+        ids = {k: "" if v is None else str(v) for k, v in rows if isinstance(k, int)}
 
+    def text(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ids.get(value, str(value))
+        return str(value)
 
-def _text(value: Any, strings: Mapping[int, str]) -> str:
-    """A STRING_IDS reference (or a plain string) as text; NULL is ''."""
-    if value is None:
-        return ""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return strings.get(value, str(value))
-    return str(value)
+    return text
 
 
 def _number(value: Any) -> float | None:
@@ -393,15 +343,14 @@ def _rank_and_device(
 
 
 def _read_db_collection(
-    db: _Database, strings: Mapping[int, str], device_id: int | None
+    db: _Database, text: Callable[[Any], str], device_id: int | None
 ) -> dict[str, str]:
     out: dict[str, str] = {}
     if db.has("NPU_INFO", "name"):
         rows = db.select("NPU_INFO", "id", "name")
         mine = [name for ident, name in rows if name and ident == device_id]
-        names = mine or [name for _, name in rows if name]
-        if names:
-            out["device"] = _text(names[0], strings)
+        if names := mine or [name for _, name in rows if name]:
+            out["device"] = text(names[0])
     if db.has("META_DATA", "name", "value"):
         for name, value in db.select("META_DATA", "name", "value"):
             if name == "SCHEMA_VERSION" and value:
@@ -426,7 +375,7 @@ class _Task:
 
 
 def _read_compute_tasks(
-    db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
+    db: _Database, text: Callable[[Any], str], device_id: int | None, notes: list[str]
 ) -> list[_Task]:
     if not db.has("TASK", "startNs", "endNs", "globalTaskId"):
         notes.append("ops: no TASK table (NPU activity not collected?)")
@@ -434,22 +383,23 @@ def _read_compute_tasks(
     if not db.has("COMPUTE_TASK_INFO", "globalTaskId", "name"):
         notes.append("ops: no COMPUTE_TASK_INFO table, compute tasks cannot be named")
         return []
-    info = ", ".join(db.column("COMPUTE_TASK_INFO", c, "c") for c in _TASK_INFO)
+    columns = ("name", "opType", "taskType", "inputShapes")
+    info = ", ".join(db.column("COMPUTE_TASK_INFO", c, "c") for c in columns)
     rows = db.rows(
         f"SELECT t.startNs, t.endNs, t.globalTaskId, {info} "
         f"FROM {db.table('TASK')} t JOIN {db.table('COMPUTE_TASK_INFO')} c "
         f"ON c.globalTaskId = t.globalTaskId {db.device_where('TASK', device_id, 't')} "
         "ORDER BY t.startNs"
     )
-    pmu = _read_pmu(db, strings, notes) if rows else {}
+    pmu = _read_pmu(db, text, notes) if rows else {}
     return [
         _Task(
-            _text(name, strings),
-            _text(op_type, strings),
-            _text(core, strings),
+            text(name),
+            text(op_type),
+            text(core),
             start,
             end,
-            shape_text(_text(shapes, strings)),
+            shape_text(text(shapes)),
             pmu.get(task_id),
         )
         for start, end, task_id, name, op_type, core, shapes in rows
@@ -467,7 +417,7 @@ def _pmu_name(name: str) -> tuple[str, float]:
 
 
 def _read_pmu(
-    db: _Database, strings: Mapping[int, str], notes: list[str]
+    db: _Database, text: Callable[[Any], str], notes: list[str]
 ) -> dict[Any, dict[str, float]]:
     if not db.has("TASK_PMU_INFO", "globalTaskId", "name", "value"):
         notes.append("op metrics: no TASK_PMU_INFO table (aic_metrics not collected?)")
@@ -475,25 +425,24 @@ def _read_pmu(
     names: dict[Any, tuple[str, float]] = {}
     out: dict[Any, dict[str, float]] = defaultdict(dict)
     for task_id, name, value in db.select("TASK_PMU_INFO", "globalTaskId", "name", "value"):
-        number = _number(value)
-        if number is None:
+        if (number := _number(value)) is None:
             continue
         if name not in names:
-            names[name] = _pmu_name(_text(name, strings))
+            names[name] = _pmu_name(text(name))
         metric, factor = names[name]
         out[task_id][metric] = number * factor
     return dict(out)
 
 
 def _read_communication_ops(
-    db: _Database, strings: Mapping[int, str], notes: list[str]
+    db: _Database, text: Callable[[Any], str], notes: list[str]
 ) -> list[_Task]:
     if not db.has("COMMUNICATION_OP", "opName", "startNs", "endNs"):
         notes.append("ops: no COMMUNICATION_OP table, no HCCL ops")
         return []
     rows = db.select("COMMUNICATION_OP", "opName", "startNs", "endNs", "opType", order="startNs")
     return [
-        _Task(_text(name, strings), _text(op_type, strings), _HCCL, start, end)
+        _Task(text(name), text(op_type), "HCCL", start, end)
         for name, start, end, op_type in rows
         if isinstance(start, int) and isinstance(end, int)
     ]
@@ -513,15 +462,9 @@ def _step_key(value: Any) -> tuple[int, float, str]:
     return (0, float(digits), text) if digits else (1, 0.0, text)
 
 
-def _step(
-    computing: float,
-    not_overlapped: float,
-    overlapped: float | None,
-    free: float,
-    bubble: float | None,
-    preparing: float | None,
-) -> _Step:
-    fields = (computing, not_overlapped, overlapped, free, bubble, preparing)
+def _step(fields: tuple[float, float, float | None, float, float | None, float | None]) -> _Step:
+    """(computing, not overlapped, overlapped, free, bubble, preparing) in µs as a step."""
+    computing, not_overlapped, _, free, _, _ = fields
     return computing + not_overlapped + free, dict(zip(STEP_COLUMNS, fields, strict=True))
 
 
@@ -535,8 +478,7 @@ def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> 
         *("communication", "free", "bubble", "preparing"),
     )
     # deviceId is -1 when the profiler only knew "NPU"; then every row is this device's.
-    device_ids = {_number(r[0]) for r in rows}
-    if device_id is not None and any(d is not None and d >= 0 for d in device_ids):
+    if device_id is not None and any((d := _number(r[0])) is not None and d >= 0 for r in rows):
         rows = [r for r in rows if _number(r[0]) == device_id]
     out: list[_Step] = []
     for row in sorted(rows, key=lambda r: _step_key(r[1])):
@@ -547,7 +489,7 @@ def _read_step_trace(db: _Database, device_id: int | None, notes: list[str]) -> 
             continue
         if overlapped is None and communication is not None:
             overlapped = communication - not_overlapped
-        out.append(_step(computing, not_overlapped, overlapped, free, bubble, preparing))
+        out.append(_step((computing, not_overlapped, overlapped, free, bubble, preparing)))
     if not out:
         notes.append(f"breakdown: no StepTraceTime rows for this device in {_ANALYSIS_DB}")
     return out
@@ -590,16 +532,15 @@ def _derive_steps(
 
         compute = merge_intervals(clip(tasks))
         comm = merge_intervals(clip(comm_ops))
-        receive = merge_intervals(clip(t for t in comm_ops if t.name.startswith(_RECEIVE_PREFIX)))
+        receive = merge_intervals(clip(t for t in comm_ops if t.name.startswith("hcom_receive")))
         busy = merge_intervals(compute + comm)
         not_overlapped = _length(comm) - _length(intersect_intervals(comm, compute))
         free = (busy[-1][1] - busy[0][0] - _length(busy)) if busy else 0
-        us = [
-            v / _NS_PER_US
-            for v in (_length(compute), not_overlapped, _length(comm) - not_overlapped, free)
-        ]
+        lengths = (_length(compute), not_overlapped, _length(comm) - not_overlapped, free)
+        computing, cno, overlapped, free_us = (v / _NS_PER_US for v in lengths)
         preparing = (compute[0][0] - start) / _NS_PER_US if compute else None
-        out.append(_step(us[0], us[1], us[2], us[3], _length(receive) / _NS_PER_US, preparing))
+        bubble = _length(receive) / _NS_PER_US
+        out.append(_step((computing, cno, overlapped, free_us, bubble, preparing)))
     return out
 
 
@@ -655,8 +596,7 @@ def _pmu_totals(tasks: Sequence[_Task]) -> PmuTotals | None:
             sums[key] += value
             weighted[key] += value * duration_us
             weights[key] += duration_us
-        times = [task.metrics[k] for k in (AIC_TIME, AIV_TIME) if k in task.metrics]
-        if times:
+        if times := [task.metrics[k] for k in (AIC_TIME, AIV_TIME) if k in task.metrics]:
             busy = (busy or 0.0) + max(times)
     if not sums:
         return None
@@ -745,31 +685,22 @@ def _summarise_communication(
         by_link[row[1]].append(row)
     links = []
     for link, rows in sorted(by_link.items()):
-        size = sum(r[2] for r in rows)
-        time = sum(r[3] for r in rows)
+        size, time = (sum(r[i] for r in rows) for i in (2, 3))
         if size == 0 and time == 0:
             continue
-        if len(rows) == 1 and rows[0][4] is not None:
-            bandwidth = rows[0][4]
-        else:
-            bandwidth = size / time if time > 0 else 0.0  # MB/ms == GB/s
+        # the one row's own bandwidth, else MB/ms == GB/s
+        one = rows[0][4] if len(rows) == 1 else None
+        bandwidth = one if one is not None else size / time if time > 0 else 0.0
         links.append(LinkBandwidth(link, size / steps, time / steps, bandwidth))
-    return CommunicationSummary(
-        ops_per_step=len(op_rows) / steps,
-        elapse_ms=elapse / steps,
-        transit_ms=transit / steps,
-        wait_ms=wait / steps,
-        synchronization_ms=sync / steps,
-        idle_ms=idle / steps,
-        wait_ratio=ratio(wait, transit),
-        synchronization_ratio=ratio(sync, transit),
-        links=tuple(links),
-    )
+    ratios = (ratio(wait, transit), ratio(sync, transit))  # of the totals
+    elapse, transit, wait, sync, idle = (t / steps for t in (elapse, transit, wait, sync, idle))
+    per_step = (len(op_rows) / steps, elapse, transit, wait, sync, idle)
+    return CommunicationSummary(*per_step, *ratios, tuple(links))
 
 
 # --- memory -------------------------------------------------------------------------------
 def _read_memory(
-    db: _Database, strings: Mapping[int, str], device_id: int | None, notes: list[str]
+    db: _Database, text: Callable[[Any], str], device_id: int | None, notes: list[str]
 ) -> tuple[int | None, int | None, int | None]:
     """Peak allocated, peak reserved and growth of allocated bytes, from the PTA (torch
     allocator) records of MEMORY_RECORD in time order."""
@@ -784,7 +715,7 @@ def _read_memory(
         where=db.device_where("MEMORY_RECORD", device_id),
         order=f"{db.column('MEMORY_RECORD', 'timestamp')}, rowid",
     )
-    pta = [r for r in rows if _text(r[0], strings) == _MEMORY_COMPONENT]
+    pta = [r for r in rows if text(r[0]) == "PTA"]
     chosen = pta or rows
     allocated = [int(v) for v in (_number(r[1]) for r in chosen) if v is not None]
     reserved = [int(v) for v in (_number(r[2]) for r in chosen) if v is not None]

@@ -195,10 +195,7 @@ def read_collection(rank_dir: Path) -> tuple[dict[str, str], tuple[str, ...]]:
 
 def relative(path: Path, rank_dir: Path) -> str:
     """``path`` relative to ``rank_dir`` (POSIX separators), or whole when outside it."""
-    try:
-        return path.relative_to(rank_dir).as_posix()
-    except ValueError:
-        return path.as_posix()
+    return (path.relative_to(rank_dir) if path.is_relative_to(rank_dir) else path).as_posix()
 
 
 def start_rank(rank_dir: Path) -> tuple[dict[str, str], list[str], list[str]]:

@@ -1,13 +1,10 @@
 """Rank-to-rank traffic of one Ascend rank: ``communication_matrix.json`` or ``analysis.db``.
 
-Where the format comes from: ``shared/fixtures/ascend/FORMATS.md`` §1.7 and §1.9, which
-read torch_npu's ``prof_view/_communication_parser.py`` (the writer of both JSON files) and
-the PT-DOC "analysis.db Data" tables, checked against the fixtures
-``msinsight_pt_{text,db}_level1_2rank``. What the op classes mean was read from the same
-parser (``integrate_matrix_data``) and MindStudio Insight's user guide, "Communication
-Matrix" (hiascend.com, msascendinsightug ``Insight_userguide_0052``).
-
-The text export, per step::
+The format is in ``shared/fixtures/ascend/FORMATS.md`` §1.7 and §1.9 (torch_npu's
+``prof_view/_communication_parser.py``, the writer of both JSON files, and the PT-DOC
+"analysis.db Data" tables, checked against the fixtures ``msinsight_pt_{text,db}_level1_2rank``);
+what the op classes mean, in MindStudio Insight's user guide, "Communication Matrix". The
+text export, per step::
 
     {"step50": {"p2p": {...}, "collective": {
         "allreduce-total@<group>": {"0-1": {"Transport Type": "HCCS", "Transit Size(MB)": ...,
@@ -16,35 +13,23 @@ The text export, per step::
         ...}}}
 
 torch_npu groups a step's ops by (op type, group, link ``src-dst``), the op type being the
-first HCCL kind found in the lower-cased op name (:data:`_OP_TYPE`; ``hcom_allReduce__586_0_1``
-is ``allreduce``). Within a group it sorts the ops by bandwidth and writes: ``top1`` the
-fastest op, ``middle`` the median one, ``bottom1``/``2``/``3`` the slowest three (when there
-are that many), each with its ``Op Name``; and ``total``, the sums of size and time over
-*every* op of the group, with bandwidth = size / time. So ``total`` is the whole traffic and
-the others are samples of it (``middle`` and ``bottom2`` are the same op when there are four):
-a pair is read from ``total`` alone. Without a ``total`` entry (not seen; a hand-made file)
-the distinct ops named by the samples are summed, which may undercount, and a note says so.
+first HCCL kind found in the lower-cased op name (:data:`_OP_TYPE`). Within a group it
+writes ``top1`` (the fastest op by bandwidth), ``middle``, ``bottom1``/``2``/``3`` (samples,
+each with its ``Op Name``) and ``total``, the sums of size and time over *every* op of the
+group: a pair is read from ``total`` alone. Without a ``total`` entry (a hand-made file) the
+distinct sampled ops are summed, which may undercount, and a note says so. The db export's
+``CommAnalyzerMatrix`` holds the same rows (``hccl_op_name`` ``allreduce-total`` etc.; MB, ms).
 
-The db export's ``CommAnalyzerMatrix(hccl_op_name, group_name, src_rank, dst_rank,
-transport_type, transit_size, transit_time, bandwidth, step, type, op_name)`` holds the same
-rows: ``hccl_op_name`` is ``allreduce-total`` etc., ``type`` ``collective`` or ``p2p``; sizes
-in MB, times in ms.
-
-A pair (src, dst, link) sums its ``total`` rows over op types and groups, per profiled
-step (the mean when the file has several steps). ``bandwidth_gb_s`` is size / time
-(MB / ms = GB/s, as the profiler computes it).
+A pair (src, dst, link) sums its ``total`` rows over op types and groups, per profiled step
+(the mean over the file's steps). ``bandwidth_gb_s`` is size / time (MB / ms = GB/s).
 
 Wait: the matrix has no wait. ``communication.json`` (``CommAnalyzerTime`` in the db) gives
-each op's ``Wait Time(ms)``: the time the *source* rank's op waited for its peers before
-moving data. An op waits once for all of its links, so a pair's ``wait_ms`` is the summed
-wait of the source rank's ops of the groups that carried the pair's traffic (an op of a
-group moves data on every link of that group, as the fixture's matrices show: each op of the
-allreduce group appears on all eight links). The pair's ``ops`` is the number of those ops.
-Waits of one source rank's pairs are therefore not additive across pairs. Without
-``communication.json`` both are unknown: ``wait_ms`` is None and ``ops`` counts the distinct
-op names the samples carry.
-
-Pure apart from reading the two files; no pandas.
+each op's ``Wait Time(ms)``, the time the *source* rank's op waited for its peers. An op
+waits once for all of its links, so a pair's ``wait_ms`` is the summed wait of the source
+rank's ops of the groups that carried the pair's traffic (each op of a group moves data on
+every link of that group) and ``ops`` their number; waits of one source rank's pairs are not
+additive. Without ``communication.json`` ``wait_ms`` is None and ``ops`` counts the distinct
+op names the samples carry. Pure apart from reading the two files; no pandas.
 """
 
 from __future__ import annotations
@@ -65,7 +50,6 @@ __all__ = ["MATRIX_FILE", "op_type", "rank_pairs_from_db", "rank_pairs_from_text
 
 MATRIX_FILE = "communication_matrix.json"
 _COMMUNICATION_FILE = "communication.json"
-_TOTAL_OP = "Total Op Info"
 _KINDS = ("collective", "p2p")
 # torch_npu's HCCL_PATTERN: the first of these kinds found in the lower-cased op name is the
 # op type its matrix keys are named by (alternatives tried in this order at each position).
@@ -73,7 +57,6 @@ _OP_TYPE = re.compile(
     r"send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|scatter"
     r"|alltoall|alltoallv|alltoallvc|batchsendrecv"
 )
-_TOTAL = "total"
 
 _GroupKey = tuple[str, str, str, str]
 """(step, kind, op type, group)."""
@@ -105,9 +88,9 @@ class _Ops:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"{where} is not a number")
     try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
         number = float(value)
     except (ValueError, OverflowError):
         raise ValueError(f"{where} is not a number") from None
@@ -161,7 +144,7 @@ def _text_ops(doc: Any) -> Iterator[tuple[Any, ...]]:
             if not isinstance(ops_of_kind, Mapping):
                 raise ValueError(f"step {step!r} {kind} is not an object")
             for key, info in ops_of_kind.items():
-                if key == _TOTAL_OP or not isinstance(info, Mapping):
+                if key == "Total Op Info" or not isinstance(info, Mapping):
                     continue
                 name, _, group = str(key).rpartition("@")
                 times = info.get("Communication Time Info") or {}
@@ -196,8 +179,7 @@ def _sum_rows(rows: Iterable[_Row]) -> tuple[dict[tuple[int, int, str], _Acc], l
     accs: dict[tuple[int, int, str], _Acc] = {}
     untotalled = False
     for g, entries in by_group.items():
-        chosen = [e for e in entries if e[1] == _TOTAL]
-        if not chosen:
+        if not (chosen := [e for e in entries if e[1] == "total"]):
             untotalled = True
             first: dict[tuple[int, int, str], _Row] = {}
             for e in entries:

@@ -148,14 +148,12 @@ def _short_row(label: str, line: int, got: int, want: int) -> ParseError:
 
 
 def _rows(reader: Iterator[list[str]], label: str, width: int) -> Iterator[tuple[int, list[str]]]:
-    """``reader``'s rows with their line numbers, blank ones skipped; a short row is an
-    error."""
+    """``reader``'s rows with their line numbers, blank ones skipped; a short row is an error."""
     for line, row in enumerate(reader, start=2):
-        if len(row) < width:
-            if not any(row):
-                continue
+        if len(row) >= width:
+            yield line, row
+        elif any(row):
             raise _short_row(label, line, len(row), width)
-        yield line, row
 
 
 def _cell(text: str) -> str:
@@ -169,19 +167,16 @@ def shape_text(cell: str) -> str:
     return _cell(cell.replace('"', ""))
 
 
-def _float(cell: str) -> float | None:
-    try:
-        value = float(cell)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _float_or_nan(cell: str) -> float:
     try:
         return float(cell)
     except ValueError:
         return math.nan
+
+
+def _float(cell: str) -> float | None:
+    value = _float_or_nan(cell)
+    return value if math.isfinite(value) else None
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -220,6 +215,10 @@ def _read_step_trace(
         if not e2e and (i_stage is None or cols["bubble_ms"] is None):
             missing = ", ".join(STEP_COLUMNS[f] for f in _STEP_PARTS if cols[f] is None)
             raise ParseError(f"{label}: no {missing} column; cannot compute the step time")
+        part_cols = cast(
+            list[int], [cols[f] for f in _STEP_PARTS] if e2e else [i_stage, cols["bubble_ms"]]
+        )
+        what = "Computing, Communication(Not Overlapped) and Free" if e2e else "Stage and Bubble"
         # (device, step, line, {field: value}, step time in µs)
         rows: list[tuple[str, int | None, int, dict[str, float | None], float]] = []
         for line, row in enumerate(reader, start=2):
@@ -228,19 +227,10 @@ def _read_step_trace(
             if len(row) < width:
                 raise _short_row(label, line, len(row), width)
             values = {f: None if i is None else _float(row[i]) for f, i in cols.items()}
-            if e2e:
-                comp, cno, free = (values[f] for f in _STEP_PARTS)
-                if comp is None or cno is None or free is None:
-                    raise ParseError(
-                        f"{label}: row {line}: Computing, Communication(Not Overlapped) "
-                        "and Free must be numbers"
-                    )
-                step_us = comp + cno + free
-            else:
-                stage, bubble = _float(row[cast(int, i_stage)]), values["bubble_ms"]
-                if stage is None or bubble is None:
-                    raise ParseError(f"{label}: row {line}: Stage and Bubble must be numbers")
-                step_us = stage + bubble
+            parts = [_float(row[i]) for i in part_cols]
+            if None in parts:
+                raise ParseError(f"{label}: row {line}: {what} must be numbers")
+            step_us = sum(cast(list[float], parts))
             for i in (*cols.values(), i_stage):
                 if i is not None and (value := _float(row[i])) is not None and value < 0:
                     raise ParseError(
@@ -491,8 +481,7 @@ class _KernelScan:
             # pandas' ParserError (among others a quoted field going on past the block:
             # "EOF inside string"), a number cell that is not one, undecodable text
             return False
-        n = len(frame)
-        if not n:
+        if not (n := len(frame)):
             return True
         codes: dict[int, np.ndarray[Any, Any]] = {}
         texts: dict[int, list[str]] = {}
@@ -505,14 +494,13 @@ class _KernelScan:
             return False  # may be a short row (or a blank line)
         # Group rows by (name code, core code): Python sees each distinct pair once, in
         # the order of its first row.
-        key = codes[self.i_name].astype(np.int64)
-        ncore = 1
-        if self.i_core is not None:
-            ncore = max(len(texts[self.i_core]), 1)
-            key = key * ncore + codes[self.i_core]
-        labels, pairs = pd.factorize(key)
         names = texts[self.i_name]
         cores = texts[self.i_core] if self.i_core is not None else [""]
+        ncore = max(len(cores), 1)
+        key = codes[self.i_name].astype(np.int64)
+        if self.i_core is not None:
+            key = key * ncore + codes[self.i_core]
+        labels, pairs = pd.factorize(key)
         gid = np.empty(len(pairs), dtype=np.intp)
         first: np.ndarray[Any, Any] | None = None
         for j, pair in enumerate(pairs.tolist()):
@@ -533,10 +521,8 @@ class _KernelScan:
         if self.i_shape is not None:
             self._fast_shapes(labels, gid, codes[self.i_shape], texts[self.i_shape])
         dur = frame[self.i_dur].to_numpy(np.float64, copy=True)
-        values = None
-        if self.nm:
-            values = np.stack([frame[i].to_numpy(np.float64) for i in self.metric_cols])
-        self._add(dur, values, labels, gid)
+        metrics = [frame[i].to_numpy(np.float64) for i in self.metric_cols]
+        self._add(dur, np.stack(metrics) if self.nm else None, labels, gid)
         return True
 
     def _fast_shapes(
@@ -565,8 +551,7 @@ class _KernelScan:
         quotes = block.count(b'"')
         lines = [block]
         while quotes % 2:
-            extra = next(more, None)
-            if extra is None:
+            if (extra := next(more, None)) is None:
                 last = self._lines_before(at) + sum(part.count(b"\n") for part in lines)
                 raise ParseError(
                     f"{self.label}: a quoted field that starts by row {last} "
@@ -640,10 +625,7 @@ class _KernelScan:
         if self.busy_cols:
             # A kernel keeps the AI Core busy for its Cube or its Vector time, whichever
             # is longer (a MIX kernel runs both at once); rows with neither add 0.
-            busy = values[self.busy_cols[0]]
-            for j in self.busy_cols[1:]:
-                busy = np.maximum(busy, values[j])
-            self.busy_us += float(busy.sum())
+            self.busy_us += float(values[self.busy_cols].max(axis=0).sum())
 
     def metrics(self, g: int, names: Sequence[str]) -> dict[str, float]:
         return {
@@ -655,45 +637,38 @@ class _KernelScan:
 
 def _read_kernels(path: Path, label: str, steps: int) -> _Kernels:
     _check_complete(path, label)
-    with _read_errors(label), path.open("rb") as handle:
-        return _scan_kernels(path, handle, label, steps)
-
-
-def _scan_kernels(path: Path, handle: BinaryIO, label: str, steps: int) -> _Kernels:
     result = _Kernels()
     notes = result.notes
-    lines = iter(handle.readline, b"")
-    # The header and the first rows through csv (they decide which columns are metrics),
-    # the rest in blocks of whole lines through pandas.
-    reader = csv.reader(_decoded(lines))
-    header = _header(reader, label)
-    width = len(header)
-    head = [(reader.line_num, row) for row in islice(reader, _HEAD_ROWS)]
-    i_name = _col(header, "Name", "Op Name")
-    i_dur = _col(header, "Duration(us)", "Task Duration(us)")
-    i_core = _col(header, "Accelerator Core", "Task Type")
-    if i_name is None or i_dur is None:
-        missing = "Name" if i_name is None else "Duration(us)"
-        notes.append(f"ops: kernel_details.csv has no {missing} column")
-        rows = 0
-        for row_no, row in chain(head, ((reader.line_num, row) for row in reader)):
-            if len(row) < width and any(row):
-                raise _short_row(label, row_no, len(row), width)
-            rows += any(row)
-        result.rows = rows
-        if i_core is None:
-            notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core")
-        return result
-    metric_cols = _metric_columns(header, [row for _, row in head])
-    names = [n for _, n in metric_cols]
-    lowered = [n.lower() for n in names]
-    busy_cols = [lowered.index(c) for c in (AIC_TIME, AIV_TIME) if c in lowered]
-    scan = _KernelScan(path, label, header, [i for i, _ in metric_cols], busy_cols)
-    scan.slow(head)
-    end = os.fstat(handle.fileno()).st_size
-    while (at := handle.tell()) < end:
-        scan.chunk(_Window(handle, _CHUNK_BYTES), at, lines)
-
+    with _read_errors(label), path.open("rb") as handle:
+        lines = iter(handle.readline, b"")
+        # The header and the first rows through csv (they decide which columns are
+        # metrics), the rest in blocks of whole lines through pandas.
+        reader = csv.reader(_decoded(lines))
+        header = _header(reader, label)
+        width = len(header)
+        head = [(reader.line_num, row) for row in islice(reader, _HEAD_ROWS)]
+        i_name = _col(header, "Name", "Op Name")
+        i_dur = _col(header, "Duration(us)", "Task Duration(us)")
+        i_core = _col(header, "Accelerator Core", "Task Type")
+        if i_name is None or i_dur is None:
+            missing = "Name" if i_name is None else "Duration(us)"
+            notes.append(f"ops: kernel_details.csv has no {missing} column")
+            for row_no, row in chain(head, ((reader.line_num, row) for row in reader)):
+                if len(row) < width and any(row):
+                    raise _short_row(label, row_no, len(row), width)
+                result.rows += any(row)
+            if i_core is None:
+                notes.append("kernel_launches_per_step: kernel_details.csv has no Accelerator Core")
+            return result
+        metric_cols = _metric_columns(header, [row for _, row in head])
+        names = [n for _, n in metric_cols]
+        lowered = [n.lower() for n in names]
+        busy_cols = [lowered.index(c) for c in (AIC_TIME, AIV_TIME) if c in lowered]
+        scan = _KernelScan(path, label, header, [i for i, _ in metric_cols], busy_cols)
+        scan.slow(head)
+        end = os.fstat(handle.fileno()).st_size
+        while (at := handle.tell()) < end:
+            scan.chunk(_Window(handle, _CHUNK_BYTES), at, lines)
     if scan.bad_dur:
         notes.append(
             f"ops: {scan.bad_dur} kernel_details.csv rows have a non-numeric Duration(us); "
@@ -891,8 +866,8 @@ def ascend_utilisation(
 
 def _read_l2_cache(
     path: Path, label: str, mean_us: Mapping[str, float], l2_setting: str
-) -> tuple[float | None, str]:
-    """l2_hit_pct from l2_cache.csv, and how it was taken (or why it could not be).
+) -> tuple[float, str]:
+    """l2_hit_pct from l2_cache.csv, and a note on how it was taken ("" when weighted).
 
     Hit Rate is a ratio (0-1); ``N/A`` cells are skipped. Each row is weighted by the mean
     duration of kernel_details.csv's kernels of its Op Name (``mean_us``): matching by
@@ -905,7 +880,7 @@ def _read_l2_cache(
     with _csv_rows(path, label) as (header, _):
         i_hit, i_name = _col(header, "Hit Rate"), _col(header, "Op Name")
     if i_hit is None:
-        return None, "l2_cache.csv has no Hit Rate column"
+        raise ParseError(f"{label}: has no Hit Rate column")
     # The two columns as text, by position, a chunk of rows at a time; a short row's
     # missing cells read as empty text, so it adds nothing, as before.
     usecols = sorted({i_hit} | ({i_name} if i_name is not None else set()))
@@ -930,12 +905,11 @@ def _read_l2_cache(
                 if not known.any():
                     continue
                 hits = hits[known]
-                names = (
-                    frame.iloc[:, at_name][known].str.strip()
-                    if at_name is not None
-                    else pd.Series([""] * len(hits), dtype=object)
-                )
-                w = names.map(mean_us).to_numpy(np.float64, na_value=0.0)
+                if at_name is None:  # every row named ""
+                    w = np.full(len(hits), mean_us.get("", 0.0))
+                else:
+                    names = frame.iloc[:, at_name][known].str.strip()
+                    w = names.map(mean_us).to_numpy(np.float64, na_value=0.0)
                 matched = w > 0
                 rows += len(hits)
                 plain += float(hits.sum())
@@ -948,7 +922,7 @@ def _read_l2_cache(
         # on one line: pandas' parser errors span several
         raise ParseError(f"{label}: malformed CSV ({' '.join(str(exc).split())})") from None
     if not rows:
-        return None, f"l2_cache.csv Hit Rate is N/A in every row (l2_cache={l2_setting})"
+        raise ParseError(f"{label}: Hit Rate is N/A in every row (l2_cache={l2_setting})")
     if unmatched:
         return _PCT * plain / rows, (
             f"plain mean of l2_cache.csv Hit Rate: {unmatched} of {rows} rows name no "
@@ -1009,24 +983,24 @@ _COMM_TIMES = (
 ).split("|")
 
 
-def _read_communication(path: Path) -> CommunicationSummary | str:
-    """The per-step communication of communication.json, or why it could not be read."""
+def _read_communication(path: Path, label: str) -> CommunicationSummary:
+    """The per-step communication of communication.json."""
     doc, why = load_json(path, _drop_size_distribution)
+    if why is None and (not isinstance(doc, dict) or not doc):
+        why = "no steps (expected an object keyed by step)"
     if why is not None:
-        return why
-    if not isinstance(doc, dict) or not doc:
-        return "no steps (expected an object keyed by step)"
+        raise ParseError(f"{label}: {why}")
     totals = [0.0] * len(_COMM_TIMES)
     links: dict[str, list[float]] = {}
     op_count = 0
     try:
         for step_key, step in doc.items():
             if not isinstance(step, dict):
-                return f"step {step_key!r} is not an object"
+                raise ParseError(f"{label}: step {step_key!r} is not an object")
             for kind in ("collective", "p2p"):
                 ops = step.get(kind) or {}
                 if not isinstance(ops, dict):
-                    return f"{step_key}.{kind} is not an object"
+                    raise ParseError(f"{label}: {step_key}.{kind} is not an object")
                 op_count += sum(1 for name in ops if name != _TOTAL_OP)
                 total = ops.get(_TOTAL_OP)
                 if not isinstance(total, dict):
@@ -1042,7 +1016,7 @@ def _read_communication(path: Path) -> CommunicationSummary | str:
                     slot[0] += _num(info, "Transit Size(MB)")
                     slot[1] += _num(info, "Transit Time(ms)")
     except (ValueError, AttributeError) as exc:
-        return f"unexpected content ({exc})"
+        raise ParseError(f"{label}: unexpected content ({exc})") from None
     steps = len(doc)
     elapse, transit, wait, sync, idle = (t / steps for t in totals)
     # Bandwidth(GB/s) in communication.json is Transit Size(MB) / Transit Time(ms)
@@ -1094,8 +1068,7 @@ def _read_memory_record(
             device = row[i_dev].strip() if i_dev is not None else ""
             if device and not device.upper().startswith("NPU"):
                 continue
-            alloc = _float(row[i_alloc]) if i_alloc is not None else None
-            res = _float(row[i_res]) if i_res is not None else None
+            alloc, res = (_float(row[i]) if i is not None else None for i in (i_alloc, i_res))
             is_pta = i_comp is not None and row[i_comp].strip() == "PTA"
             for peaks in (pta, every) if is_pta else (every,):
                 peaks[0] = peaks[0] if alloc is None else max(peaks[0], alloc)
@@ -1109,10 +1082,10 @@ def _read_memory_record(
     growth = None
     if pta[0] > -math.inf:
         chosen = pta
-        if first is not None and last is not None:
-            growth = _bytes(last[1]) - _bytes(first[1])
-        else:
+        if first is None or last is None:
             notes.append("memory_growth_bytes: memory_record.csv has no Timestamp(us)")
+        else:
+            growth = _bytes(last[1]) - _bytes(first[1])
     else:
         chosen = every
         notes.append(
@@ -1128,21 +1101,20 @@ def _read_memory_record(
     return peak, reserved, growth
 
 
-def _read_module_mem(path: Path, label: str) -> int | str:
+def _read_module_mem(path: Path, label: str) -> int:
     """Peak over timestamps of the sum of every component's Total Reserved(MB), in bytes."""
     with _csv_rows(path, label) as (header, reader):
         i_ts = _col(header, "Timestamp(us)")
         i_res = _col(header, "Total Reserved(MB)")
         if i_ts is None or i_res is None:
-            return "npu_module_mem.csv has no Timestamp(us) or Total Reserved(MB) column"
+            raise ParseError(f"{label}: has no Timestamp(us) or Total Reserved(MB) column")
         per_ts: dict[str, float] = {}
         for _, row in _rows(reader, label, len(header)):
-            value = _float(row[i_res])
-            if value is not None:
+            if (value := _float(row[i_res])) is not None:
                 ts = row[i_ts].strip()
                 per_ts[ts] = per_ts.get(ts, 0.0) + value
     if not per_ts:
-        return "npu_module_mem.csv has no rows"
+        raise ParseError(f"{label}: has no rows")
     return _bytes(max(per_ts.values()))
 
 
@@ -1157,18 +1129,21 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     collection, notes, raw = start_rank(rank_dir)
     rank = int(collection["rank"]) if "rank" in collection else None
 
+    def used(name: str) -> None:
+        raw.append(relative(out_dir / name, rank_dir))
+
     def read(metric: str, name: str, reader: Callable[..., Any], *args: Any) -> Any:
-        """``reader(path, label, *args)`` on the optional file ``name``; a ParseError
-        becomes a note and None."""
+        """``reader(path, label, *args)`` on the optional file ``name``, then in raw_files
+        unless it returned why not (a str); a ParseError becomes a note and None."""
         path = out_dir / name
         try:
-            return reader(path, str(path), *args)
+            got = reader(path, str(path), *args)
         except ParseError as exc:
             notes.append(f"{metric}: {name} {str(exc).removeprefix(f'{path}: ')}")
             return None
-
-    def used(name: str) -> None:
-        raw.append(relative(out_dir / name, rank_dir))
+        if not isinstance(got, str):
+            used(name)
+        return got
 
     # Steps: step_trace_time.csv, else the trace view.
     step_path = out_dir / "step_trace_time.csv"
@@ -1181,34 +1156,29 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     elif not trace_path.is_file():
         raise ParseError(f"{step_path}: absent, and no trace_view.json to take step times from")
     else:
-        times, breakdown, trace_notes = breakdown_from_trace_view(trace_path)
-        if not times:
+        step_times, breakdown, trace_notes = breakdown_from_trace_view(trace_path)
+        if not step_times:
             raise ParseError(f"{trace_path}: no steps found (and step_trace_time.csv is absent)")
-        step_times = tuple(times)
         notes.append("steps: step_trace_time.csv absent; step times from trace_view.json")
         notes.extend(trace_notes)
         used(trace_path.name)
     steps = len(step_times)
 
     # Kernels and op types.
-    kernels = _Kernels()
-    kernels_read = False
+    got = None
     if (out_dir / "kernel_details.csv").is_file():
         got = read("ops", "kernel_details.csv", _read_kernels, steps)
-        if got is not None:
-            kernels, kernels_read = got, True
-            used("kernel_details.csv")
-            notes.extend(kernels.notes)
     else:
         notes.append("ops: kernel_details.csv absent (no NPU activity collected)")
+    kernels_read = got is not None
+    kernels: _Kernels = got or _Kernels()
+    notes.extend(kernels.notes)
     op_types: tuple[OpStat, ...] = ()
     stat_why: str | None = "op_statistic.csv absent"
     if (out_dir / "op_statistic.csv").is_file():
         got = read("op_types", "op_statistic.csv", _read_op_statistic, steps)
         stat_why = got if isinstance(got, str) else None
-        if isinstance(got, tuple):
-            op_types = got
-            used("op_statistic.csv")
+        op_types = got if isinstance(got, tuple) else ()
     if stat_why is not None:
         if kernels.op_types is not None:
             op_types = kernels.op_types
@@ -1223,43 +1193,29 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
     # Communication.
     communication: CommunicationSummary | None = None
     if (out_dir / "communication.json").is_file():
-        got_comm = _read_communication(out_dir / "communication.json")
-        if isinstance(got_comm, str):
-            notes.append(f"communication: communication.json {got_comm}")
-        else:
-            communication = got_comm
-            used("communication.json")
+        communication = read("communication", "communication.json", _read_communication)
     else:
         notes.append("communication: communication.json absent (single-card or Level0 profile)")
 
     # Memory.
     peak = reserved = growth = None
     if (out_dir / "memory_record.csv").is_file():
-        got_mem = read("peak_memory_bytes", "memory_record.csv", _read_memory_record, notes)
-        if got_mem is not None:
-            peak, reserved, growth = got_mem
-            used("memory_record.csv")
+        memory = read("peak_memory_bytes", "memory_record.csv", _read_memory_record, notes)
+        peak, reserved, growth = memory or (None, None, None)
     else:
         notes.append("peak_memory_bytes: memory_record.csv absent (profile_memory=False?)")
         notes.append("memory_growth_bytes: memory_record.csv absent")
         if (out_dir / "npu_module_mem.csv").is_file():
-            got_res = read("peak_reserved_bytes", "npu_module_mem.csv", _read_module_mem)
-            if isinstance(got_res, int):
-                reserved = got_res
-                used("npu_module_mem.csv")
-            elif isinstance(got_res, str):
-                notes.append(f"peak_reserved_bytes: {got_res}")
+            reserved = read("peak_reserved_bytes", "npu_module_mem.csv", _read_module_mem)
         else:
             notes.append("peak_reserved_bytes: memory_record.csv and npu_module_mem.csv absent")
 
     busy = busy_fraction(breakdown, notes, "no compute time or zero step time")
     # Utilisation: that of the kernel_details.csv sums, plus l2_hit_pct from l2_cache.csv.
+    source = "kernel_details.csv" if kernels_read else "the profile (no kernel_details.csv)"
+    aic_metrics = collection.get("aic_metrics", "")
     utilisation, util_notes = ascend_utilisation(
-        kernels.pmu,
-        breakdown,
-        step_times,
-        "kernel_details.csv" if kernels_read else "the profile (no kernel_details.csv)",
-        collection.get("aic_metrics", ""),
+        kernels.pmu, breakdown, step_times, source, aic_metrics
     )
     notes.extend(util_notes)
     l2_setting = collection.get("l2_cache", "unknown")
@@ -1267,10 +1223,7 @@ def parse_ascend_text_rank(rank_dir: Path, out_dir: Path) -> ProfileSummary:
         mean_us = _kernel_mean_us(kernels.ops)
         got = read("l2_hit_pct", "l2_cache.csv", _read_l2_cache, mean_us, l2_setting)
         if got is not None:
-            value, why = got
-            if value is not None:
-                utilisation["l2_hit_pct"] = value
-                used("l2_cache.csv")
+            utilisation["l2_hit_pct"], why = got
             if why:
                 notes.append(f"l2_hit_pct: {why}")
     else:

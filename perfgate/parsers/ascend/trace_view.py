@@ -60,9 +60,7 @@ __all__ = ["DEFAULT_CHUNK_SIZE", "breakdown_from_trace_view"]
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 
-_OVERLAP_PROCESS = "Overlap Analysis"
 _STEP_PREFIX = "ProfilerStep#"
-_RECEIVE_PREFIX = "hcom_receive"
 _KINDS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 _KIND_INDEX = {name: i for i, name in enumerate(_KINDS)}
 _RECEIVES = (object(), len(_KINDS))
@@ -79,7 +77,6 @@ _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}]')
 _BACK_CONTEXT = 64 * 1024
 _MAX_NESTING = 8
 _WHITESPACE = b" \t\r\n"
-_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _US_PER_MS = 1000.0
 
 
@@ -152,40 +149,32 @@ def _scan(stream: io.BufferedIOBase, label: str, chunk_size: int) -> Iterator[di
                 done_until = base + cut[0]
                 yield cut[1]
         pos = pending if pending >= 0 else max(pos, len(buf) - (_LONGEST_NEEDLE - 1))
-        keep = max(0, pos - _BACK_CONTEXT)
-        if keep:
+        if keep := max(0, pos - _BACK_CONTEXT):
             buf = buf[keep:]
             base += keep
             pos -= keep
     _check_end(buf, label)
 
 
-def _first_non_space(buf: bytes, start: int) -> int:
-    found = _NON_SPACE.search(buf, start)
-    return found.start() if found else -1
-
-
 def _check_start(buf: bytes, base: int, eof: bool, label: str) -> int:
     """Check the array's opening bytes as far as ``buf`` shows them; how many are checked."""
     if base:  # the opening was checked before the buffer was trimmed
         return 2
-    first = _first_non_space(buf, 0)
-    if first < 0:
+    rest = buf.lstrip(_WHITESPACE)
+    if not rest:
         if eof:
             raise ParseError(f"{label}: empty file, not JSON")
         return 0
-    head = buf[first : first + 1]
-    if head == b"{":
+    if rest[:1] == b"{":
         raise ParseError(
             f"{label}: a JSON object, not the bare array of events torch_npu writes"
             " (a Kineto trace? read it with the torch trace parser)"
         )
-    if head != b"[":
-        raise ParseError(f"{label}: not JSON (starts with {buf[first : first + 16]!r})")
-    second = _first_non_space(buf, first + 1)
-    if second < 0:
+    if rest[:1] != b"[":
+        raise ParseError(f"{label}: not JSON (starts with {rest[:16]!r})")
+    if not (second := rest[1:].lstrip(_WHITESPACE)[:1]):
         return 1  # the end check catches a file that stops here
-    if buf[second : second + 1] not in (b"{", b"]"):
+    if second not in (b"{", b"]"):
         raise ParseError(f"{label}: a JSON array, but not of events (objects)")
     return 2
 
@@ -240,13 +229,10 @@ def _object_at(buf: bytes, start: int) -> tuple[int, dict[str, Any] | None]:
     close = buf.find(b"}", start)
     if close < 0:
         return -1, None
-    # Fast path: a flat object (an overlap event) ends at its first "}".
-    try:
-        obj = json.loads(buf[start : close + 1])
-    except ValueError:
-        pass
-    else:
-        return close + 1, obj if isinstance(obj, dict) else None
+    # Fast path: a flat object (an overlap event) ends at its first "}". Bytes from a "{"
+    # that decode are an object (a dict).
+    with suppress(ValueError):
+        return close + 1, json.loads(buf[start : close + 1])
     depth = 0
     for token in _TOKENS.finditer(buf, start):
         char = buf[token.start()]
@@ -257,10 +243,9 @@ def _object_at(buf: bytes, start: int) -> tuple[int, dict[str, Any] | None]:
             if depth == 0:
                 end = token.end()
                 try:
-                    obj = json.loads(buf[start:end])
+                    return end, json.loads(buf[start:end])
                 except ValueError:
                     return end, None
-                return end, obj if isinstance(obj, dict) else None
     return -1, None
 
 
@@ -283,7 +268,7 @@ class _Found:
             if (
                 name == "process_name"
                 and isinstance(args, dict)
-                and args.get("name") == _OVERLAP_PROCESS
+                and args.get("name") == "Overlap Analysis"
                 and event.get("pid") not in self.overlap_pids
             ):
                 self.overlap_pids.append(event.get("pid"))
@@ -291,7 +276,7 @@ class _Found:
         if ph != "X" or not isinstance(name, str):
             return
         kind = _KIND_INDEX.get(name)
-        if kind is not None or name.startswith(_RECEIVE_PREFIX):
+        if kind is not None or name.startswith("hcom_receive"):
             key = _RECEIVES if kind is None else (_hashable(event.get("pid")), kind)
             track = self.tracks.get(key)
             if track is None:
