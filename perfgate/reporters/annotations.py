@@ -85,8 +85,7 @@ def github_annotations(result: GateResult, fail_on: Collection[Verdict]) -> list
         if c.verdict not in ANNOTATED:
             continue
         level = "error" if decide.fails_gate(c.verdict, fail_on) else "warning"
-        verdict = c.verdict.value.replace("_", " ")
-        title = f"perfgate: {c.benchmark} {c.metric} {verdict}"
+        title = f"perfgate: {c.benchmark} {c.metric} {c.verdict.value.replace('_', ' ')}"
         lines.append(command(level, summary_line(c), title=title))
     return lines
 

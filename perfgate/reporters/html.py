@@ -3,39 +3,27 @@
 :func:`render_index` and :func:`render_benchmark_pages` return the pages as text, the latter
 keyed by its path relative to the site root:
 
-* ``index.html``: every benchmark with the latest verdict on the base branch and, beside it,
-  the metric that decides it (:func:`headline_comparison`: a training step's CPU time on the
-  CPU, its device time on an accelerator, never the wall time shown beside them) with its
-  change with its interval and a sparkline of its trend
-  (:func:`perfgate.reporters.series.trend_values`, the same series as the PR comment's trend
-  column); other branches' latest runs likewise, each judged against the base branch.
-* ``benchmarks/<name>.html``: per metric, the history plot: the base branch's run centres in
-  run order, the noise band of the current baseline window (its median and the prediction
-  band of :func:`perfgate.stats.band.prediction_band`, the band the gate judges against)
-  drawn faint behind the points, the change points with their commit ranges, and other
-  branches' (PR) runs apart as diamonds placed beside the base-branch run they followed.
-  Hovering a run shows its value, the 95% interval of its centre, run id and commit.
-* ``runs/<id>.html``: one run, headed by its verdict and the metric that decides it (with
-  its change and interval), then its profile: top ops, the step breakdown (compute /
-  communication not overlapped / free, per rank for a multi-device job), the memory curve
-  over the profiled steps, per-rank communication heatmaps, the utilisation metrics of the
-  run's device (or why each could not be computed; none on a CPU run), one profiled step as
-  a timeline (device streams, then host threads, idle gaps marked; spans narrower than a
-  pixel binned, and the page says so), the rank-to-rank traffic matrix coloured on a fixed
-  0-100% scale of each link's nominal bandwidth, and the advisor's findings. The timeline
-  and the matrix are inline SVG: no script, fast at 10^4 spans.
+* ``index.html``: every benchmark's latest verdict on the base branch, the metric that decides
+  it (:func:`headline_comparison`) with its change, interval and trend (the series of
+  :func:`perfgate.reporters.series.trend_values`, as the PR comment's); other branches' latest
+  runs likewise, each judged against the base branch.
+* ``benchmarks/<name>.html``: per metric, the history plot: the base branch's runs in order,
+  the current baseline window's noise band (:func:`perfgate.stats.band.prediction_band`, what
+  the gate judges against) drawn faint behind them, the change points with their commit ranges,
+  and other branches' (PR) runs as diamonds beside the base-branch run they followed.
+* ``runs/<id>.html``: one run, headed by its verdict and deciding metric, then its profile: top
+  ops, step breakdown, memory curve, per-rank communication, utilisation (or why each could not
+  be computed), one step as a timeline and the rank-to-rank traffic matrix (inline SVG: no
+  script, fast at 10^4 spans), and the advisor's findings.
 
-A budget breach (``kind == "budget"``, verdict ``over_budget``) is shown first wherever a
-verdict is, in its own words and style (``over budget: latency_p99_ms 140 ms > 100 ms``),
-never as a regression.
+A budget breach (verdict ``over_budget``) is shown first wherever a verdict is, in its own
+words and style, never as a regression.
 
-Pages load ``plotly.min.js`` from the site root by a relative path: the site works from
-``file://``, as a CI artifact, without a server or the internet. Every name that comes from
-data is HTML-escaped, in the page and in plot labels.
-
-To keep 100 benchmarks x 1,000 runs small, a history plot carries no per-point strings:
-the base-branch trace holds x (the run's row in the page's run table), y and the interval;
-a small script fills in the hover texts from the run table, which each page holds once.
+Pages load ``plotly.min.js`` from the site root by a relative path, so the site works from
+``file://`` without a server. Every name from data is HTML-escaped, in pages and plot labels.
+To keep 100 benchmarks x 1,000 runs small, a history trace holds only x (the run's row in the
+page's run table), y and the interval; a small script fills in the hover texts from the run
+table, which each page holds once.
 """
 
 from __future__ import annotations
@@ -287,19 +275,13 @@ def _plot(fig: go.Figure | dict[str, Any], div_id: str, post_script: str | None 
 _F4_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
-def _fits_f4(values: Sequence[float]) -> bool:
-    """Whether float32 holds every value's magnitude: none beyond 3.4e38 (inf in float32)
-    nor so small it would lose its digits or become 0 (below 1.2e-38)."""
+def _typed(values: Sequence[float]) -> dict[str, str]:
+    """A plotly.js typed-array spec: the numbers in base64, as float32 (about 5 bytes each,
+    against 18 or more as JSON text) where it holds every value's magnitude, else as float64
+    (a value beyond 3.4e38 would be inf in float32, one below 1.2e-38 lose its digits or be 0)."""
     low, high = _F4_RANGE  # Python floats: a comparison with numpy's casts (and overflows)
-    return all(v == 0 or not math.isfinite(v) or low <= abs(v) <= high for v in values)
-
-
-def _typed(values: Sequence[float], dtype: str = "f8") -> dict[str, str]:
-    """A plotly.js typed-array spec: the numbers in base64 (about 11 bytes per float64,
-    against 18 or more as JSON text). ``f4`` halves that where float32 holds the values;
-    where it does not (:func:`_fits_f4`) they go as float64, never as inf or 0."""
-    if dtype == "f4" and not _fits_f4(values):
-        dtype = "f8"
+    fits = all(v == 0 or not math.isfinite(v) or low <= abs(v) <= high for v in values)
+    dtype = "f4" if fits else "f8"
     data = np.asarray(values, dtype=f"<{dtype}").tobytes()
     return {"dtype": dtype, "bdata": base64.b64encode(data).decode("ascii")}
 
@@ -467,9 +449,8 @@ def view_comparisons(view: BenchmarkView, run_id: str | None = None) -> list[Com
 
 
 def headline_metric(view: BenchmarkView) -> MetricView | None:
-    """The metric the overview shows: the one that decides the latest base-branch run's
-    verdict (:func:`headline_comparison`); with none judged, step time, else throughput, else
-    the first."""
+    """The metric the overview shows: the one deciding the latest base-branch run's verdict
+    (:func:`headline_comparison`), else step time, else throughput, else the first."""
     shown = headline_comparison(view_comparisons(view))
     by_name = {m.metric: m for m in view.metrics}
     names = (*([shown.metric] if shown else []), *PRIMARY_METRICS)
@@ -513,24 +494,22 @@ def _branches_html(b: BenchmarkView, base: str, root: str = "") -> str:
     and linked to the run's page."""
     items = []
     for v in b.branches:
-        change = headline_html(v.comparison)
         if v.verdict is not None:
             judged = _verdict_html(v.verdict)
         else:  # only its budgets were judged, or nothing
             judged = "" if v.budgets else "<span class=muted>not judged</span>"
         items.append(
             f"<div class='branch'><code>{esc(v.branch)}</code>: {_budgets_html(v.budgets)}"
-            f"{judged}"
-            f"{change} <a href='{esc(root + run_path(v.run_id))}' title='vs {esc(base)}'>"
+            f"{judged}{headline_html(v.comparison)} <a href='{esc(root + run_path(v.run_id))}' "
+            f"title='vs {esc(base)}'>"
             f"{esc(v.run_id[:RUN_ID_CHARS])}</a></div>"
         )
     return "".join(items) or "<span class='muted'>none</span>"
 
 
 def index_row(b: BenchmarkView, branch: str) -> IndexRow:
-    """A benchmark's row of the overview: its verdict on ``branch`` and, beside it, the
-    metric that decides it (:func:`headline_metric`): its latest value, change with its
-    interval and trend."""
+    """A benchmark's row of the overview: its verdict on ``branch`` and the metric that decides
+    it (:func:`headline_metric`) with its latest value, change, interval and trend."""
     primary = headline_metric(b)
     latest = b.runs[0] if b.runs and b.runs[0].git.branch == branch else None
     value = change = spark = metric = ""
@@ -628,11 +607,8 @@ def history_figure(
     starts: Sequence[datetime],
     other_rows: Mapping[str, int],
 ) -> dict[str, Any]:
-    """The history plot of one metric as a plain plotly figure dict.
-
-    Built as a dict, not with graph_objects: a site has hundreds of these and validating
-    each costs more than the rest of the report (tests validate them with ``go.Figure``).
-    """
+    """The history plot of one metric as a plain plotly figure dict, not graph_objects: a site
+    has hundreds, and validating each costs more than the rest of the report."""
     scale, shown_unit = chart_scale(m.unit, [p.centre for p in (*m.base, *m.others)])
     unit = _label(shown_unit, 20)
     fmt = ".1f" if m.unit == "bytes" else ".4g"  # as format_value writes bytes in tables
@@ -659,7 +635,7 @@ def history_figure(
             {
                 "type": "scatter",
                 **({"x0": xs[0], "dx": 1} if contiguous else {"x": xs}),
-                "y": _typed([p.centre / scale for p, _ in held], "f4"),
+                "y": _typed([p.centre / scale for p, _ in held]),
                 "customdata": [ci(half) for _, half in held],
                 "meta": "base",
                 "mode": "lines+markers",
@@ -691,7 +667,7 @@ def history_figure(
             {
                 "type": "scatter",
                 "x": [bisect_right(starts, p.started_at) - 0.5 for p, _ in points],
-                "y": _typed([p.centre / scale for p, _ in points], "f4"),
+                "y": _typed([p.centre / scale for p, _ in points]),
                 "customdata": [[other_rows[p.run_id], ci(half)] for p, half in points],
                 "hovertext": texts,
                 "meta": "other",
@@ -744,8 +720,8 @@ def history_figure(
             f"confidence {c.point.confidence:.3f}{triage}"
         )
         marks.append((at, c.point.after / scale, said, colour))
-    y_range = _band_range(m, scale, [y for _, y, _, _ in marks])
     ys = [p.centre / scale for p in (*m.base, *m.others)]
+    y_range = _band_range(m, scale, ys + [y for _, y, _, _ in marks])
     traces[:0] = _band_traces(m, rows, scale, clipped=bool(y_range))  # behind the points
     if marks:
         mx, my, mtext, mcolour = (list(v) for v in zip(*marks, strict=True))
@@ -801,10 +777,9 @@ def _exponents(ys: Sequence[float]) -> str:
 def _band_traces(
     m: MetricView, rows: Mapping[str, int], scale: float, *, clipped: bool = False
 ) -> list[dict[str, Any]]:
-    """The noise band of the current baseline window as a faint filled polygon (no line, no
-    markers, no hover) and its median as a dashed line, from the window's first run to the
-    latest: traces, so that the legend names them (with the band's bounds, and whether it
-    runs off the chart: ``clipped``), drawn before the runs' points."""
+    """The current baseline window's noise band as a faint filled polygon and its median as a
+    dashed line, from the window's first run to the latest: traces, so the legend names them
+    (with the band's bounds, and whether it runs off the chart: ``clipped``)."""
     xs = [rows[r] for r in m.window_run_ids if r in rows]
     if m.band is None or not xs:
         return []
@@ -848,10 +823,9 @@ a band wider than that (a window of three noisy runs: 3 ms to 490 ms around poin
 runs off the chart, its bounds in the legend, and leaves the points readable."""
 
 
-def _band_range(m: MetricView, scale: float, extra: Sequence[float] = ()) -> dict[str, Any]:
+def _band_range(m: MetricView, scale: float, ys: Sequence[float]) -> dict[str, Any]:
     """The y axis's range where the noise band reaches further than :data:`BAND_REACH` past
-    the points (base, other branches', ``extra``); nothing (plotly's autorange) otherwise."""
-    ys = [p.centre / scale for p in (*m.base, *m.others)] + list(extra)
+    the points ``ys`` (scaled); nothing (plotly's autorange) otherwise."""
     ys = [y for y in ys if math.isfinite(y)]
     if m.band is None or not m.window_run_ids or not ys:
         return {}
@@ -1163,11 +1137,8 @@ _IDLE_FILL = "#ffe9a8"
 
 def duration_text(us: float) -> str:
     """A time given in µs, in the unit that suits it (µs, ms, s)."""
-    if abs(us) >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if abs(us) >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    scale, unit = next(((d, u) for d, u in ((1e6, "s"), (1e3, "ms")) if abs(us) >= d), (1, "µs"))
+    return f"{us / scale:.3g} {unit}"
 
 
 def idle_gaps(
@@ -1216,6 +1187,14 @@ class TimelineDrawing:
     svg: str
     lanes: int
     spans: int
+    threshold_us: float
+    duration_us: float
+    device_idle_us: float
+    """Time in the step when no lane that computes or copies runs anything
+    (:func:`device_idle_us`)."""
+    idle_us: float
+    """The marked gaps' lengths summed over lanes: more than the step when several lanes idle
+    at once."""
     drawn: int
     """Spans drawn one by one (a pixel wide or more), each with its hover text."""
     binned: int
@@ -1226,14 +1205,6 @@ class TimelineDrawing:
     """Idle gaps marked on device lanes."""
     idle_lanes: int
     """Device lanes with at least one gap marked."""
-    idle_us: float
-    """The marked gaps' lengths summed over lanes: more than the step when several lanes idle
-    at once."""
-    device_idle_us: float
-    """Time in the step when no lane that computes or copies runs anything
-    (:func:`device_idle_us`)."""
-    threshold_us: float
-    duration_us: float
 
 
 def _tick_step(total_us: float) -> float:
@@ -1354,10 +1325,9 @@ def _time_axis(total: float, scale: float, top: int, bottom: int) -> str:
 
 
 def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDrawing:
-    """``timeline`` as an inline SVG: device lanes first, then host lanes, each group in the
-    profile's order; spans coloured by kind; spans narrower than a pixel binned per pixel
-    (:func:`_lane_bins`), so that 10^4 spans stay a page that opens at once; the idle gaps of
-    device lanes longer than :data:`IDLE_SHARE` of the step shaded and labelled."""
+    """``timeline`` as an inline SVG: device lanes, then host lanes (:func:`_lane_svg`); spans
+    narrower than a pixel binned (:func:`_lane_bins`), so 10^4 spans stay a page that opens
+    at once."""
     end = max((s.start_us + s.dur_us for lane in timeline.lanes for s in lane.spans), default=0)
     total = max(timeline.duration_us, end) or 1.0
     scale = width / total
@@ -1384,31 +1354,19 @@ def timeline_svg(timeline: Timeline, width: int = TIMELINE_WIDTH) -> TimelineDra
             y += LANE_PX
     height = int(y) + 6
     n_spans = sum(len(lane.spans) for lane in timeline.lanes)
-    drawn, bins = int(tally["drawn"]), int(tally["bins"])
+    counts = {k: int(tally[k]) for k in ("drawn", "binned", "bins", "gaps", "idle_lanes")}
     svg = (
         f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" '
         f'width="{TIMELINE_GUTTER + width + 30}" height="{height}" '
         'font-family="system-ui,sans-serif" font-size="11" '
-        f'data-lanes="{len(lanes)}" data-spans="{n_spans}" data-drawn="{drawn}" '
-        f'data-bins="{bins}" role="img" aria-label="timeline of {esc(timeline.step)}">'
+        f'data-lanes="{len(lanes)}" data-spans="{n_spans}" data-drawn="{counts["drawn"]}" '
+        f'data-bins="{counts["bins"]}" role="img" aria-label="timeline of {esc(timeline.step)}">'
         f'{"".join(names)}<g transform="translate({TIMELINE_GUTTER},0)">'
         f"{_time_axis(total, scale, top, height - 6)}{''.join(lanes)}</g></svg>"
     )
-    gaps, binned = int(tally["gaps"]), int(tally["binned"])
-    threshold = IDLE_SHARE * total
+    idle = device_idle_us(timeline.lanes, total)
     return TimelineDrawing(
-        svg,
-        len(lanes),
-        n_spans,
-        drawn,
-        binned,
-        bins,
-        gaps,
-        int(tally["idle_lanes"]),
-        tally["idle_us"],
-        device_idle_us(timeline.lanes, total),
-        threshold,
-        total,
+        svg, len(lanes), n_spans, IDLE_SHARE * total, total, idle, tally["idle_us"], **counts
     )
 
 
@@ -1463,13 +1421,9 @@ UtilisationOf = Callable[[RankPair], float | None]
 the nominal bandwidth of its link is not known (the app passes
 :func:`perfgate.advisor.cluster.pair_utilisation` with the suite's thresholds)."""
 
-_UTIL_STOPS = (
-    (0.0, (0xF7, 0xFB, 0xFF)),
-    (0.25, (0xC6, 0xDB, 0xEF)),
-    (0.5, (0x6B, 0xAE, 0xD6)),
-    (0.75, (0x21, 0x71, 0xB5)),
-    (1.0, (0x08, 0x30, 0x6B)),
-)
+_UTIL_STOPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+_UTIL_COLOURS = ("f7fbff", "c6dbef", "6baed6", "2171b5", "08306b")
+"""The colours of the scale at :data:`_UTIL_STOPS`, linear between them."""
 _LOCAL_FILL = "#e3e3e3"
 HEATMAP_TEXT_RANKS = 16
 """Above this many ranks the cells are too small for text: hover text only."""
@@ -1480,11 +1434,10 @@ def utilisation_colour(share: float) -> str:
     link's nominal bandwidth (above 100% is drawn as 100%): the same utilisation is the
     same colour on every page, whatever the other pairs did."""
     u = min(1.0, max(0.0, share))
-    i = max(1, bisect_left(_UTIL_STOPS, u, key=lambda stop: stop[0]))
-    (a, ca), (b, cb) = _UTIL_STOPS[i - 1], _UTIL_STOPS[i]
-    f = (u - a) / (b - a)
-    rgb = [round(x + (y - x) * f) for x, y in zip(ca, cb, strict=True)]
-    return "#{:02x}{:02x}{:02x}".format(*rgb)
+    i = max(1, bisect_left(_UTIL_STOPS, u))
+    f = (u - _UTIL_STOPS[i - 1]) / (_UTIL_STOPS[i] - _UTIL_STOPS[i - 1])
+    low, high = (bytes.fromhex(_UTIL_COLOURS[k]) for k in (i - 1, i))
+    return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(low, high, strict=True))
 
 
 def rank_pairs_of(run: RunRecord) -> tuple[RankPair, ...]:
@@ -1513,8 +1466,6 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
     share of the link's nominal bandwidth on a fixed 0-100% scale (:func:`utilisation_colour`)
     and labelled with link, GB/s, % of nominal and wait; a rank to itself (LOCAL) greyed. A
     cell with several links shows the one that carried most; its hover text lists all."""
-    if not pairs:
-        return ""
     ranks = sorted({p.src for p in pairs} | {p.dst for p in pairs})
     at = {r: i for i, r in enumerate(ranks)}
     cells: dict[tuple[int, int], list[RankPair]] = {}
@@ -1575,7 +1526,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
     sh = max(120, min(260, len(ranks) * ch))
     stops = "".join(
         f'<stop offset="{1 - u:.2f}" stop-color="{utilisation_colour(u)}"/>'
-        for u, _ in reversed(_UTIL_STOPS)
+        for u in reversed(_UTIL_STOPS)
     )
     scale_bar = (
         f'<defs><linearGradient id="pg-util" x1="0" y1="0" x2="0" y2="1">{stops}'
@@ -1583,7 +1534,7 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
         f'fill="url(#pg-util)" stroke="#999"/>'
         + "".join(
             f'<text x="{sx + sw + 4}" y="{sy + (1 - u) * sh + 4:.0f}">{u:.0%}</text>'
-            for u in (0.0, 0.25, 0.5, 0.75, 1.0)
+            for u in _UTIL_STOPS
         )
         + f'<text x="{sx - 2}" y="{sy - 8}">of nominal</text>'
     )
@@ -1602,8 +1553,6 @@ def rank_pair_heatmap(pairs: Sequence[RankPair], utilisation: UtilisationOf | No
 
 
 def rank_pairs_html(pairs: Sequence[RankPair], utilisation: UtilisationOf | None) -> str:
-    if not pairs:
-        return ""
     known = any(_share(p, utilisation) is not None for p in pairs)
     why = (
         "Colour: the pair's bandwidth as a share of its link's nominal bandwidth, on a fixed "
@@ -1645,10 +1594,9 @@ def _why_not(profile: ProfileSummary, metric: str) -> list[str]:
 
 
 def shown_utilisation(profiles: Sequence[ProfileSummary]) -> list[str]:
-    """The utilisation metrics whose rows a run page shows: those of a device the run has,
-    each one some profile holds a value of, or whose absence a profile's notes explain (its
-    device's profiler said why: ``l2_hit_pct: no l2_cache.csv``). A CPU run has none: no
-    rows of Ascend or CUDA metrics that could never be computed."""
+    """The utilisation metrics a run page shows: each one some profile holds, or whose absence
+    its notes explain (``l2_hit_pct: no l2_cache.csv``). A CPU run has none: no rows of Ascend
+    or CUDA metrics that could never be computed."""
     return [
         metric
         for metric in UTILISATION_METRICS
@@ -1657,11 +1605,8 @@ def shown_utilisation(profiles: Sequence[ProfileSummary]) -> list[str]:
 
 
 def utilisation_html(profiles: Sequence[ProfileSummary]) -> str:
-    """The profiles' utilisation metrics, one column per rank: the value, or why it could
-    not be computed (the profile's notes that name it); only the metrics of a device the
-    run has (:func:`shown_utilisation`), one line in place of the table when there are none."""
-    if not profiles:
-        return ""
+    """The profiles' :func:`shown_utilisation` metrics, one column per rank: the value, or why
+    it could not be computed (the notes that name it); one line in place of none."""
     metrics = shown_utilisation(profiles)
     if not metrics:
         return (

@@ -227,10 +227,7 @@ def _table(rows: Sequence[Comparison], ctx: ReportContext) -> list[str]:
 def _budget_lines(result: GateResult) -> list[str]:
     """The Budgets section: each budget judged, in its own words, breaches first (at most
     :data:`MAX_BUDGET_LINES` of each kind, the rest counted)."""
-    judged = sorted(
-        (c for c in result.comparisons if is_budget(c)),
-        key=lambda c: (c.benchmark, c.metric),
-    )
+    judged = sorted(filter(is_budget, result.comparisons), key=lambda c: (c.benchmark, c.metric))
     if not judged:
         return []
     lines = ["#### Budgets", ""]
@@ -523,14 +520,11 @@ def _compose(
 
 
 def render_comment(result: GateResult, ctx: ReportContext, *, max_chars: int | None = None) -> str:
-    """The whole comment, at most ``max_chars`` characters (the forge's limit, which the
-    caller knows; no limit when None).
+    """The whole comment, at most ``max_chars`` characters (the forge's limit; None: none).
 
-    The budgets come first, in their own section (never cut). Rows are shown worst first;
-    when the comment is too long the least important rows (unchanged, then improvements, no
-    baseline, incomparable, inconclusive, regressions; the smallest changes first within
-    each) are left out and counted.
-    """
+    The budgets come first and are never cut. When the comment is too long the least important
+    rows (the end of :func:`_row_order`) are left out and counted; if that is not enough, the
+    details instead."""
     rows = sorted((c for c in result.comparisons if not is_budget(c)), key=_row_order)
     if max_chars is None:
         return _compose(result, ctx, rows, (), details=True)

@@ -124,11 +124,10 @@ def format_change(c: Comparison) -> str:
         return "-"
     if not math.isfinite(c.change_pct):
         return "+∞" if c.change_pct > 0 else "-∞"
+    change = f"{fixed(c.change_pct, '+.1f')}%"
     if c.ci_low_pct is None and c.ci_high_pct is None:
-        return f"{fixed(c.change_pct, '+.1f')}%"
-    return (
-        f"{fixed(c.change_pct, '+.1f')}% [{_end(c.ci_low_pct, -1.0)}, {_end(c.ci_high_pct, 1.0)}]"
-    )
+        return change
+    return f"{change} [{_end(c.ci_low_pct, -1.0)}, {_end(c.ci_high_pct, 1.0)}]"
 
 
 def budget_counts(result: GateResult) -> tuple[int, int]:
@@ -181,12 +180,8 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows (the first is the header) as aligned text columns, two spaces apart, with a rule
     under the header; columns are as wide as their widest cell on screen."""
     widths = [max(display_width(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for j, row in enumerate(rows):
-        out.append("  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip())
-        if j == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return out
+    lines = ["  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    return [lines[0], "  ".join("-" * w for w in widths), *lines[1:]]
 
 
 def budget_lines(result: GateResult) -> list[str]:
@@ -232,9 +227,8 @@ def _interval_words(c: Comparison) -> str:
     """``interval +6.1% to +13.6%`` (an absurd end unbounded: ``to +∞``), or ""."""
     if c.ci_low_pct is None and c.ci_high_pct is None:
         return ""
-    low, high = _end(c.ci_low_pct, -1.0), _end(c.ci_high_pct, 1.0)
-    low += "%" * ("∞" not in low)
-    high += "%" * ("∞" not in high)
+    ends = (_end(c.ci_low_pct, -1.0), _end(c.ci_high_pct, 1.0))
+    low, high = (end + "%" * ("∞" not in end) for end in ends)
     return f"interval {low} to {high}"
 
 
@@ -267,10 +261,6 @@ def _more_words(c: Comparison) -> str:
     return "more pairs would tell"
 
 
-def _value(c: Comparison, value: float | None) -> str:
-    return format_value(value, c.unit)
-
-
 def plain_words(c: Comparison) -> str:
     """One comparison's verdict in plain words, from its fields: ``9.8% slower: regression
     (interval +6.1% to +13.6%)``, ``14% slower, not sure yet: this runner's noise allows
@@ -285,7 +275,8 @@ def plain_words(c: Comparison) -> str:
         return c.reason
     if c.change_pct is None:
         return f"{_MARK[v]}: {c.reason}"
-    values = f"{_value(c, c.current_centre)} against {_value(c, c.baseline_centre)}"
+    current, baseline = (format_value(x, c.unit) for x in (c.current_centre, c.baseline_centre))
+    values = f"{current} against {baseline}"
     tolerance = "" if c.min_effect_pct is None else f", tolerance {c.min_effect_pct:g}%"
     if c.kind == "numerics":
         base, cur = c.baseline_centre, c.current_centre
@@ -297,7 +288,7 @@ def plain_words(c: Comparison) -> str:
         # deterministic: no statistics, any change beyond the tolerance counts
         if v is Verdict.UNCHANGED:
             if c.change_pct == 0:
-                return f"no change ({_value(c, c.current_centre)})"
+                return f"no change ({current})"
             return f"no change beyond the tolerance ({values}{tolerance})"
         return f"{_moved(c, c.change_pct)}: {_MARK[v]} ({values}{tolerance})"
     interval = _interval_words(c)
@@ -379,8 +370,7 @@ def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
     hang = " " * (indent + 4)
     out: list[str] = []
     current = line[:indent]
-    words = line[indent:].split(" ")
-    for word in words:
+    for word in line[indent:].split(" "):
         while True:
             lead = "" if current.strip() == "" else " "
             if display_width(current + lead + word) <= width:
@@ -403,12 +393,9 @@ def _wrap(line: str, width: int = REPORT_WIDTH) -> list[str]:
 
 
 def render_text(result: GateResult, *, verbose: bool = False) -> str:
-    """The terminal report, within :data:`REPORT_WIDTH` columns: the headline, the budgets
-    (breaches first), then per benchmark its comparisons, the deciding ones first, each one
-    line in plain words (:func:`plain_words`) with its values under it, and what work
-    changed. ``verbose`` adds, under each comparison, the statistics (p-values, FDR, alpha,
-    minimum effect, detectable change, method) and its reason whole; the JSON
-    (:func:`gate_to_dict`) always has them."""
+    """The terminal report, within :data:`REPORT_WIDTH` columns: the headline, the budgets,
+    then per benchmark its comparisons, deciding ones first, in plain words (:func:`plain_words`).
+    ``verbose`` adds each one's statistics and whole reason, as the JSON always has them."""
     budgets = budget_lines(result)
     compared = [c for c in result.comparisons if not decide.is_budget(c)]
     lines = [f"perfgate: {headline(result)}", ""]
@@ -418,8 +405,7 @@ def render_text(result: GateResult, *, verbose: bool = False) -> str:
     work: dict[str, list[WorkChange]] = {}
     for w in result.work_changes:
         work.setdefault(w.benchmark, []).append(w)
-    benchmarks = list(dict.fromkeys(c.benchmark for c in compared))
-    for name in benchmarks:
+    for name in dict.fromkeys(c.benchmark for c in compared):
         mine = [c for c in compared if c.benchmark == name]
         mine.sort(key=lambda c: (id(c) not in deciding, decide.SEVERITY_ORDER.index(c.verdict)))
         lines.append(_benchmark_head(name, mine, result.against))
@@ -432,8 +418,8 @@ def render_text(result: GateResult, *, verbose: bool = False) -> str:
             statistical = c.p_value is not None or c.verdict is Verdict.INCONCLUSIVE
             if statistical and c.current_centre is not None and c.baseline_centre is not None:
                 lines.append(
-                    f"      {_value(c, c.baseline_centre)} -> {_value(c, c.current_centre)}"
-                    f", change {format_change(c)}"
+                    f"      {format_value(c.baseline_centre, c.unit)} -> "
+                    f"{format_value(c.current_centre, c.unit)}, change {format_change(c)}"
                 )
             if verbose:
                 lines += [f"      {x}" for x in _statistics_lines(c)]
@@ -520,10 +506,8 @@ def runs_to_dict(records: Sequence[RunRecord]) -> dict[str, Any]:
 def render_runs_text(records: Sequence[RunRecord]) -> str:
     rows = [["run", "benchmark", "branch", "step time", "throughput", "peak memory"]]
     for r in records:
-        cells = []
-        for metric in ("step_time_ms", "throughput_samples_per_s", "peak_memory_bytes"):
-            m = r.measurement(metric)
-            cells.append("-" if m is None else format_value(m.summary.centre, m.unit))
+        ms = map(r.measurement, ("step_time_ms", "throughput_samples_per_s", "peak_memory_bytes"))
+        cells = ["-" if m is None else format_value(m.summary.centre, m.unit) for m in ms]
         rows.append([r.id[:12], r.benchmark, r.git.branch, *cells])
     lines = _table(rows)
     for r in records:
@@ -958,8 +942,7 @@ def render_ingest_text(result: IngestResult) -> str:
     lines += _utilisation_lines(result.profiled.ranks)
     top = _top_types(slowest)
     if top:
-        by_type = bool(slowest.op_types)
-        rows = [["op type" if by_type else "op", "core", "calls/step", "self ms/step"]]
+        rows = [["op type" if slowest.op_types else "op", "core", "calls/step", "self ms/step"]]
         rows += [
             [
                 short_name(o.name),
@@ -1238,12 +1221,11 @@ def render_across_text(report: AcrossReport) -> str:
             if not ops:
                 continue
             lines += ["", f"top ops on {label} (self time per step; the other side by name)"]
-            op_rows = [["op", "A", "B"]]
-            for o in ops:
-                op_rows.append(
-                    [short_name(o.name), format_value(o.a_ms, "ms"), format_value(o.b_ms, "ms")]
-                )
-            lines += _table(op_rows)
+            op_rows = [
+                [short_name(o.name), format_value(o.a_ms, "ms"), format_value(o.b_ms, "ms")]
+                for o in ops
+            ]
+            lines += _table([["op", "A", "B"], *op_rows])
     if report.only_a:
         lines += ["", f"only on A: {', '.join(report.only_a)}"]
     if report.only_b:

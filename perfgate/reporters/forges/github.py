@@ -93,12 +93,10 @@ class GitHubReporter(Poster):
         self, path: str, query: dict[str, str | int], max_pages: int = MAX_PAGES
     ) -> Iterator[dict[str, Any]]:
         url: str | None = path
-        first = True
-        for _ in range(max_pages):
+        for page in range(max_pages):
             if url is None:
                 return
-            response = self.client.request("GET", url, query=query if first else None)
-            first = False
+            response = self.client.request("GET", url, query=None if page else query)
             if not isinstance(response.data, list):
                 raise ReportError(f"GitHub: GET {path}: expected a list")
             yield from (item for item in response.data if isinstance(item, dict))
