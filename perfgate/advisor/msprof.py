@@ -107,15 +107,10 @@ def run(
     argv = [*command, "advisor", "all", "-d", target, "-l", "en", "--force", "--agent"]
     with tempfile.TemporaryDirectory(prefix="perfgate-msprof-") as scratch:
         env = {**os.environ, "TMPDIR": scratch, "PYTHONWARNINGS": "ignore"}
+        argv += ["-o", scratch]
         try:
             done = subprocess.run(
-                [*argv, "-o", scratch],
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
+                argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout_s
             )
         except subprocess.TimeoutExpired:
             return failed(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -64,6 +64,64 @@ _VECTOR_CORES = frozenset({"AI_VECTOR_CORE", "MIX_AIV"})
 _AICPU = "AI_CPU"
 
 
+# What each rule suggests, by rule id ("rule:cause" where the advice depends on the cause).
+_ADVICE: dict[str, str] = {
+    "comm_not_overlapped": "Overlap gradient all-reduce with the backward pass: with DDP, tune "
+    "bucket_cap_mb (fewer, larger buckets start earlier) and avoid find_unused_parameters; with "
+    "FSDP or ZeRO turn on backward prefetch / overlap_comm; check HCCL_BUFFSIZE or NCCL_BUFFSIZE "
+    "and that the collectives use the fast links (HCCS / NVLink).",
+    "host_sync": "Keep values on the device inside the step: accumulate losses and metrics as "
+    "tensors and call .item() / .cpu() / .tolist() once every N steps; avoid data-dependent shapes "
+    "(nonzero, boolean indexing). Per-parameter .item() calls from Adam/AdamW step counters go "
+    "away with fused=True.",
+    "host_bound:data_loading": "Load data off the critical path: DataLoader(num_workers>0, "
+    "pin_memory=True, persistent_workers=True, prefetch_factor>=2), and move decoding/augmentation "
+    "to the workers or the device.",
+    "host_bound:host_sync": "Remove the synchronisation points from the step (.item(), .cpu(), "
+    ".tolist(), stream synchronise): keep values on the device and read them every N steps.",
+    "host_bound:python_overhead": "Cut host overhead: torch.compile (or torch_npu graph mode / "
+    "CUDA graphs) to run the step as a graph, larger batches per step, and no Python work between "
+    "ops.",
+    "tiny_ops": "Fuse the small ops: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+    "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python loops over "
+    "tensor elements with batched tensor ops.",
+    "aicpu_ops": "Move these ops to AI Core: use dtypes and shapes AI Core supports (e.g. int32 "
+    "instead of int64, float16/bfloat16), avoid dynamic shapes, and check the CANN op support list "
+    "for an AI Core variant or a fused replacement.",
+    "format_conversion": "Avoid repeated layout and dtype conversions: keep weights in the format "
+    "the op wants (torch_npu.npu_format_cast once, outside the step), keep channel/hidden sizes "
+    "multiples of 16, and one dtype through the model (autocast instead of scattered "
+    ".half()/.float()).",
+    "low_unit_utilization:memory": "The op waits on memory moves, not compute: fuse it with its "
+    "neighbours so data is moved once, move less data (lower precision, fewer copies), and check "
+    "the input format avoids extra reads (ND vs NZ).",
+    "low_unit_utilization:tiling": "Check tiling and shapes: align dimensions to 16 (float16) / 32 "
+    "(int8), use batch and hidden sizes the kernel tiles evenly, prefer the NZ format for matmul "
+    "weights, and avoid tiny per-call sizes that leave cores idle.",
+    "memory_near_capacity": "Make room: activation checkpointing, a smaller micro-batch with "
+    "gradient accumulation, mixed precision, ZeRO/FSDP sharding of optimizer state; set "
+    "PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF expandable_segments:True against "
+    "fragmentation.",
+    "memory_growth": "Look for tensors kept across steps: losses or outputs appended to a list "
+    "without .detach()/.item(), caches keyed by step, hooks that store activations; compare "
+    "torch.cuda/npu.memory_snapshot() between steps.",
+    "slow_rank": "Balance the ranks: same data per rank (sequence length / padding), no "
+    "rank-0-only work inside the step (logging, checkpointing, evaluation), same device health and "
+    "frequency (npu-smi / nvidia-smi), and CPU cores bound per rank.",
+    "slow_link": "Check the link's topology and health (hccn_tool / nvidia-smi topo -m), that "
+    "ranks of one node talk over HCCS/NVLink rather than PCIe, and that no other job shares it.",
+    "low_pair_utilisation": "Send fewer, larger messages (bigger gradient buckets, fused "
+    "collectives), check that the pair talks over the expected link (hccn_tool, npu-smi info -t "
+    "topo) and that no other job shares it; a pair far below its peers on the same link points at "
+    "a degraded link.",
+    "pair_wait": "A transfer waits for its peer to reach the collective: look for the rank that "
+    "arrives late (slow_rank, uneven data per rank, rank-only work before the collective, "
+    "host-side stalls) rather than at the link.",
+    "profiler_overhead": "Lighten the profiler when absolute times matter: with_stack=False, "
+    "record_shapes=False, profile_memory=False (torch_npu: profiler_level Level0, aic_metrics "
+    "off).",
+}
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -88,12 +146,6 @@ def _on_device(profile: ProfileSummary) -> bool:
     return any(o.device != "cpu" for o in profile.ops)
 
 
-def _device_ops(profile: ProfileSummary) -> tuple[OpStat, ...]:
-    """The ops that ran on the accelerator when there are any, else the CPU ops."""
-    device = tuple(o for o in profile.ops if o.device != "cpu")
-    return device or profile.ops
-
-
 def _is_comm(op: OpStat) -> bool:
     return op.core.upper() in _COMM_CORES or _COMM_NAME.search(op.name) is not None
 
@@ -101,6 +153,20 @@ def _is_comm(op: OpStat) -> bool:
 def _step(profile: ProfileSummary) -> float | None:
     b = profile.breakdown
     return b.step_ms if b is not None and b.step_ms > 0 else None
+
+
+def _found(
+    rule: str,
+    severity: Severity,
+    where: str,
+    message: str,
+    evidence: Mapping[str, float | str],
+    impact_ms: float | None = None,
+    advice: str | None = None,
+) -> Finding:
+    """A finding of ``rule`` with its advice (:data:`_ADVICE`) unless ``advice`` is given."""
+    advice = _ADVICE[rule] if advice is None else advice
+    return Finding(rule, severity, where, message, advice, evidence, impact_ms=impact_ms)
 
 
 # --------------------------------------------------------------------------- rules
@@ -124,12 +190,7 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
     }
     message = f"communication not overlapped with compute takes {_pct(share)} of the step "
     message += f"({_ms(exposed)} of {_ms(step)})"
-    advice = (
-        "Overlap gradient all-reduce with the backward pass: with DDP, tune bucket_cap_mb "
-        "(fewer, larger buckets start earlier) and avoid find_unused_parameters; with FSDP or "
-        "ZeRO turn on backward prefetch / overlap_comm; check HCCL_BUFFSIZE or NCCL_BUFFSIZE "
-        "and that the collectives use the fast links (HCCS / NVLink)."
-    )
+    advice = _ADVICE["comm_not_overlapped"]
     if (comm := profile.communication) is not None:
         evidence.update(transit_ms=comm.transit_ms, wait_ms=comm.wait_ms)
         if comm.wait_ratio is not None:
@@ -142,9 +203,7 @@ def comm_not_overlapped(profile: ProfileSummary, t: Thresholds) -> list[Finding]
             )
     severity = Severity.CRITICAL if share >= t.comm_share_critical else Severity.WARNING
     where, impact = _where(profile, "communication"), min(exposed, max(0.0, compute - overlapped))
-    return [
-        Finding("comm_not_overlapped", severity, where, message, advice, evidence, impact_ms=impact)
-    ]
+    return [_found("comm_not_overlapped", severity, where, message, evidence, impact, advice)]
 
 
 def _sync_calls(profile: ProfileSummary) -> dict[str, float]:
@@ -176,15 +235,10 @@ def host_sync(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
         message += " (no device on this trace: each would stall an accelerator's queue)"
     evidence: dict[str, float | str] = {f"calls_per_step:{k}": v for k, v in calls.items()}
     evidence["calls_per_step"] = total
-    advice = (
-        "Keep values on the device inside the step: accumulate losses and metrics as "
-        "tensors and call .item() / .cpu() / .tolist() once every N steps; avoid "
-        "data-dependent shapes (nonzero, boolean indexing). Per-parameter .item() "
-        "calls from Adam/AdamW step counters go away with fused=True."
-    )
     severity = Severity.WARNING if device else Severity.INFO
-    where = _where(profile, "host synchronisation")
-    return [Finding("host_sync", severity, where, message, advice, evidence)]
+    return [
+        _found("host_sync", severity, _where(profile, "host synchronisation"), message, evidence)
+    ]
 
 
 def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
@@ -208,18 +262,9 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     if loading is not None and loading / step >= t.data_loading_share:
         cause = f"data loading ({_ms(loading)} per step)"
         evidence.update(data_loading_ms=loading, cause="data_loading")
-        advice = (
-            "Load data off the critical path: DataLoader(num_workers>0, pin_memory=True, "
-            "persistent_workers=True, prefetch_factor>=2), and move decoding/augmentation to "
-            "the workers or the device."
-        )
     elif sync_is_cause:
         cause = f"host synchronisation inside the step ({', '.join(sorted(syncs))})"
         evidence.update(cause="host_sync", sync_calls_per_step=synced)
-        advice = (
-            "Remove the synchronisation points from the step (.item(), .cpu(), .tolist(), "
-            "stream synchronise): keep values on the device and read them every N steps."
-        )
     else:
         cause = "Python and dispatch overhead between ops"
         evidence["cause"] = "python_overhead"
@@ -230,17 +275,14 @@ def host_bound(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
             kind = "device ops" if device else "top-level ops"
             cause += f" ({top:g} {kind} per step, {gap_us:.0f} µs idle per op)"
             evidence.update(op_calls_per_step=top, idle_us_per_op=gap_us)
-        advice = (
-            "Cut host overhead: torch.compile (or torch_npu graph mode / CUDA graphs) to run "
-            "the step as a graph, larger batches per step, and no Python work between ops."
-        )
     severity = Severity.CRITICAL if idle >= t.idle_share_critical and device else Severity.WARNING
     message = (
         f"{'device' if device else 'CPU'} idle {_pct(idle)} of the step ({_ms(b.free_ms)} of "
         f"{_ms(step)}): host-bound; likely cause: {cause}"
     )
+    advice = _ADVICE[f"host_bound:{evidence['cause']}"]
     where = _where(profile, "free")
-    return [Finding("host_bound", severity, where, message, advice, evidence, impact_ms=b.free_ms)]
+    return [_found("host_bound", severity, where, message, evidence, b.free_ms, advice)]
 
 
 def _weighted_median_us(ops: Sequence[OpStat]) -> float | None:
@@ -258,8 +300,9 @@ def _weighted_median_us(ops: Sequence[OpStat]) -> float | None:
 
 def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     """Many short ops per step: launch and dispatch overhead instead of work."""
-    ops = [o for o in _device_ops(profile) if not _is_comm(o)]
     device = _on_device(profile)
+    # the ops that ran on the accelerator when there are any, else the CPU ops
+    ops = [o for o in profile.ops if (o.device != "cpu") == device and not _is_comm(o)]
     if device:
         count = profile.kernel_launches_per_step or sum(o.calls_per_step for o in ops)
     else:
@@ -275,27 +318,15 @@ def tiny_ops(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
         f"{count:g} {kind} per step with a median of {median:.1f} µs per call: "
         "launch and dispatch overhead dominates"
     )
-    advice = (
-        "Fuse the small ops: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-        "torch_npu graph mode or fused optimizers (foreach/fused=True); replace Python "
-        "loops over tensor elements with batched tensor ops."
-    )
     evidence = {"calls_per_step": count, "median_call_us": median}
-    where = _where(profile, "ops")
-    return [
-        Finding("tiny_ops", Severity.WARNING, where, message, advice, evidence, impact_ms=impact)
-    ]
-
-
-def _npu_op_table(profile: ProfileSummary) -> tuple[OpStat, ...]:
-    """Op types with their core when the profile has them, else the kernels; comm left out."""
-    table = profile.op_types if any(o.core for o in profile.op_types) else profile.ops
-    return tuple(o for o in table if o.core and not _is_comm(o))
+    return [_found("tiny_ops", Severity.WARNING, _where(profile, "ops"), message, evidence, impact)]
 
 
 def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Finding]:
     """AI CPU operators and format conversions (TransData, Cast, ...) on an NPU."""
-    table = _npu_op_table(profile)
+    # op types with their core when the profile has them, else the kernels; comm left out
+    table = profile.op_types if any(o.core for o in profile.op_types) else profile.ops
+    table = tuple(o for o in table if o.core and not _is_comm(o))
     total = sum(o.total_time_ms_per_step for o in table)
     if total <= 0:
         return []
@@ -311,14 +342,9 @@ def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Findin
             f"AI CPU operators take {_pct(aicpu_ms / total)} of NPU op time "
             f"({_ms(aicpu_ms)} per step): {top}"
         )
-        advice = (
-            "Move these ops to AI Core: use dtypes and shapes AI Core supports (e.g. "
-            "int32 instead of int64, float16/bfloat16), avoid dynamic shapes, and check "
-            "the CANN op support list for an AI Core variant or a fused replacement."
-        )
         evidence = {"aicpu_ms": aicpu_ms, "op_ms": total, "share": aicpu_ms / total}
         where = _where(profile, "core AI_CPU")
-        out.append(Finding("aicpu_ops", warn, where, message, advice, evidence, impact_ms=aicpu_ms))
+        out.append(_found("aicpu_ops", warn, where, message, evidence, aicpu_ms))
     by_type: dict[str, float] = defaultdict(float)
     calls: dict[str, float] = defaultdict(float)
     for o in table:
@@ -331,17 +357,9 @@ def aicpu_and_conversions(profile: ProfileSummary, t: Thresholds) -> list[Findin
             continue
         message = f"{kind} takes {_pct(share)} of NPU op time ({_ms(ms)} per step, "
         message += f"{calls[kind]:g} calls)"
-        advice = (
-            "Avoid repeated layout and dtype conversions: keep weights in the format "
-            "the op wants (torch_npu.npu_format_cast once, outside the step), keep "
-            "channel/hidden sizes multiples of 16, and one dtype through the model "
-            "(autocast instead of scattered .half()/.float())."
-        )
         evidence = {"time_ms": ms, "op_ms": total, "share": share, "calls": calls[kind]}
         where = _where(profile, f"op type {kind}")
-        out.append(
-            Finding("format_conversion", warn, where, message, advice, evidence, impact_ms=ms)
-        )
+        out.append(_found("format_conversion", warn, where, message, evidence, ms))
     return out
 
 
@@ -380,25 +398,17 @@ def low_unit_utilization(profile: ProfileSummary, t: Thresholds) -> list[Finding
         if bound_pipe is not None and pipes[bound_pipe] >= t.memory_bound_pipe_ratio:
             evidence[bound_pipe] = pipes[bound_pipe]
             why = f"memory-bound: {bound_pipe} {_pct(pipes[bound_pipe])}"
-            advice = (
-                "The op waits on memory moves, not compute: fuse it with its neighbours so "
-                "data is moved once, move less data (lower precision, fewer copies), and "
-                "check the input format avoids extra reads (ND vs NZ)."
-            )
+            advice = _ADVICE["low_unit_utilization:memory"]
         else:
             why = "neither compute nor memory pipes are busy"
-            advice = (
-                "Check tiling and shapes: align dimensions to 16 (float16) / 32 (int8), use "
-                "batch and hidden sizes the kernel tiles evenly, prefer the NZ format for "
-                "matmul weights, and avoid tiny per-call sizes that leave cores idle."
-            )
+            advice = _ADVICE["low_unit_utilization:tiling"]
         message = (
             f"{op.op_type or op.name} takes {_pct(share)} of device op time but its "
             f"{name} is busy {_pct(ratio)} of it ({why})"
         )
         where = _where(profile, f"op {op.name}")
         out.append(
-            Finding("low_unit_utilization", Severity.WARNING, where, message, advice, evidence)
+            _found("low_unit_utilization", Severity.WARNING, where, message, evidence, None, advice)
         )
     return out
 
@@ -433,14 +443,8 @@ def memory(
                 f"peak memory {_mib(peak)} is {_pct(share)} of the device's "
                 f"{_mib(device_memory_bytes)}: out-of-memory risk"
             )
-            advice = (
-                "Make room: activation checkpointing, a smaller micro-batch with "
-                "gradient accumulation, mixed precision, ZeRO/FSDP sharding of optimizer "
-                "state; set PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF "
-                "expandable_segments:True against fragmentation."
-            )
             evidence: dict[str, float] = {"peak_bytes": peak, "capacity_bytes": device_memory_bytes}
-            out.append(Finding("memory_near_capacity", severity, where, message, advice, evidence))
+            out.append(_found("memory_near_capacity", severity, where, message, evidence))
     series = profile.memory_per_step_bytes
     if _leak(series, t):
         growth = series[-1] - series[0]
@@ -450,14 +454,9 @@ def memory(
             f"{len(series)} steps, {_mib(per_step)} per step) without levelling off: "
             "likely a leak"
         )
-        advice = (
-            "Look for tensors kept across steps: losses or outputs appended to a list "
-            "without .detach()/.item(), caches keyed by step, hooks that store "
-            "activations; compare torch.cuda/npu.memory_snapshot() between steps."
-        )
         evidence = {"first_bytes": series[0], "last_bytes": series[-1]}
         evidence.update(growth_bytes_per_step=per_step, steps=float(len(series)))
-        out.append(Finding("memory_growth", warn, where, message, advice, evidence))
+        out.append(_found("memory_growth", warn, where, message, evidence))
     elif len(series) < t.leak_min_steps and profile.memory_growth_bytes is not None and peaks:
         growth = float(profile.memory_growth_bytes)
         if growth >= max(t.leak_min_growth_bytes, t.window_growth_share * max(peaks)):
@@ -496,28 +495,16 @@ def slow_ranks_and_links(view: ClusterView, t: Thresholds) -> list[Finding]:
             f"{level})"
         )
         message += _wait_evidence(view, slowest_ms, others, evidence)
-        advice = (
-            "Balance the ranks: same data per rank (sequence length / padding), no "
-            "rank-0-only work inside the step (logging, checkpointing, evaluation), "
-            "same device health and frequency (npu-smi / nvidia-smi), and CPU cores "
-            "bound per rank."
-        )
         severity = Severity.CRITICAL if critical else Severity.WARNING
         impact = slowest_ms - statistics.median(others) if others else None
-        where = f"rank {view.slowest_rank}"
         out.append(
-            Finding("slow_rank", severity, where, message, advice, evidence, impact_ms=impact)
+            _found("slow_rank", severity, f"rank {view.slowest_rank}", message, evidence, impact)
         )
     for link in view.slow_links:
         words = link.split()
         where = " ".join(words[:3]) if len(words) >= 3 else link
-        advice = (
-            "Check the link's topology and health (hccn_tool / nvidia-smi topo -m), that "
-            "ranks of one node talk over HCCS/NVLink rather than PCIe, and that no other "
-            "job shares it."
-        )
         message = f"slow link: {link}"
-        out.append(Finding("slow_link", Severity.WARNING, where, message, advice, {"link": link}))
+        out.append(_found("slow_link", Severity.WARNING, where, message, {"link": link}))
     return out
 
 
@@ -567,16 +554,8 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
             f"{len(found)} {link} rank pair(s) below {_pct(t.pair_low_utilisation)} of "
             f"the link's nominal {nominal[link]:g} GB/s: " + _pair_list(names, len(found))
         )
-        advice = (
-            "Send fewer, larger messages (bigger gradient buckets, fused collectives), "
-            "check that the pair talks over the expected link (hccn_tool, npu-smi "
-            "info -t topo) and that no other job shares it; a pair far below its peers "
-            "on the same link points at a degraded link."
-        )
         where = f"{link} rank pairs"
-        out.append(
-            Finding("low_pair_utilisation", Severity.WARNING, where, message, advice, evidence)
-        )
+        out.append(_found("low_pair_utilisation", Severity.WARNING, where, message, evidence))
     waiting = sorted(
         (
             p
@@ -597,14 +576,8 @@ def rank_pair_findings(pairs: Sequence[RankPair], t: Thresholds) -> list[Finding
             "before transferring (the source rank's wait in the ops that carry them): "
             + _pair_list(names, len(waiting))
         )
-        advice = (
-            "A transfer waits for its peer to reach the collective: look for the rank "
-            "that arrives late (slow_rank, uneven data per rank, rank-only work before "
-            "the collective, host-side stalls) rather than at the link."
-        )
         impact = max(p.wait_ms or 0.0 for p in waiting)
-        where, warn = "rank pairs", Severity.WARNING
-        out.append(Finding("pair_wait", warn, where, message, advice, evidence, impact_ms=impact))
+        out.append(_found("pair_wait", Severity.WARNING, "rank pairs", message, evidence, impact))
     return out
 
 
@@ -675,13 +648,8 @@ def profile_window(
             f"({_ms(step)} vs {_ms(measured_step_ms)}): absolute op times are inflated "
             "by the profiler; shares and counts still hold"
         )
-        advice = (
-            "Lighten the profiler when absolute times matter: with_stack=False, "
-            "record_shapes=False, profile_memory=False (torch_npu: profiler_level "
-            "Level0, aic_metrics off)."
-        )
         evidence = {"profiled_step_ms": step, "measured_step_ms": measured_step_ms}
-        out.append(Finding("profiler_overhead", info, where, message, advice, evidence))
+        out.append(_found("profiler_overhead", info, where, message, evidence))
     return out
 
 

@@ -7,7 +7,7 @@ a :class:`~perfgate.errors.ReportError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from functools import partial
 from urllib.error import URLError
 from urllib.parse import unquote
 
@@ -44,11 +44,8 @@ def push_prometheus(
     from prometheus_client import push_to_gateway
     from prometheus_client.exposition import basic_auth_handler, default_handler
 
-    def handler(url: str, method: str, timeout: float | None, headers: Any, data: bytes) -> Any:
-        if user is None:
-            return default_handler(url, method, timeout, headers, data)
-        return basic_auth_handler(url, method, timeout, headers, data, user, password)
-
+    auth = partial(basic_auth_handler, username=user, password=password)
+    handler = default_handler if user is None else auth
     try:
         push_to_gateway(bare, job=job, registry=registry, timeout=timeout, handler=handler)
     except (URLError, OSError, ValueError) as exc:

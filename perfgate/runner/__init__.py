@@ -72,25 +72,11 @@ def trace_stem(name: str) -> str:
 
 
 def check_environment() -> None:
-    """What the run reads from the environment after measuring, checked before it starts:
-    a bad ``PERFGATE_MAX_DECOMPRESSED_MB`` (the cap on reading the profiled window) is one
-    line and exit 2 now, not after the benchmark ran.
-
-    Raises:
-        UsageError: the variable is set to something other than a positive whole number.
-    """
+    """UsageError now, not after measuring, for a bad ``PERFGATE_MAX_DECOMPRESSED_MB`` (the
+    cap on reading the profiled window): not a positive whole number."""
     from perfgate.parsers.decompress import max_decompressed_mb
 
     max_decompressed_mb()
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """``path`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
 
 
 @contextlib.contextmanager
@@ -98,16 +84,20 @@ def trace_dir_scope(trace_dir: Path | None) -> Iterator[None]:
     """Within: the run may create ``trace_dir`` (and its parents). Afterwards no directory
     it created is left empty, and when the run raised, a ``trace_dir`` it created is removed
     with what it holds: a benchmark that fails records nothing and leaves nothing."""
-    created = [] if trace_dir is None else _missing_dirs(trace_dir)
+    created: list[Path] = []  # trace_dir and its parents that do not exist yet, deepest first
+    path = trace_dir
+    while path is not None and not path.exists() and path != path.parent:
+        created.append(path)
+        path = path.parent
     try:
         yield
     except BaseException:
-        if created and trace_dir is not None:
-            shutil.rmtree(trace_dir, ignore_errors=True)
+        if created:
+            shutil.rmtree(created[0], ignore_errors=True)
         raise
     finally:
-        if created and trace_dir is not None and trace_dir.is_dir():
-            for folder, _, _ in sorted(os.walk(trace_dir), reverse=True):  # deepest first
+        if created and created[0].is_dir():
+            for folder, _, _ in sorted(os.walk(created[0]), reverse=True):  # deepest first
                 with contextlib.suppress(OSError):  # not empty: kept
                     os.rmdir(folder)
         for parent in created[1:]:
@@ -348,13 +338,9 @@ def run_repeat(
         cpu_clock=str(result.get("cpu_clock", "")),
         device_ms=tuple(float(ms) for ms in result.get("device_ms", ())),
         memory_capacity_bytes=int(result.get("memory_capacity_bytes") or 0),
-        loss=_loss(result.get("loss")),
+        loss=result["loss"],
         address_layout=str(result.get("address_layout", "")),
     )
-
-
-def _loss(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _ms(ns: Iterable[int]) -> tuple[float, ...]:
@@ -378,7 +364,7 @@ def job_result(result: Mapping[str, Any]) -> RepeatResult:
         ranks=ranks,
         world_size=world,
         memory_capacity_bytes=largest.memory_capacity_bytes,
-        loss=_loss(result.get("loss")),
+        loss=result["loss"],
     )
 
 
@@ -442,11 +428,9 @@ def run_benchmark(
                 need_torch()
                 from perfgate.runner.distributed import run_job
 
-                request = _request(spec, params, threads, sys_path, profile=bool(profiled))
                 job = run_job(
                     {
-                        "name": spec.name,
-                        **request,
+                        **_request(spec, params, threads, sys_path, profile=bool(profiled)),
                         "trace_dir": profiled and str(profiled),
                         "trace_stem": trace_stem(spec.name),
                     },

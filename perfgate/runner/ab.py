@@ -36,9 +36,7 @@ from perfgate.runner.watchdog import fixed_timeout
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, text=True, timeout=120, check=False
-    )
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=120)
 
 
 def repo_root(directory: Path) -> Path | None:

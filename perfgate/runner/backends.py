@@ -126,6 +126,15 @@ _ARM_PARTS: dict[tuple[int, int], str] = {
 by its numbers, so two different unknown CPUs still get different fingerprints."""
 
 
+def _read(path: str) -> str | None:
+    """The text of ``path`` (undecodable bytes replaced); None where it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 def _hex(value: str) -> int | None:
     try:
         return int(value.strip(), 16)
@@ -183,15 +192,8 @@ def cpu_model_from_cpuinfo(
 def cpu_model_name(cpuinfo_path: str = _CPUINFO, midr_path: str = _MIDR) -> str:
     """The CPU's name for the fingerprint: from /proc/cpuinfo (see
     :func:`cpu_model_from_cpuinfo`), else what :mod:`platform` knows."""
-    texts = []
-    for path in (cpuinfo_path, midr_path):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                texts.append(fh.read())
-        except OSError:
-            texts.append("")
-    machine = platform.machine() or "aarch64"
-    found = cpu_model_from_cpuinfo(texts[0], texts[1], machine=machine)
+    cpuinfo, midr, machine = _read(cpuinfo_path), _read(midr_path), platform.machine()
+    found = cpu_model_from_cpuinfo(cpuinfo or "", midr or "", machine=machine or "aarch64")
     return found or platform.processor() or platform.machine()
 
 
@@ -216,12 +218,10 @@ def host_memory_bytes(cgroup_limits: tuple[str, ...] = _CGROUP_LIMITS) -> int:
     with contextlib.suppress(AttributeError, OSError, ValueError):
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     for path in cgroup_limits:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read().strip()
-        except OSError:
+        text = _read(path)
+        if text is None:
             continue
-        if text.isdigit() and int(text) > 0:
+        if text.strip().isdigit() and int(text) > 0:
             limit = int(text)
             total = min(total, limit) if total > 0 else limit
         break
@@ -325,11 +325,7 @@ class CudaBackend(AcceleratorBackend):
 
 
 def _nvidia_driver_version() -> str:
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
-            first = fh.readline()
-    except OSError:
-        return ""
+    first = (_read("/proc/driver/nvidia/version") or "").partition("\n")[0]
     for token in first.split():
         if token.count(".") >= 1 and token.replace(".", "").isdigit():
             return token

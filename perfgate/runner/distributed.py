@@ -31,13 +31,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from subprocess import DEVNULL, STDOUT
 from typing import Any
 
 from perfgate.errors import ConfigError, RunnerError
-from perfgate.models import LaunchOptions, ProfileSummary
+from perfgate.models import LaunchOptions
 from perfgate.runner.lifecycle import WORK_DIR_ENV, kill_group
 
 DIST_BACKENDS: Mapping[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -205,16 +206,6 @@ def _state(workdir: str, rank: int, phase: str) -> None:
     write_json(os.path.join(workdir, f"state-rank{rank}.json"), state)
 
 
-def summarise_profile(path: str, rank: int) -> ProfileSummary:
-    """A rank's profiled window: a torch.profiler trace file, or the NPU profile directory
-    (read by the one parser dispatcher), with its rank set."""
-    from dataclasses import replace
-
-    from perfgate.parsers import read_profile
-
-    return replace(read_profile(Path(path)).ranks[0], rank=rank)
-
-
 def timed_steps(
     step: Callable[[], object],
     n: int,
@@ -249,6 +240,7 @@ def timed_steps(
 def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dict[str, Any]:
     import torch.distributed as dist
 
+    from perfgate.parsers import read_profile
     from perfgate.runner import worker
     from perfgate.workloads.base import collective_wait_ns
 
@@ -293,7 +285,9 @@ def _measure_rank(request: Mapping[str, Any], rank: int, local_rank: int) -> dic
             path = os.path.join(str(trace_dir), f"{stem}.rank{rank}.pt.trace.json")
             written = backend.profile(step, profiled, path)
             if written is not None:  # None: the window ran no operator
-                mine["profile"] = summarise_profile(written, rank).to_dict()
+                # a torch.profiler trace file or the NPU profile directory: one dispatcher
+                summary = replace(read_profile(Path(written)).ranks[0], rank=rank)
+                mine["profile"] = summary.to_dict()
     _state(workdir, rank, "gathering")
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)

@@ -150,7 +150,7 @@ def work_dir() -> Iterator[str]:
     this process lives and removed afterwards; the stale ones are removed first."""
     clean_stale_work_dirs()
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-") as tmp:
-        lock = _lock(Path(tmp))
+        lock = _lock(Path(tmp) / _LOCK_NAME, os.O_WRONLY | os.O_CREAT)
         try:
             yield tmp
         finally:
@@ -158,17 +158,21 @@ def work_dir() -> Iterator[str]:
                 os.close(lock)
 
 
-def _lock(directory: Path) -> int | None:
-    """An exclusive lock on ``directory``'s lock file, held by the returned descriptor (not
-    inherited by workers); None where locks are not available."""
+def _lock(path: Path, flags: int) -> int | None:
+    """A descriptor of ``path`` (opened with ``flags``, not inherited by workers) holding an
+    exclusive lock on it; None where it cannot be opened, a live process holds the lock (in
+    another pid namespace, say), or locks are not available."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         return None
-    fd = os.open(directory / _LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # pragma: no cover - a new file nobody else knows of
+    except OSError:
         os.close(fd)
         return None
     return fd
@@ -208,21 +212,10 @@ def _stale(entry: Path, pid: int) -> bool:
     lock = entry / _LOCK_NAME
     if not lock.exists():  # unlocked: an old perfgate's, or one being created this instant
         return time.time() - st.st_mtime > _UNLOCKED_GRACE_S
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return True
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False  # a live process (in another pid namespace, say) holds it
-    finally:
+    fd = _lock(lock, os.O_RDONLY)
+    if fd is not None:
         os.close(fd)
-    return True
+    return fd is not None
 
 
 def _alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from perfgate.runner.backends import AcceleratorBackend, base_description, profiled_steps
+from perfgate.runner.backends import AcceleratorBackend, _read, base_description, profiled_steps
 
 DEFAULT_PROFILER_LEVEL = "Level1"
 DEFAULT_AIC_METRICS = "PipeUtilization"
@@ -44,11 +44,7 @@ def cann_version(env: Mapping[str, str]) -> str:
     if not home:
         return ""
     for name in _TOOLKIT_INFO:
-        try:
-            text = (Path(home) / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
+        for line in (_read(os.path.join(home, name)) or "").splitlines():
             key, _, value = line.partition("=")
             if key.strip().lower() in ("version", "toolkit_version"):
                 return value.strip().strip("[]")

@@ -65,16 +65,6 @@ class _Progress:
                     self.warmup_s.append(int(value) / 1e9)
         return True
 
-    def typical_step_s(self) -> float | None:
-        """A warm-up step's time without the one-off costs of the first, when there is one."""
-        steps = self.warmup_s[1:] or self.warmup_s
-        return statistics.median(steps) if steps else None
-
-
-def derived_limit_s(typical_step_s: float, steps: int = 1) -> float:
-    """The default limit on ``steps`` steps of about ``typical_step_s`` each."""
-    return max(STALL_FLOOR_S, STALL_FACTOR * typical_step_s * max(steps, 1))
-
 
 def timeout_unset(spec: BenchmarkSpec) -> bool:
     """Whether ``spec``'s timeout was left at the default, so the limit is also derived from
@@ -116,18 +106,22 @@ def wait_for_worker(
         if now >= deadline:
             if deadline >= cap:
                 raise subprocess.TimeoutExpired(proc.args, timeout_s)
-            raise RunnerError(f"{where}: {why}; the worker was killed (a hung step?{_FIXED}")
+            raise RunnerError(
+                f"{where}: {why}; the worker was killed (a hung step? set --timeout SECONDS "
+                "or the benchmark's timeout key for a fixed limit)"
+            )
         with contextlib.suppress(subprocess.TimeoutExpired):
             return proc.wait(timeout=min(POLL_S, deadline - now))
         if not derive or not progress.read():
             continue
         now = time.monotonic()
-        typical = progress.typical_step_s()
-        if typical is None or progress.phase == "profiled":
+        warm = progress.warmup_s[1:] or progress.warmup_s  # without the first's one-off costs
+        if not warm or progress.phase == "profiled":
             deadline, why = cap, ""
             continue
+        typical = statistics.median(warm)
         steps = measured if progress.phase == "measured" else 1
-        limit = derived_limit_s(typical, steps)
+        limit = max(STALL_FLOOR_S, STALL_FACTOR * typical * max(steps, 1))
         what = f"the {measured} timed steps took" if progress.phase == "measured" else "a step took"
         why = (
             f"{what} over {limit:g} s, the default limit derived from the warm-up "
@@ -135,6 +129,3 @@ def wait_for_worker(
             f"{f' x {steps}' if steps > 1 else ''}, at least {STALL_FLOOR_S:g} s)"
         )
         deadline = min(cap, now + limit)
-
-
-_FIXED = " set --timeout SECONDS or the benchmark's timeout key for a fixed limit)"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import importlib
 import inspect
@@ -146,21 +147,21 @@ def build_workload(func: Callable[..., Any], device: str, params: Mapping[str, A
             )
         _check_types(func, params)
     built = func(**kwargs)
-    step = getattr(built, "step", None)
+    get: Callable[[str, Any], Any]  # (key, default) -> what the entry returned under key
     if isinstance(built, Mapping):
-        step = built.get("step")
-        batch_size = built.get("batch_size", params.get("batch_size", 1))
-        effective = dict(built.get("params", params))
-    elif step is not None:
-        batch_size = getattr(built, "batch_size", params.get("batch_size", 1))
-        effective = dict(getattr(built, "params", params))
+        get = built.get
+    elif getattr(built, "step", None) is not None:
+        get = functools.partial(getattr, built)
     elif callable(built):
-        step, batch_size, effective = built, params.get("batch_size", 1), dict(params)
+        get = {"step": built}.get
     else:
         raise EntryError(
             f"the entry returned {type(built).__name__}; expected a Workload, a dict with "
             "'step', or a step callable"
         )
+    step = get("step", None)
+    batch_size = get("batch_size", params.get("batch_size", 1))
+    effective = dict(get("params", params))
     if not callable(step):
         raise EntryError("the entry's 'step' is not callable")
     if isinstance(batch_size, bool) or not (
@@ -233,16 +234,13 @@ def loss_value(returned: object, kind: str = "training") -> float | None:
     """
     if kind == "inference" or returned is None or isinstance(returned, bool):
         return None
-    if isinstance(returned, int | float):
-        value = float(returned)
-    else:
-        numel = getattr(returned, "numel", None)
-        if not callable(numel) or numel() != 1:
-            return None
-        try:
-            value = float(returned)  # type: ignore[arg-type]
-        except (TypeError, ValueError, RuntimeError):
-            return None
+    numel = getattr(returned, "numel", None)
+    if not isinstance(returned, int | float) and not (callable(numel) and numel() == 1):
+        return None
+    try:
+        value = float(returned)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError):
+        return None
     return value if math.isfinite(value) else None
 
 

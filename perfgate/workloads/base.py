@@ -108,6 +108,40 @@ def extra_work(
     return work
 
 
+def training(
+    model: nn.Module,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    target: torch.Tensor,
+    params: Mapping[str, ParamValue],
+    slowdown: float,
+    optimizer: Sgd | torch.optim.Optimizer | None = None,
+    *,
+    same_calls: bool = False,
+) -> Workload:
+    """A training step of ``model`` on the batch ``x`` (the optimizer: SGD, lr 0.01, momentum
+    0.9 unless given), with the ``slowdown`` knob's rows of extra work: in the step's own
+    calls with ``same_calls`` (:func:`with_extra_rows`, the loss on the batch's own rows),
+    else in a pass of their own (:func:`extra_work`)."""
+    batch_size = x.shape[0]
+    opt = Sgd(model.parameters(), lr=0.01, momentum=0.9) if optimizer is None else optimizer
+    rows = extra_rows(batch_size, slowdown)
+    xs = with_extra_rows(x, rows) if same_calls else x
+    extra = None if same_calls else extra_work(model, loss_fn, x, target, rows)
+
+    def step() -> torch.Tensor:
+        if extra is not None:
+            extra()  # time only: its gradients are thrown away on the next line
+        opt.zero_grad()
+        out = model(xs)
+        loss = loss_fn(out[:batch_size] if same_calls else out, target)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return Workload(step=step, batch_size=batch_size, params=params)
+
+
 class Sgd:
     """``torch.optim.SGD(params, lr, momentum)``'s update (dampening 0, no weight decay, not
     Nesterov), op for op, so the loss is the same bit for bit. ``torch.optim`` imports

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Sgd, Workload, extra_rows, extra_work, own_params
+from perfgate.workloads.base import Workload, own_params, training
 
 
 def make_model(channels: int = 16, classes: int = 10) -> nn.Module:
@@ -36,19 +36,6 @@ def build(
     params = own_params(locals())
     torch.manual_seed(0)
     model = make_model(channels, classes).to(device)
-    optimizer = Sgd(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch_size, 3, image_size, image_size, device=device)
     y = torch.randint(0, classes, (batch_size,), device=device)
-
-    extra = extra_work(model, F.cross_entropy, x, y, extra_rows(batch_size, slowdown))
-
-    def step() -> torch.Tensor:
-        if extra is not None:
-            extra()  # time only: its gradients are thrown away on the next line
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return Workload(step=step, batch_size=batch_size, params=params)
+    return training(model, F.cross_entropy, x, y, params, slowdown)

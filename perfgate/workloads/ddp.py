@@ -46,15 +46,6 @@ from perfgate.workloads.base import (
 )
 
 
-def _require_group() -> int:
-    if not dist.is_available() or not dist.is_initialized():
-        raise ValueError(
-            "DDP workloads run under torch.distributed: use 'perfgate run --nproc N' "
-            "(or nproc = N in the suite entry)"
-        )
-    return dist.get_rank()
-
-
 def _time_buckets(ddp: DistributedDataParallel) -> tuple[list[int], list[int]]:
     """DDP's default gradient all-reduce (mean over ranks) as a communication hook that
     notes when each bucket's all-reduce is launched and when it completes (monotonic ns)."""
@@ -89,7 +80,12 @@ def _build(
 ) -> Workload:
     """``make_model()`` under DDP, trained on a batch of ``shape`` drawn with the rank's seed;
     ``params``: the builder's own (:func:`~perfgate.workloads.base.own_params`)."""
-    rank = _require_group()
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError(
+            "DDP workloads run under torch.distributed: use 'perfgate run --nproc N' "
+            "(or nproc = N in the suite entry)"
+        )
+    rank = dist.get_rank()
     for knob in ("straggler_extra", "extra_allreduce"):
         if params[knob] < 0:
             raise ValueError(f"{knob} must be >= 0, got {params[knob]}")

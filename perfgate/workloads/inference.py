@@ -8,8 +8,6 @@ remainder over that share of the rows): a latency tail that leaves the median un
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from perfgate.workloads import mlp
@@ -34,7 +32,7 @@ def build_mlp(
     torch.manual_seed(0)
     model = mlp.make_model(features, hidden, classes).to(device).eval()
     x = torch.randn(batch_size, features, device=device)
-    whole = int(math.floor(tail_factor))
+    whole = int(tail_factor)  # tail_factor >= 1: its whole part
     part = int(round((tail_factor - whole) * batch_size))
     count = 0
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Sgd, Workload, extra_rows, own_params, with_extra_rows
+from perfgate.workloads.base import Workload, own_params, training
 
 
 def make_model(features: int = 512, hidden: int = 1024, classes: int = 10) -> nn.Module:
@@ -36,19 +36,6 @@ def build(
     params = own_params(locals())
     torch.manual_seed(0)
     model = make_model(features, hidden, classes).to(device)
-    optimizer = Sgd(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch_size, features, device=device)
     y = torch.randint(0, classes, (batch_size,), device=device)
-
-    # slowdown: the same calls over more rows (rows tiled from the batch), the loss on the
-    # batch's own rows only (see :func:`perfgate.workloads.base.with_extra_rows`)
-    xs = with_extra_rows(x, extra_rows(batch_size, slowdown))
-
-    def step() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(xs)[:batch_size], y)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return Workload(step=step, batch_size=batch_size, params=params)
+    return training(model, F.cross_entropy, x, y, params, slowdown, same_calls=True)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.workloads.base import Workload, extra_rows, extra_work, own_params
+from perfgate.workloads.base import Workload, own_params, training
 
 
 def build(
@@ -29,16 +29,4 @@ def build(
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(batch_size, seq_len, d_model, device=device)
     target = torch.randn(batch_size, seq_len, d_model, device=device)
-
-    extra = extra_work(model, F.mse_loss, x, target, extra_rows(batch_size, slowdown))
-
-    def step() -> torch.Tensor:
-        if extra is not None:
-            extra()  # time only: its gradients are thrown away on the next line
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.mse_loss(model(x), target)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return Workload(step=step, batch_size=batch_size, params=params)
+    return training(model, F.mse_loss, x, target, params, slowdown, optimizer)
