@@ -1,18 +1,8 @@
-"""Use case: ``perfgate advise`` — what a profile says is slow, and what to do about it.
-
-Two entry points, one result:
-
-- :func:`advise_path` reads a profile from disk (anything ``perfgate ingest`` reads) and
-  runs perfgate's rules over it (the slowest rank's profile, plus the cluster view of a
-  multi-rank job); on an Ascend profile msprof-analyze's advisor runs too, unless told not.
-- :func:`advise_run` does the same for a stored run: its profile, its stored msprof-analyze
-  findings, and the findings the base branch's latest run of the benchmark already had
-  marked ``known``.
-
-:func:`findings_for` is the one list of a stored run's findings: ``ingest``, ``advise``,
-the gate and the HTML run page all show what it returns.
-
-Nothing is written; nothing here prints.
+"""Use case: ``perfgate advise`` — what a profile says is slow, and what to do about it:
+:func:`advise_path` for a profile on disk (anything ``perfgate ingest`` reads; on Ascend
+msprof-analyze's advisor runs too), :func:`advise_run` for a stored run. :func:`findings_for`
+is the one list of a stored run's findings: ``ingest``, ``advise``, the gate and the HTML run
+page all show what it returns. Nothing is written; nothing here prints.
 """
 
 from __future__ import annotations
@@ -53,6 +43,7 @@ def advise_path(
 ) -> Advice:
     """Advise on the profile at ``path`` (a torch trace, a ``*_ascend_pt`` directory, or a
     directory of several ranks)."""
+    from perfgate.advisor import msprof as msprof_advisor
     from perfgate.parsers import FORMAT_ASCEND
 
     profiled = read_job(path, thresholds)
@@ -64,38 +55,28 @@ def advise_path(
         ranks=profiled.ranks,
         device_memory_bytes=device_memory_bytes,
     )
-    theirs: tuple[Finding, ...] = ()
-    problem: str | None = None
-    version: str | None = None
     ran = profiled.format == FORMAT_ASCEND and msprof
-    if ran:
-        from perfgate.advisor import msprof as msprof_advisor
-
-        where = "" if len(profiled.ranks) > 1 or profile.rank is None else f"rank {profile.rank}"
-        outcome = msprof_advisor.run(path, location=where, timeout_s=msprof_timeout_s)
-        theirs, problem, version = outcome.findings, outcome.problem, outcome.version
+    where = "" if len(profiled.ranks) > 1 or profile.rank is None else f"rank {profile.rank}"
+    outcome = msprof_advisor.run(path, location=where, timeout_s=msprof_timeout_s) if ran else None
     return Advice(
         kind="profile",
         target=str(path),
         profile=profile,
-        findings=merge_findings(own, theirs),
+        findings=merge_findings(own, outcome.findings if outcome is not None else ()),
         ranks=len(profiled.ranks),
         cluster=profiled.cluster,
         format=profiled.format,
         advisor_ran=ran,
-        advisor_problem=problem,
-        advisor_version=version,
+        advisor_problem=outcome.problem if outcome is not None else None,
+        advisor_version=outcome.version if outcome is not None else None,
     )
 
 
 def advise_run(
     config: Config, store: SqlStore, run_id: str, *, device_memory_bytes: int | None = None
 ) -> Advice:
-    """Advise on a stored run (``run_id`` or a unique prefix of 6+ characters).
-
-    Raises:
-        StoreError: no such run, or the prefix is ambiguous.
-    """
+    """Advise on a stored run (``run_id`` or a unique prefix of 6+ characters; StoreError:
+    no such run, or an ambiguous prefix)."""
     record = store.get_run(run_id)
     base = base_run(config, store, record)
     ranks = record.rank_profiles

@@ -177,14 +177,12 @@ def export_baselines(
                     "export them with --benchmark into separate directories"
                 )
             docs[file_name.casefold()] = (file_name, doc)
-    written: list[Path] = []
     if docs:
         out_dir.mkdir(parents=True, exist_ok=True)
     for file_name, doc in docs.values():
-        path = out_dir / file_name
-        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
-        written.append(path)
-    return written
+        text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        write_atomic(out_dir / file_name, text)
+    return [out_dir / file_name for file_name, _ in docs.values()]
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -369,23 +367,13 @@ def gate_from_baseline_files(
     base = ", ".join(branches)
     judged = []
     for record in records:
-        key = record.fingerprint.key()
-        found = by_key.get((record.benchmark, key))
-        if found is not None:
-            window = Window(
-                {
-                    metric: tuple(p for p in points if p.run_id != record.id)
-                    for metric, points in found.points.items()
-                },
-                {},
-            )
+        found = by_key.get((record.benchmark, record.fingerprint.key()))
+        if found is None:  # incomparable where other testbeds have files
+            theirs = [f.fingerprint for f in parsed if f.benchmark == record.benchmark]
+            window = Window({}, {fp.key(): fp for fp in theirs})
         else:
-            others = {
-                f.fingerprint.key(): f.fingerprint
-                for f in parsed
-                if f.benchmark == record.benchmark
-            }
-            window = Window({}, others)
+            ps = found.points.items()
+            window = Window({m: tuple(p for p in v if p.run_id != record.id) for m, v in ps}, {})
         judged.append(_judge(config, record, window, base, _level(alpha, record.benchmark)))
     ordered = tuple(sorted(_compared(judged), key=lambda c: (c.benchmark, c.metric, c.method)))
     branch = records[0].git.branch if records else ""

@@ -101,8 +101,6 @@ _STEP_METRICS = ("step_cpu_ms", "step_device_ms", "step_time_ms")
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of the range: its full id, subject line and author line."""
-
     sha: str
     subject: str = ""
     author: str = ""
@@ -277,7 +275,6 @@ def commit_chain(root: Path, good: str, bad: str) -> list[Commit]:
 
 
 def describe(root: Path, sha: str) -> Commit:
-    """``sha`` with its subject and author line (``Name <email>``)."""
     text = _git(root, "log", "-1", "--format=%s%x00%an <%ae>", sha).rstrip("\n")
     subject, _, author = text.partition("\x00")
     return Commit(sha, subject, author)
@@ -285,11 +282,7 @@ def describe(root: Path, sha: str) -> Commit:
 
 def checkout_of(suite: Path) -> tuple[Path, Path]:
     """The git checkout holding the suite file ``suite`` and the suite's directory relative
-    to it (each side of a pair runs its own tree's code from there).
-
-    Raises:
-        UsageError: the suite is not inside a git checkout.
-    """
+    to it (each side of a pair runs its own tree's code from there)."""
     from perfgate.runner.ab import repo_root
 
     where = suite.resolve().parent
@@ -334,8 +327,7 @@ def step_verdict(result: GateResult, benchmark: str) -> tuple[str, Comparison | 
 
 @contextmanager
 def _scratch_store() -> Iterator[Any]:
-    """A throwaway store for the runs one bisection judges (never the project's: a bisection's
-    pairs are no history of any branch)."""
+    """A throwaway store: a bisection's pairs are no history of any branch."""
     from perfgate.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="perfgate-bisect-") as tmp:
@@ -373,9 +365,7 @@ def paired_measure(
     def measure(sha: str, against: str, seconds: float) -> Step:
         began = clock()
         subject = subjects.get(sha, "")
-        with ExitStack() as stack:
-            base_dir = stack.enter_context(base_worktree(root, against))
-            head_dir = stack.enter_context(base_worktree(root, sha))
+        with base_worktree(root, against) as base_dir, base_worktree(root, sha) as head_dir:
             # the good side (base) and the midpoint (head), each its own tree's suite, and
             # the repeats measured so far of each
             base_spec = base_side_spec(spec, config, head_dir=root, base_dir=base_dir)
@@ -652,12 +642,12 @@ def bisect_changes(
         measure=measure,
         clock=clock,
     )
-    delivered = ""
-    if reporter is not None:
-        comment, key = render_culprit_markdown(outcome, suspect), bisected_key(suspect.key)
-        reporter = reporter_after() if reporter_after is not None else reporter
-        delivered = alert_culprit(config.project, branch, comment, key, reporter)
-    return NightlyBisect(suspect, outcome, delivered)
+    if reporter is None:
+        return NightlyBisect(suspect, outcome)
+    comment, key = render_culprit_markdown(outcome, suspect), bisected_key(suspect.key)
+    reporter = reporter_after() if reporter_after is not None else reporter
+    said = alert_culprit(config.project, branch, comment, key, reporter)
+    return NightlyBisect(suspect, outcome, said)
 
 
 def bisect_job(
@@ -725,12 +715,12 @@ def bisect_job(
     outcome = bisect(
         config, specs[benchmark], good=good, bad=bad, min_effect_pct=min_effect_pct, **common
     )
-    delivered = ""
-    if reporter is not None:
-        key = bisected_key(f"{outcome.benchmark} {good} {bad}")
-        comment = render_culprit_markdown(outcome)
-        delivered = deliver.alert_culprit(config.project, branch, comment, key, reporter)
-    return NightlyBisect(None, outcome, delivered)
+    if reporter is None:
+        return NightlyBisect(None, outcome)
+    key = bisected_key(f"{outcome.benchmark} {good} {bad}")
+    comment = render_culprit_markdown(outcome)
+    said = deliver.alert_culprit(config.project, branch, comment, key, reporter)
+    return NightlyBisect(None, outcome, said)
 
 
 def render_culprit_markdown(outcome: BisectOutcome, suspect: Suspect | None = None) -> str:

@@ -121,11 +121,8 @@ _UNITS = {"": None, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_budget(text: str) -> Budget:
-    """``--budget``: a time (``600s``, ``10m``, ``1.5h``) or a whole number of extra repeats.
-
-    Raises:
-        ConfigError: anything else, or zero.
-    """
+    """``--budget``: a time (``600s``, ``10m``, ``1.5h``) or a whole number of extra repeats
+    (ConfigError: anything else, or zero)."""
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
     problem = ""
     if found is None:
@@ -143,9 +140,8 @@ def parse_budget(text: str) -> Budget:
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """What ``check`` did: the final gate, the runs it judged, how many extra repeats (or
-    pairs: the most any benchmark got) the re-measured benchmarks got, and which those
-    were."""
+    """What ``check`` did: the final gate, the runs it judged, the extra repeats (or pairs:
+    the most any benchmark got) of the re-measured benchmarks, and which those were."""
 
     result: GateResult
     records: tuple[RunRecord, ...]
@@ -169,9 +165,7 @@ def resolve_ab_ref(history: GitHistory | None, *, ab_ref: str, base_sha: str, ag
     if history is None:
         raise UsageError("--mode ab needs a git checkout (the base commit is measured from it)")
     tried = []
-    for other in (base_sha, f"origin/{against}", against):
-        if not other:
-            continue
+    for other in [x for x in (base_sha, f"origin/{against}", against) if x]:
         tried.append(other[:12] if other == base_sha else other)
         if history.resolve(other):
             found = history.merge_base("HEAD", other)
@@ -200,8 +194,7 @@ def _open(result: GateResult, method: str) -> set[str]:
 
 
 def _seconds_per_repeat(record: RunRecord) -> float:
-    """Seconds one repeat of ``record`` took; for the head run of an A/B pair, one pair (its
-    start and end span both sides' repeats)."""
+    """Seconds one repeat of ``record`` took (of an A/B pair's head run: one pair)."""
     repeats = max(record.spec.repeats, 1)
     return max((record.finished_at - record.started_at).total_seconds(), 0.0) / repeats
 
@@ -215,23 +208,12 @@ class _Check:
     store: SqlStore
     budget: Budget
     git: GitContext
-    ci: CIContext
     against: str
-    trace_root: Path
     base_sha: str
     history: GitHistory | None
     progress: ProgressFn | None
-    warn: ProgressFn | None
-
-    def recording(self) -> dict[str, Any]:
-        """How the runs are measured and recorded (``run_and_record``'s keywords)."""
-        return dict(
-            git=self.git,
-            ci=self.ci,
-            trace_root=self.trace_root,
-            progress=self.progress,
-            warn=self.warn,
-        )
+    recording: dict[str, Any]
+    """How the runs are measured and recorded (``run_and_record``'s keywords)."""
 
     def judge(self, runs: Sequence[RunRecord], alpha: Levels = ALPHA) -> GateResult:
         return compare_records(
@@ -285,20 +267,8 @@ def run_check(
         # a base branch without runs fails the gate: say so before measuring, not after
         check_base_branch(config, store, against)
     began = datetime.now(timezone.utc)
-    job = _Check(
-        config,
-        specs,
-        store,
-        budget,
-        git,
-        ci,
-        against,
-        trace_root,
-        base_sha,
-        history,
-        progress,
-        warn,
-    )
+    how = dict(git=git, ci=ci, trace_root=trace_root, progress=progress, warn=warn)
+    job = _Check(config, specs, store, budget, git, against, base_sha, history, progress, how)
     try:
         if mode == "ab":
             ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
@@ -344,7 +314,7 @@ def _check_history(job: _Check, *, sys_path: Sequence[str]) -> CheckOutcome:
     """``history`` mode: the head's runs, the gate, then more repeats for the benchmarks the
     plain gate left open, both looks at the level of the confirmation
     (:func:`perfgate.app.record.confirm_and_record`)."""
-    records = run_and_record(job.config, job.specs, job.store, sys_path=sys_path, **job.recording())
+    records = run_and_record(job.config, job.specs, job.store, sys_path=sys_path, **job.recording)
     plain = job.judge(records)
     by_name = {s.name: s for s in job.specs}
     looked = second_look(plain.comparisons, method="history", regression_stands=False)
@@ -386,9 +356,7 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
     until it is decided or the budget is spent (:mod:`perfgate.stats.looks`)."""
     budget = job.budget
     started = clock()  # the budget is the whole check's: the first pairs spend it too
-    pairs = run_ab_and_record(
-        job.config, job.specs, job.store, ref=ref, repo=repo, **job.recording()
-    )
+    pairs = run_ab_and_record(job.config, job.specs, job.store, ref=ref, repo=repo, **job.recording)
     heads = [head for _, head in pairs]
     by_name = {s.name: s for s in job.specs}
     plain = job.judge(heads)
@@ -456,8 +424,7 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
 
 
 def _tests(result: GateResult) -> int:
-    """The noisy deciding tests of a gate (every benchmark's, re-measurable or not): the
-    ``tests`` its looks' level is for."""
+    """The noisy deciding tests of a gate (every benchmark's): what its looks' level is for."""
     return sum(1 for c in deciding(result.comparisons) if c.p_value is not None) or 1
 
 
@@ -530,8 +497,7 @@ def _why(
     extra: int,
     contended: bool,
 ) -> str:
-    """Why ``rows`` (history mode, or a paired benchmark no look was spent on) stayed open,
-    and what would settle them, in words."""
+    """Why ``rows`` (history mode, or a paired benchmark no look was spent on) stayed open."""
     worst = max(rows, key=lambda c: c.mde_pct if c.mde_pct is not None else math.inf)
     paired = worst.method == "paired"
     runs = len(worst.baseline_run_ids)

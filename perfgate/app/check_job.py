@@ -87,7 +87,7 @@ def run_check_job(
         RunnerError: a benchmark failed, or the check was stopped by a signal.
     """
     from perfgate.app.check import remeasured_line, resolve_ab_ref, run_check
-    from perfgate.app.context import detect_base_sha, detect_ci_context, open_git_history
+    from perfgate.app.context import detect_ci_context, detect_pr_base
     from perfgate.app.gate_job import conclude_gate
     from perfgate.app.record import check_writable
     from perfgate.store import open_store
@@ -97,13 +97,12 @@ def run_check_job(
     cwd = Path.cwd() if request.cwd is None else request.cwd
     specs = request.measure.specs(config)
     git = request.measure.git(env, cwd)
-    history = open_git_history(cwd)
-    base = detect_base_sha(env, base_sha=request.base_sha, git=history)
+    pr = detect_pr_base(env, cwd, base_sha=request.base_sha)
     where = suite_dir(request.suite, cwd)
     against = request.against or git.base_branch or config.base_branch
     ab_ref = request.ab_ref
     if request.mode == "ab":
-        ab_ref = resolve_ab_ref(history, ab_ref=ab_ref or "", base_sha=base, against=against)
+        ab_ref = resolve_ab_ref(pr.git, ab_ref=ab_ref or "", base_sha=pr.sha, against=against)
     with open_store(config.database_url) as store:
         check_writable(store, specs, request.measure.trace_dir)
         checked = run_check(
@@ -118,8 +117,8 @@ def run_check_job(
             trace_root=request.measure.trace_dir,
             repo=where,
             sys_path=[str(where), str(cwd)],
-            base_sha=base,
-            history=history,
+            base_sha=pr.sha,
+            history=pr.git,
             ab_ref=ab_ref or "",
             progress=progress,
             warn=warn,

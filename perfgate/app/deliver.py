@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 from perfgate.app.files import write_atomic
 from perfgate.config import Config
 from perfgate.errors import PerfgateError, ReportError, UsageError
-from perfgate.models import GateResult, Verdict
+from perfgate.models import GateResult, RunRecord, Verdict
 from perfgate.reporters.forges import (
     FORGES,
     MAX_CHARS_ANY,
@@ -193,23 +194,20 @@ def build_report(
     The commit shown is the judged runs' (when they share one), else ``commit``. The testbed
     is ``options.testbed``, else the configured host label, else the judged runs' device.
     """
-    environments: dict[str, dict[str, Any]] = {}
-    commits: set[str] = set()
-    testbeds: list[str] = []
-    timed_by: set[bool] = set()  # runner-timed or not, per run: ingested when none was
+    runs: list[RunRecord] = []
     for run_id in dict.fromkeys(c.current_run_id for c in result.comparisons):
-        try:
-            run = store.get_run(run_id)
-        except PerfgateError:  # an unsaved run: its environment is just not shown
-            continue
+        with suppress(PerfgateError):  # an unsaved run: its environment is just not shown
+            runs.append(store.get_run(run_id))
+    environments: dict[str, dict[str, Any]] = {}
+    for run in runs:
         environments.setdefault(run.fingerprint.key(), run.fingerprint.to_dict())
-        timed_by.add(run.fingerprint.runner_timed)
-        testbeds.append(run.fingerprint.testbed())
-        commits.add(run.git.commit)
+    commits = {run.git.commit for run in runs}
     if len(commits) == 1 and next(iter(commits)):
         commit = next(iter(commits))  # what was measured
-    testbed = options.testbed or config.host_label or (testbeds[0] if testbeds else "")
-    ingested = timed_by == {False}
+    testbed = (
+        options.testbed or config.host_label or (runs[0].fingerprint.testbed() if runs else "")
+    )
+    ingested = bool(runs) and not any(run.fingerprint.runner_timed for run in runs)
     ctx = ReportContext(
         project=config.project,
         suite=Path(options.suite_path).name if options.suite_path else "default",
@@ -366,13 +364,9 @@ FORK_CONTEXT = "perfgate (fork PR)"
 """The status name ``comment --from`` sets: its own, never one from the report directory
 (which an unprivileged fork's job wrote), so it cannot pass for a required check."""
 
-CONCLUSIONS = {
-    **{"success": "success", "failure": "failure", "neutral": "success"},
-    **dict.fromkeys(
-        ("cancelled", "timed_out", "skipped", "action_required", "stale", "startup_failure"),
-        "error",
-    ),
-}
+CONCLUSIONS = {"success": "success", "failure": "failure", "neutral": "success"} | dict.fromkeys(
+    ("cancelled", "timed_out", "skipped", "action_required", "stale", "startup_failure"), "error"
+)
 """The fork job's conclusion (``github.event.workflow_run.conclusion``) -> the status state."""
 
 _MARKER = re.compile(r"<!-- perfgate:report project=[^\s<>]+ suite=[^\s<>]+ testbed=[^\s<>]+ -->")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +39,8 @@ def _profile_scalars(run: RunRecord, step: int) -> list[Scalar]:
         for op in profile.top_ops(TOP_OPS)
     ]
     parts = profile.breakdown.to_dict() if profile.breakdown is not None else {}  # ms per step
-    for part, ms in parts.items():
-        if ms is not None:
-            out.append(Scalar(tag("breakdown", part), step, float(ms), wall))
-    return out
+    breakdown = [(part, float(ms)) for part, ms in parts.items() if ms is not None]
+    return out + [Scalar(tag("breakdown", part), step, ms, wall) for part, ms in breakdown]
 
 
 def export_tensorboard(
@@ -103,8 +100,7 @@ def write_events(directory: Path, scalars: Sequence[Scalar]) -> Path:
     write_atomic(path, data)
     for old in directory.iterdir():
         if old != path and is_event_file(old):
-            with suppress(FileNotFoundError):
-                old.unlink()
+            old.unlink(missing_ok=True)
     return path
 
 
@@ -113,7 +109,6 @@ def latest_values(
 ) -> list[LatestValue]:
     """The latest run's centre of every (benchmark, metric, testbed) on ``branch`` (default:
     the base branch), each with its testbed in words and its fingerprint key."""
-
     on = branch or config.base_branch
     out: list[LatestValue] = []
     for name in select_benchmarks(config, store, benchmarks, on):

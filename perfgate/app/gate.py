@@ -189,7 +189,6 @@ class GateReads:
 
     @classmethod
     def read(cls, config: Config, store: SqlStore, benchmark: str | None = None) -> GateReads:
-        """Those of every benchmark, or of ``benchmark`` alone."""
         statuses = store.alert_statuses(project=config.project, benchmark=benchmark)
         if benchmark is None:
             resets = store.baseline_resets(project=config.project)
@@ -233,8 +232,8 @@ def baseline_window(
     gate scans its benchmarks' series net of the job factor they share
     (:func:`compare_records`)."""
     reads = GateReads.read(config, store, benchmark)
-    read = _window_read(config, store, reads, benchmark, fingerprint_key, against, None, ())
-    return read.cut(config)
+    selection = _selection(config, reads, benchmark, fingerprint_key, against, None, ())
+    return _window_read(config, store, reads, selection).cut(config)
 
 
 @dataclass(frozen=True)
@@ -261,25 +260,18 @@ class _WindowRead:
 
 
 def _window_read(
-    config: Config,
-    store: SqlStore,
-    reads: GateReads,
-    benchmark: str,
-    key: str,
-    against: str,
-    before: datetime | None,
-    excluded: Sequence[str],
+    config: Config, store: SqlStore, reads: GateReads, selection: dict[str, Any]
 ) -> _WindowRead:
-    selection = _selection(config, reads, benchmark, key, against, before, excluded)
+    """What the window of the runs ``selection`` (:func:`_selection`) picks is cut from."""
     points, centres = store.history_and_centres(
         **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
     )
     others: dict[str, Fingerprint] = {}
     if not points:
         fingerprints = store.fingerprints(
-            project=config.project, benchmark=benchmark, branch=against
+            project=config.project, benchmark=selection["benchmark"], branch=selection["branch"]
         )
-        others = {k: fp for k, fp in fingerprints.items() if k != key}
+        others = {k: fp for k, fp in fingerprints.items() if k != selection["fingerprint_key"]}
     return _WindowRead(points, centres, others, reads.invalid)
 
 
@@ -449,8 +441,7 @@ def _shown_beside(
 def _judge(
     config: Config, record: RunRecord, window: Window, against: str, alpha: float = ALPHA
 ) -> _Judged:
-    """The candidates (and the comparisons fixed without statistics) of one run, judged at
-    ``alpha``."""
+    """One run's candidates, judged at ``alpha``, and its comparisons fixed without them."""
     candidates: list[Candidate] = []
     shown: list[Candidate] = []
     fixed: list[Comparison] = []
@@ -522,8 +513,8 @@ def _gate_read(
         before = anchor.started_at + timedelta(microseconds=1)
     excluded = (record.id, *(anchor.tied if anchor else ()))
     key = record.fingerprint.key()
-    read = _window_read(config, store, reads, record.benchmark, key, against, before, excluded)
-    return read, anchor, why
+    selection = _selection(config, reads, record.benchmark, key, against, before, excluded)
+    return _window_read(config, store, reads, selection), anchor, why
 
 
 def compare_records(
@@ -582,16 +573,11 @@ def compare_records(
         for record in records:
             window_read, anchor, why = read[record.id]
             window = window_read.cut(config, netted[record.id])
-            if why:
-                notes.append((record.benchmark, why))
-            if anchor is not None:
-                notes.extend(
-                    (record.benchmark, n) for n in _anchor_notes(config, against, anchor, window)
-                )
             judged.append(_judge(config, record, window, against, _level(alpha, record.benchmark)))
             wall_decides = "step_time_ms" not in judged[-1].shown_metrics
-            if contended := contention_note(record, deciding_wall=wall_decides):
-                notes.append((record.benchmark, contended))
+            contended = contention_note(record, deciding_wall=wall_decides)
+            anchored = _anchor_notes(config, against, anchor, window) if anchor else []
+            notes += [(record.benchmark, n) for n in (why, *anchored, contended) if n]
         paired = [r for r in records if r.paired_with]
         comparisons = (*_compared(judged), *_paired(config, store, paired, against, alpha))
         ordered = tuple(sorted(comparisons, key=lambda c: (c.benchmark, c.metric, c.method)))
@@ -620,7 +606,7 @@ def budget_comparisons(
         UsageError, ParseError: the reference file is missing or malformed
             (:func:`perfgate.app.reference.read_reference`).
     """
-    applied = [(r, config.budgets_for(r.benchmark)) for r in records]
+    applied = [(r, budgets) for r in records if (budgets := config.budgets_for(r.benchmark))]
     reference: Reference | None = None
     if any(b.of_reference for _, budgets in applied for b in budgets.values()):
         from perfgate.app.reference import read_reference
@@ -630,8 +616,6 @@ def budget_comparisons(
     comparisons: list[Comparison] = []
     notes: list[tuple[str, str]] = []
     for record, budgets in applied:
-        if not budgets:
-            continue
         judged = judge_budgets(record, budgets, reference)
         comparisons.extend(judged.comparisons)
         notes.extend((record.benchmark, n) for n in judged.notes)
@@ -714,8 +698,7 @@ def _advice(
     from perfgate.app.advise import findings_for
 
     def base_of(record: RunRecord, mine: Sequence[Comparison]) -> RunRecord | None:
-        """The run ``record``'s findings are judged against: its window's newest, else the
-        base branch's latest (read only for a run with findings)."""
+        # its window's newest, else the base branch's latest (read only for a run with findings)
         newest = [c.baseline_run_ids[-1] for c in mine if c.baseline_run_ids]
         if newest:
             try:
@@ -790,8 +773,7 @@ def _work_window(mine: Sequence[Comparison]) -> tuple[str, ...]:
 
 
 def _attributable(c: Comparison) -> bool:
-    """Whether a comparison gets an attribution: a time in ms (the profiles' unit) that
-    regressed or improved."""
+    """A time in ms (the profiles' unit) that regressed or improved."""
     return (
         c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
         and c.unit == TIME_UNIT
@@ -851,9 +833,7 @@ def _paired(
 
 
 def gate_failed(config: Config, result: GateResult) -> bool:
-    """Whether the gate fails: any deciding comparison whose verdict the policy fails on
-    (a budget breached fails it under the default ``fail_on``, not under one that leaves
-    ``over_budget`` out)."""
+    """Whether any deciding comparison's verdict is one the policy (``fail_on``) fails on."""
     return decide.gate_fails(result.comparisons, config.fail_on)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from contextlib import ExitStack
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,12 +81,8 @@ class GateRequest:
 
 
 def check_fail_on(fail_on: frozenset[Verdict] | None) -> None:
-    """Refuse a request's empty ``fail_on``, as ``--fail-on`` and the suite do: it would fail
-    on nothing, the gate silently switched off (a script's ``fail_on=frozenset()``).
-
-    Raises:
-        ConfigError: ``fail_on`` is an empty set.
-    """
+    """ConfigError for an empty ``fail_on``, as ``--fail-on`` and the suite refuse it: it
+    would fail on nothing, the gate silently switched off."""
     if fail_on is not None and not fail_on:
         known = ", ".join(v.value for v in Verdict)
         raise ConfigError(f"fail_on: empty; give at least one verdict from {known}")
@@ -111,11 +107,8 @@ class GateOutcome:
 
 
 def parse_fail_on(text: str) -> frozenset[Verdict]:
-    """``regression,inconclusive`` (``--fail-on``): the verdicts that fail the gate.
-
-    Raises:
-        ConfigError: the list is empty or names something that is not a verdict.
-    """
+    """``regression,inconclusive`` (``--fail-on``): the verdicts that fail the gate
+    (ConfigError: empty, or not verdicts)."""
     names = [x.strip() for x in text.split(",") if x.strip()]
     known = ", ".join(v.value for v in Verdict)
     if not names:
@@ -201,8 +194,6 @@ def run_gate(request: GateRequest) -> GateOutcome:
                 alpha=stored_levels(records),
                 against=request.against,
             )
-            alerts: tuple[Alert, ...] = ()
-            warnings: tuple[str, ...] = ()
         else:
             from perfgate.app.gate import compare
 
@@ -215,7 +206,8 @@ def run_gate(request: GateRequest) -> GateOutcome:
                 base_sha=base.sha,
                 git=base.git,
             )
-            alerts, warnings = _alerts(config, store, result) if request.alerts else ((), ())
+        wanted = request.alerts and request.baseline_file is None  # files record no alerts
+        alerts, warnings = _alerts(config, store, result) if wanted else ((), ())
         outcome = conclude_gate(
             config,
             result,
@@ -279,12 +271,10 @@ def conclude_gate(
         if commit is None:
             cwd = Path.cwd() if cwd is None else cwd
             commit = detect_git_context(env, cwd, branch=branch).commit
-        with ExitStack() as stack:
-            if store is None:
-                store = stack.enter_context(open_store(config.database_url))
+        with nullcontext(store) if store is not None else open_store(config.database_url) as db:
             done = deliver_gate(
                 config,
-                store,
+                db,
                 result,
                 failed=failed,
                 env=env,

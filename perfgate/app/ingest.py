@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -458,23 +458,6 @@ def build_result_records(
 # --- reading and recording -----------------------------------------------------------------
 
 
-class ReadIngest(NamedTuple):
-    """A profile or result file read and checked, its run built but not stored
-    (:func:`read_ingest`)."""
-
-    record: RunRecord
-    profiled: Profiled | None
-    advisor_problem: str | None
-    advisor_version: str | None
-    format: str = ""
-    path: Path | None = None
-    notes: tuple[str, ...] = ()
-    others: tuple[RunRecord, ...] = ()
-    """The other runs of a result file of several benchmarks, stored with ``record``."""
-    step_times_path: Path | None = None
-    """The ``--step-times`` file the profile's step time was read from."""
-
-
 LONG_INGEST_BYTES = 8 * 1024 * 1024
 """A profile at least this large (all its files) is read with progress lines: a 38 MB trace
 takes long enough that a silent CI log looks hung."""
@@ -501,10 +484,11 @@ def read_ingest(
     advisor: bool = True,
     advisor_timeout_s: float = 300.0,
     progress: Callable[[str], None] | None = None,
-) -> ReadIngest:
+) -> IngestResult:
     """Read the profile (or result file) at ``path``, run the Ascend advisor on a profile
     (a failing one is reported, not fatal) and build its run (a result file's runs), without
-    touching the store, so that a file that cannot be read never opens (or creates) one.
+    touching the store, so that a file that cannot be read never opens (or creates) one: its
+    result before it is recorded (no findings, no reference).
     ``progress`` gets a line before and after reading a large profile
     (:data:`LONG_INGEST_BYTES`) and before the advisor runs."""
     path = Path(path)
@@ -529,7 +513,8 @@ def read_ingest(
         records, notes = build_result_records(result, **where)
         if not records[0].git.branch:
             raise UsageError(_NO_BRANCH)
-        return ReadIngest(records[0], None, None, None, fmt, path, notes, others=records[1:])
+        first, *rest = (IngestResult(r, None, format=fmt, path=path) for r in records)
+        return replace(first, notes=notes, others=tuple(rest))
     if not git.branch:
         raise UsageError(_NO_BRANCH)
     if fmt == FORMAT_AIS_BENCH:
@@ -539,7 +524,7 @@ def read_ingest(
         record, notes = build_ais_bench_record(
             parse_ais_bench(path), **where, ais_bench_version=ais, cann_version=cann
         )
-        return ReadIngest(record, None, None, None, FORMAT_AIS_BENCH, path, notes)
+        return IngestResult(record, None, format=FORMAT_AIS_BENCH, path=path, notes=notes)
     step_times = read_step_times(step_times_file) if step_times_file is not None else None
     size = _input_bytes(path) if progress is not None else 0
     if progress is not None and size >= LONG_INGEST_BYTES:
@@ -549,26 +534,24 @@ def read_ingest(
     if progress is not None and size >= LONG_INGEST_BYTES:
         steps = max((r.steps for r in ranks), default=0)
         progress(f"read {path}: {profiled.format}, {len(ranks)} rank(s), {steps} step(s)")
-    findings: tuple[Finding, ...] = ()
-    problem: str | None = None
-    version: str | None = None
-    if profiled.format == FORMAT_ASCEND and advisor:
-        from perfgate.advisor import msprof
+    from perfgate.advisor import msprof
 
+    outcome = msprof.AdvisorOutcome()  # none: the advisor runs on an Ascend profile only
+    if profiled.format == FORMAT_ASCEND and advisor:
         one = len(ranks) == 1 and ranks[0].rank is not None
         location = f"rank {ranks[0].rank}" if one else f"{len(ranks)} ranks" if ranks[1:] else ""
         if progress is not None:
             progress(f"running msprof-analyze's advisor (up to {advisor_timeout_s:.0f} s)")
         outcome = msprof.run(path, location=location, timeout_s=advisor_timeout_s)
-        findings, problem, version = outcome.findings, outcome.problem, outcome.version
+    findings = outcome.findings
     record = build_ingest_record(profiled, **where, step_times=step_times, findings=findings)
-    return ReadIngest(
+    return IngestResult(
         record,
         profiled,
-        problem,
-        version,
-        profiled.format,
-        profiled.path,
+        outcome.problem,
+        outcome.version,
+        format=profiled.format,
+        path=profiled.path,
         step_times_path=step_times_file,
     )
 
@@ -576,34 +559,27 @@ def read_ingest(
 def record_ingest(
     config: Config,
     store: SqlStore,
-    read: ReadIngest,
+    read: IngestResult,
     *,
     reference: Mapping[str, Mapping[str, float]] | None = None,
     reference_path: Path | None = None,
 ) -> IngestResult:
     """Store what :func:`read_ingest` built, with its findings against the base run, beside
     the official figures of ``reference`` (:func:`perfgate.app.reference.read_reference`)."""
-    saved = store.save_runs([read.record, *read.others])
+    saved = store.save_runs([r.record for r in read.runs])
 
-    def result(record: RunRecord, notes: tuple[str, ...]) -> IngestResult:
-        return IngestResult(
-            record,
-            read.profiled,
-            read.advisor_problem,
-            read.advisor_version,
-            findings_for(config, record, base_run(config, store, record)),
-            format=read.format,
-            path=read.path,
+    def recorded(one: IngestResult, notes: tuple[str, ...]) -> IngestResult:
+        record = one.record
+        return replace(
+            one,
+            findings=findings_for(config, record, base_run(config, store, record)),
             notes=notes,
             reference=compare_to_reference(record, reference) if reference is not None else (),
             reference_path=reference_path,
-            step_times_path=read.step_times_path,
         )
 
-    first = result(read.record, (*read.notes, *saved))  # saved: a clock far from the store's
-    if not read.others:
-        return first
-    return replace(first, others=tuple(result(r, ()) for r in read.others))
+    first = recorded(read, (*read.notes, *saved))  # saved: a clock far from the store's
+    return replace(first, others=tuple(recorded(r, ()) for r in read.others))
 
 
 def ingest_and_record(

@@ -45,8 +45,7 @@ ProgressFn = Callable[[str], None]
 
 
 def _profile(trace_path: str | None) -> ProfileSummary | None:
-    """The profiled window's summary: a torch.profiler trace file, or the directory the NPU
-    backend's torch_npu profiler wrote (one ``*_ascend_pt`` inside)."""
+    """The profiled window's summary (a torch.profiler trace, or a torch_npu directory)."""
     if trace_path is None:
         return None
     return read_profile(Path(trace_path)).ranks[0]
@@ -151,6 +150,7 @@ def run_and_record(
     """
     _runnable(specs, git)
     build = partial(build_record, project=config.project, ci=ci, host_label=config.host_label)
+    say: ProgressFn = warn or (lambda line: None)
     records = []
     for spec in specs:
         run_id = uuid.uuid4().hex
@@ -162,8 +162,7 @@ def run_and_record(
             launch=launch,
         )
         if not outcome.repeats:
-            if warn is not None:
-                warn(f"{spec.name}: rank 0 ran on another node; that node records the run")
+            say(f"{spec.name}: rank 0 ran on another node; that node records the run")
             continue
         try:
             record = build(outcome, run_id=run_id, git=git)
@@ -171,8 +170,7 @@ def run_and_record(
             raise ParseError(f"benchmark {spec.name}: profiled window unreadable: {exc}") from exc
         record = with_advisor_findings(record, outcome.trace_path, warn)
         for note in store.save_run(record):  # a runner clock far from the store's
-            if warn is not None:
-                warn(note)
+            say(note)
         records.append(record)
     return records
 

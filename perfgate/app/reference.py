@@ -91,15 +91,11 @@ def compare_to_reference(
     rows = []
     for metric, official in figures.items():
         m = record.measurement(metric)
-        spec = lookup(metric)
-        if m is not None:
-            unit, direction = m.unit, m.direction
-        elif spec is not None:
-            unit, direction = spec.unit, spec.direction
-        else:
+        known = m if m is not None else lookup(metric)
+        if known is None:
             continue  # neither measured nor in the catalogue: no direction to judge it by
         value = None if m is None else m.summary.centre
-        rows.append(ReferenceRow(metric, unit, direction, float(official), value))
+        rows.append(ReferenceRow(metric, known.unit, known.direction, float(official), value))
     return tuple(rows)
 
 

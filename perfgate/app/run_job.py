@@ -146,6 +146,7 @@ def run_benchmarks(
     git = request.measure.git(env, cwd)
     trace_dir = request.measure.trace_dir
     where = suite_dir(request.suite, cwd)
+    sys_path = [str(where), str(cwd)]
     with open_store(config.database_url) as store:
         record.check_writable(store, specs, None if request.confirm is not None else trace_dir)
         if request.confirm is not None:
@@ -161,7 +162,7 @@ def run_benchmarks(
                 branch=git.branch,
                 against=request.against or git.base_branch or config.base_branch,
                 extra=request.confirm,
-                sys_path=[str(where), str(cwd)],
+                sys_path=sys_path,
                 progress=progress,
                 base_sha=base.sha,
                 git=base.git,
@@ -177,7 +178,6 @@ def run_benchmarks(
                 config, specs, store, ref=request.ab_ref, repo=where, **how
             )
             return RunOutcome(tuple(r for pair in pairs for r in pair))
-        sys_path = [str(where), str(cwd)]
         records = record.run_and_record(
             config, specs, store, sys_path=sys_path, launch=request.launch, **how
         )

@@ -73,8 +73,7 @@ def latest_verdicts(
     config: Config, store: SqlStore, branch: str, names: Sequence[str]
 ) -> GateResult:
     """Each named benchmark's latest run on ``branch`` judged against the runs before it,
-    in one gate (``perfgate compare --branch B --against B``): its comparisons and the work
-    that changed (operators whose calls per step moved)."""
+    in one gate (``perfgate compare --branch B --against B``)."""
     if not names:
         return GateResult(branch, branch, Verdict.NO_BASELINE, comparisons=())
     return compare(config, store, branch=branch, against=branch, benchmarks=names)

@@ -1,12 +1,8 @@
-"""The use cases over the stored history and the team's workflow, one per command.
-
-``history``, ``history analyze``, ``noise``, ``report``, ``export``, ``advise``, ``db``,
-``alerts``, ``baseline`` and ``runs``: each function opens the config's store (read-only
-commands never create one: a mistyped SQLite path is an error, not a new, empty store),
-does the command's whole job with the use case that owns it (:mod:`perfgate.app.history`,
-:mod:`~perfgate.app.triage`, :mod:`~perfgate.app.site`, :mod:`~perfgate.app.export`,
-:mod:`~perfgate.app.advise`, :mod:`~perfgate.app.baselines`) and returns what the command
-renders. Nothing here prints.
+"""The use cases over the stored history and the team's workflow, one per command
+(``history``, ``noise``, ``report``, ``export``, ``advise``, ``db``, ``alerts``, ``baseline``,
+``runs``): each opens the config's store (read-only commands never create one: a mistyped
+SQLite path is an error, not a new, empty store), does the command's whole job with the use
+case that owns it and returns what the command renders. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -72,11 +68,7 @@ def show_history(
     config: Config, *, benchmark: str | None, branch: str | None, metric: str, limit: int
 ) -> list[RunPoint]:
     """``perfgate history``: :func:`perfgate.app.history.metric_history` (empty where
-    nothing is stored for the selection).
-
-    Raises:
-        UsageError: runs are stored, and none has ``metric`` (the message names theirs).
-    """
+    nothing is stored; UsageError where runs are stored and none has ``metric``)."""
     from perfgate.app.history import stored_points
 
     with _store(config) as store:

@@ -27,10 +27,6 @@ def gate_alerts(config: Config, result: GateResult) -> tuple[Comparison, ...]:
     return alerts_raised(result.comparisons, on_base_branch=result.branch == config.base_branch)
 
 
-def _utcnow(now: datetime | None) -> datetime:
-    return now if now is not None else datetime.now(timezone.utc)
-
-
 def record_alerts(
     config: Config,
     store: SqlStore,
@@ -90,7 +86,7 @@ def record_alerts(
             )
     if not found:
         return []
-    return store.record_alerts(found, now=_utcnow(now))
+    return store.record_alerts(found, now=now or datetime.now(timezone.utc))
 
 
 TRIAGE_ACTIONS = {"ack": "acknowledged", "fixed": "fixed", "reopen": "untriaged"}
@@ -132,7 +128,7 @@ def triage_alert(
         action=action,
         by=by,
         reason=reason,
-        now=_utcnow(now),
+        now=now or datetime.now(timezone.utc),
     )
 
 
@@ -153,7 +149,7 @@ def prune(
     return store.prune(
         project=config.project,
         baseline_window=config.baseline_window,
-        now=_utcnow(now),
+        now=now or datetime.now(timezone.utc),
         keep_days=keep_days,
         keep_runs=keep_runs,
         dry_run=dry_run,
@@ -202,5 +198,5 @@ def reset_baseline(
         branch=branch or config.base_branch,
         by=by,
         reason=reason,
-        now=_utcnow(now),
+        now=now or datetime.now(timezone.utc),
     )
