@@ -30,96 +30,62 @@ from perfgate.lazy import lazy_exports
 __version__ = "0.1.0"
 
 _API = {
-    # configuration and the store
     "Config": "perfgate.config",
     "load_config": "perfgate.config",
     "open_store": "perfgate.app",
-    # what to run, and recording it
-    "benchmark_specs": "perfgate.app.specs",
     "detect_git_context": "perfgate.app",
     "detect_ci_context": "perfgate.app",
     "run_and_record": "perfgate.app",
     "run_ab_and_record": "perfgate.app",
     "confirm_and_record": "perfgate.app",
-    "ingest_and_record": "perfgate.app.ingest",
-    # a command's whole job: judging, alerts, CI outputs and delivery (``perfgate gate``)
     "GateRequest": "perfgate.app",
     "GateOutcome": "perfgate.app",
     "run_gate": "perfgate.app",
-    # judging
     "compare": "perfgate.app",
     "compare_records": "perfgate.app",
     "gate_failed": "perfgate.app",
     "noise": "perfgate.app",
-    "judge": "perfgate.stats.judge",
-    "Judgement": "perfgate.stats.judge",
-    # history and the team workflow
     "metric_history": "perfgate.app",
     "analyze_history": "perfgate.app",
     "record_alerts": "perfgate.app",
     "triage_alert": "perfgate.app",
     "prune": "perfgate.app",
-    # explaining
+    "benchmark_specs": "perfgate.app.specs",
+    "ingest_and_record": "perfgate.app.ingest",
+    "judge": "perfgate.stats.judge",
+    "Judgement": "perfgate.stats.judge",
     "advise_path": "perfgate.app.advise",
     "advise_run": "perfgate.app.advise",
 }
-
-__all__ = [
-    "__version__",
-    "Config",
-    "GateOutcome",
-    "GateRequest",
-    "Judgement",
-    "advise_path",
-    "advise_run",
-    "analyze_history",
-    "benchmark_specs",
-    "compare",
-    "compare_records",
-    "confirm_and_record",
-    "detect_ci_context",
-    "detect_git_context",
-    "gate_failed",
-    "ingest_and_record",
-    "judge",
-    "load_config",
-    "metric_history",
-    "noise",
-    "open_store",
-    "prune",
-    "record_alerts",
-    "run_ab_and_record",
-    "run_and_record",
-    "run_gate",
-    "triage_alert",
-]
+__all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:
-    from perfgate.app import (
-        GateOutcome,
-        GateRequest,
-        analyze_history,
-        compare,
-        compare_records,
-        confirm_and_record,
-        detect_ci_context,
-        detect_git_context,
-        gate_failed,
-        metric_history,
-        noise,
-        open_store,
-        prune,
-        record_alerts,
-        run_ab_and_record,
-        run_and_record,
-        run_gate,
-        triage_alert,
-    )
-    from perfgate.app.advise import advise_path, advise_run
-    from perfgate.app.ingest import ingest_and_record
-    from perfgate.app.specs import benchmark_specs
-    from perfgate.config import Config, load_config
-    from perfgate.stats.judge import Judgement, judge
+    from perfgate.app import GateOutcome as GateOutcome
+    from perfgate.app import GateRequest as GateRequest
+    from perfgate.app import analyze_history as analyze_history
+    from perfgate.app import compare as compare
+    from perfgate.app import compare_records as compare_records
+    from perfgate.app import confirm_and_record as confirm_and_record
+    from perfgate.app import detect_ci_context as detect_ci_context
+    from perfgate.app import detect_git_context as detect_git_context
+    from perfgate.app import gate_failed as gate_failed
+    from perfgate.app import metric_history as metric_history
+    from perfgate.app import noise as noise
+    from perfgate.app import open_store as open_store
+    from perfgate.app import prune as prune
+    from perfgate.app import record_alerts as record_alerts
+    from perfgate.app import run_ab_and_record as run_ab_and_record
+    from perfgate.app import run_and_record as run_and_record
+    from perfgate.app import run_gate as run_gate
+    from perfgate.app import triage_alert as triage_alert
+    from perfgate.app.advise import advise_path as advise_path
+    from perfgate.app.advise import advise_run as advise_run
+    from perfgate.app.ingest import ingest_and_record as ingest_and_record
+    from perfgate.app.specs import benchmark_specs as benchmark_specs
+    from perfgate.config import Config as Config
+    from perfgate.config import load_config as load_config
+    from perfgate.stats.judge import Judgement as Judgement
+    from perfgate.stats.judge import judge as judge
 
 
 __getattr__ = lazy_exports(__name__, _API, globals())

@@ -322,32 +322,30 @@ def _parse_metric(name: str, table: Any, source: str) -> MetricPolicy:
             path + ".min_effect_pct",
             f"expected a percentage >= 0 and < {MAX_EFFECT_PCT:g}, got {effect!r}",
         )
-    deterministic = table.get("deterministic", base.deterministic)
-    if not isinstance(deterministic, bool):
-        raise _err(source, path + ".deterministic", "expected true or false")
+    deterministic = _flag(table, "deterministic", base.deterministic, source, path)
     absolute = table.get("min_effect_abs", base.min_effect_abs)
-    if (
-        isinstance(absolute, bool)
-        or not isinstance(absolute, int | float)
-        or not 0 <= absolute < math.inf
-    ):
+    if not _number(absolute):
         raise _err(
             source, path + ".min_effect_abs", f"expected a finite number >= 0, got {absolute!r}"
         )
     # Naming a metric is asking for it to decide: an operator count, which only explains by
     # default (the catalogue's ``decides``), fails the gate in a suite that names it, unless
     # the table says ``decides = false`` (kept shown, with its own tolerance, say).
-    decides = table.get("decides", True)
-    if not isinstance(decides, bool):
-        raise _err(source, path + ".decides", "expected true or false")
-    return MetricPolicy(
-        parsed_direction,
-        float(effect),
-        deterministic,
-        float(absolute),
-        numerics=base.numerics,
-        decides=decides,
+    return replace(
+        base,
+        direction=parsed_direction,
+        min_effect_pct=float(effect),
+        deterministic=deterministic,
+        min_effect_abs=float(absolute),
+        decides=_flag(table, "decides", True, source, path),
     )
+
+
+def _flag(table: Mapping[str, Any], key: str, default: bool, source: str, path: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise _err(source, f"{path}.{key}", "expected true or false")
+    return value
 
 
 def _parse_number_table(

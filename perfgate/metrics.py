@@ -15,7 +15,7 @@ file written by another version, say) is judged by :data:`FALLBACK_POLICY`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -54,44 +54,22 @@ class Samples(str, Enum):
     profile): more repeats do not add to it."""
 
 
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric of the catalogue."""
+@dataclass(frozen=True, kw_only=True)
+class MetricSpec(MetricPolicy):
+    """One metric of the catalogue: its :class:`~perfgate.models.MetricPolicy` (how a
+    comparison judges it before the suite's ``[metrics.NAME]``), and what it is."""
 
     name: str
     unit: str
-    direction: Direction
-    min_effect_pct: float
-    """The smallest change that matters, in % of the baseline."""
     description: str
-    min_effect_abs: float = 0.0
-    """The smallest change that matters in the metric's own unit (points, for a percentage
-    whose baseline is near 0); a change must be at least this and ``min_effect_pct``."""
     samples: Samples = Samples.PER_REPEAT
-    deterministic: bool = False
-    """No noise: any change beyond the tolerance is a change, without a test."""
     steady: bool = False
     """A series of steps whose warm-up transient is found and left out of its summary."""
-    numerics: bool = False
-    """A result that must not move (a loss at step N with a fixed seed): deterministic, and a
-    change beyond the tolerance either way is a ``regression`` of kind ``numerics``."""
-    decides: bool = True
-    """False for an operator count: a change in how much work a step does explains a time
-    verdict ("work changed: +1 aten::clone per step") and never fails a gate alone. One
-    more cheap call can make a step faster (``loss.detach()``), and a slower kernel keeps
-    the count: the time decides. A suite that names it in ``[metrics.NAME]`` opts in."""
 
     @property
     def policy(self) -> MetricPolicy:
-        """How a comparison judges it, before the suite's ``[metrics.NAME]`` overrides."""
-        return MetricPolicy(
-            self.direction,
-            self.min_effect_pct,
-            self.deterministic,
-            self.min_effect_abs,
-            numerics=self.numerics,
-            decides=self.decides,
-        )
+        """Its policy alone, a plain :class:`~perfgate.models.MetricPolicy`."""
+        return MetricPolicy(**{f.name: getattr(self, f.name) for f in fields(MetricPolicy)})
 
 
 _STEP, _RUN = Samples.PER_STEP, Samples.PER_RUN
@@ -106,7 +84,10 @@ def _spec(
     **flags: Any,
 ) -> MetricSpec:
     """The catalogue's entry of ``name``, described by :data:`_ABOUT`."""
-    return MetricSpec(name, unit, direction, min_effect_pct, _ABOUT[name], samples=samples, **flags)
+    about = _ABOUT[name]
+    return MetricSpec(
+        direction, min_effect_pct, name=name, unit=unit, description=about, samples=samples, **flags
+    )
 
 
 def _utilisation(name: str) -> MetricSpec:

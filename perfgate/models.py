@@ -114,16 +114,13 @@ class Fingerprint(Serial):
 
     @property
     def runner_timed(self) -> bool:
-        """Whether perfgate's runner measured the run, rather than a file being ingested: the
-        one place that tells (the advisor's profiler overhead, the comment's reproduce
-        steps)."""
+        """Whether perfgate's runner measured the run, rather than a file being ingested."""
         return self.timing_method == RUNNER_TIMING
 
     def testbed(self) -> str:
-        """The testbed in words: ``npu:Ascend910B4 x8 on ci-npu-01`` (device kind and model,
-        the count when above one, the host label when set); a run whose file named no device
-        (an ingested metrics file) is ``host:`` its CPU model. The one place that says it:
-        the PR comment's marker and the Prometheus label use it."""
+        """The testbed in words: ``npu:Ascend910B4 x8 on ci-npu-01`` (the count when above
+        one, the host label when set); a run whose file named no device is ``host:`` its CPU
+        model. The PR comment's marker and the Prometheus label use it."""
         kind = self.device_kind or "host"
         text = f"{kind}:{self.device_model or self.cpu_model or 'unknown'}"
         if self.device_count > 1:
@@ -133,7 +130,7 @@ class Fingerprint(Serial):
         return text
 
     def differences(self, other: Fingerprint) -> list[str]:
-        """Human-readable list of comparable fields that differ, ``field: mine != theirs``."""
+        """The comparable fields that differ, in words (``field: theirs in baseline, mine now``)."""
         mine, theirs = self.comparable(), other.comparable()
         out: list[str] = []
         for name in self.COMPARABLE_FIELDS:
@@ -165,7 +162,8 @@ class MetricPolicy:
     decides: bool = True
     """False: the metric explains and is shown, but never decides a gate (an operator
     count: a changed count is named beside the time verdict, "work changed", and fails
-    nothing alone). The catalogue's default for counts; a suite that names the metric in
+    nothing alone: one more cheap call can make a step faster, a slower kernel keeps the
+    count). The catalogue's default for counts; a suite that names the metric in
     ``[metrics.NAME]`` opts in to its deciding (``decides = false`` there keeps it shown)."""
 
     def min_effect_pct_at(self, baseline: float, *, falling: bool = False) -> float:
@@ -196,12 +194,8 @@ by default, so a run with them is compared against the runs without them."""
 
 @dataclass(frozen=True)
 class BenchmarkSpec(Serial):
-    """One benchmark to run: a built-in workload or a user ``module:function`` entry.
-
-    ``params`` are passed to the workload. Those named in ``treatment_params`` are knobs that
-    stand in for a code change (``slowdown``): they are recorded but kept out of the
-    fingerprint, so a run with them is compared against runs without them.
-    """
+    """One benchmark to run: a built-in workload or a user ``module:function`` entry, with
+    the ``params`` passed to it (those in ``treatment_params``: see :data:`TREATMENT_PARAMS`)."""
 
     name: str
     workload: str | None = None
@@ -222,7 +216,6 @@ class BenchmarkSpec(Serial):
     """Processes (ranks) per node; above 1 (or with ``nnodes`` above 1) the benchmark runs
     under torchrun, one rank per device."""
     nnodes: int = 1
-    """Nodes of a multi-node torchrun job."""
     timeout_s: float = 900.0
     """The most one repeat (one worker process, or one torchrun job) may take; a repeat
     that outlives it is killed and the run fails (exit 3). Well under a CI job's limit."""
@@ -1222,7 +1215,6 @@ class IngestResult:
     format: str = ""
     """What was read: the profile's format (``ascend``, ``torch_trace``) or ``ais_bench``."""
     path: Path | None = None
-    """The path given."""
     notes: tuple[str, ...] = ()
     """For a result file: what it did not say and what was not recorded (a profile's notes
     are on its summaries)."""

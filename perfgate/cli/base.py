@@ -126,32 +126,14 @@ class StoreFlags:
     def config(self, **more: Any) -> Config:
         """The configuration these flags (and ``more`` of :func:`~perfgate.config.load_config`'s
         arguments) select."""
-        return _config(self.suite, self.db_url, self.project, **more)
+        from perfgate.config import load_config
 
-
-def store_options(func: F) -> F:
-    """Options every command that reads the store shares, handed to ``func`` as one
-    ``store`` (:class:`StoreFlags`)."""
-
-    @functools.wraps(func)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        flags = StoreFlags(kwargs.pop("suite"), kwargs.pop("db_url"), kwargs.pop("project"))
-        return func(*args, store=flags, **kwargs)
-
-    return options(
-        click.option(
-            "--db",
-            "db_url",
-            metavar="URL",
-            help="Store URL (default sqlite:///.perfgate/perfgate.db; env PERFGATE_DATABASE_URL).",
-        ),
-        click.option(
-            "--suite",
-            type=PathType(dir_okay=False),
-            help="Suite file (default ./perfgate.toml or [tool.perfgate] in ./pyproject.toml).",
-        ),
-        click.option("--project", help="Project name (env PERFGATE_PROJECT)."),
-    )(cast(F, command))
+        if self.suite is not None and not self.suite.is_file():
+            raise ConfigError(f"{self.suite}: suite file not found")
+        if self.project is not None and not self.project.strip():
+            # an unset variable ("--project $PROJECT") would file the runs under a blank project
+            raise ConfigError("--project: an empty project name; give one or leave the flag out")
+        return load_config(self.suite, database_url=self.db_url, project=self.project, **more)
 
 
 def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
@@ -165,15 +147,41 @@ def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
-def _config(suite: Path | None, db_url: str | None, project: str | None, **kw: Any) -> Config:
-    from perfgate.config import load_config
+def grouped(name: str, make: Callable[..., Any], *decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """:func:`options` whose values reach the command as one argument ``name``: ``make``
+    called with them by their parameter names."""
+    probe = options(*decorators)(cast(F, lambda: None))
+    names = [param.name for param in vars(probe)["__click_params__"]]
 
-    if suite is not None and not suite.is_file():
-        raise ConfigError(f"{suite}: suite file not found")
-    if project is not None and not project.strip():
-        # an unset variable ("--project $PROJECT") would file the runs under a blank project
-        raise ConfigError("--project: an empty project name; give one or leave the flag out")
-    return load_config(suite, database_url=db_url, project=project, **kw)
+    def apply(func: F) -> F:
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            made = make(**{n: kwargs.pop(n) for n in names})
+            return func(*args, **{name: made}, **kwargs)
+
+        return options(*decorators)(cast(F, command))
+
+    return apply
+
+
+store_options = grouped(
+    "store",
+    StoreFlags,
+    click.option(
+        "--db",
+        "db_url",
+        metavar="URL",
+        help="Store URL (default sqlite:///.perfgate/perfgate.db; env PERFGATE_DATABASE_URL).",
+    ),
+    click.option(
+        "--suite",
+        type=PathType(dir_okay=False),
+        help="Suite file (default ./perfgate.toml or [tool.perfgate] in ./pyproject.toml).",
+    ),
+    click.option("--project", help="Project name (env PERFGATE_PROJECT)."),
+)
+"""Options every command that reads the store shares, handed to it as one ``store``
+(:class:`StoreFlags`)."""
 
 
 def parse_param(text: str) -> tuple[str, ParamValue]:
@@ -218,15 +226,6 @@ class _CommandGuard:
             self._at_line_start = ends_line(text)
         return len(text)
 
-    def flush(self) -> None:
-        self.raw.flush()
-
-    def isatty(self) -> bool:
-        return self.raw.isatty()
-
-    def fileno(self) -> int:
-        return self.raw.fileno()
-
     def writable(self) -> bool:
         return True
 
@@ -234,13 +233,10 @@ class _CommandGuard:
     def encoding(self) -> str:
         return str(getattr(self.raw, "encoding", None) or "utf-8")
 
-    @property
-    def errors(self) -> str | None:
-        return getattr(self.raw, "errors", None)
-
-    @property
-    def closed(self) -> bool:
-        return bool(getattr(self.raw, "closed", False))
+    def __getattr__(self, name: str) -> Any:
+        if name in ("flush", "isatty", "fileno", "errors", "closed"):
+            return getattr(self.raw, name)
+        raise AttributeError(name)  # no ``buffer``: every write goes through :meth:`write`
 
 
 def _guard_workflow_commands(ctx: click.Context) -> None:

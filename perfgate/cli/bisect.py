@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from perfgate.cli.base import PathType, _config, cli
+from perfgate.cli.base import PathType, StoreFlags, cli
 from perfgate.cli.progress import progress_for_command
 from perfgate.errors import ConfigError, ExitCode, UsageError
 
@@ -97,7 +97,7 @@ def bisect(
 
     seconds = _budget_seconds(changes, benchmark, good, bad, budget)
     found = use_case.bisect_job(
-        _config(suite, None, project),
+        StoreFlags(suite, None, project).config(),
         suite=suite,
         seconds=seconds,
         benchmark=benchmark,

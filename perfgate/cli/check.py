@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -70,9 +69,7 @@ def check(
     base_sha: str | None,
     fail_on: str | None,
     as_json: bool,
-    junit: Path | None,
-    gitlab_metrics: Path | None,
-    annotations: bool | None,
+    outputs: CiOutputs,
     **report: Any,
 ) -> None:
     """Run the suite, gate it, and re-measure (in fresh processes) only the benchmarks left
@@ -105,7 +102,7 @@ def check(
         against=against,
         base_sha=base_sha,
         delivery=delivery_options(store.suite, **report),  # the flags of _report_options
-        outputs=CiOutputs(junit, gitlab_metrics, annotations),
+        outputs=outputs,
     )
     outcome = app.run_check_job(request, progress=progress_for_command(), warn=warn_line)
     click.echo(f"perfgate: {outcome.remeasured}", err=True)

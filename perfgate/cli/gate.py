@@ -17,8 +17,10 @@ from perfgate.cli.base import (
     cli,
     echo_command,
     echo_report,
+    grouped,
     options,
     store_options,
+    warn_line,
 )
 from perfgate.errors import ExitCode
 
@@ -28,19 +30,23 @@ if TYPE_CHECKING:
 
 _gate_common = options(
     store_options,
-    click.option("--branch", help="Branch whose latest runs are judged (default: git)."),
-    click.option(
-        "--against", help="Base branch whose history is the baseline (default: base_branch)."
+    grouped(
+        "judged",
+        dict,
+        click.option("--branch", help="Branch whose latest runs are judged (default: git)."),
+        click.option(
+            "--against", help="Base branch whose history is the baseline (default: base_branch)."
+        ),
+        click.option(
+            "--base-sha",
+            metavar="SHA",
+            help="The base-branch commit this branch is measured on top of: the baseline is the "
+            "base branch's runs up to the merge-base with it (default: the CI's base commit, "
+            "GitHub's pull_request.base.sha or GitLab's CI_MERGE_REQUEST_DIFF_BASE_SHA; else "
+            "the git history; else the latest runs).",
+        ),
+        click.option("--benchmark", "benchmarks", multiple=True, help="Only these."),
     ),
-    click.option(
-        "--base-sha",
-        metavar="SHA",
-        help="The base-branch commit this branch is measured on top of: the baseline is the "
-        "base branch's runs up to the merge-base with it (default: the CI's base commit, "
-        "GitHub's pull_request.base.sha or GitLab's CI_MERGE_REQUEST_DIFF_BASE_SHA; else "
-        "the git history; else the latest runs).",
-    ),
-    click.option("--benchmark", "benchmarks", multiple=True, help="Only these."),
     click.option("--json", "as_json", is_flag=True, help="Print versioned JSON."),
     click.option(
         "--verbose",
@@ -50,7 +56,8 @@ _gate_common = options(
         "has them).",
     ),
 )
-"""The options of ``compare`` and ``gate``: the store, the runs judged and the output."""
+"""The options of ``compare`` and ``gate``: the store, the runs judged (``judged``: the
+:class:`~perfgate.app.gate_job.GateRequest` fields they give) and the output."""
 
 
 _report_options = options(
@@ -137,7 +144,9 @@ def delivery_options(suite: Path | None, **flags: Any) -> DeliveryOptions:
     return app.delivery_for(str(suite) if suite is not None else "", **flags)
 
 
-_ci_output_options = options(
+_ci_output_options = grouped(
+    "outputs",
+    CiOutputs,
     click.option(
         "--junit",
         "junit",
@@ -174,7 +183,7 @@ def show_outcome(outcome: GateOutcome, *, as_json: bool, verbose: bool = False) 
     from perfgate.reporters.render import gate_to_dict, render_json, render_text
 
     for line in outcome.warnings:
-        click.echo(f"perfgate: warning: {line}", err=True)
+        warn_line(line)
     if as_json:
         click.echo(render_json(gate_to_dict(outcome.result, failed=outcome.failed)), nl=False)
     else:
@@ -184,12 +193,12 @@ def show_outcome(outcome: GateOutcome, *, as_json: bool, verbose: bool = False) 
     for path in outcome.ci.written:
         click.echo(f"perfgate: wrote {path}", err=True)
     for line in outcome.ci.warnings:
-        click.echo(f"perfgate: warning: {line}", err=True)
+        warn_line(line)
     if outcome.delivery is not None:
         for line in outcome.delivery.done:
             click.echo(f"perfgate: {line}", err=True)
         for line in outcome.delivery.warnings:
-            click.echo(f"perfgate: warning: {line}", err=True)
+            warn_line(line)
 
 
 @cli.command()
@@ -204,10 +213,7 @@ def show_outcome(outcome: GateOutcome, *, as_json: bool, verbose: bool = False) 
 )
 def compare(
     store: StoreFlags,
-    branch: str | None,
-    against: str | None,
-    benchmarks: tuple[str, ...],
-    base_sha: str | None,
+    judged: dict[str, Any],
     as_json: bool,
     verbose: bool,
     across: tuple[str, str] | None,
@@ -224,19 +230,11 @@ def compare(
         from perfgate.reporters.render import across_to_dict, render_across_text
 
         report = app.compare_environments(
-            config, across[0], across[1], branch=branch, benchmarks=benchmarks
+            config, across[0], across[1], branch=judged["branch"], benchmarks=judged["benchmarks"]
         )
         echo_report(report, as_json, across_to_dict, render_across_text)
         return
-    request = GateRequest(
-        config=config,
-        branch=branch,
-        against=against,
-        benchmarks=benchmarks,
-        base_sha=base_sha,
-        alerts=False,
-        outputs=CiOutputs(annotations=False),
-    )
+    request = GateRequest(config, **judged, alerts=False, outputs=CiOutputs(annotations=False))
     show_outcome(app.run_gate(request), as_json=as_json, verbose=verbose)
 
 
@@ -265,17 +263,12 @@ _gate_policy_options = options(
 @_ci_output_options
 def gate(
     store: StoreFlags,
-    branch: str | None,
-    against: str | None,
-    benchmarks: tuple[str, ...],
-    base_sha: str | None,
+    judged: dict[str, Any],
     as_json: bool,
     verbose: bool,
     fail_on: str | None,
     baseline_file: Path | None,
-    junit: Path | None,
-    gitlab_metrics: Path | None,
-    annotations: bool | None,
+    outputs: CiOutputs,
     **report: Any,
 ) -> None:
     """Compare like 'compare', and exit 1 when a verdict the policy fails on is found.
@@ -292,15 +285,12 @@ def gate(
         perfgate gate --junit perfgate-junit.xml --gitlab-metrics metrics.txt
     """
     request = GateRequest(
-        config=store.config(),
-        branch=branch,
-        against=against,
-        benchmarks=benchmarks,
-        base_sha=base_sha,
+        store.config(),
+        **judged,
         baseline_file=baseline_file,
         fail_on=None if fail_on is None else parse_fail_on(fail_on),
         delivery=delivery_options(store.suite, **report),  # the flags of _report_options
-        outputs=CiOutputs(junit, gitlab_metrics, annotations),
+        outputs=outputs,
     )
     outcome = app.run_gate(request)
     show_outcome(outcome, as_json=as_json, verbose=verbose)

@@ -8,6 +8,7 @@ import click
 
 from perfgate.app import stored
 from perfgate.cli.base import PathType, StoreFlags, cli, echo_report, store_options
+from perfgate.cli.run import advisor_timeout_option
 
 
 @cli.command("report")
@@ -161,13 +162,7 @@ def export_prometheus(
 @click.option(
     "--no-advisor", is_flag=True, help="Do not run msprof-analyze on an Ascend profile path."
 )
-@click.option(
-    "--advisor-timeout",
-    type=click.FloatRange(min=1.0),
-    default=300.0,
-    show_default=True,
-    help="Seconds msprof-analyze may take before it is stopped.",
-)
+@advisor_timeout_option
 @click.option(
     "--device-memory-gib",
     type=click.FloatRange(min=0.0, min_open=True),
@@ -178,7 +173,7 @@ def advise_command(
     store: StoreFlags,
     target: str,
     no_advisor: bool,
-    advisor_timeout: float,
+    advisor_timeout_s: float,
     device_memory_gib: float | None,
     as_json: bool,
 ) -> None:
@@ -198,7 +193,7 @@ def advise_command(
         store.config(),
         target,
         msprof=not no_advisor,
-        msprof_timeout_s=advisor_timeout,
+        msprof_timeout_s=advisor_timeout_s,
         device_memory_gib=device_memory_gib,
     )
     if as_json and advice.advisor_problem:

@@ -177,6 +177,17 @@ def run(
             click.echo(f"recorded run {r.id} ({r.benchmark} on {r.git.branch})")
 
 
+advisor_timeout_option = click.option(
+    "--advisor-timeout",
+    "advisor_timeout_s",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds msprof-analyze may take before it is stopped.",
+)
+"""``--advisor-timeout`` of ``ingest`` and ``advise``."""
+
+
 @cli.command()
 @store_options
 @click.argument("path", type=PathType())
@@ -203,14 +214,7 @@ def run(
 @click.option(
     "--no-advisor", is_flag=True, help="Do not run msprof-analyze's advisor on an Ascend profile."
 )
-@click.option(
-    "--advisor-timeout",
-    "advisor_timeout_s",
-    type=click.FloatRange(min=1.0),
-    default=300.0,
-    show_default=True,
-    help="Seconds msprof-analyze may take before it is stopped.",
-)
+@advisor_timeout_option
 @click.option(
     "--reference",
     type=PathType(dir_okay=False),

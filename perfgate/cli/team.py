@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from perfgate.app import stored
-from perfgate.cli.base import PathType, StoreFlags, _by_option, _echo_json, cli, store_options
+from perfgate.cli.base import (
+    PathType,
+    StoreFlags,
+    _by_option,
+    _echo_json,
+    cli,
+    options,
+    store_options,
+)
 
 
 @cli.group()
@@ -152,54 +162,39 @@ def alerts_list(
         )
 
 
-def _triage(
-    store: StoreFlags,
-    alert_id: int,
-    action: str,
-    by: str | None,
-    reason: str,
-    state: str | None = None,
-) -> None:
-    alert = stored.triage(
-        store.config(), alert_id, action=action, by=by, reason=reason, state=state
+def _triage_command(action: str, help: str, *extra: Callable[[Any], Any]) -> None:
+    """``alerts ACTION ALERT_ID``: move the alert to the state ``action`` (or ``--as``) names."""
+
+    def triage(
+        store: StoreFlags, alert_id: int, by: str | None, reason: str, state: str | None = None
+    ) -> None:
+        alert = stored.triage(
+            store.config(), alert_id, action=action, by=by, reason=reason, state=state
+        )
+        click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
+
+    decorators: tuple[Callable[[Any], Any], ...] = (
+        store_options,
+        click.argument("alert_id", type=int),
+        *extra,
+        _by_option,
     )
-    click.echo(f"alert #{alert.id} ({alert.benchmark} {alert.metric}) is now {alert.status}")
+    alerts.command(action, help=help)(options(*decorators)(triage))
 
 
-@alerts.command("ack")
-@store_options
-@click.argument("alert_id", type=int)
-@_by_option
-def alerts_ack(store: StoreFlags, alert_id: int, by: str | None, reason: str) -> None:
-    """Acknowledge an alert: the change is real and someone is on it."""
-    _triage(store, alert_id, "ack", by, reason)
-
-
-@alerts.command("ignore")
-@store_options
-@click.argument("alert_id", type=int)
-@click.option(
-    "--as",
-    "state",
-    type=click.Choice(["invalid", "wontfix"]),
-    required=True,
-    help="invalid: not a real change (no longer cuts baseline windows); wontfix: accepted.",
+_triage_command("ack", "Acknowledge an alert: the change is real and someone is on it.")
+_triage_command(
+    "ignore",
+    "Close an alert as invalid (noise, infrastructure) or wontfix (accepted change).",
+    click.option(
+        "--as",
+        "state",
+        type=click.Choice(["invalid", "wontfix"]),
+        required=True,
+        help="invalid: not a real change (no longer cuts baseline windows); wontfix: accepted.",
+    ),
 )
-@_by_option
-def alerts_ignore(
-    store: StoreFlags, alert_id: int, state: str, by: str | None, reason: str
-) -> None:
-    """Close an alert as invalid (noise, infrastructure) or wontfix (accepted change)."""
-    _triage(store, alert_id, "ignore", by, reason, state)
-
-
-@alerts.command("fixed")
-@store_options
-@click.argument("alert_id", type=int)
-@_by_option
-def alerts_fixed(store: StoreFlags, alert_id: int, by: str | None, reason: str) -> None:
-    """Close an alert as fixed."""
-    _triage(store, alert_id, "fixed", by, reason)
+_triage_command("fixed", "Close an alert as fixed.")
 
 
 @alerts.command("trail")

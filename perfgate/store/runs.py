@@ -68,12 +68,7 @@ class RunStore(StoreBase):
     # -- writing -------------------------------------------------------------------------
 
     def save_run(self, run: RunRecord) -> tuple[str, ...]:
-        """:meth:`save_runs` of one run.
-
-        Raises:
-            StoreError: the run holds values the store cannot keep (non-finite numbers,
-                naive timestamps, a metric twice), or the database failed; nothing is written.
-        """
+        """:meth:`save_runs` of one run."""
         return self.save_runs([run])
 
     def save_runs(
@@ -85,6 +80,10 @@ class RunStore(StoreBase):
         history never holds both. Each run gets the next number of the store's recording
         sequence (what "the latest run" goes by). Returns a note for each run that starts
         more than :data:`CLOCK_NOTE_AFTER` from the store's clock (a runner's wrong clock).
+
+        Raises:
+            StoreError: a run holds values the store cannot keep (non-finite numbers, naive
+                timestamps, a metric twice), or the database failed; nothing is written.
         """
         prepared = [(run, _rows_of(run)) for run in batch]
         notes: list[str] = []
@@ -565,12 +564,9 @@ def _history_conditions(
     since: datetime | None = None,
 ) -> list[ColumnElement[bool]]:
     """The conditions on the runs a history read may take (see :meth:`RunStore.history`)."""
-    if before is not None:
-        require_aware(before, "history(before=...)")
-    if since is not None:
-        require_aware(since, "history(since=...)")
-    if isinstance(exclude_run_ids, str):
-        exclude_run_ids = (exclude_run_ids,)
+    for name, at in (("before", before), ("since", since)):
+        if at is not None:
+            require_aware(at, f"history({name}=...)")
     r = runs.c
     c: list[ColumnElement[bool]] = [r.project == project, r.benchmark == benchmark]
     c += [r.excluded.is_(False)]

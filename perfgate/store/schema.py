@@ -65,6 +65,16 @@ FINDING_COLUMNS = ("source", "rule", "severity", "location", "message", "suggest
 
 metadata = MetaData()
 
+
+def _columns(kind: Any, *names: str, nullable: bool = False) -> list[Column[Any]]:
+    return [Column(name, kind, nullable=nullable) for name in names]
+
+
+def _run_id(**key: Any) -> Column[Any]:
+    """A child table's reference to its run, deleted with it."""
+    return Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), **key)
+
+
 perfgate_meta = Table(
     "perfgate_meta",
     metadata,
@@ -76,18 +86,10 @@ runs = Table(
     "runs",
     metadata,
     Column("id", Text, primary_key=True),
-    Column("project", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("branch", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("base_branch", Text, nullable=False),
+    *_columns(Text, "project", "benchmark", "branch", "commit", "base_branch"),
     Column("pr_number", Integer, nullable=True),
-    Column("fingerprint_key", Text, nullable=False),
-    Column("fingerprint", Text, nullable=False),
-    Column("spec", Text, nullable=False),
-    Column("ci", Text, nullable=False),
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("finished_at", UTCDateTime, nullable=False),
+    *_columns(Text, "fingerprint_key", "fingerprint", "spec", "ci"),
+    *_columns(UTCDateTime, "started_at", "finished_at"),
     Column("excluded", Boolean, nullable=False),
     Column("perfgate_version", Text, nullable=False),
     Column("paired_with", Text, nullable=True),
@@ -108,12 +110,7 @@ runs = Table(
     # The gate's window query (revision 0005): every equality it filters on, then the order.
     Index(
         "ix_runs_gate_history",
-        "project",
-        "benchmark",
-        "branch",
-        "fingerprint_key",
-        "started_at",
-        "id",
+        *("project", "benchmark", "branch", "fingerprint_key", "started_at", "id"),
     ),
     Index("ix_runs_started", "project", "started_at"),
 )
@@ -121,41 +118,35 @@ runs = Table(
 measurements = Table(
     "measurements",
     metadata,
-    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    _run_id(primary_key=True),
     Column("metric", Text, primary_key=True),
     Column("seq", Integer, nullable=False),
-    Column("unit", Text, nullable=False),
-    Column("direction", Text, nullable=False),
+    *_columns(Text, "unit", "direction"),
     Column("deterministic", Boolean, nullable=False),
     Column("n", Integer, nullable=False),
-    *[Column(name, Double, nullable=False) for name in SUMMARY_COLUMNS],
-    Column("repeat_centres", Text, nullable=False),
-    Column("samples", Text, nullable=False),
+    *_columns(Double, *SUMMARY_COLUMNS),
+    *_columns(Text, "repeat_centres", "samples"),
     Column("dropped", Integer, nullable=False, server_default="0"),
     Column("centre_se", Double, nullable=True),
 )
 
 profiles = Table(
-    "profiles",
-    metadata,
-    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    Column("summary", Text, nullable=False),
+    "profiles", metadata, _run_id(primary_key=True), Column("summary", Text, nullable=False)
 )
 
 findings = Table(
     "findings",
     metadata,
-    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    _run_id(primary_key=True),
     Column("seq", Integer, primary_key=True),
-    *[Column(name, Text, nullable=False) for name in FINDING_COLUMNS],
-    Column("evidence", Text, nullable=False),
+    *_columns(Text, *FINDING_COLUMNS, "evidence"),
     Column("impact_ms", Double, nullable=True),
 )
 
 rank_profiles = Table(
     "rank_profiles",
     metadata,
-    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    _run_id(primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("rank", Integer, nullable=True),
     Column("summary", Text, nullable=False),
@@ -170,21 +161,14 @@ alerts = Table(
     "alerts",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("project", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("metric", Text, nullable=False),
-    Column("run_id", Text, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    *_columns(Text, "project", "benchmark", "metric"),
+    _run_id(nullable=False),
     Column("previous_run_id", Text, nullable=True),
-    Column("branch", Text, nullable=False),
-    Column("fingerprint_key", Text, nullable=False),
-    Column("verdict", Text, nullable=False),
-    Column("source", Text, nullable=False),  # "gate" or "history"
+    *_columns(Text, "branch", "fingerprint_key", "verdict", "source"),  # source: "gate", ...
     Column("change_pct", Double, nullable=True),
     Column("commit_before", Text, nullable=True),
-    Column("commit_after", Text, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
+    *_columns(Text, "commit_after", "status"),
+    *_columns(UTCDateTime, "created_at", "updated_at"),
     UniqueConstraint("run_id", "metric", name="uq_alerts_run_metric"),
     Index("ix_alerts_project_status", "project", "status", "id"),
     Index("ix_alerts_benchmark", "project", "benchmark", "metric"),
@@ -194,12 +178,9 @@ triage_events = Table(
     "triage_events",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("project", Text, nullable=False),
-    Column("action", Text, nullable=False),
+    *_columns(Text, "project", "action"),
     Column("alert_id", Integer, ForeignKey("alerts.id", ondelete="SET NULL"), nullable=True),
-    Column("run_id", Text, nullable=True),
-    Column("benchmark", Text, nullable=True),
-    Column("state", Text, nullable=True),
+    *_columns(Text, "run_id", "benchmark", "state", nullable=True),
     Column("by", Text, nullable=False),
     Column("at", UTCDateTime, nullable=False),
     Column("reason", Text, nullable=False),
@@ -210,10 +191,7 @@ baseline_resets = Table(
     "baseline_resets",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("project", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("commit", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_columns(Text, "project", "benchmark", "commit", "run_id"),
     Column("starts_at", UTCDateTime, nullable=False),
     Column("by", Text, nullable=False),
     Column("at", UTCDateTime, nullable=False),

@@ -197,18 +197,16 @@ class TeamStore(StoreBase):
 
     def baseline_reset(self, *, project: str, benchmark: str) -> BaselineReset | None:
         """The latest accepted reset of ``benchmark``'s baseline, if any."""
-        b = baseline_resets.c
-        latest = select(baseline_resets).where(b.project == project, b.benchmark == benchmark)
-        with self._read(f"read the baseline resets of {benchmark}") as conn:
-            row = conn.execute(latest.order_by(b.id.desc()).limit(1)).mappings().first()
-        return None if row is None else row_to(BaselineReset, row)
+        return self.baseline_resets(project=project, benchmark=benchmark).get(benchmark)
 
-    def baseline_resets(self, *, project: str) -> dict[str, BaselineReset]:
-        """:meth:`baseline_reset` of every benchmark of ``project`` that has one, by
-        benchmark, in one read (resets are few: one per accepted change)."""
-        b = baseline_resets.c
-        query = select(baseline_resets).where(b.project == project).order_by(b.id)
-        with self._read(f"read the baseline resets of {project}") as conn:
+    def baseline_resets(
+        self, *, project: str, benchmark: str | None = None
+    ) -> dict[str, BaselineReset]:
+        """:meth:`baseline_reset` of every benchmark of ``project`` (or of ``benchmark``) that
+        has one, by benchmark, in one read (resets are few: one per accepted change)."""
+        where = _of_benchmark(baseline_resets, project, benchmark)
+        query = select(baseline_resets).where(*where).order_by(baseline_resets.c.id)
+        with self._read(f"read the baseline resets of {benchmark or project}") as conn:
             rows = conn.execute(query).mappings().all()
         # Ordered by id: the latest of a benchmark wins.
         return {str(row["benchmark"]): row_to(BaselineReset, row) for row in rows}
