@@ -67,6 +67,28 @@ def test_suite_with_unknown_key_is_a_config_error(tmp_path: Path) -> None:
     assert not (tmp_path / "store.db").exists()
 
 
+def test_a_key_with_a_line_break_is_named_on_one_line(tmp_path: Path) -> None:
+    """A quoted TOML key may hold any character: the error still says it on one line (a
+    newline in it would split the message, and a terminal escape would act on the screen)."""
+    suite = write_suite(
+        tmp_path,
+        """
+        [[benchmarks]]
+        name = "mlp"
+        workload = "mlp"
+        "warm\\nup\\u001b[2J" = 3
+        """,
+    )
+    code, _, err = invoke(
+        tmp_path, "run", "--suite", str(suite), "--db", db_url(tmp_path), "--branch", "main"
+    )
+    assert code == 2
+    line = one_line(err)
+    assert not (tmp_path / "store.db").exists()
+    assert "benchmarks[0].warm\\nup\\x1b[2J: unknown key" in line
+    assert "\x1b" not in err
+
+
 @pytest.mark.parametrize(
     ("defaults", "message"),
     [

@@ -48,7 +48,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PerfgateError as exc:
-            click.echo(f"perfgate: error: {exc}", err=True)
+            click.echo(f"perfgate: error: {one_line(str(exc))}", err=True)
             ctx.exit(int(exc.exit_code))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
@@ -60,7 +60,8 @@ class _Group(click.Group):
             )
             ctx.exit(int(ExitCode.INFRASTRUCTURE))
         except Exception as exc:  # a bug in perfgate: say so, distinctly from a regression
-            click.echo(f"perfgate: internal error: {type(exc).__name__}: {exc}", err=True)
+            said = one_line(f"{type(exc).__name__}: {exc}")
+            click.echo(f"perfgate: internal error: {said}", err=True)
             if os.environ.get("PERFGATE_DEBUG"):
                 traceback.print_exc()
             ctx.exit(int(ExitCode.INTERNAL))
@@ -197,9 +198,18 @@ def parse_param(text: str) -> tuple[str, ParamValue]:
     return key.strip(), raw
 
 
+def one_line(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\x1b``): an error or warning
+    names what the user wrote (a quoted TOML key, a file name), which may hold a line break
+    that would split the line or a terminal escape that would act on the screen."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def warn_line(line: str) -> None:
     """A use case's warning (``warn=``), one line on stderr."""
-    click.echo(f"perfgate: warning: {line}", err=True)
+    click.echo(f"perfgate: warning: {one_line(line)}", err=True)
 
 
 class _CommandGuard:
