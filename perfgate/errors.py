@@ -121,6 +121,15 @@ class ReportError(PerfgateError):
     exit_code = ExitCode.INFRASTRUCTURE
 
 
+class DeliverySetupError(ReportError):
+    """A report cannot be delivered because the job is not set up to (no token, no
+    repository, a forge perfgate cannot tell): the job's configuration, so a usage error
+    where it ends a command (``perfgate comment``); a gate's delivery says it as a warning,
+    as it does every :class:`ReportError`."""
+
+    exit_code = ExitCode.USAGE
+
+
 class TooLargeError(PerfgateError):
     """An input is larger than perfgate reads into memory (a trace read whole): the job's
     limit, not a broken file, so an infrastructure error; the message gives the size and

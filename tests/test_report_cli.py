@@ -220,6 +220,24 @@ def test_a_posting_failure_keeps_the_exit_code_and_the_report(
     assert ("o/r", 7) not in forge.comments and not forge.statuses
 
 
+def test_posting_a_report_dir_without_a_token_is_a_setup_error(
+    forge: FakeForge, db: str, tmp_path: Path
+) -> None:
+    """``comment --from`` in a job that was given no token (or no forge) cannot post: the job's
+    setup is wrong, so exit 2 with one line saying what to set, not 3 (a forge that failed,
+    worth a retry). The gate's own delivery keeps saying it as a warning (the faults above)."""
+    out = tmp_path / "out"
+    assert (
+        gate(db, github_env(forge, tmp_path, GITHUB_TOKEN=""), "--report-dir", str(out)).returncode
+        == 1
+    )
+    no_token = ci_env(GITHUB_ACTIONS="true", GITHUB_API_URL=forge.url)
+    done = invoke(no_token, "comment", "--from", str(out), "--conclusion", "failure")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "perfgate: error: github: no token: set GITHUB_TOKEN"
+    assert not forge.requests
+
+
 def test_429_and_500_are_retried_and_then_posted(forge: FakeForge, db: str, tmp_path: Path) -> None:
     forge.fail("GET", r"/comments$", 429, headers={"Retry-After": "0.05"})
     forge.fail("POST", r"/comments$", 500)

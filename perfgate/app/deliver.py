@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from perfgate.app.files import write_atomic
 from perfgate.config import Config
-from perfgate.errors import PerfgateError, ReportError, UsageError
+from perfgate.errors import DeliverySetupError, PerfgateError, ReportError, UsageError
 from perfgate.models import GateResult, RunRecord, Verdict
 from perfgate.reporters.forges import (
     FORGES,
@@ -99,7 +99,7 @@ def resolve_target(
     if forge is None:
         names = "|".join(forge_names())
         cis = " or ".join(f.ci for f in FORGES)
-        raise ReportError(f"cannot tell the forge: pass --forge {names} (not in {cis})")
+        raise DeliverySetupError(f"cannot tell the forge: pass --forge {names} (not in {cis})")
     target = ForgeTarget(
         forge=forge.name,
         api_url=overrides.api_url or forge.api_url(env),
@@ -109,7 +109,8 @@ def resolve_target(
         job_url=job_url,
     )
     if not target.repo:
-        raise ReportError(f"{forge.name}: no repository: pass --repo or set {forge.repo_variable}")
+        missing = f"pass --repo or set {forge.repo_variable}"
+        raise DeliverySetupError(f"{forge.name}: no repository: {missing}")
     return target
 
 

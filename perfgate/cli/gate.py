@@ -354,7 +354,8 @@ def comment(
     The directory comes from an unprivileged job, so it is checked field by field, its
     Markdown is sanitised (no raw HTML, images or off-forge links) and the status is
     perfgate's own 'perfgate (fork PR)' with the state from --conclusion.
-    Exits 2 on a malformed directory, 3 when the forge refuses or cannot be reached.
+    Exits 2 on a malformed directory or a job without a token, 3 when the forge refuses
+    or cannot be reached.
 
     \b
     Example:

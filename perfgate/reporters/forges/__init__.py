@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from perfgate.errors import ReportError, UsageError
+from perfgate.errors import DeliverySetupError, UsageError
 from perfgate.reporters.forges import gitcode, github, gitlab
 from perfgate.reporters.forges.api import Poster, RetryPolicy
 
@@ -76,12 +76,12 @@ class Forge:
         return env.get(self.repo_variable, "")
 
     def token(self, env: Mapping[str, str]) -> Token:
-        """The first token set among :attr:`token_variables`; ReportError if none is."""
+        """The first token set among :attr:`token_variables`; DeliverySetupError if none is."""
         for variable in self.token_variables:
             value = env.get(variable, "")
             if value:
                 return Token(variable, value)
-        raise ReportError(f"{self.name}: no token: set {self.token_hint}")
+        raise DeliverySetupError(f"{self.name}: no token: set {self.token_hint}")
 
     def change_ref(self, number: int) -> str:
         """How people write change request ``number`` here: ``PR #7``, ``MR !3``."""

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from perfgate.errors import ReportError
+from perfgate.errors import DeliverySetupError, ReportError
 from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class GitCodeReporter(Poster):
 
     def __init__(self, client: ForgeClient, repo: str) -> None:
         if not _REPO.match(repo):
-            raise ReportError(f"GitCode: repository {repo!r} is not owner/name")
+            raise DeliverySetupError(f"GitCode: repository {repo!r} is not owner/name")
         self.client = client
         self.owner, self.name = (quote(part, safe="") for part in repo.split("/"))
         self.base = f"repos/{self.owner}/{self.name}"

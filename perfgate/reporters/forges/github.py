@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.errors import ReportError
+from perfgate.errors import DeliverySetupError, ReportError
 from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class GitHubReporter(Poster):
 
     def __init__(self, client: ForgeClient, repo: str) -> None:
         if not _REPO.match(repo):
-            raise ReportError(f"GitHub: repository {repo!r} is not owner/name")
+            raise DeliverySetupError(f"GitHub: repository {repo!r} is not owner/name")
         self.client, self.repo, self.base = client, repo, f"repos/{repo}"
 
     def _pages(

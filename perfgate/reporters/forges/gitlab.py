@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from perfgate.errors import ReportError
+from perfgate.errors import DeliverySetupError, ReportError
 from perfgate.reporters.forges.api import MAX_PAGES, Poster, RetryPolicy
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class GitLabReporter(Poster):
 
     def __init__(self, client: ForgeClient, project: str) -> None:
         if not project.strip():
-            raise ReportError("GitLab: no project id")
+            raise DeliverySetupError("GitLab: no project id")
         self.client, self.project = client, quote(project, safe="")
         self.base = f"projects/{self.project}"
 
