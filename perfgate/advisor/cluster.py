@@ -40,9 +40,11 @@ def pair_utilisation(pair: RankPair, thresholds: Thresholds) -> float | None:
     return max(0.0, min(1.0, pair.bandwidth_gb_s / limit))
 
 
-def _spread_pct(values: Sequence[float]) -> float:
-    low, high = min(values), max(values)
-    return (high - low) / low * 100.0 if low > 0 else 0.0
+def spread_pct(values: Sequence[float]) -> float:
+    """(max - min) / min in percent; 0 for fewer than two values or a minimum of 0."""
+    if len(values) < 2 or min(values) <= 0:
+        return 0.0
+    return (max(values) - min(values)) / min(values) * 100.0
 
 
 def _gb_s(value: float) -> str:
@@ -96,8 +98,8 @@ def cluster_view(
         ranks=tuple(ids),
         step_ms=tuple(step_ms),
         slowest_rank=slowest,
-        step_spread_pct=_spread_pct(step_ms),
+        step_spread_pct=spread_pct(step_ms),
         comm_wait_ms=tuple(waits),
-        comm_wait_spread_pct=_spread_pct(known) if len(known) >= 2 else None,
+        comm_wait_spread_pct=spread_pct(known) if len(known) >= 2 else None,
         slow_links=tuple(slow),
     )

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from perfgate.advisor.cluster import cluster_view
+from perfgate.advisor.cluster import cluster_view, spread_pct
 from perfgate.advisor.rules import Thresholds, advise, merge_findings, slow_ranks_and_links
-from perfgate.app.measure import spread_pct
 from perfgate.config import Config
 from perfgate.models import Advice, ClusterView, Finding, Profiled, RunRecord
 from perfgate.store import SqlStore

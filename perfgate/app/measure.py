@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from perfgate.advisor.cluster import spread_pct
 from perfgate.metrics import CATALOGUE, Samples, at_step, entry
 from perfgate.models import Measurement, ProfileSummary, RunRecord
 from perfgate.runner import BenchmarkOutcome, RepeatResult
@@ -62,13 +63,6 @@ def measurement(
     return Measurement(
         metric, spec.unit, spec.direction, groups, summary, deterministic=spec.deterministic
     )
-
-
-def spread_pct(values: Sequence[float]) -> float:
-    """(max - min) / min in percent; 0 for fewer than two values."""
-    if len(values) < 2 or min(values) <= 0:
-        return 0.0
-    return (max(values) - min(values)) / min(values) * 100.0
 
 
 def per_repeat_extras(rep: RepeatResult) -> dict[str, tuple[float, ...]]:
