@@ -59,7 +59,23 @@ class Severity(str, Enum):
 RUNNER_TIMING = "wall-sync-v1"
 """``perfgate run``'s timing method (steps timed with the profiler off), bumped whenever perfgate
 changes *how* it measures, so old and new numbers never mix; an ingested run names its
-file's format instead (``perfgate.app.ingest.TIMING_METHODS``)."""
+file's format instead (:data:`INGESTED_TIMING`)."""
+INGESTED_TIMING = {
+    "ascend": "ascend-profile-v1",
+    "torch_trace": "torch-trace-v1",
+    "ais_bench": "ais-bench-v1",
+    "pytest_benchmark": "pytest-benchmark-v1",
+    "pyperf": "pyperf-v1",
+    "asv": "asv-v1",
+    "metrics_file": "metrics-file-v1",
+}
+"""An ingested run's timing method by its file's format (the parsers' ``FORMAT_*`` names):
+ingested runs never share a history with ``perfgate run``'s, nor with another format's."""
+ONE_RUN_PER_FILE = frozenset(
+    INGESTED_TIMING[f] for f in ("ascend", "torch_trace", "ais_bench", "metrics_file")
+)
+"""The timing methods of files that hold one run, named by ``ingest --benchmark`` (a profile,
+an ais_bench summary, a metrics file); the other result files name their own benchmarks."""
 
 
 @dataclass(frozen=True)

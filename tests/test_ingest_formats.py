@@ -696,3 +696,20 @@ def test_a_metrics_files_direction_decides_its_verdict(
     (row,) = [c for c in json.loads(out)["comparisons"] if c["metric"] == "tokens_per_s"]
     assert row["verdict"] == verdict
     assert code == (1 if verdict == "regression" else 0)
+
+
+def test_every_ingest_format_has_a_timing_method_of_its_own() -> None:
+    """The formats ``ingest`` reads and the timing methods that keep their histories apart are
+    written in one table (models.INGESTED_TIMING, read by the reporters too): a parser's new
+    format without a method there would fail at ingest, one method for two formats would mix
+    their histories."""
+    from perfgate.models import INGESTED_TIMING, ONE_RUN_PER_FILE, RUNNER_TIMING
+    from perfgate.parsers.dispatch import FORMAT_AIS_BENCH, FORMAT_ASCEND, FORMAT_TORCH
+    from perfgate.parsers.results import FORMAT_METRICS, RESULT_FORMATS
+
+    formats = {FORMAT_ASCEND, FORMAT_TORCH, FORMAT_AIS_BENCH, *RESULT_FORMATS}
+    assert set(INGESTED_TIMING) == formats
+    methods = set(INGESTED_TIMING.values())
+    assert len(methods) == len(formats) and RUNNER_TIMING not in methods
+    one_run = {FORMAT_ASCEND, FORMAT_TORCH, FORMAT_AIS_BENCH, FORMAT_METRICS}
+    assert {INGESTED_TIMING[f] for f in one_run} == ONE_RUN_PER_FILE

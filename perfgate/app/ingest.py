@@ -43,6 +43,7 @@ from perfgate.config import Config
 from perfgate.errors import ParseError, UsageError
 from perfgate.metrics import lookup
 from perfgate.models import (
+    INGESTED_TIMING,
     BenchmarkSpec,
     CIContext,
     Direction,
@@ -59,16 +60,11 @@ from perfgate.models import (
 from perfgate.parsers import (
     FORMAT_AIS_BENCH,
     FORMAT_ASCEND,
-    FORMAT_TORCH,
     AisBenchSummary,
     detect_format,
     parse_ais_bench,
 )
 from perfgate.parsers.results import (
-    FORMAT_ASV,
-    FORMAT_METRICS,
-    FORMAT_PYPERF,
-    FORMAT_PYTEST_BENCHMARK,
     RESULT_FORMATS,
     ResultFile,
     ResultMetric,
@@ -78,17 +74,8 @@ from perfgate.runner.fingerprint import collect_fingerprint
 from perfgate.stats.summary import summarize
 from perfgate.store import SqlStore
 
-# Timing methods of ingested runs: they never share a history with ``perfgate run``'s runs
-# (wall clock around synchronised steps), nor with each other.
-TIMING_METHODS = {
-    FORMAT_ASCEND: "ascend-profile-v1",
-    FORMAT_TORCH: "torch-trace-v1",
-    FORMAT_AIS_BENCH: "ais-bench-v1",
-    FORMAT_PYTEST_BENCHMARK: "pytest-benchmark-v1",
-    FORMAT_PYPERF: "pyperf-v1",
-    FORMAT_ASV: "asv-v1",
-    FORMAT_METRICS: "metrics-file-v1",
-}
+TIMING_METHODS = INGESTED_TIMING
+"""Timing methods of ingested runs, by format (:data:`perfgate.models.INGESTED_TIMING`)."""
 
 # Collection settings that change what the profiler costs, so runs differing in them are
 # not comparable. The export type (text or db) is left out: both describe the same job.

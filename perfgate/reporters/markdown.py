@@ -30,7 +30,15 @@ from urllib.parse import quote
 
 from perfgate import __version__
 from perfgate.errors import shown_url
-from perfgate.models import Attribution, Comparison, Finding, GateResult, Severity, Verdict
+from perfgate.models import (
+    ONE_RUN_PER_FILE,
+    Attribution,
+    Comparison,
+    Finding,
+    GateResult,
+    Severity,
+    Verdict,
+)
 from perfgate.reporters.render import (
     drift_headline,
     format_change,
@@ -318,12 +326,6 @@ _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_.,:+=/-]{1,100}$")
 _QUOTABLE = re.compile(r"^[\w .,:+=/()\[\]'-]{1,100}$")
 """A name a command line in the comment may hold in quotes: words, spaces, brackets (``my
 bench``, ``test_sort[1-2]``, ``time_x(10, 'a')``); no mention, link or shell expansion."""
-_ONE_RUN_PER_FILE = frozenset(
-    {"ascend-profile-v1", "torch-trace-v1", "ais-bench-v1", "metrics-file-v1"}
-)
-"""The timing methods of ingested files that hold one run, named by ``ingest --benchmark``
-(``perfgate.app.ingest.TIMING_METHODS``): a profile, an ais_bench summary, a metrics file.
-The other result files name their own benchmarks (``--benchmark`` is only a prefix)."""
 
 
 def _shell(word: str, placeholder: str = "NAME") -> str:
@@ -344,7 +346,7 @@ def _ingested_by_name(ctx: ReportContext) -> bool:
     """Whether every run judged was ingested from a file of one run, which ``ingest
     --benchmark NAME`` names (so the reproduce steps must pass it)."""
     methods = {str(fields.get("timing_method", "")) for _, fields in ctx.environments}
-    return bool(methods) and methods <= _ONE_RUN_PER_FILE
+    return bool(methods) and methods <= ONE_RUN_PER_FILE
 
 
 def _environment_lines(ctx: ReportContext) -> list[str]:
