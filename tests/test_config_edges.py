@@ -100,6 +100,14 @@ BAD = [
     ("memory_below_0", "[budgets.a]\npeak_memory_bytes = '<= -5'", "budgets.a.peak_memory_bytes"),
     ("rank_below_0", "[budgets.a]\n'step_time_ms.rank1' = '< -0.5 ms'", "step_time_ms.rank1"),
     ("rate_below_0", "[budgets]\nthroughput_samples_per_s = '>= -1'", "never negative"),
+    ("time_in_parsecs", "[budgets]\nstep_time_ms = '<= 100 parsecs'", "the metric's unit is 'ms'"),
+    ("rate_in_ms", "[budgets.a]\nthroughput_samples_per_s = '>= 5 ms'", "unit is '1/s'"),
+    ("unit_of_unknown", "[budgets]\nmy_score = '>= 5 ms'", "budgets.my_score: expected a budget"),
+    (
+        "none_of_reference",
+        "[budgets]\nreference = 'r.json'\nstep_time_ms = '<= 0% of reference'",
+        "a share of the reference must be more than 0%",
+    ),
 ]
 
 
@@ -175,6 +183,26 @@ def test_a_negative_limit_is_refused_alike_for_every_metric(tmp_path: Path, metr
         refused = reader_error(write(tmp_path / "perfgate.toml", body)) is not None
         assert refused == never_negative, body
         assert bool(schema_errors(tomllib.loads(body))) == never_negative, body
+
+
+@pytest.mark.parametrize("metric", sorted(CATALOGUE))
+def test_a_budget_s_unit_is_the_metric_s_alike(tmp_path: Path, metric: str) -> None:
+    """A limit may name the metric's own unit (``<= 100 ms``) and no other, in the reader and
+    in the schema (an editor's check of the suite said nothing of ``<= 100 parsecs``)."""
+    unit = CATALOGUE[metric].unit
+    reference = "[budgets]\nreference = 'r.json'\n"
+    for limit, ok in (
+        ("<= 5", True),
+        (f"<= 5 {unit}".strip(), True),
+        (f"<= 5{unit}" if not unit[:1].isdigit() else "<= 5", True),  # not "<= 51/s"
+        ("<= 5 parsecs", False),
+        ("<= 50% of reference", True),
+        ("<= 0.0% of reference", False),
+    ):
+        body = f"{reference}'{metric}' = '{limit}'"
+        refused = reader_error(write(tmp_path / "perfgate.toml", body))
+        assert (refused is None) == ok, (body, refused)
+        assert (schema_errors(tomllib.loads(body)) == []) == ok, body
 
 
 @pytest.mark.parametrize("key", sorted(set(threshold_names()) - TABLE_THRESHOLDS))
