@@ -214,7 +214,14 @@ def _section(doc: Mapping[str, Any], key: str, path: Path) -> LatencyStats | Non
     if count == 0 or all(v == 0 for v in stats.values()):
         return None
     low, high, mean, median = (stats[s] for s in _STATS)
-    return LatencyStats(low, high, mean, median, tuple(sorted(percentiles)), count)
+    return LatencyStats(
+        min_ms=low,
+        max_ms=high,
+        mean_ms=mean,
+        median_ms=median,
+        percentiles_ms=tuple(sorted(percentiles)),
+        count=count,
+    )
 
 
 def _compute_list(raw: Any, path: Path, notes: list[str]) -> tuple[tuple[float, ...], bool]:

@@ -436,7 +436,14 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     os_name = f"{system}-{arch}" if system and arch else ""
     python = _python_minor(machine.get("python_version"))
     release = _str(machine.get("release"))
-    host = ResultHost(model, _int(cpu.get("count")), os_name, release, python, "cpu")
+    host = ResultHost(
+        cpu_model=model,
+        cpu_cores=_int(cpu.get("count")),
+        os=os_name,
+        os_release=release,
+        python_version=python,
+        device_kind="cpu",
+    )
     info = _object(doc, "commit_info", path)
     commit = _commit(info.get("id"))
     branch = _str(info.get("branch"))
@@ -504,7 +511,14 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
     system_arch, release = _platform_os(_str(first.get("platform")))
     model = _str(first.get("cpu_model_name"))
     python = _python_minor(first.get("python_version"))
-    host = ResultHost(model, _int(first.get("cpu_count")), system_arch, release, python, "cpu")
+    host = ResultHost(
+        cpu_model=model,
+        cpu_cores=_int(first.get("cpu_count")),
+        os=system_arch,
+        os_release=release,
+        python_version=python,
+        device_kind="cpu",
+    )
     return ResultFile(FORMAT_PYPERF, path, tuple(benchmarks), host, _implementation(first))
 
 
@@ -628,7 +642,14 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
     system = f"{os_name.split()[0]}-{arch}" if os_name and arch else ""
     release = " ".join(os_name.split()[1:])
     python = _python_minor(doc.get("python"))
-    host = ResultHost(_str(machine.get("cpu")), cores, system, release, python, "cpu")
+    host = ResultHost(
+        cpu_model=_str(machine.get("cpu")),
+        cpu_cores=cores,
+        os=system,
+        os_release=release,
+        python_version=python,
+        device_kind="cpu",
+    )
     named = (("asv_env", doc.get("env_name")), ("asv_machine", machine.get("machine")))
     file_params: dict[str, ParamValue] = {k: _str(v) for k, v in named if _str(v)}
     if not (commit := _commit(doc.get("commit_hash"))):

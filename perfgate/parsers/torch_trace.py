@@ -345,7 +345,14 @@ def _summarise(
     overlapped = ms(overlap_us) if comm else None
     free = max(0.0, step_ms - compute_ms - (not_overlapped or 0.0))
     loading = ms(loading_us) if data_loading else None
-    breakdown = StepBreakdown(step_ms, compute_ms, not_overlapped, overlapped, free, loading)
+    breakdown = StepBreakdown(
+        step_ms=step_ms,
+        compute_ms=compute_ms,
+        communication_not_overlapped_ms=not_overlapped,
+        communication_overlapped_ms=overlapped,
+        free_ms=free,
+        data_loading_ms=loading,
+    )
     device_busy = min(1.0, compute_ms / step_ms) if step_ms > 0 else None
     if device_busy is None:
         notes.append("device_busy_fraction: the steps have zero duration")

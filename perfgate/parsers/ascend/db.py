@@ -692,10 +692,17 @@ def _summarise_communication(
         one = rows[0][4] if len(rows) == 1 else None
         bandwidth = one if one is not None else size / time if time > 0 else 0.0
         links.append(LinkBandwidth(link, size / steps, time / steps, bandwidth))
-    ratios = (ratio(wait, transit), ratio(sync, transit))  # of the totals
-    elapse, transit, wait, sync, idle = (t / steps for t in (elapse, transit, wait, sync, idle))
-    per_step = (len(op_rows) / steps, elapse, transit, wait, sync, idle)
-    return CommunicationSummary(*per_step, *ratios, tuple(links))
+    return CommunicationSummary(
+        ops_per_step=len(op_rows) / steps,
+        elapse_ms=elapse / steps,
+        transit_ms=transit / steps,
+        wait_ms=wait / steps,
+        synchronization_ms=sync / steps,
+        idle_ms=idle / steps,
+        wait_ratio=ratio(wait, transit),
+        synchronization_ratio=ratio(sync, transit),
+        links=tuple(links),
+    )
 
 
 # --- memory -------------------------------------------------------------------------------
