@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from perfgate.cli.base import PathType, StoreFlags, cli
 from perfgate.cli.progress import progress_for_command
 from perfgate.errors import ConfigError, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from perfgate.app.bisect import BisectOutcome, Step
 
 
 @cli.command()
@@ -140,7 +143,7 @@ def _nothing_to_bisect(*, as_json: bool) -> None:
     click.echo(f"perfgate: {line}", err=True)
 
 
-def _show(outcome: Any, delivered: str, *, as_json: bool) -> None:
+def _show(outcome: BisectOutcome, delivered: str, *, as_json: bool) -> None:
     """Print the outcome; exit 3 when it names no culprit."""
     from perfgate.app import bisect as use_case
 
@@ -160,7 +163,7 @@ def _show(outcome: Any, delivered: str, *, as_json: bool) -> None:
         sys.exit(int(ExitCode.INFRASTRUCTURE))
 
 
-def _step_line(step: Any) -> str:
+def _step_line(step: Step) -> str:
     change = f" {step.change_pct:+.1f}%" if step.change_pct is not None else ""
     ci = f" [{step.ci[0]:+.1f}%, {step.ci[1]:+.1f}%]" if step.ci else ""
     against = f" against {step.against[:10]}" if step.against else ""
@@ -173,7 +176,7 @@ def _step_line(step: Any) -> str:
     )
 
 
-def _render_text(outcome: Any) -> str:
+def _render_text(outcome: BisectOutcome) -> str:
     lines = [f"bisect {outcome.benchmark}: {len(outcome.steps)} step(s)"]
     lines += [f"  {_step_line(s)}" for s in outcome.steps]
     if outcome.culprit is not None:
