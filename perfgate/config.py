@@ -581,6 +581,8 @@ def read_config_file(path: Path) -> Config:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ConfigError(f"{path}: not valid TOML (nested too deeply)") from None
     if path.name == "pyproject.toml":
         table = _tool_table(document, path).get("perfgate", {})
         if not isinstance(table, Mapping):
@@ -606,7 +608,7 @@ def find_config_file(start: Path) -> Path | None:
     if pyproject.is_file():
         try:
             document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             return None
         if "perfgate" in _tool_table(document, pyproject):
             return pyproject

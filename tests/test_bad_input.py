@@ -426,3 +426,38 @@ def test_a_report_of_a_mistyped_branch_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2
     assert "no runs on base branch 'mian'" in one_line(err) and "branches with runs: " in err
     assert not out.exists()
+
+
+# -- a JSON input nested past Python's recursion limit ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["baseline import", "comment --from", "bisect --changes", "run --suite"]
+)
+def test_json_nested_too_deeply_is_one_line_not_an_internal_error(
+    tmp_path: Path, command: str
+) -> None:
+    """A JSON file of 5,000 nested brackets makes ``json.loads`` raise RecursionError (and a
+    suite's TOML, tomllib); each file a command reads (a baseline, a fork's report target,
+    ``history analyze``'s changes, a suite) must say so on one line and exit 2, as the
+    profile and result readers do, not 4."""
+    deep = "[" * 5000 + "]" * 5000
+    db = tmp_path / "store.db"
+    if command == "baseline import":
+        (tmp_path / "b.json").write_text(deep, encoding="utf-8")
+        args: tuple[str, ...] = ("baseline", "import", str(tmp_path / "b.json"))
+        args += ("--db", f"sqlite:///{db}")
+    elif command == "comment --from":
+        (tmp_path / "report.md").write_text("<!-- perfgate:report -->\n", encoding="utf-8")
+        (tmp_path / "target.json").write_text(deep, encoding="utf-8")
+        args = ("comment", "--from", str(tmp_path), "--conclusion", "failure")
+    elif command == "run --suite":  # TOML: an array nested in an array, 3,000 deep
+        suite = write_suite(tmp_path, "a = " + "[" * 3000 + "]" * 3000 + "\n")
+        args = ("run", "--suite", str(suite), "--db", f"sqlite:///{db}", "--branch", "main")
+    else:
+        (tmp_path / "changes.json").write_text(deep, encoding="utf-8")
+        args = ("bisect", "--changes", str(tmp_path / "changes.json"))
+    code, _, err = invoke(*args)
+    assert code == 2, err
+    assert "nested too deeply" in one_line(err)
+    assert not db.exists()

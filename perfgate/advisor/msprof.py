@@ -138,7 +138,7 @@ def _agent_document(text: str) -> Mapping[str, Any]:
     for candidate in candidates:
         try:
             doc = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict) and "status" in doc:
             return doc

@@ -231,6 +231,8 @@ def read_baseline(path: Path) -> BaselineFile:
         raise ParseError(f"{path}: cannot read baseline file: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ParseError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError:
+        raise ParseError(f"{path}: not a perfgate baseline file (nested too deeply)") from None
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise ParseError(f"{path}: not a perfgate baseline file")
     if doc.get("format_version") != FORMAT_VERSION:

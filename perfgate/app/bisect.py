@@ -554,6 +554,10 @@ def suspects(
         raise UsageError(f"--changes {path}: cannot read it ({exc.strerror or exc})") from None
     except ValueError as exc:  # not UTF-8, or not JSON
         raise UsageError(f"--changes {path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(
+            f"--changes {path}: not 'history analyze --json' (nested too deeply)"
+        ) from None
     rows = data.get("change_points") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise UsageError(

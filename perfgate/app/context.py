@@ -150,7 +150,7 @@ def _event_base_sha(env: Mapping[str, str]) -> str:
         return ""
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return ""
     pr = event.get("pull_request") if isinstance(event, dict) else None
     base = pr.get("base") if isinstance(pr, dict) else None

@@ -402,6 +402,8 @@ def load_report_dir(directory: Path) -> tuple[str, dict[str, Any]]:
         raise UsageError(f"{directory}: cannot read the report ({exc.strerror})") from None
     except ValueError as exc:
         raise UsageError(f"{where}: not JSON ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: not a perfgate report target (nested too deeply)") from None
     if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"{where}: not a perfgate report target (version 1)")
 
