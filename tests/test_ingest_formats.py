@@ -213,6 +213,31 @@ def _pytest_benchmark_file(tmp_path: Path, name: str, sort_scale: float, seed: i
     return path
 
 
+@pytest.mark.parametrize("fmt", ["pytest-benchmark", "pyperf"])
+def test_seconds_that_overflow_in_ms_are_refused_naming_the_benchmark(
+    tmp_path: Path, url: str, fmt: str
+) -> None:
+    """1e308 s is a finite float, 1e311 ms is not: the file is refused (exit 2, one line,
+    nothing stored), not an internal error when the run is summarised."""
+    path = tmp_path / "huge.json"
+    if fmt == "pytest-benchmark":
+        doc = json.loads(PB.read_text(encoding="utf-8"))
+        doc["benchmarks"][0]["stats"]["data"] = [1e300, 1e308]
+        name = doc["benchmarks"][0]["name"]
+    else:
+        doc = json.loads(PYPERF.read_text(encoding="utf-8"))
+        bench = doc["benchmarks"][0]
+        for run in bench["runs"]:
+            if "values" in run:
+                run["values"] = [1e308 for _ in run["values"]]
+        name = bench.get("metadata", {}).get("name") or doc["metadata"]["name"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err = ingest(path, url)
+    assert code == 2, err
+    assert f"{name}: its time_ms values are too large to summarise" in one_line(err)
+    assert not Path(url.removeprefix("sqlite:///")).exists()
+
+
 def test_the_gate_judges_each_pytest_benchmark_test_against_its_own_history(
     tmp_path: Path, url: str
 ) -> None:

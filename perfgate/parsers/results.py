@@ -368,15 +368,19 @@ def first_three(names: Sequence[str]) -> str:
 
 
 def _lower_is_better(
+    path: Path,
     name: str,
     unit: tuple[str, str, float],
     raw: Iterable[Sequence[float]],
     params: Mapping[str, ParamValue] | None = None,
 ) -> ResultBenchmark:
     """A benchmark of one lower-is-better metric, each repeat of ``raw`` (metric, unit,
-    factor) scaled to it."""
+    factor) scaled to it; ParseError where the scaled values cannot be summarised (1e308 s
+    is finite, in ms it is not)."""
     metric, shown, factor = unit
     repeats = tuple(tuple(x * factor for x in rep) for rep in raw)
+    if not math.isfinite(sum(abs(x) for rep in repeats for x in rep)):
+        raise ParseError(f"{path}: {name}: its {metric} values are too large to summarise")
     metrics = (ResultMetric(metric, shown, Direction.LOWER_IS_BETTER, repeats),)
     return ResultBenchmark(name, metrics, params or {})
 
@@ -450,7 +454,8 @@ def _parse_pytest_benchmark(doc: Mapping[str, Any], path: Path) -> ResultFile:
     if commit and info.get("dirty") is True:
         notes.append(f"commit_info: the checkout had uncommitted changes over {commit[:12]}")
     benchmarks = tuple(
-        _lower_is_better(u, _TIME, (s,), p) for u, (_, _, s, p) in zip(unique, parsed, strict=True)
+        _lower_is_better(path, u, _TIME, (s,), p)
+        for u, (_, _, s, p) in zip(unique, parsed, strict=True)
     )
     branch = "" if branch in ("(unknown)", "HEAD") else branch
     params = _implementation(machine)
@@ -505,7 +510,7 @@ def _parse_pyperf(doc: Mapping[str, Any], path: Path) -> ResultFile:
             )
         if not repeats:
             raise ParseError(f"{path}: {where}.runs: no run with values ({name})")
-        benchmarks.append(_lower_is_better(name, _PYPERF_UNITS[unit], repeats))
+        benchmarks.append(_lower_is_better(path, name, _PYPERF_UNITS[unit], repeats))
         first = first or metadata
     _check_unique((b.name for b in benchmarks), path, "benchmarks")
     system_arch, release = _platform_os(_str(first.get("platform")))
@@ -620,7 +625,7 @@ def _parse_asv(doc: Mapping[str, Any], path: Path) -> ResultFile:
                 raw = [_number(value, path, f"{where}: result[{j}]", minimum=low)]
                 if kind_ == "time":
                     without_samples.append(label)
-            benchmarks.append(_lower_is_better(label, (metric, unit, factor), (raw,)))
+            benchmarks.append(_lower_is_better(path, label, (metric, unit, factor), (raw,)))
     if untyped:
         notes.append(
             f"not recorded, type unknown (no benchmarks.json beside the results and no "
