@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from helpers import make_fingerprint, make_run, perfgate
 
-from perfgate.app.ingest import TIMING_METHODS
 from perfgate.models import (
+    INGESTED_TIMING,
     ChangePoint,
     Comparison,
     DetectedChange,
@@ -125,11 +125,11 @@ def ingested(timing_method: str) -> ReportContext:
     return ReportContext(project="p", ingested=True, environments=[("k", fields)])
 
 
-@pytest.mark.parametrize("fmt", sorted(TIMING_METHODS))
+@pytest.mark.parametrize("fmt", sorted(INGESTED_TIMING))
 def test_reproduce_steps_pass_benchmark_where_ingest_named_the_run(fmt: str) -> None:
     """A profile, an ais_bench summary or a metrics file is one run, named by `--benchmark`;
     a pytest-benchmark, pyperf or asv file names its own (`--benchmark` is only a prefix)."""
-    text = render_comment(gate_of("llama"), ingested(TIMING_METHODS[fmt]))
+    text = render_comment(gate_of("llama"), ingested(INGESTED_TIMING[fmt]))
     named = fmt not in RESULT_FORMATS or fmt == FORMAT_METRICS
     tail = " --benchmark llama" if named else ""
     assert f"git checkout main && perfgate ingest FILE --branch main{tail}\n" in text
@@ -137,7 +137,7 @@ def test_reproduce_steps_pass_benchmark_where_ingest_named_the_run(fmt: str) -> 
 
 
 def test_reproduce_steps_ingest_each_benchmarks_file() -> None:
-    text = render_comment(gate_of("a", "b c"), ingested(TIMING_METHODS[FORMAT_METRICS]))
+    text = render_comment(gate_of("a", "b c"), ingested(INGESTED_TIMING[FORMAT_METRICS]))
     assert "after the job wrote each benchmark's FILE:" in text
     assert (
         "git checkout feat && perfgate ingest FILE --branch feat --benchmark a && "
@@ -146,7 +146,7 @@ def test_reproduce_steps_ingest_each_benchmarks_file() -> None:
 
 
 def test_a_name_the_shell_cannot_take_safely_stays_a_placeholder() -> None:
-    text = render_comment(gate_of("$(rm -rf ~) @x"), ingested(TIMING_METHODS[FORMAT_METRICS]))
+    text = render_comment(gate_of("$(rm -rf ~) @x"), ingested(INGESTED_TIMING[FORMAT_METRICS]))
     assert "perfgate ingest FILE --branch feat --benchmark NAME\n" in text
     assert "rm -rf" not in text.split("**Reproduce locally**")[1]
 

@@ -208,12 +208,23 @@ class _Check:
     store: SqlStore
     budget: Budget
     git: GitContext
+    ci: CIContext
     against: str
+    trace_root: Path
     base_sha: str
     history: GitHistory | None
     progress: ProgressFn | None
-    recording: dict[str, Any]
-    """How the runs are measured and recorded (``run_and_record``'s keywords)."""
+    warn: ProgressFn | None
+
+    def recording(self) -> dict[str, Any]:
+        """How the runs are measured and recorded (``run_and_record``'s keywords)."""
+        return dict(
+            git=self.git,
+            ci=self.ci,
+            trace_root=self.trace_root,
+            progress=self.progress,
+            warn=self.warn,
+        )
 
     def judge(self, runs: Sequence[RunRecord], alpha: Levels = ALPHA) -> GateResult:
         return compare_records(
@@ -267,8 +278,20 @@ def run_check(
         # a base branch without runs fails the gate: say so before measuring, not after
         check_base_branch(config, store, against)
     began = datetime.now(timezone.utc)
-    how = dict(git=git, ci=ci, trace_root=trace_root, progress=progress, warn=warn)
-    job = _Check(config, specs, store, budget, git, against, base_sha, history, progress, how)
+    job = _Check(
+        config,
+        specs,
+        store,
+        budget,
+        git,
+        ci,
+        against,
+        trace_root,
+        base_sha,
+        history,
+        progress,
+        warn,
+    )
     try:
         if mode == "ab":
             ref = resolve_ab_ref(history, ab_ref=ab_ref, base_sha=base_sha, against=against)
@@ -314,7 +337,7 @@ def _check_history(job: _Check, *, sys_path: Sequence[str]) -> CheckOutcome:
     """``history`` mode: the head's runs, the gate, then more repeats for the benchmarks the
     plain gate left open, both looks at the level of the confirmation
     (:func:`perfgate.app.record.confirm_and_record`)."""
-    records = run_and_record(job.config, job.specs, job.store, sys_path=sys_path, **job.recording)
+    records = run_and_record(job.config, job.specs, job.store, sys_path=sys_path, **job.recording())
     plain = job.judge(records)
     by_name = {s.name: s for s in job.specs}
     looked = second_look(plain.comparisons, method="history", regression_stands=False)
@@ -356,7 +379,9 @@ def _check_ab(job: _Check, *, ref: str, repo: Path, clock: Callable[[], float]) 
     until it is decided or the budget is spent (:mod:`perfgate.stats.looks`)."""
     budget = job.budget
     started = clock()  # the budget is the whole check's: the first pairs spend it too
-    pairs = run_ab_and_record(job.config, job.specs, job.store, ref=ref, repo=repo, **job.recording)
+    pairs = run_ab_and_record(
+        job.config, job.specs, job.store, ref=ref, repo=repo, **job.recording()
+    )
     heads = [head for _, head in pairs]
     by_name = {s.name: s for s in job.specs}
     plain = job.judge(heads)

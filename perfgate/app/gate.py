@@ -232,8 +232,8 @@ def baseline_window(
     gate scans its benchmarks' series net of the job factor they share
     (:func:`compare_records`)."""
     reads = GateReads.read(config, store, benchmark)
-    selection = _selection(config, reads, benchmark, fingerprint_key, against, None, ())
-    return _window_read(config, store, reads, selection).cut(config)
+    read = _window_read(config, store, reads, benchmark, fingerprint_key, against, None, ())
+    return read.cut(config)
 
 
 @dataclass(frozen=True)
@@ -260,18 +260,25 @@ class _WindowRead:
 
 
 def _window_read(
-    config: Config, store: SqlStore, reads: GateReads, selection: dict[str, Any]
+    config: Config,
+    store: SqlStore,
+    reads: GateReads,
+    benchmark: str,
+    key: str,
+    against: str,
+    before: datetime | None,
+    excluded: Sequence[str],
 ) -> _WindowRead:
-    """What the window of the runs ``selection`` (:func:`_selection`) picks is cut from."""
+    selection = _selection(config, reads, benchmark, key, against, before, excluded)
     points, centres = store.history_and_centres(
         **selection, limit=config.baseline_window, scan=HISTORY_SCAN_RUNS
     )
     others: dict[str, Fingerprint] = {}
     if not points:
         fingerprints = store.fingerprints(
-            project=config.project, benchmark=selection["benchmark"], branch=selection["branch"]
+            project=config.project, benchmark=benchmark, branch=against
         )
-        others = {k: fp for k, fp in fingerprints.items() if k != selection["fingerprint_key"]}
+        others = {k: fp for k, fp in fingerprints.items() if k != key}
     return _WindowRead(points, centres, others, reads.invalid)
 
 
@@ -513,8 +520,8 @@ def _gate_read(
         before = anchor.started_at + timedelta(microseconds=1)
     excluded = (record.id, *(anchor.tied if anchor else ()))
     key = record.fingerprint.key()
-    selection = _selection(config, reads, record.benchmark, key, against, before, excluded)
-    return _window_read(config, store, reads, selection), anchor, why
+    read = _window_read(config, store, reads, record.benchmark, key, against, before, excluded)
+    return read, anchor, why
 
 
 def compare_records(

@@ -1,8 +1,8 @@
 """Use case: record a run from a profile, or a result file, that a team's own job already
 wrote (``perfgate ingest PATH``, the format detected by :func:`perfgate.parsers.detect_format`;
 docs/ingest.md describes them). Each format has its own timing method
-(:data:`TIMING_METHODS`), so its runs never share a history with ``perfgate run``'s runs nor
-with another format's.
+(:data:`perfgate.models.INGESTED_TIMING`), so its runs never share a history with ``perfgate
+run``'s runs nor with another format's.
 
 - A profile: an Ascend PyTorch Profiler output (a ``*_ascend_pt`` directory, text or db
   export, or a parent directory holding one per rank; :mod:`perfgate.parsers.ascend`), or a
@@ -73,9 +73,6 @@ from perfgate.parsers.results import (
 from perfgate.runner.fingerprint import collect_fingerprint
 from perfgate.stats.summary import summarize
 from perfgate.store import SqlStore
-
-TIMING_METHODS = INGESTED_TIMING
-"""Timing methods of ingested runs, by format (:data:`perfgate.models.INGESTED_TIMING`)."""
 
 # Collection settings that change what the profiler costs, so runs differing in them are
 # not comparable. The export type (text or db) is left out: both describe the same job.
@@ -200,7 +197,7 @@ def _fingerprint(profiled: Profiled, host_label: str) -> Fingerprint:
     device_kind = "npu" if profiled.format == FORMAT_ASCEND else "cuda" if cuda else "cpu"
     return collect_fingerprint(
         device_kind=device_kind,
-        timing_method=TIMING_METHODS[profiled.format],
+        timing_method=INGESTED_TIMING[profiled.format],
         params={k: collection[k] for k in _COMPARABLE_COLLECTION if k in collection},
         host_label=host_label,
         device_model=collection.get("device", ""),
@@ -326,7 +323,7 @@ def _ais_bench_fingerprint(
     devices = _arg(summary.args, "--device", "-d")
     return collect_fingerprint(
         device_kind="npu",
-        timing_method=TIMING_METHODS[FORMAT_AIS_BENCH],
+        timing_method=INGESTED_TIMING[FORMAT_AIS_BENCH],
         params=params,
         host_label=host_label,
         device_count=len([d for d in devices.split(",") if d.strip()]) if devices else 1,
@@ -423,7 +420,7 @@ def build_result_records(
         name = f"{benchmark}/{bench.name}" if benchmark and bench.name else bench.name or benchmark
         fp = collect_fingerprint(
             device_kind=h.device_kind,
-            timing_method=TIMING_METHODS[result.format],
+            timing_method=INGESTED_TIMING[result.format],
             params={**result.params, **bench.params},
             host_label=host_label,
             device_count=1 if h.device_kind else 0,

@@ -151,8 +151,8 @@ def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 def grouped(name: str, make: Callable[..., Any], *decorators: Callable[[F], F]) -> Callable[[F], F]:
     """:func:`options` whose values reach the command as one argument ``name``: ``make``
     called with them by their parameter names."""
-    probe = options(*decorators)(cast(F, lambda: None))
-    names = [param.name for param in vars(probe)["__click_params__"]]
+    probe = click.command()(options(*decorators)(cast(F, lambda: None)))
+    names = [param.name for param in probe.params if param.name]
 
     def apply(func: F) -> F:
         @functools.wraps(func)
